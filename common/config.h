@@ -1,0 +1,132 @@
+// Agent and server configuration: msprobe's config.json keys as they are, plus Parity's own
+// "parity" section. Every key, with its default, is documented in docs/configuration.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+#include "common/limits.h"
+
+namespace parity::common {
+
+// What the agent does when its send queue is full.
+enum class QueuePolicy {
+  kDrop,   // drop the new call and count it: training never waits (default)
+  kBlock,  // wait for room while connected: exhaustive checking, training may slow down
+};
+
+// Over which period the per-signature sampling budget is counted.
+enum class BudgetPeriod { kStep, kRun };
+
+// The agent's "parity" section.
+struct AgentOptions {
+  uint64_t queue_max_bytes = uint64_t{256} << 20;
+  uint32_t queue_max_calls = 1024;
+  QueuePolicy policy = QueuePolicy::kDrop;
+  uint32_t block_timeout_ms = 0;          // kBlock: longest wait per call; 0 = no limit
+  uint32_t max_checks_per_signature = 0;  // 0 = check every call
+  BudgetPeriod budget_period = BudgetPeriod::kRun;
+  bool fail_fast = false;   // step() raises after an error verdict
+  bool plaintext = false;   // explicit opt-out of TLS
+  std::string server_name;  // TLS name to verify, when it differs from host
+  uint32_t connect_timeout_ms = 5000;
+  uint32_t reconnect_initial_ms = 200;
+  uint32_t reconnect_max_ms = 30000;
+  uint32_t flush_timeout_ms = 30000;  // stop() waits at most this long for the queue
+  uint64_t max_inline_tensor_bytes = uint64_t{4} << 20;  // larger tensors travel in chunks
+  uint64_t max_tensor_bytes = uint64_t{256} << 20;       // larger tensors: statistics only
+  bool checksum = false;                                 // CRC-32C on every payload
+  bool capture_backward = true;
+  std::vector<std::string> white_list;  // bare op names ("gelu"); empty = all
+  std::vector<std::string> black_list;  // wins over white_list
+  std::string run_id;                   // shared by the ranks of a run; default: generated
+  std::string log_level = "info";       // "debug", "info", "warning", "error"
+};
+
+// The agent's configuration (msprobe task "tensor" with online_run_ut).
+struct AgentConfig {
+  std::string task = "tensor";
+  std::string dump_path;  // accepted for compatibility; unused
+  std::string level = "L1";
+  std::vector<int64_t> rank;  // empty = every rank
+  std::vector<int64_t> step;  // empty = every step
+  int64_t seed = 1234;
+  bool is_deterministic = false;
+  std::vector<std::string> scope;  // [start, end] range of API names, or empty
+  std::vector<std::string> list;   // substrings of API names, or empty
+  bool online_run_ut = true;
+  std::string host;
+  int64_t port = -1;
+  std::string tls_path;  // ca.crt [+ client.crt, client.key]
+  AgentOptions parity;
+};
+
+// The server's "parity" section.
+struct ServerOptions {
+  std::string output_dir = "./";
+  std::string metrics_host = "0.0.0.0";
+  int64_t metrics_port = 9464;  // 0 = ephemeral, -1 = disabled
+  uint32_t workers = 0;         // 0 = one per bench device (CPU: 1)
+  uint32_t queue_max_calls = 64;
+  uint64_t queue_max_bytes = uint64_t{2} << 30;
+  std::string bench_device = "auto";  // "auto", "cpu", "cuda", "cuda:N"
+  std::string standards_file;         // empty = the file shipped with the server
+  bool golden = true;                 // float64 CPU golden for three-way standards
+  bool plaintext = false;
+  bool allow_plaintext_non_loopback = false;
+  uint64_t max_message_bytes = uint64_t{64} << 20;
+  uint32_t max_streams = 1024;
+  DecodeLimits limits;
+};
+
+// The server's configuration (msprobe task "run_ut").
+struct ServerConfig {
+  std::string task = "run_ut";
+  std::vector<std::string> white_list;
+  std::vector<std::string> black_list;
+  std::string error_data_path = "./";  // accepted for compatibility; unused
+  bool is_online = true;
+  std::string host;  // empty: 0.0.0.0 with TLS, 127.0.0.1 in plaintext
+  int64_t port = 59208;
+  std::vector<int64_t> rank_list;  // empty = every rank (msprobe's [] dropped all)
+  std::string tls_path;            // server.crt, server.key [+ ca.crt for mutual TLS]
+  ServerOptions parity;
+};
+
+// A parsed configuration and the warnings met on the way (unknown keys, ignored keys).
+template <typename T>
+struct Parsed {
+  T config;
+  std::vector<std::string> warnings;
+};
+
+// Parses and validates an agent config.json text. `source` names the text in errors
+// ("config.json"). Errors are INVALID_ARGUMENT listing every problem, one per line, each naming
+// the key: `tensor.port: expected an integer, got "abc"`.
+absl::StatusOr<Parsed<AgentConfig>> ParseAgentConfig(absl::string_view json_text,
+                                                     absl::string_view source = "config");
+absl::StatusOr<Parsed<ServerConfig>> ParseServerConfig(absl::string_view json_text,
+                                                       absl::string_view source = "config");
+
+// Reads `path` and parses it; NOT_FOUND / PERMISSION_DENIED name the path.
+absl::StatusOr<Parsed<AgentConfig>> LoadAgentConfig(const std::string& path);
+absl::StatusOr<Parsed<ServerConfig>> LoadServerConfig(const std::string& path);
+
+// Cross-field rules, also run by the parsers; for configs built or changed in code.
+absl::Status ValidateAgentConfig(const AgentConfig& config);
+absl::Status ValidateServerConfig(const ServerConfig& config);
+
+// The effective configuration as "key = value" lines, for the start-up log.
+std::string DescribeAgentConfig(const AgentConfig& config);
+std::string DescribeServerConfig(const ServerConfig& config);
+
+// Parses "64MiB", "1GiB", "500KB", "1048576" into bytes.
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
+
+// Reads a whole file into a string (NOT_FOUND, PERMISSION_DENIED, ... name the path).
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+}  // namespace parity::common

@@ -1,0 +1,65 @@
+// Typed, path-aware reading of a JSON object, collecting every error and warning. Internal to
+// common/config.cc and its tests.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <set>
+#include <string>
+#include <vector>
+#include "absl/strings/string_view.h"
+
+#include <nlohmann/json.hpp>
+
+namespace parity::common {
+
+// Problems found while reading one document.
+struct ConfigIssues {
+  std::vector<std::string> errors;
+  std::vector<std::string> warnings;
+};
+
+// Reads the members of one JSON object. Each getter marks its key as known, leaves the output
+// untouched when the key is absent, and records an error naming "prefix.key" when the value has
+// the wrong type or range. Finish() reports unknown keys as warnings. Not thread-safe.
+class ConfigReader {
+ public:
+  ConfigReader(const nlohmann::json* object, std::string prefix, ConfigIssues* issues);
+
+  bool Has(absl::string_view key) const;
+  void Int(absl::string_view key, int64_t* out, int64_t min, int64_t max);
+  void UInt32(absl::string_view key, uint32_t* out, uint32_t min = 0, uint32_t max = UINT32_MAX);
+  void Bytes(absl::string_view key, uint64_t* out);  // integer or "64MiB"-style string
+  void Bool(absl::string_view key, bool* out);
+  void String(absl::string_view key, std::string* out);
+  void StringList(absl::string_view key, std::vector<std::string>* out);
+  // Non-negative integers; strings "a-b" expand to a..b inclusive (msprobe's step/rank ranges).
+  void IndexList(absl::string_view key, std::vector<int64_t>* out);
+  // A string restricted to `choices`.
+  void Choice(absl::string_view key, std::string* out, std::initializer_list<const char*> choices);
+  // A key Parity accepts but does not use: a warning when present.
+  void Ignored(absl::string_view key, absl::string_view why);
+  // A key Parity accepts silently (msprobe compatibility) but does not use.
+  void Accepted(absl::string_view key);
+  // A nested object; absent → a reader over nothing. A non-object value is an error.
+  ConfigReader Section(absl::string_view key);
+  // Warnings for every key no getter asked for.
+  void Finish();
+
+  void Error(absl::string_view key, absl::string_view message);
+  void Warning(absl::string_view key, absl::string_view message);
+  std::string Path(absl::string_view key) const;
+
+ private:
+  const nlohmann::json* Get(absl::string_view key);
+
+  const nlohmann::json* object_;
+  std::string prefix_;
+  ConfigIssues* issues_;
+  std::set<std::string, std::less<>> known_;
+};
+
+// A JSON value for an error message, shortened: `"abc"`, `12.5`, `[1,2]`.
+std::string Quote(const nlohmann::json& value);
+
+}  // namespace parity::common

@@ -1,0 +1,27 @@
+// Torch-free facts about Parity's wire dtypes (parity.v1.DType).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include "absl/strings/string_view.h"
+
+#include "parity/v1/parity.pb.h"
+
+namespace parity::common {
+
+// Element size in bytes, or 0 for DTYPE_UNSPECIFIED / values outside the enum.
+std::size_t ElementSize(v1::DType dtype);
+
+// True for the enum's defined, non-UNSPECIFIED values.
+bool IsKnownDType(int dtype);
+
+// msprobe's spelling, as in its CSV "Dtype" columns: "torch.float32", "torch.bfloat16", ...
+absl::string_view TorchName(v1::DType dtype);
+
+// Parses "torch.float32", "float32" or "fp32"-style names; nullopt when unknown.
+std::optional<v1::DType> ParseDType(absl::string_view name);
+
+bool IsFloating(v1::DType dtype);  // float16, bfloat16, float32, float64
+bool IsComplex(v1::DType dtype);   // complex64, complex128
+
+}  // namespace parity::common

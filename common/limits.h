@@ -1,0 +1,19 @@
+// Caps that every decoder enforces before allocating anything.
+#pragma once
+
+#include <cstdint>
+
+namespace parity::common {
+
+// Resource caps for decoding untrusted values. Defaults suit a benchmark host with tens of GiB.
+struct DecodeLimits {
+  uint64_t max_tensor_bytes = uint64_t{1} << 30;  // one tensor's payload: 1 GiB
+  uint64_t max_tensor_numel = uint64_t{1} << 30;  // one tensor's element count
+  uint64_t max_call_bytes = uint64_t{4} << 30;    // all tensor payloads of one call: 4 GiB
+  uint32_t max_dims = 16;                         // tensor rank
+  uint32_t max_depth = 8;                         // nesting of lists inside lists
+  uint32_t max_list_length = 65536;               // items in one list
+  uint32_t max_string_bytes = 65536;              // one string value
+};
+
+}  // namespace parity::common

@@ -1,0 +1,83 @@
+// c10::IValue <-> parity.v1.Value, both ways. The only place libtorch values meet the wire format.
+//
+// Callers include libtorch themselves; this header forward-declares what it names so that code
+// passing values through (transport, server queues) does not pay for libtorch's headers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "common/limits.h"
+#include "parity/v1/parity.pb.h"
+
+namespace c10 {
+struct IValue;
+struct Type;
+}  // namespace c10
+
+namespace parity::common {
+
+// Receives payloads of tensors too large to inline; returns the blob id the Tensor will refer to.
+class BlobSink {
+ public:
+  virtual ~BlobSink() = default;
+  virtual uint64_t AddBlob(std::string payload) = 0;
+};
+
+// Looks up a blob (reassembled TensorChunks) by id; nullptr when unknown.
+class BlobSource {
+ public:
+  virtual ~BlobSource() = default;
+  virtual const std::string* FindBlob(uint64_t blob_id) const = 0;
+};
+
+struct EncodeOptions {
+  // Tensors with a larger payload go to `blob_sink` (DATA_FORM_CHUNKED) if there is one.
+  uint64_t max_inline_tensor_bytes = uint64_t{16} << 20;
+  // Tensors with a larger payload, or larger than the inline limit without a sink, are sent as
+  // statistics only (DATA_FORM_STATS_ONLY).
+  uint64_t max_tensor_bytes = uint64_t{1} << 30;
+  BlobSink* blob_sink = nullptr;
+  bool compute_crc32c = false;
+  uint32_t max_depth = 8;
+};
+
+// Encodes `value` into `out`. `type_hint` (a schema argument's real_type(), may be null) lets an
+// int that is really a ScalarType, Layout or MemoryFormat travel as such. Tensors are copied to
+// host memory and made contiguous; conjugate/negative views are resolved. Values that cannot be
+// sent (generators, objects, sparse or quantized tensors) give UNIMPLEMENTED naming `path`.
+// Thread-safe; may throw nothing (libtorch errors become statuses).
+absl::Status EncodeValue(const c10::IValue& value, const c10::Type* type_hint,
+                         const EncodeOptions& options, absl::string_view path, v1::Value* out);
+
+// Decodes values of one call. Validates every size against `limits` before allocating; the
+// per-call byte cap spans all values decoded by one Decoder. Not thread-safe (one per call).
+class ValueDecoder {
+ public:
+  explicit ValueDecoder(const DecodeLimits& limits, const BlobSource* blobs = nullptr)
+      : limits_(limits), blobs_(blobs) {}
+
+  // Decodes `value` into `*out`. Errors are INVALID_ARGUMENT (malformed) or RESOURCE_EXHAUSTED
+  // (over a cap) and name `path` and the offending numbers; FAILED_PRECONDITION for tensors sent
+  // as statistics only (they cannot be materialised).
+  absl::Status Decode(const v1::Value& value, absl::string_view path, c10::IValue* out);
+
+  // Tensor payload bytes decoded so far.
+  uint64_t bytes_decoded() const { return bytes_decoded_; }
+
+ private:
+  absl::Status DecodeAt(const v1::Value& value, std::string& path, uint32_t depth,
+                        c10::IValue* out);
+  absl::Status DecodeTensor(const v1::Tensor& t, const std::string& path, c10::IValue* out);
+  absl::Status DecodeList(const v1::ValueList& list, std::string& path, uint32_t depth,
+                          c10::IValue* out);
+
+  DecodeLimits limits_;
+  const BlobSource* blobs_;
+  uint64_t bytes_decoded_ = 0;
+};
+
+}  // namespace parity::common

@@ -1,0 +1,213 @@
+#include "common/config.h"
+
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace parity::common {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+// msprobe's documented online example for the NPU side, with TLS.
+constexpr char kMsprobeAgent[] = R"({
+  "task": "tensor", "dump_path": "./dump_path", "rank": [0], "step": [0], "level": "L1",
+  "tensor": {"scope": [], "list": [], "online_run_ut": true, "nfs_path": "",
+             "host": "10.0.0.7", "port": 59208, "tls_path": "./certs"}
+})";
+
+constexpr char kMsprobeServer[] = R"({
+  "task": "run_ut",
+  "run_ut": {"white_list": [], "black_list": [], "error_data_path": "./", "is_online": true,
+             "nfs_path": "", "host": "127.0.0.1", "port": 59208, "rank_list": [0],
+             "tls_path": "./certs"}
+})";
+
+TEST(AgentConfigTest, AcceptsMsprobeOnlineConfigAsIs) {
+  auto parsed = ParseAgentConfig(kMsprobeAgent, "config.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const AgentConfig& c = parsed->config;
+  EXPECT_EQ(c.host, "10.0.0.7");
+  EXPECT_EQ(c.port, 59208);
+  EXPECT_EQ(c.tls_path, "./certs");
+  EXPECT_THAT(c.rank, ElementsAre(0));
+  EXPECT_THAT(c.step, ElementsAre(0));
+  EXPECT_THAT(parsed->warnings, IsEmpty());
+  // Parity's defaults where msprobe has nothing to say.
+  EXPECT_EQ(c.parity.policy, QueuePolicy::kDrop);
+  EXPECT_EQ(c.parity.max_checks_per_signature, 0u);
+  EXPECT_FALSE(c.parity.plaintext);
+}
+
+TEST(AgentConfigTest, ReadsParitySectionAndRanges) {
+  auto parsed = ParseAgentConfig(R"({
+    "task": "tensor", "step": [0, "3-5"], "rank": ["0-1"],
+    "tensor": {"online_run_ut": true, "host": "gpu-1", "port": 7000, "list": ["gelu"]},
+    "parity": {"plaintext": true, "policy": "block", "queue_max_bytes": "64MiB",
+               "queue_max_calls": 16, "max_checks_per_signature": 2, "budget_period": "step",
+               "fail_fast": true, "black_list": ["dropout"], "max_inline_tensor_bytes": 1024}
+  })");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const AgentConfig& c = parsed->config;
+  EXPECT_THAT(c.step, ElementsAre(0, 3, 4, 5));
+  EXPECT_THAT(c.rank, ElementsAre(0, 1));
+  EXPECT_THAT(c.list, ElementsAre("gelu"));
+  EXPECT_EQ(c.parity.policy, QueuePolicy::kBlock);
+  EXPECT_EQ(c.parity.queue_max_bytes, 64u << 20);
+  EXPECT_EQ(c.parity.queue_max_calls, 16u);
+  EXPECT_EQ(c.parity.max_checks_per_signature, 2u);
+  EXPECT_EQ(c.parity.budget_period, BudgetPeriod::kStep);
+  EXPECT_TRUE(c.parity.fail_fast);
+  EXPECT_THAT(c.parity.black_list, ElementsAre("dropout"));
+  EXPECT_EQ(c.parity.max_inline_tensor_bytes, 1024u);
+}
+
+TEST(AgentConfigTest, WrongTypeNamesKeyAndValue) {
+  auto parsed = ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,
+      "host": "h", "port": "abc", "tls_path": "c"}})",
+                                 "config.json");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(parsed.status().message(),
+              HasSubstr("tensor.port: expected an integer, got \"abc\""));
+  EXPECT_THAT(parsed.status().message(), HasSubstr("config.json"));
+}
+
+TEST(AgentConfigTest, ReportsEveryErrorAtOnce) {
+  auto parsed = ParseAgentConfig(R"({"task": "tensor", "step": [-1], "tensor": {
+      "online_run_ut": "yes", "host": "h", "port": 70000, "tls_path": "c"},
+      "parity": {"policy": "wait", "queue_max_bytes": "lots"}})");
+  ASSERT_FALSE(parsed.ok());
+  const std::string m(parsed.status().message());
+  EXPECT_THAT(m, HasSubstr("5 error(s)"));
+  EXPECT_THAT(m, HasSubstr("step[0]: expected a non-negative integer or a range \"a-b\", got -1"));
+  EXPECT_THAT(m, HasSubstr("tensor.online_run_ut: expected true or false, got \"yes\""));
+  EXPECT_THAT(m, HasSubstr("tensor.port: must be between -1 and 65535, got 70000"));
+  EXPECT_THAT(m, HasSubstr("parity.policy: expected one of \"drop\", \"block\", got \"wait\""));
+  EXPECT_THAT(m, HasSubstr("parity.queue_max_bytes: expected a byte size"));
+}
+
+TEST(AgentConfigTest, NfsPathIsAClearError) {
+  auto parsed = ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,
+      "nfs_path": "/nfs/data", "host": "h", "port": 1, "tls_path": "c"}})");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(parsed.status().message(),
+              AllOf(HasSubstr("tensor.nfs_path"), HasSubstr("not supported"),
+                    HasSubstr("set host and port")));
+}
+
+TEST(AgentConfigTest, TlsIsRequiredUnlessPlaintextIsExplicit) {
+  auto parsed = ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,
+      "host": "h", "port": 1, "tls_path": ""}})");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(parsed.status().message(),
+              AllOf(HasSubstr("tensor.tls_path: TLS is required"), HasSubstr("parity.plaintext")));
+  parsed = ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,
+      "host": "h", "port": 1, "tls_path": ""}, "parity": {"plaintext": true}})");
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+}
+
+TEST(AgentConfigTest, UnknownAndIgnoredKeysAreWarnings) {
+  auto parsed = ParseAgentConfig(R"({"task": "tensor", "level": "mix", "colour": "red",
+      "tensor": {"online_run_ut": true, "host": "h", "port": 1, "tls_path": "c",
+                 "data_mode": ["all"], "prot": 5},
+      "parity": {"fail_fats": true}})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_THAT(parsed->warnings, Contains("colour: unknown key, ignored"));
+  EXPECT_THAT(parsed->warnings, Contains("tensor.prot: unknown key, ignored"));
+  EXPECT_THAT(parsed->warnings, Contains("parity.fail_fats: unknown key, ignored"));
+  EXPECT_THAT(parsed->warnings, Contains(HasSubstr("tensor.data_mode: ignored")));
+  EXPECT_THAT(parsed->warnings, Contains(HasSubstr("level: Parity checks every")));
+}
+
+TEST(AgentConfigTest, RejectsServerTaskMissingSectionAndBadStructure) {
+  auto parsed = ParseAgentConfig(kMsprobeServer);
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(parsed.status().message(), HasSubstr("\"run_ut\" is the benchmark server's task"));
+  parsed = ParseAgentConfig(R"({"task": "tensor"})");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(parsed.status().message(), HasSubstr("tensor: section missing"));
+  parsed = ParseAgentConfig(R"({"task": "tensor", "tensor": [1]})");
+  EXPECT_THAT(parsed.status().message(), HasSubstr("tensor: expected an object, got list"));
+  parsed = ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,
+      "host": "h", "port": 1, "tls_path": "c", "scope": ["a"], "list": ["b"]}})");
+  EXPECT_THAT(parsed.status().message(), HasSubstr("set one of them, not both"));
+}
+
+TEST(AgentConfigTest, MalformedJsonNamesLineAndColumn) {
+  auto parsed = ParseAgentConfig("{\n  \"task\": \"tensor\",\n  \"step\": [0,,]\n}", "cfg.json");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(parsed.status().message(), HasSubstr("cfg.json:3:"));
+  EXPECT_THAT(parsed.status().message(), HasSubstr("invalid JSON"));
+  EXPECT_FALSE(ParseAgentConfig("[1, 2]").ok());
+  EXPECT_FALSE(ParseAgentConfig("").ok());
+}
+
+TEST(AgentConfigTest, LoadReportsMissingFile) {
+  auto parsed = LoadAgentConfig("/nonexistent/parity/config.json");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(parsed.status().message(), HasSubstr("/nonexistent/parity/config.json"));
+}
+
+TEST(AgentConfigTest, LoadsFromFile) {
+  const std::string path = ::testing::TempDir() + "/agent_config.json";
+  std::ofstream(path) << kMsprobeAgent;
+  auto parsed = LoadAgentConfig(path);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->config.port, 59208);
+}
+
+TEST(ServerConfigTest, AcceptsMsprobeConfigAsIs) {
+  auto parsed = ParseServerConfig(kMsprobeServer);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->config.host, "127.0.0.1");
+  EXPECT_EQ(parsed->config.port, 59208);
+  EXPECT_THAT(parsed->config.rank_list, ElementsAre(0));
+  EXPECT_THAT(parsed->warnings, IsEmpty());
+}
+
+TEST(ServerConfigTest, ReadsParitySectionAndLimits) {
+  auto parsed = ParseServerConfig(R"({"task": "run_ut", "run_ut": {"port": 0, "tls_path": "t"},
+      "parity": {"output_dir": "/tmp/out", "metrics_port": -1, "workers": 2,
+                 "max_message_bytes": "8MiB", "bench_device": "cpu",
+                 "limits": {"max_tensor_bytes": "1GiB", "max_dims": 8}}})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const ServerConfig& c = parsed->config;
+  EXPECT_EQ(c.port, 0);
+  EXPECT_EQ(c.parity.output_dir, "/tmp/out");
+  EXPECT_EQ(c.parity.metrics_port, -1);
+  EXPECT_EQ(c.parity.workers, 2u);
+  EXPECT_EQ(c.parity.max_message_bytes, 8u << 20);
+  EXPECT_EQ(c.parity.limits.max_tensor_bytes, 1u << 30);
+  EXPECT_EQ(c.parity.limits.max_dims, 8u);
+}
+
+TEST(ServerConfigTest, InvalidValuesAreClearErrors) {
+  auto parsed = ParseServerConfig(R"({"task": "run_ut", "run_ut": {"port": 1, "tls_path": "",
+      "rank_list": "0", "nfs_path": "/nfs"}, "parity": {"limits": {"max_dims": 0}}})");
+  ASSERT_FALSE(parsed.ok());
+  const std::string m(parsed.status().message());
+  EXPECT_THAT(m, HasSubstr("run_ut.rank_list: expected a list of integers, got \"0\""));
+  EXPECT_THAT(m, HasSubstr("run_ut.nfs_path: shared-storage (NFS) mode is not supported"));
+  EXPECT_THAT(m, HasSubstr("parity.limits.max_dims: must be between 1 and 64, got 0"));
+}
+
+TEST(ConfigTest, ParsesByteSizes) {
+  EXPECT_EQ(*ParseByteSize("1048576"), 1048576u);
+  EXPECT_EQ(*ParseByteSize("64MiB"), 64u << 20);
+  EXPECT_EQ(*ParseByteSize(" 2 GiB "), 2ull << 30);
+  EXPECT_EQ(*ParseByteSize("500kb"), 500000u);
+  EXPECT_FALSE(ParseByteSize("lots").ok());
+  EXPECT_FALSE(ParseByteSize("-1MiB").ok());
+  EXPECT_FALSE(ParseByteSize("99999999999999999999TiB").ok());
+}
+
+}  // namespace
+}  // namespace parity::common
