@@ -100,6 +100,16 @@ void ConfigReader::Bytes(absl::string_view key, uint64_t* out) {
                           Quote(*v)));
 }
 
+void ConfigReader::Double(absl::string_view key, double* out) {
+  const nlohmann::json* v = Get(key);
+  if (v == nullptr) return;
+  if (!v->is_number()) {
+    Error(key, absl::StrCat("expected a number, got ", Quote(*v)));
+    return;
+  }
+  *out = v->get<double>();
+}
+
 void ConfigReader::Bool(absl::string_view key, bool* out) {
   const nlohmann::json* v = Get(key);
   if (v == nullptr) return;

@@ -1,0 +1,279 @@
+#include "server/compare/judge.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/dtype.h"
+
+namespace parity::server {
+namespace {
+
+void Note(std::string* message, absl::string_view line) {
+  if (!message->empty()) message->push_back('\n');
+  message->append(line.data(), line.size());
+}
+
+int Severity(v1::VerdictStatus s) {
+  return s == v1::VERDICT_STATUS_ERROR ? 2 : s == v1::VERDICT_STATUS_WARNING ? 1 : 0;
+}
+
+// Raises the output's status to `status` (never lowers it); the first metric to raise it is kept.
+void Fail(OutputJudgement& j, v1::VerdictStatus status, absl::string_view metric,
+          absl::string_view why) {
+  if (Severity(status) > Severity(j.status)) {
+    j.status = status;
+    j.failed_metric = std::string(metric);
+  }
+  Note(&j.message, why);
+}
+
+bool IsLowPrecision(v1::DType d) { return d == v1::DTYPE_FLOAT16 || d == v1::DTYPE_BFLOAT16; }
+
+void JudgeAbsoluteThreshold(OutputJudgement& j, const PairMetrics& m) {
+  if (m.inf_nan_error_rate != 0) {
+    Fail(j, v1::VERDICT_STATUS_ERROR, "inf_nan_error_rate", "ERROR: inf/nan错误率超过阈值");
+  }
+  if (m.rel_error_rate != 0) {
+    Fail(j, v1::VERDICT_STATUS_ERROR, "rel_error_rate", "ERROR: 相对误差错误率超过阈值");
+  }
+  if (m.abs_error_rate != 0) {
+    Fail(j, v1::VERDICT_STATUS_ERROR, "abs_error_rate", "ERROR: 绝对误差错误率超过阈值");
+  }
+}
+
+void JudgeUlp(OutputJudgement& j, v1::DType dtype, const PairMetrics& dev, const PairMetrics* bench,
+              const DTypeConstants& c, const UlpRules& rules) {
+  bool pass = false;
+  if (dtype == v1::DTYPE_FLOAT32 || dtype == v1::DTYPE_FLOAT64) {
+    pass =
+        dev.ulp_mean < rules.float32_mean_ulp || dev.ulp_over_threshold_ratio < rules.float32_share;
+  } else {
+    pass = dev.ulp_over_threshold_ratio < rules.low_precision_share;
+  }
+  if (bench != nullptr) {
+    // Parity: no worse than the bench is a pass (msprobe demanded ratio < 1 strictly, which
+    // flags a device identical to the bench whenever the op's own rounding is large).
+    Ratio r = BenchmarkRatio(dev.ulp_over_threshold_ratio, bench->ulp_over_threshold_ratio,
+                             c.minimum_err, rules.share_ratio);
+    j.ratios.emplace_back("ulp_share", r);
+    pass = pass || (std::isfinite(r.value) && r.pass);
+  }
+  if (std::isnan(dev.ulp_mean) && !(bench != nullptr && std::isnan(bench->ulp_mean))) {
+    pass = false;  // inf/NaN where the bench has none
+  }
+  if (!pass) Fail(j, v1::VERDICT_STATUS_ERROR, "ulp_error", "ERROR: ULP误差不满足标准");
+}
+
+void JudgeBenchmark(OutputJudgement& j, const PairMetrics& dev, const PairMetrics& bench,
+                    const DTypeConstants& c, const BenchmarkRatioThresholds& t) {
+  struct Item {
+    const char* name;
+    double dev, bench, limit;
+    const char* error;
+    bool decides;
+  };
+  const Item items[] = {
+      {"small_value_error_ratio", dev.small_value_error_ratio, bench.small_value_error_ratio,
+       t.small_value_error_ratio, "ERROR: 小值域错误比值超过阈值", true},
+      {"rmse", dev.rmse, bench.rmse, t.rmse, "ERROR: 均方根误差比值超过阈值", true},
+      {"max_rel_error", dev.max_rel_error, bench.max_rel_error, t.max_rel_error,
+       "ERROR: 相对误差最大值比值超过阈值", true},
+      {"mean_rel_error", dev.mean_rel_error, bench.mean_rel_error, t.mean_rel_error,
+       "ERROR: 相对误差平均值比值超过阈值", true},
+      // Error balance is reported but does not decide (as in msprobe).
+      {"error_balance", dev.error_balance, bench.error_balance, t.error_balance, "", false},
+  };
+  // Parity addition: msprobe's benchmark metrics mask inf/NaN positions, so a device that turns
+  // finite results into NaN/inf (an overflowing softmax, say) would pass. More inf/NaN errors
+  // than the bench has is an error.
+  if (dev.inf_nan_error_rate > bench.inf_nan_error_rate) {
+    Fail(j, v1::VERDICT_STATUS_ERROR, "inf_nan_error_rate",
+         "ERROR: inf/nan错误率超过标杆 (inf/NaN where the bench has finite values)");
+  }
+  for (const Item& it : items) {
+    Ratio r = BenchmarkRatio(it.dev, it.bench, c.minimum_err, it.limit);
+    j.ratios.emplace_back(it.name, r);
+    if (!r.pass && it.decides) Fail(j, v1::VERDICT_STATUS_ERROR, it.name, it.error);
+  }
+}
+
+}  // namespace
+
+Ratio BenchmarkRatio(double tested, double bench, double floor, double limit) {
+  Ratio r;
+  if (!std::isfinite(tested) || !std::isfinite(bench)) {
+    const bool both_nan = std::isnan(tested) && std::isnan(bench);
+    const bool same_inf = std::isinf(tested) && tested == bench;
+    r.pass = both_nan || same_inf;
+    return r;
+  }
+  r.value = std::fabs(tested) / std::max(std::fabs(bench), floor);
+  r.pass = r.value <= limit;
+  return r;
+}
+
+absl::string_view StatusText(v1::VerdictStatus s) {
+  switch (s) {
+    case v1::VERDICT_STATUS_PASS:
+      return "pass";
+    case v1::VERDICT_STATUS_WARNING:
+      return "Warning";
+    case v1::VERDICT_STATUS_ERROR:
+      return "error";
+    case v1::VERDICT_STATUS_SKIP:
+      return "SKIP";
+    case v1::VERDICT_STATUS_REJECTED:
+      return "rejected";
+    default:
+      return " ";
+  }
+}
+
+v1::VerdictStatus Aggregate(const std::vector<v1::VerdictStatus>& statuses) {
+  bool error = false, warning = false, pass = false, rejected = false;
+  for (v1::VerdictStatus s : statuses) {
+    rejected |= s == v1::VERDICT_STATUS_REJECTED;
+    error |= s == v1::VERDICT_STATUS_ERROR;
+    warning |= s == v1::VERDICT_STATUS_WARNING;
+    pass |= s == v1::VERDICT_STATUS_PASS;
+  }
+  if (rejected) return v1::VERDICT_STATUS_REJECTED;
+  if (error) return v1::VERDICT_STATUS_ERROR;
+  if (warning) return v1::VERDICT_STATUS_WARNING;
+  if (pass) return v1::VERDICT_STATUS_PASS;
+  return v1::VERDICT_STATUS_SKIP;
+}
+
+v1::VerdictStatus TwoWayChain(const PairMetrics& m, v1::DType dtype, const TwoWayThresholds& t,
+                              std::string* failed_metric, std::string* message) {
+  auto fail = [&](v1::VerdictStatus s, const char* metric, absl::string_view why) {
+    *failed_metric = metric;
+    Note(message, why);
+    return s;
+  };
+  if (!m.has_float_metrics) {
+    return m.mismatch_rate == 0
+               ? v1::VERDICT_STATUS_PASS
+               : fail(v1::VERDICT_STATUS_ERROR, "mismatch_rate", "ERROR: 二进制一致错误率超过阈值");
+  }
+  if (m.cosine_one_side_zero) {
+    return fail(v1::VERDICT_STATUS_ERROR, "cosine",
+                "Cosine similarity is not computed: one side is all zeros and the other is not.");
+  }
+  if (!m.cosine_blank && !(m.cosine > t.cosine)) {
+    return fail(v1::VERDICT_STATUS_ERROR, "cosine",
+                absl::StrCat("Cosine similarity is less than ", t.cosine, "."));
+  }
+  if (m.max_abs_error < t.max_abs_error) {
+    Note(message,
+         "Max abs error is less than 0.001, consider as pass, skip other check and set to SPACE.");
+    return v1::VERDICT_STATUS_PASS;
+  }
+  if (IsLowPrecision(dtype)) {
+    if (!(m.hundredth_ratio > t.hundredth)) {
+      return fail(v1::VERDICT_STATUS_ERROR, "hundredth_ratio", "ERROR: 双百指标不达标");
+    }
+    return m.thousandth_ratio > t.thousandth
+               ? v1::VERDICT_STATUS_PASS
+               : fail(v1::VERDICT_STATUS_WARNING, "thousandth_ratio", "WARNING: 双千指标不达标");
+  }
+  if (dtype == v1::DTYPE_FLOAT32 || dtype == v1::DTYPE_FLOAT64) {
+    if (!(m.thousandth_ratio > t.thousandth)) {
+      return fail(v1::VERDICT_STATUS_ERROR, "thousandth_ratio", "ERROR: 双千指标不达标");
+    }
+    return m.ten_thousandth_ratio > t.ten_thousandth
+               ? v1::VERDICT_STATUS_PASS
+               : fail(v1::VERDICT_STATUS_WARNING, "ten_thousandth_ratio",
+                      "WARNING: 双万指标不达标");
+  }
+  return v1::VERDICT_STATUS_PASS;
+}
+
+OutputJudgement JudgeOutput(const HostTensor& device, const HostTensor* bench,
+                            const HostTensor* golden, Standard standard,
+                            const StandardsTable& table) {
+  OutputJudgement j;
+  j.standard = standard;
+  const HostTensor* reference = golden != nullptr ? golden : bench;
+  if (reference == nullptr) {
+    j.status = v1::VERDICT_STATUS_SKIP;
+    j.message = "Bench output is None, skip this test.";
+    return j;
+  }
+  const bool floating = common::IsFloating(device.dtype);
+  const DTypeConstants* c = floating ? table.Constants(device.dtype) : nullptr;
+  static const DTypeConstants kNone;
+  absl::StatusOr<PairMetrics> dev = ComputeMetrics(device, *reference, c ? *c : kNone);
+  if (!dev.ok()) {
+    j.status = v1::VERDICT_STATUS_ERROR;
+    j.failed_metric = "structure";
+    j.message = std::string(dev.status().message());
+    return j;
+  }
+  j.device = *dev;
+  std::string two_way_metric, two_way_message;
+  j.two_way_status =
+      TwoWayChain(*dev, device.dtype, table.two_way(), &two_way_metric, &two_way_message);
+  if (golden != nullptr && bench != nullptr && floating) {
+    absl::StatusOr<PairMetrics> b = ComputeMetrics(*bench, *golden, *c);
+    if (b.ok()) j.bench = *b;
+  }
+
+  // Integer and bool outputs: exact. float64/complex: two-way only (no "new standard").
+  if (!floating || device.dtype == v1::DTYPE_FLOAT64) {
+    j.standard = floating ? Standard::kTwoWay : Standard::kBinary;
+    j.status = j.two_way_status;
+    j.failed_metric = two_way_metric;
+    j.message = two_way_message;
+    if (floating)
+      Note(&j.message, "The data type torch.float64 is not supported for new precision standard.");
+    return j;
+  }
+  const bool have_golden = golden != nullptr;
+  if (!have_golden && standard != Standard::kTwoWay) {
+    j.standard = Standard::kTwoWay;
+    Note(&j.message, "No golden reference: judged by the two-way chain against the bench.");
+  }
+  if (standard == Standard::kBenchmark && have_golden && !j.bench) {
+    j.standard = Standard::kTwoWay;
+    Note(&j.message, "No bench result: judged by the two-way chain against the golden.");
+  }
+  switch (j.standard) {
+    case Standard::kAbsoluteThreshold:
+      JudgeAbsoluteThreshold(j, *dev);
+      break;
+    case Standard::kBinary:
+      if (dev->mismatch_rate != 0) {
+        Fail(j, v1::VERDICT_STATUS_ERROR, "mismatch_rate", "ERROR: 二进制一致错误率超过阈值");
+      }
+      break;
+    case Standard::kThousandth:
+      if (!(dev->thousandth_ratio >= table.thousandth_pass())) {
+        Fail(j, v1::VERDICT_STATUS_ERROR, "thousandth_ratio", "ERROR: 双千指标不达标");
+      }
+      break;
+    case Standard::kUlp:
+      JudgeUlp(j, device.dtype, *dev, j.bench ? &*j.bench : nullptr, *c, table.ulp());
+      break;
+    case Standard::kBenchmark:
+      JudgeBenchmark(j, *dev, *j.bench, *c, table.benchmark());
+      break;
+    case Standard::kTwoWay:
+      j.status = j.two_way_status;
+      j.failed_metric = two_way_metric;
+      Note(&j.message, two_way_message);
+      break;
+  }
+  // Inconclusive reference: the bench itself disagrees with the golden on inf/NaN positions, so
+  // the golden may be the odd one out (e.g. an op that overflows at this dtype by design).
+  if (j.status == v1::VERDICT_STATUS_ERROR && j.bench && j.bench->inf_nan_error_rate > 0 &&
+      dev->inf_nan_error_rate > 0) {
+    j.status = v1::VERDICT_STATUS_WARNING;
+    Note(&j.message, absl::StrCat("Inconclusive reference: the bench replay disagrees with the "
+                                  "float64 golden on inf/nan positions (rate ",
+                                  j.bench->inf_nan_error_rate, "); not blamed on the device."));
+  }
+  return j;
+}
+
+}  // namespace parity::server

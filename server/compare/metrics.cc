@@ -1,0 +1,287 @@
+#include "server/compare/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/dtype.h"
+#include "server/compare/float_types.h"
+
+namespace parity::server {
+namespace {
+
+constexpr double kCosineZero = 2.220446e-16;
+
+// Running sums of one pass. Counts are int64 so shares are exact for any N.
+struct Accumulator {
+  double max_abs_tested = 0, max_abs_ref = 0;
+  double dot = 0, norm_t = 0, norm_r = 0;
+  double max_abs_error = 0;
+  bool nan_error = false;
+  int64_t hundredth = 0, thousandth = 0, ten_thousandth = 0;
+  int64_t mismatches = 0;
+  int64_t above = 0, below = 0;  // tested > / < reference cast to the tested dtype
+  double sum_sq_masked = 0;
+  int64_t n_masked = 0;  // small or inf/nan: excluded from RMSE
+  int64_t n_small = 0, small_bench_fail = 0, small_abs_fail = 0;
+  int64_t n_normal = 0, rel_fail = 0;
+  double max_rel = 0, sum_rel = 0;
+  int64_t n_inf_nan = 0, inf_nan_fail = 0;
+  double ulp_max = 0, ulp_sum = 0;
+  bool ulp_nan = false;
+  int64_t ulp_over = 0;
+};
+
+// ULP error of one element: |t - r| * 2^(mantissa_bits - e), e = max(floor(log2|r|), min_e),
+// e = 0 where r = 0. `UlpInDouble` computes the difference in float64 (float32 devices), else in
+// float32, as msprobe does.
+template <bool UlpInDouble>
+inline double Ulp(double t, double r, const DTypeConstants& c) {
+  double diff;
+  if constexpr (UlpInDouble) {
+    diff = std::fabs(t - r);
+  } else {
+    diff = std::fabs(
+        static_cast<double>(static_cast<float>(static_cast<float>(t) - static_cast<float>(r))));
+  }
+  if (!std::isfinite(r) || !std::isfinite(t)) {
+    return t == r ? 0.0 : std::numeric_limits<double>::quiet_NaN();
+  }
+  const int e =
+      r == 0 ? std::max(0, c.ulp_min_exponent) : std::max(std::ilogb(r), c.ulp_min_exponent);
+  return std::ldexp(diff, c.ulp_mantissa_bits - e);
+}
+
+template <typename T, typename R>
+void Accumulate(const void* tp, const void* rp, int64_t n, const DTypeConstants& c, double eps,
+                Accumulator& a) {
+  constexpr bool kUlpInDouble = std::is_same_v<T, fp::Float> || std::is_same_v<T, fp::Double>;
+  for (int64_t i = 0; i < n; ++i) {
+    const double t = T::Load(tp, i);
+    const double r = R::Load(rp, i);
+    const double r_t = T::Round(r);  // reference cast to the tested dtype
+    const double abs_t = std::fabs(t), abs_r = std::fabs(r);
+    a.max_abs_tested = std::max(a.max_abs_tested, abs_t);
+    a.max_abs_ref = std::max(a.max_abs_ref, abs_r);
+    a.dot += t * r;
+    a.norm_t += t * t;
+    a.norm_r += r * r;
+
+    const double err = std::fabs(t - r);
+    if (std::isnan(err)) a.nan_error = true;
+    a.max_abs_error = std::max(a.max_abs_error, err);
+    const double rel = err / (abs_r + eps);
+    a.hundredth += rel < 1e-2;  // NaN compares false: counts as failing
+    a.thousandth += rel < 1e-3;
+    a.ten_thousandth += rel < 1e-4;
+    // Compared with the reference rounded to the tested dtype: an exact op (relu, gather,
+    // masked_fill with a float64 fill value) rounds the same way, so only real differences count.
+    a.mismatches += !(t == r_t || (std::isnan(t) && std::isnan(r_t)));
+    a.above += t > r_t;
+    a.below += t < r_t;
+
+    const bool finite = std::isfinite(t) && std::isfinite(r_t);
+    if (finite) {
+      if (abs_r <= c.small_value) {
+        ++a.n_small;
+        ++a.n_masked;
+        a.small_bench_fail += err > c.small_value_atol_benchmark;
+        a.small_abs_fail += err > c.small_value_atol_absolute;
+      } else {
+        ++a.n_normal;
+        a.rel_fail += rel > c.rtol;
+        a.max_rel = std::max(a.max_rel, rel);
+        a.sum_rel += rel;
+        a.sum_sq_masked += err * err;
+      }
+    } else {
+      ++a.n_inf_nan;
+      ++a.n_masked;
+      const double tc = std::clamp(t, -T::kMax, T::kMax);  // NaN stays NaN
+      const double rc = std::clamp(r_t, -T::kMax, T::kMax);
+      const double re = std::fabs(tc - rc) / (abs_r + eps);
+      const bool ok = re <= c.rtol || (std::isnan(t) && std::isnan(r_t));
+      a.inf_nan_fail += !ok;
+    }
+
+    const double ulp = Ulp<kUlpInDouble>(t, r, c);
+    if (std::isnan(ulp)) {
+      a.ulp_nan = true;
+    } else {
+      a.ulp_max = std::max(a.ulp_max, ulp);
+      a.ulp_sum += ulp;
+      a.ulp_over += ulp > c.ulp_threshold;
+    }
+  }
+}
+
+// Cosine with each side divided by its max-abs first (msprobe's normalisation), used only when
+// the raw sums overflowed (values near the float64 range).
+template <typename T, typename R>
+double ScaledCosine(const void* tp, const void* rp, int64_t n, double mt, double mr) {
+  double dot = 0, nt = 0, nr = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double t = T::Load(tp, i) / mt;
+    const double r = R::Load(rp, i) / mr;
+    dot += t * r;
+    nt += t * t;
+    nr += r * r;
+  }
+  return dot / (std::sqrt(nt) * std::sqrt(nr));
+}
+
+template <typename T, typename R>
+PairMetrics Compute(const HostTensor& tested, const HostTensor& ref, const DTypeConstants& c,
+                    double eps) {
+  Accumulator a;
+  const int64_t n = tested.numel;
+  Accumulate<T, R>(tested.data, ref.data, n, c, eps, a);
+  PairMetrics m;
+  m.numel = n;
+  if (n == 0) {
+    m.cosine_blank = true;
+    return m;
+  }
+  const double dn = static_cast<double>(n);
+  // Cosine: blank for a single element or when both sides are ~0; an error when only one is.
+  const bool zero_t = a.max_abs_tested <= kCosineZero, zero_r = a.max_abs_ref <= kCosineZero;
+  if (n == 1 || (zero_t && zero_r)) {
+    m.cosine_blank = true;
+  } else if (zero_t != zero_r) {
+    m.cosine_one_side_zero = true;
+  } else {
+    double cos = a.dot / (std::sqrt(a.norm_t) * std::sqrt(a.norm_r));
+    if (!std::isfinite(cos) && std::isfinite(a.max_abs_tested) && std::isfinite(a.max_abs_ref)) {
+      cos = ScaledCosine<T, R>(tested.data, ref.data, n, a.max_abs_tested, a.max_abs_ref);
+    }
+    m.cosine = std::isnan(cos) ? cos : std::clamp(cos, -1.0, 1.0);
+  }
+  m.max_abs_error = a.nan_error ? kNaN : a.max_abs_error;
+  m.hundredth_ratio = a.hundredth / dn;
+  m.thousandth_ratio = a.thousandth / dn;
+  m.ten_thousandth_ratio = a.ten_thousandth / dn;
+  m.mismatch_rate = a.mismatches / dn;
+  m.error_balance = std::fabs(static_cast<double>(a.above - a.below)) / dn;
+  // msprobe's rescaled RMSE: mean over all N of the masked squares, corrected for the mask.
+  const double mse =
+      (a.sum_sq_masked / dn) * (dn / (static_cast<double>(n - a.n_masked) + 1e-4) + 1e-4);
+  m.rmse = std::sqrt(mse);
+  m.small_value_error_ratio =
+      a.n_small == 0 ? 0.0 : static_cast<double>(a.small_bench_fail) / a.n_small;
+  m.abs_error_rate = a.n_small == 0 ? 0.0 : static_cast<double>(a.small_abs_fail) / a.n_small;
+  m.rel_error_rate = a.n_normal == 0 ? 0.0 : static_cast<double>(a.rel_fail) / a.n_normal;
+  m.max_rel_error = a.n_normal == 0 ? 0.0 : a.max_rel;
+  m.mean_rel_error = a.n_normal == 0 ? 0.0 : a.sum_rel / a.n_normal;
+  m.inf_nan_error_rate = a.n_inf_nan == 0 ? 0.0 : static_cast<double>(a.inf_nan_fail) / a.n_inf_nan;
+  m.ulp_max = a.ulp_nan ? kNaN : a.ulp_max;
+  m.ulp_mean = a.ulp_nan ? kNaN : a.ulp_sum / dn;
+  m.ulp_over_threshold_ratio = a.ulp_over / dn;
+  return m;
+}
+
+template <typename Storage>
+int64_t CountMismatches(const void* tp, const void* rp, int64_t n) {
+  const auto* t = static_cast<const Storage*>(tp);
+  const auto* r = static_cast<const Storage*>(rp);
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) count += t[i] != r[i];
+  return count;
+}
+
+std::string Shape(const std::vector<int64_t>& s) {
+  return absl::StrCat("(", absl::StrJoin(s, ", "), ")");
+}
+
+// Reference epsilon: machine epsilon of the reference's dtype, 2^-8 for bfloat16 devices.
+double Epsilon(v1::DType tested, v1::DType ref) {
+  if (tested == v1::DTYPE_BFLOAT16) return 0.00390625;
+  switch (ref) {
+    case v1::DTYPE_FLOAT16:
+      return fp::Half::kEps;
+    case v1::DTYPE_BFLOAT16:
+      return fp::BFloat16::kEps;
+    case v1::DTYPE_FLOAT32:
+      return fp::Float::kEps;
+    default:
+      return fp::Double::kEps;
+  }
+}
+
+template <typename T>
+absl::StatusOr<PairMetrics> WithReference(const HostTensor& t, const HostTensor& r,
+                                          const DTypeConstants& c) {
+  const double eps = Epsilon(t.dtype, r.dtype);
+  switch (r.dtype) {
+    case v1::DTYPE_FLOAT16:
+      return Compute<T, fp::Half>(t, r, c, eps);
+    case v1::DTYPE_BFLOAT16:
+      return Compute<T, fp::BFloat16>(t, r, c, eps);
+    case v1::DTYPE_FLOAT32:
+      return Compute<T, fp::Float>(t, r, c, eps);
+    case v1::DTYPE_FLOAT64:
+      return Compute<T, fp::Double>(t, r, c, eps);
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("reference dtype ", common::TorchName(r.dtype),
+                                                     " cannot judge a floating output"));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<PairMetrics> ComputeMetrics(const HostTensor& tested, const HostTensor& reference,
+                                           const DTypeConstants& constants) {
+  if (tested.shape != reference.shape || tested.numel != reference.numel) {
+    return absl::InvalidArgumentError(absl::StrCat("The shape of bench", Shape(reference.shape),
+                                                   " and npu", Shape(tested.shape), " not equal."));
+  }
+  switch (tested.dtype) {
+    case v1::DTYPE_FLOAT16:
+      return WithReference<fp::Half>(tested, reference, constants);
+    case v1::DTYPE_BFLOAT16:
+      return WithReference<fp::BFloat16>(tested, reference, constants);
+    case v1::DTYPE_FLOAT32:
+      return WithReference<fp::Float>(tested, reference, constants);
+    case v1::DTYPE_FLOAT64:
+      return WithReference<fp::Double>(tested, reference, constants);
+    default:
+      break;
+  }
+  // Integer, bool (and complex, compared bitwise per component) outputs: exact comparison only.
+  if (tested.dtype != reference.dtype) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot compare ",
+                                                   common::TorchName(tested.dtype), " with ",
+                                                   common::TorchName(reference.dtype)));
+  }
+  PairMetrics m;
+  m.numel = tested.numel;
+  m.has_float_metrics = false;
+  const std::size_t size = common::ElementSize(tested.dtype);
+  int64_t mismatches = 0;
+  switch (size) {
+    case 1:
+      mismatches = CountMismatches<uint8_t>(tested.data, reference.data, tested.numel);
+      break;
+    case 2:
+      mismatches = CountMismatches<uint16_t>(tested.data, reference.data, tested.numel);
+      break;
+    case 4:
+      mismatches = CountMismatches<uint32_t>(tested.data, reference.data, tested.numel);
+      break;
+    case 8:
+      mismatches = CountMismatches<uint64_t>(tested.data, reference.data, tested.numel);
+      break;
+    case 16:
+      mismatches = CountMismatches<uint64_t>(tested.data, reference.data, tested.numel * 2);
+      break;
+    default:
+      return absl::InvalidArgumentError("unknown dtype");
+  }
+  m.mismatch_rate = tested.numel == 0
+                        ? 0.0
+                        : static_cast<double>(mismatches) /
+                              static_cast<double>(tested.numel * (size == 16 ? 2 : 1));
+  return m;
+}
+
+}  // namespace parity::server

@@ -1,0 +1,186 @@
+#include "server/compare/standards.h"
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/config.h"
+#include "common/config_reader.h"
+#include "common/dtype.h"
+
+extern const char kParityDefaultStandardsJson[];  // generated from server/data/standards.json
+
+namespace parity::server {
+
+absl::string_view StandardName(Standard s) {
+  switch (s) {
+    case Standard::kBenchmark:
+      return "benchmark";
+    case Standard::kAbsoluteThreshold:
+      return "absolute_threshold";
+    case Standard::kBinary:
+      return "binary";
+    case Standard::kUlp:
+      return "ulp";
+    case Standard::kThousandth:
+      return "thousandth";
+    case Standard::kTwoWay:
+      return "two_way";
+  }
+  return "unknown";
+}
+
+absl::string_view StandardDisplayName(Standard s) {
+  switch (s) {
+    case Standard::kBenchmark:
+      return "标杆比对法";
+    case Standard::kAbsoluteThreshold:
+      return "绝对阈值法";
+    case Standard::kBinary:
+      return "二进制一致法";
+    case Standard::kUlp:
+      return "ULP误差比对法";
+    case Standard::kThousandth:
+      return "双千指标法";
+    case Standard::kTwoWay:
+      return "两方比对法";
+  }
+  return "";
+}
+
+absl::string_view BareOpName(absl::string_view op_name) {
+  const std::size_t pos = op_name.rfind("::");
+  if (pos != absl::string_view::npos) op_name.remove_prefix(pos + 2);
+  return op_name;
+}
+
+Standard StandardsTable::Lookup(absl::string_view op_name, int input_rank) const {
+  const absl::string_view bare = BareOpName(op_name);
+  auto it = by_name_.find(bare);
+  if (it == by_name_.end() && !bare.empty() && bare.back() == '_') {
+    it = by_name_.find(bare.substr(0, bare.size() - 1));  // in-place form of a listed op
+  }
+  if (it != by_name_.end()) return it->second;
+  if ((bare == "convolution" || bare == "_convolution") && convolution_ranks_.count(input_rank)) {
+    return Standard::kThousandth;
+  }
+  return default_standard_;
+}
+
+const DTypeConstants* StandardsTable::Constants(v1::DType dtype) const {
+  auto it = constants_.find(dtype);
+  return it == constants_.end() ? nullptr : &it->second;
+}
+
+absl::StatusOr<StandardsTable> StandardsTable::Parse(absl::string_view json_text,
+                                                     absl::string_view source) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(json_text.begin(), json_text.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": invalid JSON: ", e.what()));
+  }
+  if (!doc.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": expected a JSON object"));
+  }
+  StandardsTable t;
+  common::ConfigIssues issues;
+  common::ConfigReader top(&doc, "", &issues);
+  top.Accepted("_comment");
+  int64_t version = 1;
+  top.Int("version", &version, 1, 1);
+  static const std::map<std::string, Standard> kNames = {
+      {"benchmark", Standard::kBenchmark},   {"absolute_threshold", Standard::kAbsoluteThreshold},
+      {"binary", Standard::kBinary},         {"ulp", Standard::kUlp},
+      {"thousandth", Standard::kThousandth}, {"two_way", Standard::kTwoWay}};
+  std::string def = "benchmark";
+  top.Choice("default_standard", &def, {"benchmark", "two_way"});
+  t.default_standard_ = kNames.at(def);
+
+  common::ConfigReader stds = top.Section("standards");
+  for (const auto& [name, standard] : kNames) {
+    std::vector<std::string> ops;
+    stds.StringList(name, &ops);
+    for (const std::string& op : ops) {
+      auto [it, inserted] = t.by_name_.emplace(op, standard);
+      if (!inserted && it->second != standard) {
+        stds.Error(name,
+                   absl::StrCat("\"", op, "\" is also listed under ", StandardName(it->second)));
+      }
+    }
+  }
+  stds.Finish();
+  std::vector<int64_t> ranks;
+  top.IndexList("convolution_thousandth_input_ranks", &ranks);
+  t.convolution_ranks_.insert(ranks.begin(), ranks.end());
+
+  common::ConfigReader dtypes = top.Section("dtypes");
+  for (const char* name : {"float16", "bfloat16", "float32", "float64"}) {
+    if (!dtypes.Has(name)) {
+      dtypes.Error(name, "missing: every floating dtype needs its constants");
+      continue;
+    }
+    common::ConfigReader d = dtypes.Section(name);
+    DTypeConstants c;
+    d.Double("small_value", &c.small_value);
+    d.Double("small_value_atol_absolute", &c.small_value_atol_absolute);
+    d.Double("small_value_atol_benchmark", &c.small_value_atol_benchmark);
+    d.Double("rtol", &c.rtol);
+    d.Double("minimum_err", &c.minimum_err);
+    int64_t min_exp = 0, bits = 0;
+    d.Int("ulp_min_exponent", &min_exp, -1100, 0);
+    d.Int("ulp_mantissa_bits", &bits, 1, 64);
+    c.ulp_min_exponent = static_cast<int>(min_exp);
+    c.ulp_mantissa_bits = static_cast<int>(bits);
+    d.Double("ulp_threshold", &c.ulp_threshold);
+    d.Finish();
+    t.constants_[*common::ParseDType(name)] = c;
+  }
+  dtypes.Finish();
+
+  common::ConfigReader b = top.Section("benchmark_ratio_thresholds");
+  b.Double("small_value_error_ratio", &t.benchmark_.small_value_error_ratio);
+  b.Double("rmse", &t.benchmark_.rmse);
+  b.Double("max_rel_error", &t.benchmark_.max_rel_error);
+  b.Double("mean_rel_error", &t.benchmark_.mean_rel_error);
+  b.Double("error_balance", &t.benchmark_.error_balance);
+  b.Finish();
+  common::ConfigReader u = top.Section("ulp_rules");
+  u.Double("float32_mean_ulp", &t.ulp_.float32_mean_ulp);
+  u.Double("float32_share", &t.ulp_.float32_share);
+  u.Double("low_precision_share", &t.ulp_.low_precision_share);
+  u.Double("share_ratio", &t.ulp_.share_ratio);
+  u.Finish();
+  top.Double("thousandth_pass", &t.thousandth_pass_);
+  common::ConfigReader w = top.Section("two_way");
+  w.Double("cosine", &t.two_way_.cosine);
+  w.Double("max_abs_error", &t.two_way_.max_abs_error);
+  w.Double("hundredth", &t.two_way_.hundredth);
+  w.Double("thousandth", &t.two_way_.thousandth);
+  w.Double("ten_thousandth", &t.two_way_.ten_thousandth);
+  w.Finish();
+  top.Finish();
+  if (!issues.errors.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": ", absl::StrJoin(issues.errors, "\n  ")));
+  }
+  return t;
+}
+
+absl::StatusOr<StandardsTable> StandardsTable::Load(const std::string& path) {
+  absl::StatusOr<std::string> text = common::ReadFile(path);
+  if (!text.ok()) return text.status();
+  return Parse(*text, path);
+}
+
+const StandardsTable& StandardsTable::Default() {
+  static const StandardsTable* table = [] {
+    absl::StatusOr<StandardsTable> t = Parse(kParityDefaultStandardsJson, "standards.json");
+    // The shipped file is checked by a unit test; failing here is a build defect.
+    if (!t.ok()) std::abort();
+    return new StandardsTable(*std::move(t));
+  }();
+  return *table;
+}
+
+}  // namespace parity::server

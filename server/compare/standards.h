@@ -1,0 +1,79 @@
+// The API -> standard table and every threshold, loaded from a data file (server/data/
+// standards.json, compiled in as the default) so users tune a standard without rebuilding.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "parity/v1/parity.pb.h"
+#include "server/compare/metrics.h"
+
+namespace parity::server {
+
+enum class Standard {
+  kBenchmark,          // three-way ratios against the bench (标杆比对法)
+  kAbsoluteThreshold,  // 绝对阈值法
+  kBinary,             // 二进制一致法 (exact)
+  kUlp,                // ULP误差比对法
+  kThousandth,         // 双千指标法
+  kTwoWay,             // msprobe's legacy chain, when no golden can be made
+};
+
+// "benchmark", "absolute_threshold", ... (the wire/JSON-lines name).
+absl::string_view StandardName(Standard s);
+// msprobe's display name for the 比对算法 column: 标杆比对法, ...
+absl::string_view StandardDisplayName(Standard s);
+
+struct BenchmarkRatioThresholds {
+  double small_value_error_ratio = 2, rmse = 2, max_rel_error = 10, mean_rel_error = 2,
+         error_balance = 2;
+};
+struct UlpRules {
+  double float32_mean_ulp = 64, float32_share = 0.05, low_precision_share = 0.001, share_ratio = 1;
+};
+struct TwoWayThresholds {
+  double cosine = 0.99, max_abs_error = 0.001, hundredth = 0.99, thousandth = 0.999,
+         ten_thousandth = 0.9999;
+};
+
+class StandardsTable {
+ public:
+  // The table shipped with the server.
+  static const StandardsTable& Default();
+  // Parses a standards file; errors name the key (`dtypes.float16.rtol: expected a number`).
+  static absl::StatusOr<StandardsTable> Parse(absl::string_view json_text,
+                                              absl::string_view source);
+  static absl::StatusOr<StandardsTable> Load(const std::string& path);
+
+  // Standard for an op, matched on the bare name ("aten::mul" -> "mul", in-place forms included).
+  // `input_rank` (of the first tensor argument, -1 if unknown) decides whether
+  // aten::convolution is a 1-D/2-D convolution (thousandth standard).
+  Standard Lookup(absl::string_view op_name, int input_rank = -1) const;
+
+  // Constants of a floating dtype (float16, bfloat16, float32, float64); nullptr otherwise.
+  const DTypeConstants* Constants(v1::DType dtype) const;
+
+  const BenchmarkRatioThresholds& benchmark() const { return benchmark_; }
+  const UlpRules& ulp() const { return ulp_; }
+  const TwoWayThresholds& two_way() const { return two_way_; }
+  double thousandth_pass() const { return thousandth_pass_; }
+
+ private:
+  std::map<std::string, Standard, std::less<>> by_name_;
+  Standard default_standard_ = Standard::kBenchmark;
+  std::set<int> convolution_ranks_;
+  std::map<v1::DType, DTypeConstants> constants_;
+  BenchmarkRatioThresholds benchmark_;
+  UlpRules ulp_;
+  TwoWayThresholds two_way_;
+  double thousandth_pass_ = 0.999;
+};
+
+// "aten::mul_" -> "mul_"; "mul" stays.
+absl::string_view BareOpName(absl::string_view op_name);
+
+}  // namespace parity::server

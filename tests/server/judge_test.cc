@@ -1,0 +1,212 @@
+// Verdict rules, table-driven from ../shared/precision-standard.md.
+#include "server/compare/judge.h"
+
+#include <cmath>
+#include <limits>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace parity::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// One row: float32 device and bench against a float64 golden, judged by `standard`.
+struct Case {
+  const char* name;
+  Standard standard;
+  std::vector<float> device;
+  std::vector<float> bench;  // empty: no bench result
+  std::vector<double> golden;
+  v1::VerdictStatus expected;
+  const char* failed_metric;
+};
+
+// Golden values, and copies scaled by a relative error.
+std::vector<double> Golden() {
+  std::vector<double> g;
+  for (int i = 0; i < 200; ++i) g.push_back(0.5 + 0.01 * i);
+  return g;
+}
+std::vector<float> Scaled(const std::vector<double>& g, double rel, int every = 1) {
+  std::vector<float> out;
+  for (size_t i = 0; i < g.size(); ++i) {
+    out.push_back(static_cast<float>(i % every == 0 ? g[i] * (1 + rel) : g[i]));
+  }
+  return out;
+}
+std::vector<float> Round(const std::vector<double>& g) { return Scaled(g, 0); }
+
+class JudgeTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(JudgeTest, Decides) {
+  const Case& c = GetParam();
+  auto view = [](const auto& v, v1::DType d) {
+    return HostTensor{
+        d, {static_cast<int64_t>(v.size())}, v.data(), static_cast<int64_t>(v.size())};
+  };
+  HostTensor device = view(c.device, v1::DTYPE_FLOAT32);
+  HostTensor bench = view(c.bench, v1::DTYPE_FLOAT32);
+  HostTensor golden = view(c.golden, v1::DTYPE_FLOAT64);
+  OutputJudgement j = JudgeOutput(device, c.bench.empty() ? nullptr : &bench, &golden, c.standard,
+                                  StandardsTable::Default());
+  EXPECT_EQ(StatusText(j.status), StatusText(c.expected)) << j.message;
+  EXPECT_EQ(j.failed_metric, c.failed_metric) << j.message;
+}
+
+const std::vector<double> g = Golden();
+
+INSTANTIATE_TEST_SUITE_P(
+    Standards, JudgeTest,
+    ::testing::Values(
+        // Absolute threshold: rel_err must stay within rtol = 2^-20 on normal values.
+        Case{"abs_exact", Standard::kAbsoluteThreshold, Round(g), Round(g), g,
+             v1::VERDICT_STATUS_PASS, ""},
+        Case{"abs_rel_1e5", Standard::kAbsoluteThreshold, Scaled(g, 1e-5, 50), Round(g), g,
+             v1::VERDICT_STATUS_ERROR, "rel_error_rate"},
+        // Binary: any difference is an error.
+        Case{"binary_equal", Standard::kBinary, Round(g), Round(g), g, v1::VERDICT_STATUS_PASS, ""},
+        Case{"binary_one_off", Standard::kBinary, Scaled(g, 1e-6, 199), Round(g), g,
+             v1::VERDICT_STATUS_ERROR, "mismatch_rate"},
+        // Thousandth: >= 99.9% of elements within 1e-3 relative.
+        Case{"thousandth_ok", Standard::kThousandth, Scaled(g, 1e-4), Round(g), g,
+             v1::VERDICT_STATUS_PASS, ""},
+        Case{"thousandth_bad", Standard::kThousandth, Scaled(g, 2e-3, 100), Round(g), g,
+             v1::VERDICT_STATUS_ERROR, "thousandth_ratio"},
+        // ULP fp32: a device identical to the bench passes even with large ULP errors (Parity
+        // deviation: ratio <= 1), a device worse than the bench fails.
+        Case{"ulp_same_as_bench", Standard::kUlp, Scaled(g, 1e-4), Scaled(g, 1e-4), g,
+             v1::VERDICT_STATUS_PASS, ""},
+        Case{"ulp_worse_than_bench", Standard::kUlp, Scaled(g, 1e-4), Round(g), g,
+             v1::VERDICT_STATUS_ERROR, "ulp_error"},
+        Case{"ulp_within_thresholds", Standard::kUlp, Scaled(g, 1e-6, 40), Round(g), g,
+             v1::VERDICT_STATUS_PASS, ""},
+        // Benchmark: device errors up to 2x (rmse, mean rel) / 10x (max rel) the bench's.
+        Case{"bench_equal", Standard::kBenchmark, Scaled(g, 1e-6), Scaled(g, 1e-6), g,
+             v1::VERDICT_STATUS_PASS, ""},
+        Case{"bench_rmse_3x", Standard::kBenchmark, Scaled(g, 3e-3), Scaled(g, 1e-3), g,
+             v1::VERDICT_STATUS_ERROR, "rmse"},
+        Case{"bench_1_5x", Standard::kBenchmark, Scaled(g, 1.5e-3), Scaled(g, 1e-3), g,
+             v1::VERDICT_STATUS_PASS, ""},
+        // Errors below the dtype's floor (2^-14 for float32) never fail, whatever the ratio.
+        Case{"bench_under_floor", Standard::kBenchmark, Scaled(g, 3e-5), Scaled(g, 1e-7), g,
+             v1::VERDICT_STATUS_PASS, ""},
+        Case{"bench_nan_device", Standard::kBenchmark,
+             [] {
+               auto d = Round(g);
+               d[3] = NAN;
+               return d;
+             }(),
+             Round(g), g, v1::VERDICT_STATUS_ERROR, "inf_nan_error_rate"},
+        // No bench result: benchmark falls back to the two-way chain against the golden.
+        Case{"bench_missing_two_way_pass",
+             Standard::kBenchmark,
+             Scaled(g, 1e-7),
+             {},
+             g,
+             v1::VERDICT_STATUS_PASS,
+             ""},
+        Case{"bench_missing_two_way_error",
+             Standard::kBenchmark,
+             Scaled(g, 3e-3),
+             {},
+             g,
+             v1::VERDICT_STATUS_ERROR,
+             "thousandth_ratio"}),
+    [](const ::testing::TestParamInfo<Case>& p) { return p.param.name; });
+
+TEST(TwoWayChainTest, FollowsMsprobeOrder) {
+  const TwoWayThresholds t;
+  std::string metric, message;
+  PairMetrics m;
+  m.cosine = 0.98;
+  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), v1::VERDICT_STATUS_ERROR);
+  EXPECT_EQ(metric, "cosine");
+  m.cosine = 0.999;
+  m.max_abs_error = 0.0005;
+  m.thousandth_ratio = 0.5;  // ignored: max abs error < 0.001 passes first
+  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), v1::VERDICT_STATUS_PASS);
+  m.max_abs_error = 0.01;
+  m.hundredth_ratio = 0.98;
+  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT16, t, &metric, &message), v1::VERDICT_STATUS_ERROR);
+  EXPECT_EQ(metric, "hundredth_ratio");
+  m.hundredth_ratio = 0.995;
+  m.thousandth_ratio = 0.998;
+  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_BFLOAT16, t, &metric, &message), v1::VERDICT_STATUS_WARNING);
+  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), v1::VERDICT_STATUS_ERROR);
+  m.thousandth_ratio = 0.9995;
+  m.ten_thousandth_ratio = 0.999;
+  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), v1::VERDICT_STATUS_WARNING);
+  m.cosine = kNaN;
+  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), v1::VERDICT_STATUS_ERROR);
+  m.cosine_blank = true;  // blank cosine passes the first step
+  m.max_abs_error = 0;
+  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), v1::VERDICT_STATUS_PASS);
+}
+
+TEST(BenchmarkRatioTest, HandlesFloorsInfinitiesAndNaN) {
+  EXPECT_DOUBLE_EQ(BenchmarkRatio(4e-5, 1e-6, 6.1e-5, 2).value, 4e-5 / 6.1e-5);  // floor
+  EXPECT_TRUE(BenchmarkRatio(2, 1, 0.1, 2).pass);  // exactly at the limit passes
+  EXPECT_FALSE(BenchmarkRatio(2.01, 1, 0.1, 2).pass);
+  EXPECT_TRUE(BenchmarkRatio(kNaN, kNaN, 0.1, 2).pass);
+  EXPECT_TRUE(BenchmarkRatio(kInf, kInf, 0.1, 2).pass);
+  EXPECT_FALSE(BenchmarkRatio(kInf, -kInf, 0.1, 2).pass);
+  EXPECT_FALSE(BenchmarkRatio(kNaN, 1, 0.1, 2).pass);
+  EXPECT_TRUE(std::isnan(BenchmarkRatio(kNaN, 1, 0.1, 2).value));
+}
+
+TEST(AggregateTest, IsStrictAndOrderIndependent) {
+  using S = std::vector<v1::VerdictStatus>;
+  const auto P = v1::VERDICT_STATUS_PASS, W = v1::VERDICT_STATUS_WARNING,
+             E = v1::VERDICT_STATUS_ERROR, K = v1::VERDICT_STATUS_SKIP;
+  EXPECT_EQ(Aggregate(S{P, W, E}), E);
+  EXPECT_EQ(Aggregate(S{E, W}), E);  // msprobe let the later Warning win: a hidden error
+  EXPECT_EQ(Aggregate(S{P, W}), W);
+  EXPECT_EQ(Aggregate(S{K, P}), P);
+  EXPECT_EQ(Aggregate(S{K, K}), K);
+  EXPECT_EQ(Aggregate(S{}), K);
+}
+
+TEST(StandardsTableTest, ShippedTableMapsOpsToStandards) {
+  const StandardsTable& t = StandardsTable::Default();
+  EXPECT_EQ(t.Lookup("aten::mul"), Standard::kAbsoluteThreshold);
+  EXPECT_EQ(t.Lookup("aten::mul_"), Standard::kAbsoluteThreshold);
+  EXPECT_EQ(t.Lookup("aten::relu"), Standard::kBinary);
+  EXPECT_EQ(t.Lookup("aten::relu_"), Standard::kBinary);
+  EXPECT_EQ(t.Lookup("aten::linear"), Standard::kUlp);
+  EXPECT_EQ(t.Lookup("aten::addmm"), Standard::kUlp);
+  EXPECT_EQ(t.Lookup("aten::conv2d"), Standard::kThousandth);
+  EXPECT_EQ(t.Lookup("aten::convolution", 4), Standard::kThousandth);
+  EXPECT_EQ(t.Lookup("aten::convolution", 5), Standard::kBenchmark);
+  EXPECT_EQ(t.Lookup("aten::gelu"), Standard::kBenchmark);
+  EXPECT_EQ(t.Lookup("aten::softmax"), Standard::kBenchmark);
+  ASSERT_NE(t.Constants(v1::DTYPE_BFLOAT16), nullptr);
+  EXPECT_DOUBLE_EQ(t.Constants(v1::DTYPE_BFLOAT16)->rtol, 0.00390625);
+  EXPECT_EQ(t.Constants(v1::DTYPE_INT32), nullptr);
+}
+
+TEST(StandardsTableTest, UserTableOverridesAndErrorsNameTheKey) {
+  auto t = StandardsTable::Parse(R"({"standards": {"binary": ["gelu"]},
+      "dtypes": {"float16": {"rtol": 0.01}, "bfloat16": {}, "float32": {}, "float64": {}}})",
+                                 "mine.json");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->Lookup("aten::gelu"), Standard::kBinary);
+  EXPECT_DOUBLE_EQ(t->Constants(v1::DTYPE_FLOAT16)->rtol, 0.01);
+  auto bad = StandardsTable::Parse(R"({"dtypes": {"float16": {"rtol": "tiny"}}})", "mine.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("dtypes.float16.rtol: expected a number"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("dtypes.bfloat16: missing"));
+  auto dup = StandardsTable::Parse(
+      R"({"standards": {"binary": ["gelu"], "ulp": ["gelu"]}, "dtypes": {"float16": {},
+          "bfloat16": {}, "float32": {}, "float64": {}}})",
+      "dup.json");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_THAT(dup.status().message(), HasSubstr("\"gelu\" is also listed under"));
+}
+
+}  // namespace
+}  // namespace parity::server
