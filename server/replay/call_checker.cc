@@ -1,0 +1,509 @@
+#include "server/replay/call_checker.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <unordered_set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/torch/dtype_map.h"
+#include "common/torch/torch_pch.h"
+#include "server/compare/judge.h"
+
+namespace parity::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Stack = std::vector<c10::IValue>;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// ---- op registries
+// -------------------------------------------------------------------------------
+
+// Ops whose replay cannot reproduce the device's result: random draws (unless the agent ships the
+// generator state) and uninitialised memory.
+const std::map<std::string, std::string, std::less<>>& SkipRegistry() {
+  static const auto* reg = new std::map<std::string, std::string, std::less<>>{
+      {"bernoulli", "random"},
+      {"bernoulli_", "random"},
+      {"dropout", "random"},
+      {"native_dropout", "random"},
+      {"feature_dropout", "random"},
+      {"alpha_dropout", "random"},
+      {"feature_alpha_dropout", "random"},
+      {"rand", "random"},
+      {"rand_like", "random"},
+      {"randn", "random"},
+      {"randn_like", "random"},
+      {"randint", "random"},
+      {"randint_like", "random"},
+      {"randperm", "random"},
+      {"normal", "random"},
+      {"normal_", "random"},
+      {"uniform_", "random"},
+      {"multinomial", "random"},
+      {"exponential_", "random"},
+      {"geometric_", "random"},
+      {"cauchy_", "random"},
+      {"log_normal_", "random"},
+      {"random_", "random"},
+      {"poisson", "random"},
+      {"rrelu", "random"},
+      {"rrelu_with_noise", "random"},
+      {"empty", "uninitialised output"},
+      {"empty_like", "uninitialised output"},
+      {"empty_strided", "uninitialised output"},
+      {"new_empty", "uninitialised output"},
+      {"new_empty_strided", "uninitialised output"},
+      {"resize_", "uninitialised output"},
+  };
+  return *reg;
+}
+
+// Reference implementations for ops the bench's libtorch lacks (fused accelerator ops), by full
+// name. Each computes the op from aten ops on whatever device/dtype its inputs have.
+using ReferenceFn = std::function<Stack(const Stack&)>;
+const std::map<std::string, ReferenceFn, std::less<>>& ReferenceRegistry() {
+  static const auto* reg = new std::map<std::string, ReferenceFn, std::less<>>{
+      // torch_npu's npu_rms_norm(x, gamma, epsilon=1e-6) -> (y, rstd)
+      {"npu::npu_rms_norm",
+       [](const Stack& in) {
+         const at::Tensor& x = in.at(0).toTensor();
+         const at::Tensor& gamma = in.at(1).toTensor();
+         const double eps = in.size() > 2 && in[2].isDouble() ? in[2].toDouble() : 1e-6;
+         at::Tensor rstd = at::rsqrt(x.pow(2).mean({-1}, /*keepdim=*/true) + eps);
+         return Stack{c10::IValue(c10::ivalue::Tuple::create({x * rstd * gamma, rstd}))};
+       }},
+  };
+  return *reg;
+}
+
+// Every operator name the dispatcher knows, to tell "unknown op" from "unknown overload".
+bool OpNameKnown(absl::string_view name) {
+  static const auto* names = [] {
+    auto* set = new std::unordered_set<std::string>();
+    for (const c10::OperatorName& op : c10::Dispatcher::singleton().getAllOpNames()) {
+      set->insert(op.name);
+    }
+    return set;
+  }();
+  return names->count(std::string(name)) > 0;
+}
+
+// ---- value transforms ------------------------------------------------------------------------
+
+// Applies `fn` to every tensor in `v` (lists and tuples included), and `dev_fn` to devices.
+c10::IValue MapValue(const c10::IValue& v, const std::function<at::Tensor(const at::Tensor&)>& fn,
+                     const c10::Device& device) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    return t.defined() ? c10::IValue(fn(t)) : v;
+  }
+  if (v.isDevice()) return c10::IValue(device);
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(t.defined() ? fn(t) : t);
+    return c10::IValue(out);
+  }
+  if (v.isTuple()) {
+    std::vector<c10::IValue> items;
+    for (const auto& e : v.toTupleRef().elements()) items.push_back(MapValue(e, fn, device));
+    return c10::IValue(c10::ivalue::Tuple::create(std::move(items)));
+  }
+  if (v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList()) {
+    c10::impl::GenericList out(v.toList().elementType());
+    for (const c10::IValue& e : v.toListRef()) out.push_back(MapValue(e, fn, device));
+    return c10::IValue(out);
+  }
+  return v;
+}
+
+void CollectFloatDtypes(const c10::IValue& v, std::set<at::ScalarType>* out) {
+  if (v.isTensor() && v.toTensor().defined() && v.toTensor().is_floating_point()) {
+    out->insert(v.toTensor().scalar_type());
+  } else if (v.isTuple()) {
+    for (const auto& e : v.toTupleRef().elements()) CollectFloatDtypes(e, out);
+  } else if (v.isList()) {
+    for (const auto& e : v.toListRef()) CollectFloatDtypes(e, out);
+  }
+}
+
+// msprobe's upcast for the golden: one raisable float dtype -> its wider type (fp16/bf16 ->
+// fp32, fp32 -> fp64); several -> fp32.
+std::optional<at::ScalarType> GoldenTarget(const Stack& inputs) {
+  std::set<at::ScalarType> dtypes;
+  for (const auto& v : inputs) CollectFloatDtypes(v, &dtypes);
+  dtypes.erase(at::kDouble);
+  if (dtypes.empty()) return std::nullopt;
+  if (dtypes.size() > 1) return at::kFloat;
+  return *dtypes.begin() == at::kFloat ? at::kDouble : at::kFloat;
+}
+
+void Flatten(const c10::IValue& v, std::vector<c10::IValue>* out) {
+  if (v.isTuple()) {
+    for (const auto& e : v.toTupleRef().elements()) Flatten(e, out);
+  } else if (v.isTensorList() ||
+             (v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList())) {
+    for (const auto& e : v.toListRef()) Flatten(e, out);
+  } else {
+    out->push_back(v);
+  }
+}
+
+// A contiguous CPU copy and a view of it for the compare engine.
+struct HostCopy {
+  at::Tensor tensor;
+  HostTensor view;
+};
+std::optional<HostCopy> ToHost(const at::Tensor& t) {
+  std::optional<v1::DType> d = common::ToWireDType(t.scalar_type());
+  if (!d) return std::nullopt;
+  HostCopy h;
+  h.tensor = t.detach().resolve_conj().resolve_neg().to(at::kCPU).contiguous();
+  h.view.dtype = *d;
+  h.view.shape.assign(h.tensor.sizes().begin(), h.tensor.sizes().end());
+  h.view.data = h.tensor.data_ptr();
+  h.view.numel = h.tensor.numel();
+  return h;
+}
+
+std::string ErrorText(const std::exception& e) {
+  if (const auto* c10e = dynamic_cast<const c10::Error*>(&e)) {
+    return c10e->what_without_backtrace();
+  }
+  return e.what();
+}
+
+void FillMetrics(const PairMetrics& m, const std::string& prefix, v1::OutputVerdict* out) {
+  auto& map = *out->mutable_metrics();
+  map[prefix + "max_abs_error"] = m.max_abs_error;
+  map[prefix + "mismatch_rate"] = m.mismatch_rate;
+  if (!m.has_float_metrics) return;
+  if (!m.cosine_blank && !m.cosine_one_side_zero) map[prefix + "cosine"] = m.cosine;
+  map[prefix + "hundredth_ratio"] = m.hundredth_ratio;
+  map[prefix + "thousandth_ratio"] = m.thousandth_ratio;
+  map[prefix + "ten_thousandth_ratio"] = m.ten_thousandth_ratio;
+  map[prefix + "error_balance"] = m.error_balance;
+  map[prefix + "rmse"] = m.rmse;
+  map[prefix + "small_value_error_ratio"] = m.small_value_error_ratio;
+  map[prefix + "max_rel_error"] = m.max_rel_error;
+  map[prefix + "mean_rel_error"] = m.mean_rel_error;
+  map[prefix + "inf_nan_error_rate"] = m.inf_nan_error_rate;
+  map[prefix + "rel_error_rate"] = m.rel_error_rate;
+  map[prefix + "abs_error_rate"] = m.abs_error_rate;
+  map[prefix + "ulp_max"] = m.ulp_max;
+  map[prefix + "ulp_mean"] = m.ulp_mean;
+  map[prefix + "ulp_over_threshold_ratio"] = m.ulp_over_threshold_ratio;
+}
+
+}  // namespace
+
+std::string SkipReasonForOp(absl::string_view op_name) {
+  const absl::string_view bare = BareOpName(op_name);
+  auto it = SkipRegistry().find(bare);
+  if (it == SkipRegistry().end()) return "";
+  return it->second == "random"
+             ? absl::StrCat(op_name, " draws random numbers; its result cannot be replayed")
+             : absl::StrCat(op_name, " returns ", it->second, "; nothing to compare");
+}
+
+struct CallChecker::Impl {
+  CheckerOptions options;
+  const StandardsTable* standards = nullptr;
+  c10::Device device{c10::kCPU};
+  std::string device_name = "cpu";
+
+  // Runs `op` (or its reference implementation) on `stack`; an error text on failure.
+  std::string Run(const c10::OperatorHandle* op, const ReferenceFn* ref, Stack& stack) const {
+    try {
+      at::NoGradGuard no_grad;
+      if (ref != nullptr) {
+        stack = (*ref)(stack);
+      } else {
+        op->callBoxed(stack);
+      }
+      return "";
+    } catch (const std::exception& e) {
+      return ErrorText(e);
+    }
+  }
+};
+
+CallChecker::CallChecker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CallChecker::~CallChecker() = default;
+
+const std::string& CallChecker::bench_device() const { return impl_->device_name; }
+
+absl::StatusOr<std::unique_ptr<CallChecker>> CallChecker::Create(const CheckerOptions& options,
+                                                                 const StandardsTable& standards) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->standards = &standards;
+  const int gpus = at::detail::getCUDAHooks().hasCUDA()
+                       ? static_cast<int>(at::detail::getCUDAHooks().getNumGPUs())
+                       : 0;
+  const std::string& want = options.bench_device;
+  if (want == "auto") {
+    impl->device = gpus > 0 ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  } else {
+    try {
+      impl->device = c10::Device(want);
+    } catch (const std::exception&) {
+      return absl::InvalidArgumentError(absl::StrCat("bench_device: not a device: \"", want, "\""));
+    }
+    if (impl->device.is_cuda()) {
+      const int index = impl->device.has_index() ? impl->device.index() : 0;
+      if (index >= gpus) {
+        return absl::InvalidArgumentError(absl::StrCat("bench_device: ", want,
+                                                       " asked for, but this libtorch sees ", gpus,
+                                                       " CUDA device(s)"));
+      }
+      impl->device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+    } else if (!impl->device.is_cpu()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bench_device: only cpu and cuda are supported, got \"", want, "\""));
+    }
+  }
+  impl->device_name = impl->device.str();
+  return std::unique_ptr<CallChecker>(new CallChecker(std::move(impl)));
+}
+
+CheckResult CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* blobs) const {
+  const auto start = Clock::now();
+  CheckResult result;
+  v1::Verdict& v = result.verdict;
+  v.set_sequence(call.sequence());
+  v.set_phase(call.phase());
+  v.set_step(call.step());
+  v.set_module_path(call.module_path());
+  v.set_api_name(absl::StrCat(call.op_name(), call.overload().empty() ? "" : ".", call.overload(),
+                              ".", call.call_index()));
+  auto finish = [&](v1::VerdictStatus status, std::string message, int code = 0) {
+    v.set_status(status);
+    v.set_message(std::move(message));
+    v.set_error_code(code);
+    return result;
+  };
+
+  if (!call.skip_reason().empty()) return finish(v1::VERDICT_STATUS_SKIP, call.skip_reason());
+  if (std::string why = SkipReasonForOp(call.op_name()); !why.empty()) {
+    return finish(v1::VERDICT_STATUS_SKIP, why);
+  }
+
+  // Resolve the operator: a reference implementation, or the dispatcher's schema.
+  const ReferenceFn* ref = nullptr;
+  c10::optional<c10::OperatorHandle> op;
+  if (auto it = ReferenceRegistry().find(call.op_name()); it != ReferenceRegistry().end()) {
+    ref = &it->second;
+  } else {
+    op = c10::Dispatcher::singleton().findSchema({call.op_name(), call.overload()});
+    if (!op) {
+      const std::string why =
+          OpNameKnown(call.op_name())
+              ? absl::StrCat("operator ", call.op_name(), " has no overload \"", call.overload(),
+                             "\" in the bench's libtorch")
+              : absl::StrCat("unknown operator \"", call.op_name(),
+                             "\": the bench's libtorch does not have it and no reference "
+                             "implementation is registered");
+      return finish(v1::VERDICT_STATUS_SKIP, why, static_cast<int>(absl::StatusCode::kNotFound));
+    }
+  }
+
+  // Decode, validating every size first.
+  common::ValueDecoder decoder(impl_->options.limits, blobs);
+  Stack inputs(call.inputs_size());
+  for (int i = 0; i < call.inputs_size(); ++i) {
+    absl::Status s = decoder.Decode(call.inputs(i), absl::StrCat("inputs[", i, "]"), &inputs[i]);
+    if (s.code() == absl::StatusCode::kFailedPrecondition) {
+      return finish(v1::VERDICT_STATUS_SKIP,
+                    absl::StrCat(s.message(), ": the call cannot be replayed without it"));
+    }
+    if (!s.ok()) {
+      return finish(v1::VERDICT_STATUS_REJECTED, std::string(s.message()),
+                    static_cast<int>(s.code()));
+    }
+  }
+  Stack device_raw(call.outputs_size());
+  std::vector<std::string> output_skip(call.outputs_size());
+  for (int i = 0; i < call.outputs_size(); ++i) {
+    absl::Status s =
+        decoder.Decode(call.outputs(i), absl::StrCat("outputs[", i, "]"), &device_raw[i]);
+    if (s.code() == absl::StatusCode::kFailedPrecondition) {
+      output_skip[i] = std::string(s.message());
+    } else if (!s.ok()) {
+      return finish(v1::VERDICT_STATUS_REJECTED, std::string(s.message()),
+                    static_cast<int>(s.code()));
+    }
+  }
+  if (op) {
+    // Argument types must fit the schema before anything is dispatched.
+    Stack probe = inputs;
+    try {
+      op->schema().checkAndNormalizeInputs(probe, {});
+    } catch (const std::exception& e) {
+      return finish(
+          v1::VERDICT_STATUS_REJECTED,
+          absl::StrCat("arguments do not match ", toString(op->schema()), ": ", ErrorText(e)),
+          static_cast<int>(absl::StatusCode::kInvalidArgument));
+    }
+  }
+
+  // Bench: same dtypes on the bench device (copies: in-place ops mutate them).
+  const c10::Device bench_dev = impl_->device;
+  Stack bench;
+  for (const auto& in : inputs) {
+    bench.push_back(MapValue(
+        in,
+        [&](const at::Tensor& t) {
+          return t.to(bench_dev, /*non_blocking=*/false,
+                      /*copy=*/true);
+        },
+        bench_dev));
+  }
+  const std::string bench_error = impl_->Run(op ? &*op : nullptr, ref, bench);
+
+  // Golden: floating inputs upcast, on CPU.
+  Stack golden;
+  std::string golden_error = "disabled";
+  if (impl_->options.golden) {
+    const std::optional<at::ScalarType> target = GoldenTarget(inputs);
+    for (const auto& in : inputs) {
+      golden.push_back(MapValue(
+          in,
+          [&](const at::Tensor& t) {
+            if (target && t.is_floating_point() && t.scalar_type() != at::kDouble) {
+              return t.to(*target);
+            }
+            return t.clone();
+          },
+          c10::Device(c10::kCPU)));
+    }
+    // A dtype argument naming a low-precision float is raised with the tensors.
+    if (op && target) {
+      const auto& args = op->schema().arguments();
+      for (std::size_t i = 0; i < golden.size() && i < args.size(); ++i) {
+        const c10::TypePtr& t = args[i].real_type();
+        const bool is_dtype = t->kind() == c10::TypeKind::ScalarTypeType ||
+                              (t->kind() == c10::TypeKind::OptionalType &&
+                               t->castRaw<c10::OptionalType>()->getElementType()->kind() ==
+                                   c10::TypeKind::ScalarTypeType);
+        if (is_dtype && golden[i].isInt()) {
+          const auto st = static_cast<at::ScalarType>(golden[i].toInt());
+          if (st == at::kHalf || st == at::kBFloat16 || st == at::kFloat) {
+            golden[i] = c10::IValue(*target);
+          }
+        }
+      }
+    }
+    golden_error = impl_->Run(op ? &*op : nullptr, ref, golden);
+  }
+  const auto replayed = Clock::now();
+  v.set_replay_seconds(Seconds(replayed - start));
+
+  if (!bench_error.empty() && !golden_error.empty()) {
+    return finish(
+        v1::VERDICT_STATUS_SKIP,
+        absl::StrCat("the bench could not run ", call.op_name(), ": ", bench_error,
+                     golden_error == "disabled" ? "" : absl::StrCat("; golden: ", golden_error)));
+  }
+
+  std::vector<c10::IValue> dev_outs, bench_outs, gold_outs;
+  for (const auto& o : device_raw) Flatten(o, &dev_outs);
+  if (bench_error.empty())
+    for (const auto& o : bench) Flatten(o, &bench_outs);
+  if (golden_error.empty())
+    for (const auto& o : golden) Flatten(o, &gold_outs);
+  const std::vector<c10::IValue>& shape_ref = bench_error.empty() ? bench_outs : gold_outs;
+  if (shape_ref.size() != dev_outs.size()) {
+    return finish(v1::VERDICT_STATUS_ERROR,
+                  absl::StrCat("bench and npu output structure is different: the device returned ",
+                               dev_outs.size(), " value(s), the bench ", shape_ref.size()));
+  }
+
+  const int input_rank = !inputs.empty() && inputs[0].isTensor() && inputs[0].toTensor().defined()
+                             ? static_cast<int>(inputs[0].toTensor().dim())
+                             : -1;
+  const Standard standard = impl_->standards->Lookup(call.op_name(), input_rank);
+  std::vector<v1::VerdictStatus> statuses;
+  std::string summary;
+  for (std::size_t i = 0; i < dev_outs.size(); ++i) {
+    CheckedOutput out;
+    v1::OutputVerdict& ov = out.verdict;
+    ov.set_index(static_cast<uint32_t>(i));
+    const c10::IValue& d = dev_outs[i];
+    const c10::IValue* b = bench_outs.empty() ? nullptr : &bench_outs[i];
+    const c10::IValue* g = gold_outs.empty() ? nullptr : &gold_outs[i];
+    if (i < output_skip.size() && !output_skip[i].empty()) {
+      ov.set_status(v1::VERDICT_STATUS_SKIP);
+      ov.set_message(output_skip[i]);
+    } else if (d.isTensor()) {
+      const at::Tensor& dt = d.toTensor();
+      if (!dt.defined()) {
+        ov.set_status(v1::VERDICT_STATUS_SKIP);
+        ov.set_message("undefined device tensor");
+      } else {
+        std::optional<HostCopy> dh = ToHost(dt), bh, gh;
+        if (b && b->isTensor() && b->toTensor().defined()) bh = ToHost(b->toTensor());
+        if (g && g->isTensor() && g->toTensor().defined()) gh = ToHost(g->toTensor());
+        if (!dh || (!bh && !gh)) {
+          ov.set_status(v1::VERDICT_STATUS_SKIP);
+          ov.set_message("Bench output is None, skip this test.");
+        } else {
+          OutputJudgement j = JudgeOutput(dh->view, bh ? &bh->view : nullptr,
+                                          gh ? &gh->view : nullptr, standard, *impl_->standards);
+          ov.set_status(j.status);
+          ov.set_standard(std::string(StandardName(j.standard)));
+          ov.set_dtype(dh->view.dtype);
+          for (int64_t s : dh->view.shape) ov.add_shape(s);
+          ov.set_failed_metric(j.failed_metric);
+          ov.set_message(j.message);
+          if (j.device) FillMetrics(*j.device, "", &ov);
+          if (j.bench) FillMetrics(*j.bench, "bench_", &ov);
+          for (const auto& [name, r] : j.ratios) {
+            (*ov.mutable_metrics())["ratio_" + name] = r.value;
+          }
+          out.two_way_status = j.two_way_status;
+          out.has_device_metrics = j.device.has_value();
+          if (bh) out.bench_dtype = bh->view.dtype;
+        }
+      }
+    } else if (d.isNone()) {
+      ov.set_status(v1::VERDICT_STATUS_SKIP);
+      ov.set_message("Bench output is None, skip this test.");
+    } else {
+      // Python scalars and other plain values: equal or not (the bench, at the same dtype,
+      // decides when it ran).
+      const c10::IValue& r = b ? *b : *g;
+      const bool equal = d.isDouble() && r.isDouble() ? d.toDouble() == r.toDouble() : d == r;
+      ov.set_status(equal ? v1::VERDICT_STATUS_PASS : v1::VERDICT_STATUS_ERROR);
+      ov.set_standard("exact");
+      if (!equal) {
+        ov.set_failed_metric("value");
+        ov.set_message(absl::StrCat("device value differs from the bench"));
+      }
+    }
+    out.two_way_message = ov.message();
+    if (ov.status() == v1::VERDICT_STATUS_ERROR && summary.empty()) {
+      summary = absl::StrCat("output ", i, ": ", ov.failed_metric(), " (",
+                             ov.standard().empty() ? "exact" : ov.standard(), ")");
+    }
+    statuses.push_back(ov.status());
+    *v.add_outputs() = ov;
+    result.outputs.push_back(std::move(out));
+  }
+  if (!bench_error.empty()) {
+    summary += absl::StrCat(summary.empty() ? "" : "; ", "bench failed: ", bench_error);
+  }
+  if (!golden_error.empty() && golden_error != "disabled") {
+    summary += absl::StrCat(summary.empty() ? "" : "; ", "golden failed: ", golden_error);
+  }
+  v.set_compare_seconds(Seconds(Clock::now() - replayed));
+  return finish(Aggregate(statuses), summary);
+}
+
+}  // namespace parity::server

@@ -1,0 +1,460 @@
+// Real calls, built by running ops here (this process plays the device) and encoding them as the
+// agent does, checked by the CallChecker: clean calls pass, planted faults are errors on the
+// right output with the right metric, malformed calls get a clear status.
+#include "server/replay/call_checker.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include "common/torch/torch_pch.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/compare/judge.h"
+
+namespace parity::server {
+namespace {
+
+using ::testing::HasSubstr;
+using Stack = std::vector<c10::IValue>;
+
+class CallCheckerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CheckerOptions options;
+    options.bench_device = "cpu";
+    auto checker = CallChecker::Create(options, StandardsTable::Default());
+    ASSERT_TRUE(checker.ok()) << checker.status();
+    checker_ = *std::move(checker);
+  }
+
+  // Runs op(args) here and builds the ApiCall the agent would send. `tamper` may change the
+  // outputs (a planted fault) before they are encoded.
+  v1::ApiCall MakeCall(const std::string& name, const std::string& overload, Stack args,
+                       v1::Phase phase = v1::PHASE_FORWARD,
+                       const std::function<void(Stack&)>& tamper = nullptr) {
+    v1::ApiCall call;
+    call.set_sequence(++sequence_);
+    call.set_op_name(name);
+    call.set_overload(overload);
+    call.set_phase(phase);
+    auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
+    const auto& schema = op.schema();
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const c10::Type* hint =
+          i < schema.arguments().size() ? schema.arguments()[i].real_type().get() : nullptr;
+      absl::Status s = common::EncodeValue(args[i], hint, {}, "in", call.add_inputs());
+      EXPECT_TRUE(s.ok()) << s;
+    }
+    Stack stack = args;
+    for (auto& v : stack) {  // the device runs on its own copies (in-place ops mutate them)
+      if (v.isTensor() && v.toTensor().defined()) v = v.toTensor().clone();
+    }
+    op.callBoxed(stack);
+    if (tamper) tamper(stack);
+    for (const auto& out : stack) {
+      absl::Status s = common::EncodeValue(out, nullptr, {}, "out", call.add_outputs());
+      EXPECT_TRUE(s.ok()) << s;
+    }
+    return call;
+  }
+
+  CheckResult Check(const v1::ApiCall& call) { return checker_->Check(call); }
+
+  std::unique_ptr<CallChecker> checker_;
+  uint64_t sequence_ = 0;
+};
+
+at::Tensor R(std::vector<int64_t> shape, int seed, at::ScalarType dtype = at::kFloat) {
+  at::manual_seed(seed);
+  return at::randn(shape).to(dtype);
+}
+
+struct OpCase {
+  std::string name, overload;
+  std::function<Stack()> args;
+  v1::Phase phase = v1::PHASE_FORWARD;
+  const char* standard;  // expected standard of output 0
+};
+
+// 30+ distinct ops over every standard, forward and backward. A clean device must pass.
+std::vector<OpCase> CleanCases() {
+  const at::Tensor x = R({4, 8}, 1), y = R({4, 8}, 2), w = R({6, 8}, 3), b = R({6}, 4);
+  const at::Tensor img = R({2, 3, 8, 8}, 5), ker = R({4, 3, 3, 3}, 6);
+  const at::Tensor idx = at::randint(0, 4, {4, 8}, at::kLong);
+  const at::Tensor big = R({4, 16}, 7) * 5;
+  return {
+      {"aten::add", "Tensor",
+       [=] {
+         return Stack{x, y, 1};
+       },
+       v1::PHASE_FORWARD, "absolute_threshold"},
+      {"aten::sub", "Tensor",
+       [=] {
+         return Stack{x, y, 2};
+       },
+       v1::PHASE_FORWARD, "absolute_threshold"},
+      {"aten::mul", "Tensor",
+       [=] {
+         return Stack{x, y};
+       },
+       v1::PHASE_FORWARD, "absolute_threshold"},
+      {"aten::div", "Tensor",
+       [=] {
+         return Stack{x, y.abs() + 0.5};
+       },
+       v1::PHASE_FORWARD, "absolute_threshold"},
+      {"aten::rsqrt", "", [=] { return Stack{x.abs() + 0.1}; }, v1::PHASE_FORWARD,
+       "absolute_threshold"},
+      {"aten::reciprocal", "", [=] { return Stack{x.abs() + 0.1}; }, v1::PHASE_FORWARD,
+       "absolute_threshold"},
+      {"aten::relu", "", [=] { return Stack{x}; }, v1::PHASE_FORWARD, "binary"},
+      {"aten::abs", "", [=] { return Stack{x}; }, v1::PHASE_FORWARD, "binary"},
+      {"aten::neg", "", [=] { return Stack{x}; }, v1::PHASE_FORWARD, "binary"},
+      {"aten::floor", "", [=] { return Stack{x * 3}; }, v1::PHASE_FORWARD, "binary"},
+      {"aten::gather", "",
+       [=] {
+         return Stack{x, 0, idx, false};
+       },
+       v1::PHASE_FORWARD, "binary"},
+      {"aten::maximum", "",
+       [=] {
+         return Stack{x, y};
+       },
+       v1::PHASE_FORWARD, "binary"},
+      {"aten::tril", "",
+       [=] {
+         return Stack{x, 0};
+       },
+       v1::PHASE_FORWARD, "binary"},
+      {"aten::masked_fill", "Scalar",
+       [=] {
+         return Stack{x, x > 0, 0.1};
+       },
+       v1::PHASE_FORWARD, "binary"},
+      {"aten::mm", "",
+       [=] {
+         return Stack{x, w.t()};
+       },
+       v1::PHASE_FORWARD, "ulp"},
+      {"aten::addmm", "",
+       [=] {
+         return Stack{b, x, w.t(), 1, 1};
+       },
+       v1::PHASE_FORWARD, "ulp"},
+      {"aten::bmm", "",
+       [=] {
+         return Stack{R({2, 3, 4}, 8), R({2, 4, 5}, 9)};
+       },
+       v1::PHASE_FORWARD, "ulp"},
+      {"aten::matmul", "",
+       [=] {
+         return Stack{x, w.t()};
+       },
+       v1::PHASE_FORWARD, "ulp"},
+      {"aten::linear", "",
+       [=] {
+         return Stack{x, w, b};
+       },
+       v1::PHASE_FORWARD, "ulp"},
+      {"aten::conv2d", "",
+       [=] {
+         return Stack{img,
+                      ker,
+                      c10::IValue(),
+                      c10::List<int64_t>({1, 1}),
+                      c10::List<int64_t>({1, 1}),
+                      c10::List<int64_t>({1, 1}),
+                      1};
+       },
+       v1::PHASE_FORWARD, "thousandth"},
+      {"aten::gelu", "",
+       [=] {
+         return Stack{x, std::string("none")};
+       },
+       v1::PHASE_FORWARD, "benchmark"},
+      {"aten::_softmax", "",
+       [=] {
+         return Stack{big, 1, false};
+       },
+       v1::PHASE_FORWARD, "benchmark"},
+      {"aten::_log_softmax", "",
+       [=] {
+         return Stack{big, 1, false};
+       },
+       v1::PHASE_FORWARD, "benchmark"},
+      {"aten::native_layer_norm", "",
+       [=] {
+         return Stack{x, c10::List<int64_t>({8}), R({8}, 10), R({8}, 11), 1e-5};
+       },
+       v1::PHASE_FORWARD, "benchmark"},
+      {"aten::exp", "", [=] { return Stack{x}; }, v1::PHASE_FORWARD, "benchmark"},
+      {"aten::tanh", "", [=] { return Stack{x}; }, v1::PHASE_FORWARD, "benchmark"},
+      {"aten::sigmoid", "", [=] { return Stack{x}; }, v1::PHASE_FORWARD, "benchmark"},
+      {"aten::sum", "dim_IntList",
+       [=] {
+         return Stack{big, c10::List<int64_t>({1}), false, c10::IValue()};
+       },
+       v1::PHASE_FORWARD, "benchmark"},
+      {"aten::mean", "dim",
+       [=] {
+         return Stack{big, c10::List<int64_t>({0}), true, c10::IValue()};
+       },
+       v1::PHASE_FORWARD, "benchmark"},
+      {"aten::cumsum", "",
+       [=] {
+         return Stack{x, 1, c10::IValue()};
+       },
+       v1::PHASE_FORWARD, "benchmark"},
+      {"aten::index_select", "",
+       [=] {
+         return Stack{x, 0, at::tensor({2, 0}, at::kLong)};
+       },
+       v1::PHASE_FORWARD, "benchmark"},
+      {"aten::cat", "",
+       [=] {
+         return Stack{c10::List<at::Tensor>({x, y}), 0};
+       },
+       v1::PHASE_FORWARD, "benchmark"},
+      {"aten::embedding", "",
+       [=] {
+         return Stack{w, at::tensor({0, 5, 2}, at::kLong), -1, false, false};
+       },
+       v1::PHASE_FORWARD, "benchmark"},
+      {"aten::pow", "Tensor_Scalar",
+       [=] {
+         return Stack{x, 2};
+       },
+       v1::PHASE_FORWARD, "benchmark"},
+      {"aten::mul", "Tensor",
+       [=] {
+         return Stack{x.to(at::kBFloat16), y.to(at::kBFloat16)};
+       },
+       v1::PHASE_FORWARD, "absolute_threshold"},
+      {"aten::gelu", "",
+       [=] {
+         return Stack{x.to(at::kBFloat16), std::string("tanh")};
+       },
+       v1::PHASE_FORWARD, "benchmark"},
+      // Backward ops, as the autograd engine runs them.
+      {"aten::gelu_backward", "",
+       [=] {
+         return Stack{y, x, std::string("none")};
+       },
+       v1::PHASE_BACKWARD, "benchmark"},
+      {"aten::threshold_backward", "",
+       [=] {
+         return Stack{y, x, 0};
+       },
+       v1::PHASE_BACKWARD, "benchmark"},
+      {"aten::_softmax_backward_data", "",
+       [=] {
+         return Stack{y, at::_softmax(x, 1, false), 1, at::kFloat};
+       },
+       v1::PHASE_BACKWARD, "benchmark"},
+      {"aten::tanh_backward", "",
+       [=] {
+         return Stack{y, at::tanh(x)};
+       },
+       v1::PHASE_BACKWARD, "benchmark"},
+      {"aten::mm", "",
+       [=] {
+         return Stack{y.t(), x};
+       },
+       v1::PHASE_BACKWARD, "ulp"},
+      {"aten::convolution_backward", "",
+       [=] {
+         return Stack{R({2, 4, 8, 8}, 12),
+                      img,
+                      ker,
+                      c10::List<int64_t>({4}),
+                      c10::List<int64_t>({1, 1}),
+                      c10::List<int64_t>({1, 1}),
+                      c10::List<int64_t>({1, 1}),
+                      false,
+                      c10::List<int64_t>({0, 0}),
+                      1,
+                      c10::List<bool>({true, true, false})};
+       },
+       v1::PHASE_BACKWARD, "benchmark"},
+  };
+}
+
+TEST_F(CallCheckerTest, CleanCallsOfEveryStandardPass) {
+  std::set<std::string> ops;
+  for (const OpCase& c : CleanCases()) {
+    SCOPED_TRACE(c.name + "." + c.overload);
+    CheckResult r = Check(MakeCall(c.name, c.overload, c.args(), c.phase));
+    EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+    ASSERT_GT(r.verdict.outputs_size(), 0);
+    EXPECT_EQ(r.verdict.outputs(0).standard(), c.standard);
+    ops.insert(c.name);
+  }
+  EXPECT_GE(ops.size(), 30u);
+}
+
+TEST_F(CallCheckerTest, HarmfulFaultsAreErrorsOnTheFaultyOutput) {
+  const at::Tensor x = R({16, 32}, 1), w = R({24, 32}, 2);
+  // gelu evaluated with the tanh approximation when the exact form was asked for.
+  CheckResult r = Check(MakeCall("aten::gelu", "", {x * 3, std::string("none")}, v1::PHASE_FORWARD,
+                                 [&](Stack& out) { out[0] = at::gelu(x * 3, "tanh"); }));
+  EXPECT_EQ(StatusText(r.verdict.status()), "error") << r.verdict.ShortDebugString();
+  EXPECT_EQ(r.verdict.outputs(0).standard(), "benchmark");
+  // softmax without subtracting the max: overflows on large logits.
+  const at::Tensor logits = R({4, 16}, 3) * 40 + 60;
+  r = Check(MakeCall("aten::_softmax", "", {logits, 1, false}, v1::PHASE_FORWARD, [&](Stack& out) {
+    at::Tensor e = at::exp(logits);
+    out[0] = e / e.sum(1, true);
+  }));
+  EXPECT_EQ(StatusText(r.verdict.status()), "error");
+  EXPECT_EQ(r.verdict.outputs(0).failed_metric(), "inf_nan_error_rate");
+  // matmul with fp32 inputs rounded to bfloat16 first.
+  r = Check(MakeCall("aten::mm", "", {x, w.t()}, v1::PHASE_FORWARD, [&](Stack& out) {
+    out[0] = at::mm(x.to(at::kBFloat16).to(at::kFloat), w.t().to(at::kBFloat16).to(at::kFloat));
+  }));
+  EXPECT_EQ(StatusText(r.verdict.status()), "error");
+  EXPECT_EQ(r.verdict.outputs(0).failed_metric(), "ulp_error");
+  // layer_norm with a different epsilon: only the normalised output (output 0) is wrong.
+  const at::Tensor ln_in = R({8, 32}, 4) * 0.05;
+  r = Check(MakeCall(
+      "aten::native_layer_norm", "",
+      {ln_in, c10::List<int64_t>({32}), c10::IValue(), c10::IValue(), 1e-5}, v1::PHASE_FORWARD,
+      [&](Stack& out) { out[0] = std::get<0>(at::native_layer_norm(ln_in, {32}, {}, {}, 1e-3)); }));
+  EXPECT_EQ(StatusText(r.verdict.status()), "error");
+  EXPECT_EQ(StatusText(r.verdict.outputs(0).status()), "error");
+  EXPECT_EQ(StatusText(r.verdict.outputs(1).status()), "pass");  // mean is untouched
+  // add off by a relative 1e-5 on some elements: the absolute-threshold standard catches it.
+  r = Check(MakeCall("aten::add", "Tensor", {x, w.narrow(0, 0, 16), 1}, v1::PHASE_FORWARD,
+                     [](Stack& out) { out[0] = out[0].toTensor() * (1 + 1e-5); }));
+  EXPECT_EQ(StatusText(r.verdict.status()), "error");
+  EXPECT_EQ(r.verdict.outputs(0).failed_metric(), "rel_error_rate");
+  // index_select off by one row.
+  r = Check(MakeCall("aten::index_select", "", {x, 0, at::tensor({3, 5}, at::kLong)},
+                     v1::PHASE_FORWARD, [&](Stack& out) {
+                       out[0] = x.index_select(0, at::tensor({4, 6}, at::kLong));
+                     }));
+  EXPECT_EQ(StatusText(r.verdict.status()), "error");
+  // A backward fault: gelu_backward computed for the tanh form.
+  r = Check(MakeCall("aten::gelu_backward", "", {w.narrow(0, 0, 16), x * 3, std::string("none")},
+                     v1::PHASE_BACKWARD, [&](Stack& out) {
+                       out[0] = at::gelu_backward(w.narrow(0, 0, 16), x * 3, "tanh");
+                     }));
+  EXPECT_EQ(StatusText(r.verdict.status()), "error");
+  EXPECT_EQ(r.verdict.phase(), v1::PHASE_BACKWARD);
+}
+
+TEST_F(CallCheckerTest, BenignDifferencesPass) {
+  const at::Tensor x = R({16, 32}, 1);
+  // One float32 ULP on every element of a benchmark-standard op.
+  CheckResult r =
+      Check(MakeCall("aten::gelu", "", {x, std::string("none")}, v1::PHASE_FORWARD, [](Stack& out) {
+        at::Tensor t = out[0].toTensor();
+        out[0] = at::nextafter(t, t + 1);
+      }));
+  EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+  // A reduction summed in another order.
+  r = Check(MakeCall("aten::sum", "dim_IntList", {x, c10::List<int64_t>({1}), false, c10::IValue()},
+                     v1::PHASE_FORWARD,
+                     [&](Stack& out) { out[0] = x.flip(1).cumsum(1).select(1, 31); }));
+  EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+  // -0.0 instead of 0.0 from an exact op.
+  r = Check(MakeCall("aten::relu", "", {x}, v1::PHASE_FORWARD, [](Stack& out) {
+    at::Tensor t = out[0].toTensor();
+    out[0] = at::where(t == 0, at::full_like(t, -0.0), t);
+  }));
+  EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+}
+
+TEST_F(CallCheckerTest, InPlaceAndOutVariantsCompareTheMutatedArgument) {
+  const at::Tensor x = R({4, 8}, 1), y = R({4, 8}, 2);
+  CheckResult r = Check(MakeCall("aten::add_", "Tensor", {x, y, 1}));
+  EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+  r = Check(MakeCall("aten::mul_", "Tensor", {x, y}, v1::PHASE_FORWARD,
+                     [](Stack& out) { out[0] = out[0].toTensor() + 1; }));
+  EXPECT_EQ(StatusText(r.verdict.status()), "error");
+  r = Check(MakeCall("aten::add", "out", {x, y, 1, at::empty({4, 8})}));
+  EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+}
+
+TEST_F(CallCheckerTest, TuplesAndIntegerOutputsAreJudgedPerOutput) {
+  const at::Tensor x = R({4, 8}, 1);
+  CheckResult r = Check(MakeCall("aten::topk", "", {x, 3, 1, true, true}));
+  EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+  ASSERT_EQ(r.verdict.outputs_size(), 2);
+  EXPECT_EQ(r.verdict.outputs(1).dtype(), v1::DTYPE_INT64);
+  r = Check(MakeCall("aten::argmax", "", {x, 1, false}, v1::PHASE_FORWARD,
+                     [](Stack& out) { out[0] = out[0].toTensor() + 1; }));
+  EXPECT_EQ(StatusText(r.verdict.status()), "error");
+  EXPECT_EQ(r.verdict.outputs(0).failed_metric(), "mismatch_rate");
+}
+
+TEST_F(CallCheckerTest, SkipsRandomOpsAndAgentSkips) {
+  v1::ApiCall call = MakeCall("aten::relu", "", {R({2}, 1)});
+  call.set_op_name("aten::bernoulli");
+  CheckResult r = Check(call);
+  EXPECT_EQ(StatusText(r.verdict.status()), "SKIP");
+  EXPECT_THAT(r.verdict.message(), HasSubstr("random"));
+  call = MakeCall("aten::relu", "", {R({2}, 1)});
+  call.set_skip_reason("generator argument could not be sent");
+  r = Check(call);
+  EXPECT_EQ(StatusText(r.verdict.status()), "SKIP");
+  EXPECT_EQ(r.verdict.message(), "generator argument could not be sent");
+}
+
+TEST_F(CallCheckerTest, MalformedCallsGetClearStatuses) {
+  v1::ApiCall good = MakeCall("aten::add", "Tensor", {R({2, 3}, 1), R({2, 3}, 2), 1});
+  // Unknown op and unknown overload.
+  v1::ApiCall c = good;
+  c.set_op_name("aten::no_such_op");
+  CheckResult r = Check(c);
+  EXPECT_EQ(StatusText(r.verdict.status()), "SKIP");
+  EXPECT_EQ(r.verdict.error_code(), static_cast<int>(absl::StatusCode::kNotFound));
+  EXPECT_THAT(r.verdict.message(), HasSubstr("unknown operator \"aten::no_such_op\""));
+  c = good;
+  c.set_overload("Bogus");
+  r = Check(c);
+  EXPECT_THAT(r.verdict.message(), HasSubstr("aten::add has no overload \"Bogus\""));
+  // Wrong byte count.
+  c = good;
+  c.mutable_inputs(0)->mutable_tensor()->mutable_data()->pop_back();
+  r = Check(c);
+  EXPECT_EQ(r.verdict.status(), v1::VERDICT_STATUS_REJECTED);
+  EXPECT_EQ(r.verdict.error_code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(r.verdict.message(), HasSubstr("inputs[0].tensor.data: expected 24 bytes"));
+  // Huge shape.
+  c = good;
+  c.mutable_inputs(1)->mutable_tensor()->set_shape(0, int64_t{1} << 40);
+  r = Check(c);
+  EXPECT_EQ(r.verdict.status(), v1::VERDICT_STATUS_REJECTED);
+  EXPECT_EQ(r.verdict.error_code(), static_cast<int>(absl::StatusCode::kResourceExhausted));
+  // Wrong argument type: a string where the schema wants a Tensor.
+  c = good;
+  c.mutable_inputs(1)->set_string_value("oops");
+  r = Check(c);
+  EXPECT_EQ(r.verdict.status(), v1::VERDICT_STATUS_REJECTED);
+  EXPECT_THAT(r.verdict.message(), HasSubstr("arguments do not match aten::add.Tensor"));
+  // Output structure differs from the bench's.
+  c = good;
+  c.add_outputs()->set_int_value(1);
+  r = Check(c);
+  EXPECT_EQ(StatusText(r.verdict.status()), "error");
+  EXPECT_THAT(r.verdict.message(), HasSubstr("output structure is different"));
+  // Shape of the device output differs.
+  c = MakeCall("aten::relu", "", {R({2, 3}, 1)});
+  *c.mutable_outputs(0) = MakeCall("aten::relu", "", {R({3, 2}, 1)}).outputs(0);
+  r = Check(c);
+  EXPECT_EQ(StatusText(r.verdict.status()), "error");
+  EXPECT_THAT(r.verdict.outputs(0).message(), HasSubstr("The shape of bench(2, 3) and npu(3, 2)"));
+}
+
+TEST(CallCheckerCreateTest, RejectsUnavailableBenchDevice) {
+  CheckerOptions options;
+  options.bench_device = "tpu:3";
+  EXPECT_FALSE(CallChecker::Create(options, StandardsTable::Default()).ok());
+  options.bench_device = "cuda:7";
+  auto c = CallChecker::Create(options, StandardsTable::Default());
+  if (!c.ok()) {
+    EXPECT_THAT(c.status().message(), HasSubstr("CUDA device(s)"));
+  }
+}
+
+}  // namespace
+}  // namespace parity::server
