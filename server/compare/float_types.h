@@ -66,10 +66,20 @@ inline uint16_t FloatToBFloat16(float f) {
 
 // Traits per element type: Load as double, Round a double to this type (returned as double),
 // the largest finite value, machine epsilon, and whether ULPs are computed in float64.
+// All 65536 float16 values as floats (256 KiB, built once): loads become one table read.
+inline const float* HalfTable() {
+  static const float* table = [] {
+    auto* t = new float[65536];
+    for (uint32_t h = 0; h < 65536; ++h) t[h] = HalfToFloat(static_cast<uint16_t>(h));
+    return t;
+  }();
+  return table;
+}
+
 struct Half {
   using Storage = uint16_t;
   static double Load(const void* p, int64_t i) {
-    return HalfToFloat(static_cast<const uint16_t*>(p)[i]);
+    return HalfTable()[static_cast<const uint16_t*>(p)[i]];
   }
   static double Round(double v) { return HalfToFloat(FloatToHalf(static_cast<float>(v))); }
   static constexpr double kMax = 65504.0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -48,9 +49,20 @@ inline double Ulp(double t, double r, const DTypeConstants& c) {
   if (!std::isfinite(r) || !std::isfinite(t)) {
     return t == r ? 0.0 : std::numeric_limits<double>::quiet_NaN();
   }
-  const int e =
-      r == 0 ? std::max(0, c.ulp_min_exponent) : std::max(std::ilogb(r), c.ulp_min_exponent);
-  return std::ldexp(diff, c.ulp_mantissa_bits - e);
+  int e = std::max(0, c.ulp_min_exponent);
+  if (r != 0) {
+    // floor(log2|r|) from the exponent bits; libm only for subnormals.
+    uint64_t bits;
+    std::memcpy(&bits, &r, 8);
+    const int biased = static_cast<int>((bits >> 52) & 0x7FF);
+    e = std::max(biased != 0 ? biased - 1023 : std::ilogb(r), c.ulp_min_exponent);
+  }
+  const int k = c.ulp_mantissa_bits - e;
+  if (k < -1022 || k > 1023) return std::ldexp(diff, k);
+  const uint64_t scale_bits = static_cast<uint64_t>(k + 1023) << 52;  // exactly 2^k
+  double scale;
+  std::memcpy(&scale, &scale_bits, 8);
+  return diff * scale;
 }
 
 template <typename T, typename R>
