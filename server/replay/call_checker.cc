@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <set>
 #include <unordered_set>
 
 #include "absl/strings/match.h"
@@ -97,7 +98,8 @@ bool OpNameKnown(absl::string_view name) {
 
 // ---- value transforms ------------------------------------------------------------------------
 
-// Applies `fn` to every tensor in `v` (lists and tuples included), and `dev_fn` to devices.
+// Applies `fn` to every tensor in `v` (lists and tuples included) and replaces every Device
+// value with `device`.
 c10::IValue MapValue(const c10::IValue& v, const std::function<at::Tensor(const at::Tensor&)>& fn,
                      const c10::Device& device) {
   if (v.isTensor()) {
