@@ -470,6 +470,7 @@ CheckResult CallChecker::Check(const v1::ApiCall& call, const common::BlobSource
             (*ov.mutable_metrics())["ratio_" + name] = r.value;
           }
           out.two_way_status = j.two_way_status;
+          out.ratios = j.ratios;
           out.has_device_metrics = j.device.has_value();
           if (bh) out.bench_dtype = bh->view.dtype;
         }

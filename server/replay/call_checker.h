@@ -10,6 +10,7 @@
 #include "common/limits.h"
 #include "common/torch/value_codec.h"
 #include "parity/v1/parity.pb.h"
+#include "server/compare/judge.h"
 #include "server/compare/standards.h"
 
 namespace parity::server {
@@ -27,6 +28,8 @@ struct CheckedOutput {
   std::string two_way_message;
   v1::DType bench_dtype = v1::DTYPE_UNSPECIFIED;
   bool has_device_metrics = false;
+  // Three-way ratios (benchmark, ULP standards) with their pass/fail, by metric name.
+  std::vector<std::pair<std::string, Ratio>> ratios;
 };
 
 struct CheckResult {

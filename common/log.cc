@@ -1,0 +1,85 @@
+#include "common/log.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace parity::common {
+namespace {
+
+std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
+std::mutex g_mu;
+std::string& Prefix() {
+  static std::string* prefix = new std::string("parity");  // never destroyed: logs at exit
+  return *prefix;
+}
+
+const char* LevelName(LogLevel l) {
+  switch (l) {
+    case LogLevel::kDebug:
+      return "DEBUG";
+    case LogLevel::kInfo:
+      return "INFO";
+    case LogLevel::kWarning:
+      return "WARNING";
+    default:
+      return "ERROR";
+  }
+}
+
+}  // namespace
+
+void SetLogLevel(LogLevel level) { g_level.store(static_cast<int>(level)); }
+
+bool ParseLogLevel(absl::string_view text, LogLevel* out) {
+  for (LogLevel l : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarning, LogLevel::kError}) {
+    std::string name = LevelName(l);
+    for (char& c : name) c = static_cast<char>(std::tolower(c));
+    if (text == name) {
+      *out = l;
+      return true;
+    }
+  }
+  return false;
+}
+
+void SetLogPrefix(absl::string_view prefix) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  Prefix() = std::string(prefix);
+}
+
+void Log(LogLevel level, absl::string_view message) {
+  if (static_cast<int>(level) < g_level.load(std::memory_order_relaxed)) return;
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char when[32];
+  std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+  std::lock_guard<std::mutex> lock(g_mu);
+  const std::string line =
+      absl::StrCat("[", Prefix(), " ", when, " ", LevelName(level), "] ", message, "\n");
+  // write(2), not stdio: safe to call late in process exit and never interleaved mid-line.
+  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
+}
+
+bool RateLimiter::Allow(uint64_t* suppressed) {
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  int64_t next = next_ns_.load();
+  if (now >= next &&
+      next_ns_.compare_exchange_strong(next, now + std::chrono::nanoseconds(interval_).count())) {
+    *suppressed = suppressed_.exchange(0);
+    return true;
+  }
+  suppressed_.fetch_add(1);
+  return false;
+}
+
+}  // namespace parity::common

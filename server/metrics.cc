@@ -1,0 +1,198 @@
+#include "server/metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "absl/strings/str_cat.h"
+
+#ifndef PARITY_VERSION
+#define PARITY_VERSION "unknown"
+#endif
+#ifndef PARITY_REVISION
+#define PARITY_REVISION "unknown"
+#endif
+
+namespace parity::server {
+namespace {
+
+constexpr const char* kVerdicts[] = {"pass", "warning", "error", "skip", "rejected"};
+constexpr const char* kPhases[] = {"forward", "backward", "unspecified"};
+// The agent's drop reasons; anything else an agent reports counts as "other" (the label set
+// stays closed whatever a client sends).
+constexpr const char* kDropReasons[] = {"queue_full",   "disconnected", "too_large",
+                                        "encode_error", "sampled_out",  "other"};
+
+// Latency buckets from 100 µs to ~1 min: small elementwise ops to large matmuls on CPU.
+prometheus::Histogram::BucketBoundaries LatencyBuckets() {
+  return {1e-4, 3e-4, 1e-3, 3e-3, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 60};
+}
+
+const MetricInfo& Info(absl::string_view name) {
+  for (const MetricInfo& m : MetricCatalogue()) {
+    if (name == m.name) return m;
+  }
+  std::abort();  // a programming error: every family is in the catalogue
+}
+
+template <typename Builder>
+auto& Build(Builder builder, absl::string_view name, prometheus::Registry& registry) {
+  const MetricInfo& info = Info(name);
+  return builder.Name(info.name).Help(info.help).Register(registry);
+}
+
+}  // namespace
+
+const std::vector<MetricInfo>& MetricCatalogue() {
+  static const std::vector<MetricInfo> catalogue = {
+      {"parity_build_info", "gauge", "version, revision", "Always 1; labels name the build."},
+      {"parity_server_calls_received_total", "counter", "phase",
+       "Operator calls received from agents."},
+      {"parity_server_calls_checked_total", "counter", "phase, verdict",
+       "Calls with a verdict: pass, warning, error, skip (not replayable) or rejected "
+       "(malformed)."},
+      {"parity_server_op_errors_total", "counter", "op",
+       "Calls judged error, by operator (label set bounded by the ops seen; overflow is "
+       "op=\"other\")."},
+      {"parity_server_received_bytes_total", "counter", "",
+       "Serialized bytes of agent messages received."},
+      {"parity_server_stream_errors_total", "counter", "code",
+       "Agent streams ended with an error status, by gRPC code."},
+      {"parity_server_queue_calls", "gauge", "", "Calls waiting for or in replay."},
+      {"parity_server_queue_bytes", "gauge", "", "Payload bytes of the calls in the queue."},
+      {"parity_server_connected_agents", "gauge", "", "Agent streams currently open."},
+      {"parity_server_replay_seconds", "histogram", "",
+       "Time to replay one call (bench and golden)."},
+      {"parity_server_compare_seconds", "histogram", "", "Time to compare one call's outputs."},
+      {"parity_server_agent_dropped_calls_total", "counter", "reason",
+       "Calls the agents report they dropped (queue full, disconnected, too large, ...)."},
+      {"parity_server_agent_captured_calls_total", "counter", "",
+       "Calls the agents report they captured."},
+  };
+  return catalogue;
+}
+
+ServerMetrics::ServerMetrics(prometheus::Registry& registry, std::size_t max_op_labels)
+    : max_op_labels_(max_op_labels) {
+  Build(prometheus::BuildGauge(), "parity_build_info", registry)
+      .Add({{"version", PARITY_VERSION}, {"revision", PARITY_REVISION}})
+      .Set(1);
+  received_ = &Build(prometheus::BuildCounter(), "parity_server_calls_received_total", registry);
+  checked_ = &Build(prometheus::BuildCounter(), "parity_server_calls_checked_total", registry);
+  op_errors_ = &Build(prometheus::BuildCounter(), "parity_server_op_errors_total", registry);
+  received_bytes_ =
+      &Build(prometheus::BuildCounter(), "parity_server_received_bytes_total", registry).Add({});
+  stream_errors_ =
+      &Build(prometheus::BuildCounter(), "parity_server_stream_errors_total", registry);
+  queue_calls_ = &Build(prometheus::BuildGauge(), "parity_server_queue_calls", registry).Add({});
+  queue_bytes_ = &Build(prometheus::BuildGauge(), "parity_server_queue_bytes", registry).Add({});
+  agents_ = &Build(prometheus::BuildGauge(), "parity_server_connected_agents", registry).Add({});
+  replay_seconds_ = &Build(prometheus::BuildHistogram(), "parity_server_replay_seconds", registry)
+                         .Add({}, LatencyBuckets());
+  compare_seconds_ = &Build(prometheus::BuildHistogram(), "parity_server_compare_seconds", registry)
+                          .Add({}, LatencyBuckets());
+  agent_dropped_ =
+      &Build(prometheus::BuildCounter(), "parity_server_agent_dropped_calls_total", registry);
+  agent_captured_ =
+      &Build(prometheus::BuildCounter(), "parity_server_agent_captured_calls_total", registry)
+           .Add({});
+  // Known series start at zero so that rate() and alerts see them before the first event.
+  for (const char* phase : {"forward", "backward"}) {
+    received_->Add({{"phase", phase}});
+    for (const char* verdict : kVerdicts) checked_->Add({{"phase", phase}, {"verdict", verdict}});
+  }
+  for (const char* reason : kDropReasons) {
+    agent_dropped_->Add({{"reason", reason}});
+  }
+}
+
+ServerMetrics::~ServerMetrics() = default;
+
+absl::string_view ServerMetrics::VerdictLabel(v1::VerdictStatus s) {
+  switch (s) {
+    case v1::VERDICT_STATUS_PASS:
+      return kVerdicts[0];
+    case v1::VERDICT_STATUS_WARNING:
+      return kVerdicts[1];
+    case v1::VERDICT_STATUS_ERROR:
+      return kVerdicts[2];
+    case v1::VERDICT_STATUS_SKIP:
+      return kVerdicts[3];
+    default:
+      return kVerdicts[4];
+  }
+}
+
+absl::string_view ServerMetrics::PhaseLabel(v1::Phase p) {
+  switch (p) {
+    case v1::PHASE_FORWARD:
+      return kPhases[0];
+    case v1::PHASE_BACKWARD:
+      return kPhases[1];
+    default:
+      return kPhases[2];
+  }
+}
+
+void ServerMetrics::CallReceived(v1::Phase phase) {
+  received_->Add({{"phase", std::string(PhaseLabel(phase))}}).Increment();
+}
+
+void ServerMetrics::MessageBytes(uint64_t bytes) {
+  received_bytes_->Increment(static_cast<double>(bytes));
+}
+
+void ServerMetrics::CallChecked(v1::Phase phase, v1::VerdictStatus status, absl::string_view op,
+                                double replay_seconds, double compare_seconds) {
+  checked_
+      ->Add({{"phase", std::string(PhaseLabel(phase))},
+             {"verdict", std::string(VerdictLabel(status))}})
+      .Increment();
+  if (status == v1::VERDICT_STATUS_ERROR) OpErrors(op).Increment();
+  if (status != v1::VERDICT_STATUS_REJECTED && status != v1::VERDICT_STATUS_SKIP) {
+    replay_seconds_->Observe(replay_seconds);
+    compare_seconds_->Observe(compare_seconds);
+  }
+}
+
+prometheus::Counter& ServerMetrics::OpErrors(absl::string_view op) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = op_counters_.find(op);
+  if (it != op_counters_.end()) return *it->second;
+  // Bounded cardinality: past the cap every new op shares one series.
+  const std::string label = op_counters_.size() < max_op_labels_ ? std::string(op) : "other";
+  auto existing = op_counters_.find(label);
+  if (existing != op_counters_.end()) return *existing->second;
+  prometheus::Counter* c = &op_errors_->Add({{"op", label}});
+  op_counters_.emplace(label, c);
+  return *c;
+}
+
+void ServerMetrics::StreamError(absl::string_view code) {
+  stream_errors_->Add({{"code", std::string(code)}}).Increment();
+}
+
+void ServerMetrics::QueueDepth(int64_t calls, int64_t bytes) {
+  queue_calls_->Set(static_cast<double>(calls));
+  queue_bytes_->Set(static_cast<double>(bytes));
+}
+
+void ServerMetrics::AgentConnected() { agents_->Increment(); }
+void ServerMetrics::AgentDisconnected() { agents_->Decrement(); }
+
+void ServerMetrics::AgentDropped(absl::string_view reason, uint64_t delta) {
+  if (delta == 0) return;
+  const char* label = "other";
+  for (const char* known : kDropReasons) {
+    if (reason == known) label = known;
+  }
+  agent_dropped_->Add({{"reason", label}}).Increment(static_cast<double>(delta));
+}
+
+void ServerMetrics::AgentCaptured(uint64_t delta) {
+  agent_captured_->Increment(static_cast<double>(delta));
+}
+
+}  // namespace parity::server

@@ -1,0 +1,82 @@
+// Every Prometheus metric the server exports: one owner that builds the families once and keeps
+// the handles. Call sites use the typed helpers. Passed by reference (tests use a private
+// registry). The catalogue below is data: it drives the families, the docs and the dashboard check.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
+#include "parity/v1/parity.pb.h"
+
+namespace prometheus {
+class Registry;
+class Counter;
+class Gauge;
+class Histogram;
+template <typename T>
+class Family;
+}  // namespace prometheus
+
+namespace parity::server {
+
+struct MetricInfo {
+  const char* name;
+  const char* type;  // "counter", "gauge", "histogram"
+  const char* labels;
+  const char* help;
+};
+
+// The catalogue of every metric, in export order.
+const std::vector<MetricInfo>& MetricCatalogue();
+
+class ServerMetrics {
+ public:
+  // Registers every family in `registry` and pre-creates the known series at zero.
+  // `max_op_labels` bounds the `op` label of the per-op error counter: ops beyond it count
+  // as op="other". Throws nothing (prometheus-cpp errors become a failed CHECK at start-up).
+  explicit ServerMetrics(prometheus::Registry& registry, std::size_t max_op_labels = 512);
+  ~ServerMetrics();
+
+  // All helpers are thread-safe.
+  void CallReceived(v1::Phase phase);
+  void MessageBytes(uint64_t bytes);
+  void CallChecked(v1::Phase phase, v1::VerdictStatus status, absl::string_view op,
+                   double replay_seconds, double compare_seconds);
+  void StreamError(absl::string_view code);  // a stream ended by a protocol or transport error
+  void QueueDepth(int64_t calls, int64_t bytes);
+  void AgentConnected();
+  void AgentDisconnected();
+  // Agent-reported counters are cumulative; pass the increase since the stream's last report.
+  void AgentDropped(absl::string_view reason, uint64_t delta);
+  void AgentCaptured(uint64_t delta);
+
+  static absl::string_view VerdictLabel(v1::VerdictStatus s);  // "pass", "warning", ...
+  static absl::string_view PhaseLabel(v1::Phase p);            // "forward", "backward", ...
+
+ private:
+  prometheus::Counter& OpErrors(absl::string_view op);
+
+  prometheus::Family<prometheus::Counter>* received_;
+  prometheus::Family<prometheus::Counter>* checked_;
+  prometheus::Family<prometheus::Counter>* op_errors_;
+  prometheus::Family<prometheus::Counter>* stream_errors_;
+  prometheus::Family<prometheus::Counter>* agent_dropped_;
+  prometheus::Counter* received_bytes_;
+  prometheus::Counter* agent_captured_;
+  prometheus::Gauge* queue_calls_;
+  prometheus::Gauge* queue_bytes_;
+  prometheus::Gauge* agents_;
+  prometheus::Histogram* replay_seconds_;
+  prometheus::Histogram* compare_seconds_;
+  std::size_t max_op_labels_;
+  std::mutex mu_;
+  std::map<std::string, prometheus::Counter*, std::less<>> op_counters_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace parity::server

@@ -1,0 +1,72 @@
+// Result files, one set per rank in the output directory:
+//   accuracy_checking_result_{ts}_rank{r}.csv    per call, msprobe's two-way status
+//   accuracy_checking_details_{ts}_rank{r}.csv   per output, 23 msprobe columns
+//   api_precision_compare_result_{ts}_rank{r}.csv  per call, Parity's verdict by the API's standard
+//   api_precision_compare_details_{ts}_rank{r}.csv per output, 28 msprobe columns
+//   parity_results_{ts}_rank{r}.jsonl            everything the CSVs cannot hold
+// UTF-8 with BOM, floats with 14 decimals, " " for an empty cell. Rows are flushed per call, so a
+// crash loses only the calls in flight; a restart on the same directory appends to the newest
+// existing set of a rank (msprobe's resume) instead of starting a new one.
+#pragma once
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "parity/v1/parity.pb.h"
+#include "server/replay/call_checker.h"
+
+namespace parity::server {
+
+// Who sent a call: the stream's Hello, kept for the JSON-lines record.
+struct CallOrigin {
+  int32_t rank = 0;
+  std::string run_id;
+  std::string hostname;
+};
+
+class ResultWriter {
+ public:
+  // Creates `output_dir` (0750) if needed. `timestamp` ("%Y%m%d%H%M%S"; empty = now) names new
+  // file sets. `standards` provides the thresholds recorded in the JSON-lines file.
+  static absl::StatusOr<std::unique_ptr<ResultWriter>> Create(const std::string& output_dir,
+                                                              const StandardsTable& standards,
+                                                              std::string timestamp = "");
+  ~ResultWriter();
+
+  // Appends the rows of one checked call and flushes. Thread-safe.
+  absl::Status Write(const CallOrigin& origin, const v1::ApiCall& call, const CheckResult& result);
+
+  // Paths of every file written so far (for logs and the demo summary).
+  std::vector<std::string> Paths() const;
+
+  // The details-CSV header cells (exported for tests and docs).
+  static const std::vector<std::string>& AccuracyDetailsHeader();
+  static const std::vector<std::string>& PrecisionDetailsHeader();
+  static const std::vector<std::string>& ResultHeader(bool precision);
+
+ private:
+  struct RankFiles;
+  ResultWriter(std::string dir, const StandardsTable& standards, std::string timestamp);
+  absl::StatusOr<RankFiles*> FilesFor(int32_t rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string dir_;
+  const StandardsTable& standards_;
+  const std::string timestamp_;
+  mutable std::mutex mu_;
+  std::map<int32_t, std::unique_ptr<RankFiles>> ranks_ ABSL_GUARDED_BY(mu_);
+};
+
+// Formats a cell the way msprobe's csv writer does: doubles as "%.14f" ("nan", "inf", "-inf" for
+// the non-finite), and quotes cells holding a comma, quote or newline.
+std::string CsvDouble(double v);
+std::string CsvRow(const std::vector<std::string>& cells);
+// "(2, 3)", "(5,)", "()".
+std::string ShapeTuple(const google::protobuf::RepeatedField<int64_t>& shape);
+
+}  // namespace parity::server

@@ -1,0 +1,229 @@
+#include "server/server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "common/tls.h"
+#include "server/compare/standards.h"
+#include "server/metrics.h"
+#include "server/replay/call_checker.h"
+#include "server/results/result_writer.h"
+
+#ifndef PARITY_VERSION
+#define PARITY_VERSION "unknown"
+#endif
+
+namespace parity::server {
+namespace {
+
+bool Listed(const std::vector<std::string>& list, absl::string_view op) {
+  const absl::string_view bare = BareOpName(op);
+  for (const std::string& item : list) {
+    if (item == op || item == bare) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool IsLoopbackHost(absl::string_view host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || absl::StartsWith(host, "127.");
+}
+
+ParityServer::ParityServer(common::ServerConfig config) : config_(std::move(config)) {}
+
+ParityServer::~ParityServer() { Shutdown(std::chrono::seconds(1)); }
+
+absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
+    const common::ServerConfig& config, CallHandler handler) {
+  PARITY_RETURN_IF_ERROR(common::ValidateServerConfig(config));
+  std::unique_ptr<ParityServer> s(new ParityServer(config));
+  const common::ServerOptions& o = config.parity;
+
+  // Transport security first: a missing certificate must never turn into plaintext.
+  s->host_ = config.host.empty() ? (o.plaintext ? "127.0.0.1" : "0.0.0.0") : config.host;
+  if (o.plaintext) {
+    if (!IsLoopbackHost(s->host_) && !o.allow_plaintext_non_loopback) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plaintext on ", s->host_,
+          " would expose training data to the network: bind to 127.0.0.1, use TLS (tls_path), "
+          "or set parity.allow_plaintext_non_loopback: true"));
+    }
+    s->credentials_ = grpc::InsecureServerCredentials();
+    s->tls_description_ = "plaintext (explicit parity.plaintext)";
+  } else {
+    PARITY_ASSIGN_OR_RETURN(common::ServerTls tls, common::LoadServerTls(config.tls_path));
+    s->credentials_ = tls.credentials;
+    s->tls_description_ = tls.description;
+  }
+
+  if (o.standards_file.empty()) {
+    s->standards_ = std::make_unique<StandardsTable>(StandardsTable::Default());
+  } else {
+    PARITY_ASSIGN_OR_RETURN(StandardsTable t, StandardsTable::Load(o.standards_file));
+    s->standards_ = std::make_unique<StandardsTable>(std::move(t));
+  }
+  if (!handler) {
+    CheckerOptions checker;
+    checker.bench_device = o.bench_device;
+    checker.golden = o.golden;
+    checker.limits = o.limits;
+    PARITY_ASSIGN_OR_RETURN(s->checker_, CallChecker::Create(checker, *s->standards_));
+    PARITY_ASSIGN_OR_RETURN(s->writer_, ResultWriter::Create(o.output_dir, *s->standards_));
+    ParityServer* self = s.get();
+    handler = [self](const CallOrigin& origin, const v1::ApiCall& call, const BlobStore& blobs) {
+      return self->Process(origin, call, blobs);
+    };
+  }
+
+  s->registry_ = std::make_shared<prometheus::Registry>();
+  s->metrics_ = std::make_unique<ServerMetrics>(*s->registry_);
+  const bool cuda = s->checker_ && absl::StartsWith(s->checker_->bench_device(), "cuda");
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  // One worker per CUDA device stream is plenty; on CPU small ops gain from a few workers while
+  // large ones already use libtorch's intra-op threads.
+  s->workers_ = o.workers > 0 ? static_cast<int>(o.workers)
+                : cuda        ? 2
+                              : static_cast<int>(std::clamp(cores / 2, 1u, 4u));
+  ServerMetrics* metrics = s->metrics_.get();
+  s->queue_ = std::make_unique<WorkQueue>(
+      o.queue_max_calls, o.queue_max_bytes, s->workers_,
+      [metrics](int64_t calls, int64_t bytes) { metrics->QueueDepth(calls, bytes); });
+
+  ServiceOptions service;
+  v1::ServerInfo& info = service.server_info;
+  info.set_server_version(PARITY_VERSION);
+  info.set_max_message_bytes(o.max_message_bytes);
+  info.set_max_tensor_bytes(o.limits.max_tensor_bytes);
+  info.set_max_call_bytes(o.limits.max_call_bytes);
+  for (int d = v1::DTYPE_BOOL; d <= v1::DTYPE_COMPLEX128; ++d) {
+    info.add_accepted_dtypes(static_cast<v1::DType>(d));
+  }
+  info.set_bench_device(s->checker_ ? s->checker_->bench_device() : "none");
+  info.set_golden_enabled(o.golden);
+  service.rank_list.insert(config.rank_list.begin(), config.rank_list.end());
+  service.max_streams = o.max_streams;
+  service.limits = o.limits;
+  s->service_ = std::make_unique<CheckService>(std::move(service), std::move(handler),
+                                               s->queue_.get(), metrics);
+  return s;
+}
+
+absl::Status ParityServer::Start() {
+  const common::ServerOptions& o = config_.parity;
+  queue_->Start();
+  grpc::ServerBuilder builder;
+  const std::string addr = absl::StrCat(
+      absl::StrContains(host_, ":") && host_[0] != '[' ? absl::StrCat("[", host_, "]") : host_, ":",
+      config_.port);
+  builder.AddListeningPort(addr, std::static_pointer_cast<grpc::ServerCredentials>(credentials_),
+                           &port_);
+  builder.RegisterService(service_.get());
+  // A deliberate cap: larger tensors arrive in chunks (never raise it to INT_MAX).
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(std::min<uint64_t>(o.max_message_bytes, INT32_MAX)));
+  builder.SetMaxSendMessageSize(16 << 20);
+  // Keepalive that agrees with the agent's (pings every 30 s; accept them every 10 s).
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  server_ = builder.BuildAndStart();
+  if (!server_ || port_ == 0) {
+    queue_->Stop();
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", addr, " (port in use, or an address this host does not have)"));
+  }
+  if (o.metrics_port >= 0) {
+    const std::string maddr = absl::StrCat(o.metrics_host, ":", o.metrics_port);
+    try {
+      exposer_ = std::make_unique<prometheus::Exposer>(maddr);
+      exposer_->RegisterCollectable(registry_);
+      metrics_port_ = exposer_->GetListeningPorts().empty() ? -1 : exposer_->GetListeningPorts()[0];
+    } catch (const std::exception& e) {
+      server_->Shutdown();
+      queue_->Stop();
+      return absl::UnavailableError(
+          absl::StrCat("cannot serve metrics on ", maddr, ": ", e.what()));
+    }
+  }
+  common::LogInfo(absl::StrCat("listening on ", address(), " (", tls_description_, ")"));
+  if (metrics_port_ >= 0) {
+    common::LogInfo(
+        absl::StrCat("metrics on http://", o.metrics_host, ":", metrics_port_, "/metrics"));
+  }
+  return absl::OkStatus();
+}
+
+std::string ParityServer::address() const { return absl::StrCat(host_, ":", port_); }
+
+void ParityServer::Shutdown(std::chrono::milliseconds grace) {
+  std::lock_guard<std::mutex> lock(shutdown_mu_);
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (server_) {
+    // Workers keep running meanwhile: open streams finish only once their calls are checked.
+    server_->Shutdown(std::chrono::system_clock::now() + grace);
+    server_->Wait();
+  }
+  if (queue_) queue_->Stop();
+  exposer_.reset();
+}
+
+std::vector<std::string> ParityServer::ResultPaths() const {
+  return writer_ ? writer_->Paths() : std::vector<std::string>{};
+}
+
+std::string ParityServer::Describe() const {
+  return absl::StrCat(common::DescribeServerConfig(config_), "\ntransport = ", tls_description_,
+                      "\nbench device = ", checker_ ? checker_->bench_device() : "none",
+                      "\nworkers = ", workers_);
+}
+
+v1::Verdict ParityServer::Process(const CallOrigin& origin, const v1::ApiCall& call,
+                                  const BlobStore& blobs) {
+  static common::RateLimiter write_errors(std::chrono::seconds(10));
+  v1::Verdict v;
+  try {
+    const bool white = !config_.white_list.empty() && !Listed(config_.white_list, call.op_name());
+    if (white || Listed(config_.black_list, call.op_name())) {
+      v.set_sequence(call.sequence());
+      v.set_api_name(call.op_name());
+      v.set_phase(call.phase());
+      v.set_step(call.step());
+      v.set_status(v1::VERDICT_STATUS_SKIP);
+      v.set_message(white ? "not in the server's white_list" : "in the server's black_list");
+      metrics_->CallChecked(call.phase(), v.status(), call.op_name(), 0, 0);
+      return v;
+    }
+    CheckResult result = checker_->Check(call, &blobs);
+    absl::Status written = writer_->Write(origin, call, result);
+    uint64_t suppressed = 0;
+    if (!written.ok() && write_errors.Allow(&suppressed)) {
+      common::LogError(absl::StrCat("result files: ", written.ToString(), " (", suppressed,
+                                    " more suppressed)"));
+    }
+    metrics_->CallChecked(call.phase(), result.verdict.status(), call.op_name(),
+                          result.verdict.replay_seconds(), result.verdict.compare_seconds());
+    return std::move(result.verdict);
+  } catch (const std::exception& e) {
+    // CallChecker catches libtorch's errors itself; this is the last line of defence.
+    v.set_sequence(call.sequence());
+    v.set_api_name(call.op_name());
+    v.set_status(v1::VERDICT_STATUS_REJECTED);
+    v.set_error_code(static_cast<int>(absl::StatusCode::kInternal));
+    v.set_message(absl::StrCat("internal error while checking: ", e.what()));
+    metrics_->CallChecked(call.phase(), v.status(), call.op_name(), 0, 0);
+    return v;
+  }
+}
+
+}  // namespace parity::server

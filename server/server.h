@@ -1,0 +1,83 @@
+// The benchmark server: configuration in, a listening gRPC service (TLS or mutual TLS), a worker
+// pool replaying calls, result files and a Prometheus endpoint out. `main` only parses flags.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/config.h"
+#include "server/service/check_service.h"
+
+namespace prometheus {
+class Registry;
+class Exposer;
+}  // namespace prometheus
+
+namespace grpc {
+class Server;
+}
+
+namespace parity::server {
+
+class CallChecker;
+class ResultWriter;
+class ServerMetrics;
+class StandardsTable;
+
+class ParityServer {
+ public:
+  // Validates the configuration and prepares everything that can fail without binding: TLS
+  // material, the standards table, the bench device, the output directory. `handler` replaces
+  // the replay (benchmarks of the transport alone); empty = replay and compare.
+  static absl::StatusOr<std::unique_ptr<ParityServer>> Create(const common::ServerConfig& config,
+                                                              CallHandler handler = {});
+  ~ParityServer();  // Shutdown()
+
+  // Binds the gRPC port and the metrics port; both may be 0 (ephemeral: read them back).
+  absl::Status Start();
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_port_; }  // -1 when disabled
+  std::string address() const;                        // "host:port" as bound
+
+  // Stops accepting streams, lets open ones finish within `grace` (then cancels them), finishes
+  // queued calls and flushes the result files. Idempotent; thread-safe.
+  void Shutdown(std::chrono::milliseconds grace = std::chrono::seconds(5));
+
+  prometheus::Registry& registry() { return *registry_; }
+  std::vector<std::string> ResultPaths() const;
+  // One line per effective setting, for the start-up log.
+  std::string Describe() const;
+  const common::ServerConfig& config() const { return config_; }
+
+ private:
+  explicit ParityServer(common::ServerConfig config);
+  v1::Verdict Process(const CallOrigin& origin, const v1::ApiCall& call, const BlobStore& blobs);
+
+  common::ServerConfig config_;
+  std::string host_;
+  std::string tls_description_;
+  std::shared_ptr<void> credentials_;  // grpc::ServerCredentials, kept opaque here
+  std::unique_ptr<StandardsTable> standards_;
+  std::unique_ptr<CallChecker> checker_;
+  std::unique_ptr<ResultWriter> writer_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<WorkQueue> queue_;
+  std::unique_ptr<CheckService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_ = 0;
+  int metrics_port_ = -1;
+  int workers_ = 1;
+  bool shut_down_ = false;
+  std::mutex shutdown_mu_;
+};
+
+// Whether `host` names the loopback interface ("127.0.0.1", "localhost", "::1", "[::1]").
+bool IsLoopbackHost(absl::string_view host);
+
+}  // namespace parity::server

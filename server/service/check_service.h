@@ -1,0 +1,75 @@
+// The parity.v1.PrecisionChecker service on gRPC's callback API: one reactor per agent stream.
+// Reactions validate, reassemble chunks and enqueue; replay runs on the WorkQueue's workers;
+// verdicts go back in the order the calls arrived on each stream.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "common/limits.h"
+#include "common/torch/value_codec.h"
+#include "parity/v1/parity.grpc.pb.h"
+#include "server/results/result_writer.h"
+#include "server/service/work_queue.h"
+
+namespace parity::server {
+
+class ServerMetrics;
+
+inline constexpr uint32_t kProtocolVersion = 1;
+
+// Reassembled chunked tensors of one call.
+class BlobStore : public common::BlobSource {
+ public:
+  const std::string* FindBlob(uint64_t blob_id) const override {
+    auto it = blobs_.find(blob_id);
+    return it == blobs_.end() ? nullptr : &it->second;
+  }
+  std::map<uint64_t, std::string>& blobs() { return blobs_; }
+  uint64_t bytes() const;
+
+ private:
+  std::map<uint64_t, std::string> blobs_;
+};
+
+// Checks one call and returns its verdict; runs on a worker thread, must not throw.
+using CallHandler = std::function<v1::Verdict(const CallOrigin& origin, const v1::ApiCall& call,
+                                              const BlobStore& blobs)>;
+
+struct ServiceOptions {
+  v1::ServerInfo server_info;   // sent in answer to Hello (protocol_version is set)
+  std::set<int64_t> rank_list;  // empty = every rank
+  uint32_t max_streams = 1024;  // concurrent agent streams
+  common::DecodeLimits limits;  // chunk reassembly caps (tensor and call bytes)
+};
+
+class CheckService final : public v1::PrecisionChecker::CallbackService {
+ public:
+  // `queue` and `metrics` (may be null) must outlive the service.
+  CheckService(ServiceOptions options, CallHandler handler, WorkQueue* queue,
+               ServerMetrics* metrics);
+
+  grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>* Check(
+      grpc::CallbackServerContext* context) override;
+
+  int active_streams() const { return active_.load(); }
+
+ private:
+  class Reactor;
+  const ServiceOptions options_;
+  const CallHandler handler_;
+  WorkQueue* const queue_;
+  ServerMetrics* const metrics_;
+  std::atomic<int> active_{0};
+  std::atomic<uint64_t> session_counter_{0};
+};
+
+// The one place an absl::Status becomes a grpc::Status (messages truncated to 1 KiB).
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+}  // namespace parity::server

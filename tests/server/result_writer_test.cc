@@ -1,0 +1,150 @@
+// Result files: msprobe's exact headers and cell formats, one row per output, resume on restart.
+#include "server/results/result_writer.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/server_harness.h"
+#include "tests/testing/test_certs.h"
+
+namespace parity::server {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::vector<std::string> Rows(const std::string& path) {
+  std::vector<std::string> rows = absl::StrSplit(testing::ReadAll(path), "\r\n", absl::SkipEmpty());
+  return rows;
+}
+
+// A checked call with one benchmark-standard output that failed on RMSE.
+CheckResult SampleResult(v1::VerdictStatus status) {
+  CheckResult r;
+  r.verdict.set_sequence(1);
+  r.verdict.set_status(status);
+  r.verdict.set_message(status == v1::VERDICT_STATUS_ERROR ? "output 0: rmse (benchmark)" : "");
+  CheckedOutput out;
+  out.verdict.set_index(0);
+  out.verdict.set_status(status);
+  out.verdict.set_standard("benchmark");
+  out.verdict.set_dtype(v1::DTYPE_FLOAT16);
+  out.verdict.add_shape(2);
+  out.verdict.add_shape(3);
+  (*out.verdict.mutable_metrics())["cosine"] = 0.5;
+  (*out.verdict.mutable_metrics())["max_abs_error"] = 1.0 / 3;
+  (*out.verdict.mutable_metrics())["rmse"] = std::numeric_limits<double>::infinity();
+  out.verdict.set_message("line one\nline, two");
+  out.bench_dtype = v1::DTYPE_FLOAT16;
+  out.has_device_metrics = true;
+  out.two_way_status = v1::VERDICT_STATUS_WARNING;
+  out.two_way_message = "two-way note";
+  out.ratios.push_back({"rmse", Ratio{3.0, false}});
+  out.ratios.push_back({"error_balance", Ratio{4.0, false}});
+  r.outputs.push_back(out);
+  return r;
+}
+
+v1::ApiCall SampleCall(v1::Phase phase) {
+  v1::ApiCall c;
+  c.set_op_name(phase == v1::PHASE_BACKWARD ? "aten::gelu_backward" : "aten::gelu");
+  c.set_forward_op_name("aten::gelu");
+  c.set_call_index(4);
+  c.set_phase(phase);
+  c.set_module_path("net.act");
+  return c;
+}
+
+TEST(ResultWriterTest, WritesMsprobeHeadersAndCells) {
+  const std::string dir = testing::MakeTempDir("parity_rw_");
+  auto w = ResultWriter::Create(dir + "/out", StandardsTable::Default(), "20261122101010");
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_TRUE((*w)->Write({2, "run", "h"}, SampleCall(v1::PHASE_FORWARD),
+                          SampleResult(v1::VERDICT_STATUS_ERROR))
+                  .ok());
+  ASSERT_TRUE((*w)->Write({2, "run", "h"}, SampleCall(v1::PHASE_BACKWARD),
+                          SampleResult(v1::VERDICT_STATUS_PASS))
+                  .ok());
+  const std::string base = dir + "/out/";
+  auto rows = Rows(base + "accuracy_checking_result_20261122101010_rank2.csv");
+  EXPECT_THAT(rows, ElementsAre("\xEF\xBB\xBF"
+                                "API name,Forward Test Success,Backward Test "
+                                "Success,Message",
+                                "aten::gelu.4,Warning, ,output 0: rmse (benchmark)",
+                                "aten::gelu.4, ,Warning, "));
+  rows = Rows(base + "api_precision_compare_result_20261122101010_rank2.csv");
+  EXPECT_THAT(rows, ElementsAre(::testing::_, "aten::gelu.4,error, ,output 0: rmse (benchmark)",
+                                "aten::gelu.4, ,pass, "));
+  rows = Rows(base + "accuracy_checking_details_20261122101010_rank2.csv");
+  ASSERT_EQ(rows.size(), 3u);
+  std::vector<std::string> header = absl::StrSplit(rows[0], ',');
+  EXPECT_EQ(header.size(), 23u);
+  EXPECT_EQ(header[4], "余弦相似度");
+  EXPECT_EQ(rows[1],
+            "aten::gelu.4.forward.output.0,torch.float16,torch.float16,\"(2, 3)\","
+            "0.50000000000000,0.33333333333333, , , , , ,inf, , , , , , , , , ,Warning,"
+            "two-way note");
+  EXPECT_THAT(rows[2], ::testing::StartsWith("aten::gelu.4.backward.output.0,"));
+  rows = Rows(base + "api_precision_compare_details_20261122101010_rank2.csv");
+  header = absl::StrSplit(rows[0], ',');
+  EXPECT_EQ(header.size(), 28u);
+  EXPECT_EQ(header[26], "比对算法");
+  // RMSE ratio 3 > 2 decides (error); error balance only warns; the message is quoted.
+  EXPECT_THAT(rows[1], ::testing::StartsWith("aten::gelu.4.forward.output.0, , ,"
+                                             "3.00000000000000,error, , , , ,"
+                                             "4.00000000000000,Warning,"));
+  EXPECT_THAT(rows[1], HasSubstr(",error,标杆比对法,\"line one\nline, two\""));
+  // The JSON-lines record keeps what the CSVs cannot.
+  const std::string jsonl = testing::ReadAll(base + "parity_results_20261122101010_rank2.jsonl");
+  EXPECT_THAT(jsonl, HasSubstr("\"module_path\":\"net.act\""));
+  EXPECT_THAT(jsonl, HasSubstr("\"rmse\":\"inf\""));
+  EXPECT_THAT(jsonl, HasSubstr("\"rtol\":0.0009765625"));
+  EXPECT_EQ((*w)->Paths().size(), 5u);
+}
+
+TEST(ResultWriterTest, RestartAppendsToTheNewestFileSetOfTheRank) {
+  const std::string dir = testing::MakeTempDir("parity_rw_");
+  {
+    auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20260101000000");
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->Write({0, "", ""}, SampleCall(v1::PHASE_FORWARD),
+                            SampleResult(v1::VERDICT_STATUS_PASS))
+                    .ok());
+  }
+  auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20260202000000");
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE(
+      (*w)->Write({0, "", ""}, SampleCall(v1::PHASE_FORWARD), SampleResult(v1::VERDICT_STATUS_PASS))
+          .ok());
+  ASSERT_TRUE(
+      (*w)->Write({1, "", ""}, SampleCall(v1::PHASE_FORWARD), SampleResult(v1::VERDICT_STATUS_PASS))
+          .ok());
+  // Rank 0 resumed its file (one header, two rows); rank 1 had none, so it starts a new set.
+  EXPECT_EQ(Rows(dir + "/accuracy_checking_result_20260101000000_rank0.csv").size(), 3u);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/accuracy_checking_result_20260202000000_rank0.csv"));
+  EXPECT_EQ(Rows(dir + "/accuracy_checking_result_20260202000000_rank1.csv").size(), 2u);
+}
+
+TEST(ResultWriterTest, UnwritableDirectoryFailsAtCreate) {
+  auto w = ResultWriter::Create("/proc/parity-cannot-write-here", StandardsTable::Default());
+  ASSERT_FALSE(w.ok());
+  EXPECT_THAT(w.status().message(), HasSubstr("/proc/parity-cannot-write-here"));
+}
+
+TEST(CsvTest, FormatsLikePythonsCsvWriter) {
+  EXPECT_EQ(CsvDouble(0.1), "0.10000000000000");
+  EXPECT_EQ(CsvDouble(-std::numeric_limits<double>::infinity()), "-inf");
+  EXPECT_EQ(CsvDouble(std::nan("")), "nan");
+  EXPECT_EQ(CsvRow({"a", "b,c", "say \"hi\"", " "}), "a,\"b,c\",\"say \"\"hi\"\"\", \r\n");
+  google::protobuf::RepeatedField<int64_t> shape;
+  EXPECT_EQ(ShapeTuple(shape), "()");
+  shape.Add(0);
+  EXPECT_EQ(ShapeTuple(shape), "(0,)");
+  shape.Add(5);
+  EXPECT_EQ(ShapeTuple(shape), "(0, 5)");
+}
+
+}  // namespace
+}  // namespace parity::server

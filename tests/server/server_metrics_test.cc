@@ -1,0 +1,85 @@
+// Server metrics as Prometheus text: names, labels, pre-created series, bounded op labels.
+#include "server/metrics.h"
+
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace parity::server {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string Scrape(prometheus::Registry& r) {
+  return prometheus::TextSerializer().Serialize(r.Collect());
+}
+
+TEST(ServerMetricsTest, CountsCallsByPhaseAndVerdict) {
+  prometheus::Registry registry;
+  ServerMetrics m(registry);
+  std::string text = Scrape(registry);
+  // Known series exist at zero before the first call, so alerts and rate() see them.
+  EXPECT_THAT(text, HasSubstr("parity_server_calls_checked_total{phase=\"backward\",verdict="
+                              "\"error\"} 0"));
+  EXPECT_THAT(text, HasSubstr("parity_build_info{"));
+  m.CallReceived(v1::PHASE_FORWARD);
+  m.CallReceived(v1::PHASE_FORWARD);
+  m.CallChecked(v1::PHASE_FORWARD, v1::VERDICT_STATUS_ERROR, "aten::gelu", 0.002, 0.0005);
+  m.CallChecked(v1::PHASE_FORWARD, v1::VERDICT_STATUS_PASS, "aten::add", 0.02, 0.001);
+  m.MessageBytes(1000);
+  m.QueueDepth(3, 4096);
+  m.AgentConnected();
+  text = Scrape(registry);
+  EXPECT_THAT(text, HasSubstr("parity_server_calls_received_total{phase=\"forward\"} 2"));
+  EXPECT_THAT(
+      text, HasSubstr("parity_server_calls_checked_total{phase=\"forward\",verdict=\"error\"} 1"));
+  EXPECT_THAT(text, HasSubstr("parity_server_op_errors_total{op=\"aten::gelu\"} 1"));
+  EXPECT_THAT(text, Not(HasSubstr("op=\"aten::add\"")));  // errors only
+  EXPECT_THAT(text, HasSubstr("parity_server_received_bytes_total 1000"));
+  EXPECT_THAT(text, HasSubstr("parity_server_queue_calls 3"));
+  EXPECT_THAT(text, HasSubstr("parity_server_queue_bytes 4096"));
+  EXPECT_THAT(text, HasSubstr("parity_server_connected_agents 1"));
+  // 2 ms and 20 ms replays: one in the 3 ms bucket, both in the 30 ms one.
+  EXPECT_THAT(text, HasSubstr("parity_server_replay_seconds_bucket{le=\"0.003\"} 1"));
+  EXPECT_THAT(text, HasSubstr("parity_server_replay_seconds_bucket{le=\"0.03\"} 2"));
+  EXPECT_THAT(text, HasSubstr("parity_server_replay_seconds_sum 0.022"));
+}
+
+TEST(ServerMetricsTest, OpLabelsAreBoundedAndAgentReasonsClosed) {
+  prometheus::Registry registry;
+  ServerMetrics m(registry, /*max_op_labels=*/2);
+  for (const char* op : {"aten::a", "aten::b", "aten::c", "aten::d", "aten::a"}) {
+    m.CallChecked(v1::PHASE_BACKWARD, v1::VERDICT_STATUS_ERROR, op, 0, 0);
+  }
+  m.AgentDropped("queue_full", 5);
+  m.AgentDropped("made-up reason from a client", 2);
+  const std::string text = Scrape(registry);
+  EXPECT_THAT(text, HasSubstr("parity_server_op_errors_total{op=\"aten::a\"} 2"));
+  EXPECT_THAT(text, HasSubstr("parity_server_op_errors_total{op=\"other\"} 2"));
+  EXPECT_THAT(text, Not(HasSubstr("aten::c")));
+  EXPECT_THAT(text, HasSubstr("parity_server_agent_dropped_calls_total{reason=\"queue_full\"} 5"));
+  EXPECT_THAT(text, HasSubstr("parity_server_agent_dropped_calls_total{reason=\"other\"} 2"));
+}
+
+TEST(ServerMetricsTest, CatalogueNamesFollowPrometheusConventions) {
+  prometheus::Registry registry;
+  ServerMetrics m(registry);
+  // Series of open label sets (op, code) appear once seen.
+  m.CallChecked(v1::PHASE_FORWARD, v1::VERDICT_STATUS_ERROR, "aten::mm", 0, 0);
+  m.StreamError("INVALID_ARGUMENT");
+  const std::string text = Scrape(registry);
+  for (const MetricInfo& info : MetricCatalogue()) {
+    SCOPED_TRACE(info.name);
+    EXPECT_TRUE(absl::StartsWith(info.name, "parity_"));
+    EXPECT_EQ(absl::EndsWith(info.name, "_total"), std::string(info.type) == "counter");
+    EXPECT_THAT(text, HasSubstr(absl::StrCat("# TYPE ", info.name, " ", info.type, "\n")));
+  }
+}
+
+}  // namespace
+}  // namespace parity::server

@@ -1,0 +1,471 @@
+// The server over real gRPC on loopback: mutual TLS, real calls of 30+ ops, result files,
+// metrics, protocol errors and malformed calls on one stream while others keep being served,
+// chunked tensors, and back-pressure when the work queue is full.
+#include "server/server.h"
+
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/tls.h"
+#include "common/torch/torch_pch.h"
+#include "common/torch/value_codec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/compare/judge.h"
+#include "server/results/result_writer.h"
+#include "tests/testing/op_cases.h"
+#include "tests/testing/server_harness.h"
+#include "tests/testing/test_certs.h"
+
+namespace parity::server {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::R;
+using testing::Stack;
+using ::testing::StartsWith;
+using testing::TestStream;
+
+// Certificates made once per test program: a CA, a server and a client signed by it.
+struct Pki {
+  testing::KeyPair ca = testing::MakeCa("Parity Test CA");
+  testing::KeyPair server = testing::MakeLeaf(ca, {"localhost", -1, 30});
+  testing::KeyPair client = testing::MakeLeaf(ca, {"rank0", -1, 30});
+  std::string server_dir, client_dir;
+  Pki() {
+    const std::string root = testing::MakeTempDir("parity_pki_");
+    server_dir = testing::WriteTlsDir(root + "/server", ca.cert_pem, server, {});
+    client_dir = testing::WriteTlsDir(root + "/client", ca.cert_pem, {}, client);
+  }
+};
+const Pki& TestPki() {
+  static const Pki* pki = new Pki();
+  return *pki;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void StartServer(common::ServerConfig config, CallHandler handler = {}) {
+    auto s = ParityServer::Create(config, std::move(handler));
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  void StartMutualTls() {
+    output_dir_ = testing::MakeTempDir("parity_out_");
+    StartServer(testing::TestServerConfig(output_dir_, TestPki().server_dir));
+  }
+  std::shared_ptr<grpc::Channel> Channel(const std::string& tls_dir) {
+    return testing::TestChannel(server_->port(), tls_dir);
+  }
+
+  std::string output_dir_;
+  std::unique_ptr<ParityServer> server_;
+};
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out = absl::StrSplit(text, "\r\n", absl::SkipEmpty());
+  return out;
+}
+
+// The first line starting with `prefix` (rows follow completion order across workers).
+std::string RowStarting(const std::vector<std::string>& rows, const std::string& prefix) {
+  for (const std::string& r : rows) {
+    if (absl::StartsWith(r, prefix)) return r;
+  }
+  return "";
+}
+
+std::string FileMatching(const std::string& dir, const std::string& prefix) {
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (absl::StartsWith(e.path().filename().string(), prefix)) return e.path().string();
+  }
+  return "";
+}
+
+TEST_F(ServerTest, ChecksRealCallsOverMutualTlsAndPublishesFilesAndMetrics) {
+  StartMutualTls();
+  TestStream stream(Channel(TestPki().client_dir));
+  ASSERT_TRUE(stream.Hello(3)) << stream.status().error_message();
+  EXPECT_EQ(stream.server_info().protocol_version(), 1u);
+  EXPECT_EQ(stream.server_info().bench_device(), "cpu");
+
+  std::vector<v1::ApiCall> calls;
+  std::set<std::string> ops;
+  uint64_t seq = 0;
+  for (const testing::OpCase& c : testing::CleanCases()) {
+    calls.push_back(testing::BuildCall(c.name, c.overload, c.args(), c.phase, nullptr, ++seq));
+    calls.back().set_call_index(0);
+    ops.insert(c.name);
+  }
+  // One planted harmful fault: gelu evaluated with the tanh approximation.
+  const at::Tensor x = R({16, 32}, 1) * 3;
+  calls.push_back(testing::BuildCall(
+      "aten::gelu", "", {x, std::string("none")}, v1::PHASE_FORWARD,
+      [&](Stack& out) { out[0] = at::gelu(x, "tanh"); }, ++seq));
+  calls.back().set_call_index(7);
+  calls.back().set_module_path("model.mlp.act");
+  ASSERT_GE(ops.size(), 30u);
+
+  int outputs = 0;
+  for (const v1::ApiCall& c : calls) ASSERT_TRUE(stream.SendCall(c));
+  for (const v1::ApiCall& c : calls) {
+    v1::ServerMessage m;
+    ASSERT_TRUE(stream.Read(&m));
+    ASSERT_TRUE(m.has_verdict());
+    EXPECT_EQ(m.verdict().sequence(), c.sequence()) << "verdicts come back in send order";
+    const bool fault = c.call_index() == 7;
+    EXPECT_EQ(StatusText(m.verdict().status()), fault ? "error" : "pass")
+        << m.verdict().ShortDebugString();
+    outputs += m.verdict().outputs_size();
+  }
+  EXPECT_TRUE(stream.Close().ok()) << stream.status().error_message();
+
+  // Metrics, scraped over HTTP as Prometheus would.
+  auto scrape = testing::HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_TRUE(scrape.ok()) << scrape.status();
+  int forward = 0, backward = 0;
+  for (const testing::OpCase& c : testing::CleanCases()) {
+    (c.phase == v1::PHASE_BACKWARD ? backward : forward)++;
+  }
+  EXPECT_THAT(*scrape, HasSubstr(absl::StrCat(
+                           "parity_server_calls_checked_total{phase=\"forward\",verdict=\"pass\"} ",
+                           forward)));
+  EXPECT_THAT(
+      *scrape,
+      HasSubstr(absl::StrCat(
+          "parity_server_calls_checked_total{phase=\"backward\",verdict=\"pass\"} ", backward)));
+  EXPECT_THAT(*scrape, HasSubstr("parity_server_calls_checked_total{phase=\"forward\",verdict="
+                                 "\"error\"} 1"));
+  EXPECT_THAT(*scrape, HasSubstr("parity_server_op_errors_total{op=\"aten::gelu\"} 1"));
+  EXPECT_THAT(*scrape,
+              HasSubstr(absl::StrCat("parity_server_replay_seconds_count ", calls.size())));
+  EXPECT_THAT(*scrape, HasSubstr("parity_build_info{"));
+
+  // The four CSVs and the JSON-lines record, for rank 3, flushed as the verdicts went out.
+  server_->Shutdown();
+  const std::string details = FileMatching(output_dir_, "accuracy_checking_details_");
+  ASSERT_FALSE(details.empty());
+  EXPECT_THAT(details, ::testing::EndsWith("_rank3.csv"));
+  std::vector<std::string> rows = Lines(testing::ReadAll(details));
+  ASSERT_EQ(rows.size(), static_cast<std::size_t>(outputs) + 1);
+  EXPECT_THAT(rows[0], StartsWith("\xEF\xBB\xBF"
+                                  "API Name,Bench Dtype,DEVICE Dtype,Shape,"));
+  EXPECT_THAT(
+      RowStarting(rows, "aten::gelu.7."),
+      StartsWith("aten::gelu.7.forward.output.0,torch.float32,torch.float32,\"(16, 32)\","));
+  const std::string result = FileMatching(output_dir_, "api_precision_compare_result_");
+  rows = Lines(testing::ReadAll(result));
+  ASSERT_EQ(rows.size(), calls.size() + 1);
+  EXPECT_THAT(RowStarting(rows, "aten::gelu.7,"), StartsWith("aten::gelu.7,error, ,"));
+  const std::string jsonl = FileMatching(output_dir_, "parity_results_");
+  std::vector<std::string> records =
+      absl::StrSplit(testing::ReadAll(jsonl), '\n', absl::SkipEmpty());
+  ASSERT_EQ(records.size(), calls.size());
+  const std::string gelu = RowStarting(records, "{\"api\":\"aten::gelu.7\"");
+  EXPECT_THAT(gelu, HasSubstr("\"module_path\":\"model.mlp.act\""));
+  EXPECT_THAT(gelu, HasSubstr("\"rank\":3"));
+  EXPECT_THAT(gelu, HasSubstr("\"status\":\"error\""));
+}
+
+TEST_F(ServerTest, MutualTlsRefusesClientsWithoutAValidCertificate) {
+  StartMutualTls();
+  const std::string root = testing::MakeTempDir("parity_bad_clients_");
+  // Only the CA: the server is verified, but the client shows no certificate.
+  const std::string no_cert = testing::WriteTlsDir(root + "/none", TestPki().ca.cert_pem, {}, {});
+  // A certificate from another CA.
+  testing::KeyPair other_ca = testing::MakeCa("Some Other CA");
+  const std::string other = testing::WriteTlsDir(root + "/other", TestPki().ca.cert_pem, {},
+                                                 testing::MakeLeaf(other_ca, {"rank0", -1, 30}));
+  // A certificate from the right CA that expired yesterday.
+  const std::string expired =
+      testing::WriteTlsDir(root + "/expired", TestPki().ca.cert_pem, {},
+                           testing::MakeLeaf(TestPki().ca, {"rank0", -10, -1}));
+  for (const std::string& dir : {no_cert, other}) {
+    SCOPED_TRACE(dir);
+    TestStream stream(Channel(dir));
+    EXPECT_FALSE(stream.Hello());
+    EXPECT_EQ(stream.status().error_code(), grpc::StatusCode::UNAVAILABLE);
+  }
+  // The agent refuses to load an expired certificate with a clear message...
+  auto loaded = common::LoadChannelTls(expired);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_THAT(loaded.status().message(), HasSubstr("certificate expired on"));
+  // ...and a client that sends one anyway is refused by the handshake.
+  grpc::SslCredentialsOptions raw;
+  raw.pem_root_certs = TestPki().ca.cert_pem;
+  raw.pem_cert_chain = testing::ReadAll(expired + "/client.crt");
+  raw.pem_private_key = testing::ReadAll(expired + "/client.key");
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride("localhost");
+  TestStream stream(grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                              grpc::SslCredentials(raw), args));
+  EXPECT_FALSE(stream.Hello());
+  EXPECT_EQ(stream.status().error_code(), grpc::StatusCode::UNAVAILABLE);
+  // The good client still gets through.
+  TestStream good(Channel(TestPki().client_dir));
+  EXPECT_TRUE(good.Hello()) << good.status().error_message();
+  EXPECT_TRUE(good.Close().ok());
+}
+
+TEST_F(ServerTest, BadServerConfigurationIsAClearStartupError) {
+  const std::string out = testing::MakeTempDir("parity_out_");
+  const std::string root = testing::MakeTempDir("parity_bad_server_");
+  common::ServerConfig c = testing::TestServerConfig(out, root + "/missing");
+  auto s = ParityServer::Create(c);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("not a directory"));
+  // An expired server certificate.
+  c.tls_path = testing::WriteTlsDir(root + "/expired", TestPki().ca.cert_pem,
+                                    testing::MakeLeaf(TestPki().ca, {"localhost", -10, -1}), {});
+  s = ParityServer::Create(c);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.status().message(), HasSubstr("server.crt: certificate expired"));
+  // A key that belongs to another certificate.
+  testing::KeyPair a = testing::MakeLeaf(TestPki().ca, {"localhost", -1, 30});
+  testing::KeyPair b = testing::MakeLeaf(TestPki().ca, {"localhost", -1, 30});
+  c.tls_path = testing::WriteTlsDir(root + "/mixed", "", {a.cert_pem, b.key_pem}, {});
+  s = ParityServer::Create(c);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("does not belong to the certificate"));
+  // Plaintext on a routable address needs a second, explicit opt-in.
+  c = testing::TestServerConfig(out, "");
+  c.host = "0.0.0.0";
+  s = ParityServer::Create(c);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("allow_plaintext_non_loopback"));
+}
+
+TEST_F(ServerTest, ProtocolErrorsEndOnlyTheirStream) {
+  output_dir_ = testing::MakeTempDir("parity_out_");
+  StartServer(testing::TestServerConfig(output_dir_, ""));
+  auto channel = Channel("");
+  TestStream good(channel);
+  ASSERT_TRUE(good.Hello());
+
+  TestStream old_agent(channel);
+  EXPECT_FALSE(old_agent.Hello(0, 99));
+  EXPECT_EQ(old_agent.status().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(old_agent.status().error_message(), HasSubstr("unsupported protocol version 99"));
+
+  TestStream no_hello(channel);
+  ASSERT_TRUE(no_hello.SendCall(testing::BuildCall("aten::relu", "", {R({3}, 1)})));
+  EXPECT_EQ(no_hello.Close().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(no_hello.status().error_message(), HasSubstr("first message must be Hello"));
+
+  TestStream bad_chunk(channel);
+  ASSERT_TRUE(bad_chunk.Hello());
+  v1::AgentMessage chunk;
+  chunk.mutable_chunk()->set_blob_id(1);
+  chunk.mutable_chunk()->set_total_bytes(8);
+  chunk.mutable_chunk()->set_offset(4);  // the first chunk must start at 0
+  chunk.mutable_chunk()->set_data("abcd");
+  ASSERT_TRUE(bad_chunk.Send(chunk));
+  EXPECT_EQ(bad_chunk.Close().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(bad_chunk.status().error_message(), HasSubstr("expected 0"));
+
+  TestStream empty(channel);
+  ASSERT_TRUE(empty.Hello());
+  ASSERT_TRUE(empty.Send(v1::AgentMessage()));
+  EXPECT_EQ(empty.Close().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  // A message over the server's cap is refused by gRPC itself.
+  TestStream huge(channel);
+  ASSERT_TRUE(huge.Hello());
+  v1::ApiCall big = testing::BuildCall("aten::relu", "", {R({3}, 1)});
+  big.mutable_inputs(0)->mutable_tensor()->mutable_data()->assign(65 << 20, 'x');
+  huge.SendCall(big);
+  EXPECT_EQ(huge.Close().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+
+  // The first stream never noticed.
+  ASSERT_TRUE(good.SendCall(
+      testing::BuildCall("aten::relu", "", {R({3}, 1)}, v1::PHASE_FORWARD, nullptr, 1)));
+  v1::ServerMessage m;
+  ASSERT_TRUE(good.Read(&m));
+  EXPECT_EQ(StatusText(m.verdict().status()), "pass");
+  EXPECT_TRUE(good.Close().ok());
+}
+
+TEST_F(ServerTest, MalformedCallsGetClearVerdictsWhileOtherStreamsAreServed) {
+  output_dir_ = testing::MakeTempDir("parity_out_");
+  StartServer(testing::TestServerConfig(output_dir_, ""));
+  auto channel = Channel("");
+  const v1::ApiCall good =
+      testing::BuildCall("aten::add", "Tensor", {R({2, 3}, 1), R({2, 3}, 2), 1});
+  struct Bad {
+    std::function<void(v1::ApiCall&)> spoil;
+    const char* status;
+    const char* message;
+  };
+  const std::vector<Bad> bad = {
+      {[](v1::ApiCall& c) { c.mutable_inputs(0)->mutable_tensor()->mutable_data()->pop_back(); },
+       "SKIP", "inputs[0].tensor.data: expected 24 bytes"},
+      {[](v1::ApiCall& c) {
+         c.mutable_inputs(1)->mutable_tensor()->set_shape(0, int64_t{1} << 40);
+       },
+       "SKIP", "inputs[1]"},
+      {[](v1::ApiCall& c) { c.set_op_name("aten::no_such_op"); }, "SKIP",
+       "unknown operator \"aten::no_such_op\""},
+      {[](v1::ApiCall& c) { c.set_overload("Bogus"); }, "SKIP", "no overload \"Bogus\""},
+      {[](v1::ApiCall& c) { c.mutable_inputs(1)->set_string_value("oops"); }, "SKIP",
+       "arguments do not match aten::add.Tensor"},
+  };
+  TestStream faulty(channel), healthy(channel);
+  ASSERT_TRUE(faulty.Hello(0));
+  ASSERT_TRUE(healthy.Hello(1));
+  uint64_t seq = 0;
+  for (const Bad& b : bad) {
+    v1::ApiCall c = good;
+    c.set_sequence(++seq);
+    b.spoil(c);
+    ASSERT_TRUE(faulty.SendCall(c));
+    v1::ApiCall ok = good;
+    ok.set_sequence(seq);
+    ASSERT_TRUE(healthy.SendCall(ok));
+  }
+  for (const Bad& b : bad) {
+    v1::ServerMessage m;
+    ASSERT_TRUE(faulty.Read(&m));
+    EXPECT_THAT(m.verdict().message(), HasSubstr(b.message)) << m.verdict().ShortDebugString();
+    EXPECT_NE(m.verdict().status(), v1::VERDICT_STATUS_PASS);
+    ASSERT_TRUE(healthy.Read(&m));
+    EXPECT_EQ(StatusText(m.verdict().status()), "pass");
+  }
+  EXPECT_TRUE(faulty.Close().ok());
+  EXPECT_TRUE(healthy.Close().ok());
+}
+
+// A chunked tensor: the payload travels in TensorChunk messages before its call.
+class ChunkSink : public common::BlobSink {
+ public:
+  uint64_t AddBlob(std::string payload) override {
+    blobs.emplace_back(++next, std::move(payload));
+    return next;
+  }
+  std::vector<std::pair<uint64_t, std::string>> blobs;
+  uint64_t next = 0;
+};
+
+TEST_F(ServerTest, ReassemblesChunkedTensors) {
+  output_dir_ = testing::MakeTempDir("parity_out_");
+  StartServer(testing::TestServerConfig(output_dir_, ""));
+  TestStream stream(Channel(""));
+  ASSERT_TRUE(stream.Hello());
+  const at::Tensor x = R({256, 64}, 3);  // 64 KiB
+  v1::ApiCall call;
+  call.set_op_name("aten::relu");
+  call.set_sequence(1);
+  ChunkSink sink;
+  common::EncodeOptions opts;
+  opts.max_inline_tensor_bytes = 1024;
+  opts.blob_sink = &sink;
+  ASSERT_TRUE(common::EncodeValue(x, nullptr, opts, "in", call.add_inputs()).ok());
+  ASSERT_TRUE(common::EncodeValue(at::relu(x), nullptr, opts, "out", call.add_outputs()).ok());
+  ASSERT_EQ(sink.blobs.size(), 2u);
+  for (const auto& [id, payload] : sink.blobs) {
+    for (std::size_t off = 0; off < payload.size(); off += 10000) {
+      v1::AgentMessage m;
+      m.mutable_chunk()->set_blob_id(id);
+      m.mutable_chunk()->set_total_bytes(payload.size());
+      m.mutable_chunk()->set_offset(off);
+      m.mutable_chunk()->set_data(payload.substr(off, 10000));
+      ASSERT_TRUE(stream.Send(m));
+    }
+  }
+  ASSERT_TRUE(stream.SendCall(call));
+  v1::ServerMessage m;
+  ASSERT_TRUE(stream.Read(&m));
+  EXPECT_EQ(StatusText(m.verdict().status()), "pass") << m.verdict().ShortDebugString();
+  EXPECT_TRUE(stream.Close().ok());
+}
+
+// With one worker stuck and room for one queued call, the stream reads exactly one more call
+// and then nothing: the rest wait in gRPC's flow-control window and the agent's socket, not in
+// server memory. Releasing the worker delivers every verdict, in order.
+TEST_F(ServerTest, FullQueueStopsReadingInsteadOfBuffering) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false;
+  int started = 0;
+  CallHandler handler = [&](const CallOrigin&, const v1::ApiCall& call, const BlobStore&) {
+    std::unique_lock<std::mutex> lock(mu);
+    ++started;
+    cv.notify_all();
+    cv.wait_for(lock, std::chrono::seconds(60), [&] { return released; });
+    v1::Verdict v;
+    v.set_sequence(call.sequence());
+    v.set_status(v1::VERDICT_STATUS_PASS);
+    return v;
+  };
+  common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("o_"), "");
+  config.parity.workers = 1;
+  config.parity.queue_max_calls = 1;
+  StartServer(config, handler);
+  TestStream stream(Channel(""));
+  ASSERT_TRUE(stream.Hello());
+  constexpr int kCalls = 40;
+  std::thread writer([&] {
+    for (int i = 1; i <= kCalls; ++i) {
+      v1::ApiCall c =
+          testing::BuildCall("aten::relu", "", {R({64, 64}, i)}, v1::PHASE_FORWARD, nullptr, i);
+      if (!stream.SendCall(c)) break;
+    }
+  });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return started == 1; }));
+  }
+  // Call 1 runs, call 2 is queued, call 3 is parked: the stream then stops reading. Wait (with a
+  // deadline, no sleep) for the parked call, then check the server read nothing more.
+  auto scrape_received = [&] {
+    auto text = testing::HttpGet(server_->metrics_port(), "/metrics");
+    return text.ok() &&
+           absl::StrContains(*text, "parity_server_calls_received_total{phase=\"forward\"} 3");
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  bool three = false;
+  while (!(three = scrape_received()) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_TRUE(three);
+  auto text = testing::HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_TRUE(text.ok());
+  EXPECT_THAT(*text, HasSubstr("parity_server_queue_calls 2"));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(started, 1);
+    released = true;
+  }
+  cv.notify_all();
+  writer.join();
+  for (int i = 1; i <= kCalls; ++i) {
+    v1::ServerMessage m;
+    ASSERT_TRUE(stream.Read(&m));
+    EXPECT_EQ(m.verdict().sequence(), static_cast<uint64_t>(i));
+  }
+  EXPECT_TRUE(stream.Close().ok());
+  text = testing::HttpGet(server_->metrics_port(), "/metrics");
+  EXPECT_THAT(*text, HasSubstr(absl::StrCat(
+                         "parity_server_calls_received_total{phase=\"forward\"} ", kCalls)));
+}
+
+TEST_F(ServerTest, RanksOutsideTheRankListAreRefused) {
+  common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("o_"), "");
+  config.rank_list = {0, 1};
+  StartServer(config);
+  TestStream other(Channel(""));
+  EXPECT_FALSE(other.Hello(5));
+  EXPECT_EQ(other.status().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  TestStream mine(Channel(""));
+  EXPECT_TRUE(mine.Hello(1));
+  EXPECT_TRUE(mine.Close().ok());
+}
+
+}  // namespace
+}  // namespace parity::server

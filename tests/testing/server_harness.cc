@@ -1,0 +1,130 @@
+#include "tests/testing/server_harness.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/tls.h"
+
+namespace parity::testing {
+
+common::ServerConfig TestServerConfig(const std::string& output_dir, const std::string& tls_path) {
+  common::ServerConfig c;
+  c.host = "127.0.0.1";
+  c.port = 0;
+  c.tls_path = tls_path;
+  c.parity.plaintext = tls_path.empty();
+  c.parity.output_dir = output_dir;
+  c.parity.metrics_host = "127.0.0.1";
+  c.parity.metrics_port = 0;
+  c.parity.bench_device = "cpu";
+  c.parity.workers = 2;
+  return c;
+}
+
+std::shared_ptr<grpc::Channel> TestChannel(int port, const std::string& tls_path) {
+  grpc::ChannelArguments args;
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (tls_path.empty()) {
+    creds = grpc::InsecureChannelCredentials();
+  } else {
+    auto tls = common::LoadChannelTls(tls_path);
+    if (!tls.ok()) return nullptr;
+    creds = tls->credentials;
+    args.SetSslTargetNameOverride("localhost");
+  }
+  return grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port), creds, args);
+}
+
+TestStream::TestStream(const std::shared_ptr<grpc::Channel>& channel)
+    : stub_(v1::PrecisionChecker::NewStub(channel)) {
+  context_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  stream_ = stub_->Check(&context_);
+}
+
+TestStream::~TestStream() {
+  if (!closed_) {
+    context_.TryCancel();
+    stream_->Finish();
+  }
+}
+
+bool TestStream::Hello(int32_t rank, uint32_t protocol_version) {
+  v1::AgentMessage m;
+  m.mutable_hello()->set_protocol_version(protocol_version);
+  m.mutable_hello()->set_rank(rank);
+  m.mutable_hello()->set_run_id("test-run");
+  m.mutable_hello()->set_hostname("test-host");
+  if (!stream_->Write(m)) {
+    Close();
+    return false;
+  }
+  v1::ServerMessage reply;
+  if (!stream_->Read(&reply) || !reply.has_server_info()) {
+    Close();
+    return false;
+  }
+  info_ = reply.server_info();
+  return true;
+}
+
+bool TestStream::Send(const v1::AgentMessage& message) { return stream_->Write(message); }
+
+bool TestStream::SendCall(const v1::ApiCall& call) {
+  v1::AgentMessage m;
+  *m.mutable_call() = call;
+  return stream_->Write(m);
+}
+
+bool TestStream::Read(v1::ServerMessage* message) { return stream_->Read(message); }
+
+grpc::Status TestStream::Close() {
+  if (closed_) return status_;
+  closed_ = true;
+  stream_->WritesDone();
+  v1::ServerMessage ignored;
+  while (stream_->Read(&ignored)) {
+  }
+  status_ = stream_->Finish();
+  return status_;
+}
+
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return absl::UnavailableError(absl::StrCat("connect to port ", port, " failed"));
+  }
+  const std::string req =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  if (::write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
+    ::close(fd);
+    return absl::UnavailableError("short write");
+  }
+  std::string response;
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0) response.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  const std::size_t body = response.find("\r\n\r\n");
+  if (body == std::string::npos) return absl::DataLossError("no HTTP body");
+  return response.substr(body + 4);
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace parity::testing

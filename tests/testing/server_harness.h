@@ -1,0 +1,57 @@
+// A parity-server in the test process plus a synchronous test client speaking parity.v1.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "parity/v1/parity.grpc.pb.h"
+#include "server/server.h"
+
+namespace parity::testing {
+
+// A server config for tests: loopback, ephemeral ports, CPU bench, output in `output_dir`.
+// Plaintext when `tls_path` is empty.
+common::ServerConfig TestServerConfig(const std::string& output_dir, const std::string& tls_path);
+
+// A channel to 127.0.0.1:port; TLS from `tls_path` (ca.crt [+ client.crt/key]) or plaintext.
+std::shared_ptr<grpc::Channel> TestChannel(int port, const std::string& tls_path);
+
+// One agent stream, driven synchronously.
+class TestStream {
+ public:
+  explicit TestStream(const std::shared_ptr<grpc::Channel>& channel);
+  ~TestStream();
+
+  // Sends Hello (rank, version) and reads the ServerInfo; false with `status()` filled if the
+  // server refused.
+  bool Hello(int32_t rank = 0, uint32_t protocol_version = 1);
+  bool Send(const v1::AgentMessage& message);
+  bool SendCall(const v1::ApiCall& call);
+  // Reads the next server message; false at the end of the stream.
+  bool Read(v1::ServerMessage* message);
+  // Half-closes and returns the final status.
+  grpc::Status Close();
+
+  const v1::ServerInfo& server_info() const { return info_; }
+  const grpc::Status& status() const { return status_; }
+
+ private:
+  grpc::ClientContext context_;
+  std::unique_ptr<v1::PrecisionChecker::Stub> stub_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>> stream_;
+  v1::ServerInfo info_;
+  grpc::Status status_;
+  bool closed_ = false;
+};
+
+// GET http://127.0.0.1:port/path, returns the body.
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
+
+// Reads a whole file.
+std::string ReadAll(const std::string& path);
+
+}  // namespace parity::testing

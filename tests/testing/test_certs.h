@@ -1,0 +1,33 @@
+// Throw-away certificates for tests, made with OpenSSL at test set-up (never committed).
+#pragma once
+
+#include <string>
+
+namespace parity::testing {
+
+struct KeyPair {
+  std::string cert_pem;
+  std::string key_pem;
+};
+
+struct CertOptions {
+  std::string common_name = "localhost";
+  int valid_from_days = -1;  // relative to now
+  int valid_to_days = 30;    // negative: already expired
+};
+
+// A self-signed CA.
+KeyPair MakeCa(const std::string& common_name);
+
+// A leaf certificate signed by `ca`, with subjectAltName DNS:localhost and IP:127.0.0.1.
+KeyPair MakeLeaf(const KeyPair& ca, const CertOptions& options);
+
+// Writes a tls_path directory: ca.crt (if `ca` non-empty), server.crt/.key, client.crt/.key
+// (each pair if non-empty). Returns the directory.
+std::string WriteTlsDir(const std::string& dir, const std::string& ca_cert, const KeyPair& server,
+                        const KeyPair& client);
+
+// A fresh empty directory under the test's temp dir.
+std::string MakeTempDir(const std::string& prefix);
+
+}  // namespace parity::testing
