@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/grpc_tuning.h"
 #include "common/log.h"
 #include "server/server.h"
 
@@ -94,6 +95,7 @@ int main(int argc, char** argv) {
   RecordGivenFlags(argc, argv);
   absl::ParseCommandLine(argc, argv);
   parity::common::SetLogPrefix("parity-server");
+  parity::common::KeepLargeAllocations(std::size_t{256} << 20);
   parity::common::LogLevel level;
   if (!parity::common::ParseLogLevel(absl::GetFlag(FLAGS_log_level), &level)) {
     return Fail(absl::InvalidArgumentError(

@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/grpc_tuning.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/tls.h"
@@ -131,11 +132,9 @@ absl::Status ParityServer::Start() {
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(std::min<uint64_t>(o.max_message_bytes, INT32_MAX)));
   builder.SetMaxSendMessageSize(16 << 20);
-  // Keepalive that agrees with the agent's (pings every 30 s; accept them every 10 s).
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  for (const auto& [name, value] : common::StreamChannelArgs()) {
+    builder.AddChannelArgument(name, value);
+  }
   server_ = builder.BuildAndStart();
   if (!server_ || port_ == 0) {
     queue_->Stop();

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_tuning.h"
 #include "common/tls.h"
 
 namespace parity::testing {
@@ -29,6 +30,7 @@ common::ServerConfig TestServerConfig(const std::string& output_dir, const std::
 
 std::shared_ptr<grpc::Channel> TestChannel(int port, const std::string& tls_path) {
   grpc::ChannelArguments args;
+  for (const auto& [name, value] : common::StreamChannelArgs()) args.SetInt(name, value);
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (tls_path.empty()) {
     creds = grpc::InsecureChannelCredentials();
