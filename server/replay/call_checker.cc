@@ -28,43 +28,6 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 // Ops whose replay cannot reproduce the device's result: random draws (unless the agent ships the
 // generator state) and uninitialised memory.
-const std::map<std::string, std::string, std::less<>>& SkipRegistry() {
-  static const auto* reg = new std::map<std::string, std::string, std::less<>>{
-      {"bernoulli", "random"},
-      {"bernoulli_", "random"},
-      {"dropout", "random"},
-      {"native_dropout", "random"},
-      {"feature_dropout", "random"},
-      {"alpha_dropout", "random"},
-      {"feature_alpha_dropout", "random"},
-      {"rand", "random"},
-      {"rand_like", "random"},
-      {"randn", "random"},
-      {"randn_like", "random"},
-      {"randint", "random"},
-      {"randint_like", "random"},
-      {"randperm", "random"},
-      {"normal", "random"},
-      {"normal_", "random"},
-      {"uniform_", "random"},
-      {"multinomial", "random"},
-      {"exponential_", "random"},
-      {"geometric_", "random"},
-      {"cauchy_", "random"},
-      {"log_normal_", "random"},
-      {"random_", "random"},
-      {"poisson", "random"},
-      {"rrelu", "random"},
-      {"rrelu_with_noise", "random"},
-      {"empty", "uninitialised output"},
-      {"empty_like", "uninitialised output"},
-      {"empty_strided", "uninitialised output"},
-      {"new_empty", "uninitialised output"},
-      {"new_empty_strided", "uninitialised output"},
-      {"resize_", "uninitialised output"},
-  };
-  return *reg;
-}
 
 // Reference implementations for ops the bench's libtorch lacks (fused accelerator ops), by full
 // name. Each computes the op from aten ops on whatever device/dtype its inputs have.
@@ -204,15 +167,6 @@ void FillMetrics(const PairMetrics& m, const std::string& prefix, v1::OutputVerd
 }
 
 }  // namespace
-
-std::string SkipReasonForOp(absl::string_view op_name) {
-  const absl::string_view bare = BareOpName(op_name);
-  auto it = SkipRegistry().find(bare);
-  if (it == SkipRegistry().end()) return "";
-  return it->second == "random"
-             ? absl::StrCat(op_name, " draws random numbers; its result cannot be replayed")
-             : absl::StrCat(op_name, " returns ", it->second, "; nothing to compare");
-}
 
 struct CallChecker::Impl {
   CheckerOptions options;

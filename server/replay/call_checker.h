@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/limits.h"
+#include "common/op_registry.h"
 #include "common/torch/value_codec.h"
 #include "parity/v1/parity.pb.h"
 #include "server/compare/judge.h"
@@ -59,6 +60,6 @@ class CallChecker {
 };
 
 // Why an op is never replayed (random, uninitialised output, side effects); empty if it is.
-std::string SkipReasonForOp(absl::string_view op_name);
+using common::SkipReasonForOp;
 
 }  // namespace parity::server

@@ -1,0 +1,184 @@
+// The public API (parity/agent.h), its torch.ops front door for Python (torch.ops.parity.*), and
+// the zero-code path: loaded with LD_PRELOAD and PARITY_CONFIG set, the agent starts itself.
+#include "parity/agent.h"
+
+#include <pthread.h>
+#include <torch/library.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "agent/agent_core.h"
+#include "common/log.h"
+#include "nlohmann/json.hpp"
+
+namespace parity::agent {
+namespace {
+
+std::mutex g_mu;
+AgentCore* g_active = nullptr;  // guarded by g_mu
+// Stopped cores are kept, not destroyed: a late callback on another thread may still hold one.
+std::vector<std::unique_ptr<AgentCore>>& Retired() {
+  static auto* retired = new std::vector<std::unique_ptr<AgentCore>>();
+  return *retired;
+}
+
+void StopAtExit() { Stop(); }
+
+// A forked child (DataLoader workers) inherits the hook but not the sender thread: it must not
+// capture anything.
+void InChildAfterFork() {
+  AgentCore* core = g_active;
+  g_active = nullptr;
+  if (core != nullptr) RemoveHook(0);
+}
+
+bool StartWith(absl::StatusOr<common::Parsed<common::AgentConfig>> parsed, std::string* error) {
+  if (!parsed.ok()) {
+    if (error) *error = std::string(parsed.status().message());
+    common::LogError(absl::StrCat("not started: ", parsed.status().message()));
+    return false;
+  }
+  for (const std::string& w : parsed->warnings) common::LogWarning(w);
+  common::LogLevel level;
+  if (common::ParseLogLevel(parsed->config.parity.log_level, &level)) common::SetLogLevel(level);
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_active != nullptr) {
+    if (error) *error = "the Parity agent is already started";
+    return false;
+  }
+  auto core = AgentCore::Create(std::move(parsed->config));
+  if (!core.ok()) {
+    if (error) *error = std::string(core.status().message());
+    return false;
+  }
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::atexit(&StopAtExit);  // before static destruction tears libtorch down
+    pthread_atfork(nullptr, nullptr, &InChildAfterFork);
+  });
+  g_active = core->get();
+  (*core)->Start();
+  Retired().push_back(*std::move(core));
+  return true;
+}
+
+}  // namespace
+
+bool Start(const std::string& config_json, std::string* error) {
+  common::SetLogPrefix("parity-agent");
+  return StartWith(common::ParseAgentConfig(config_json, "config"), error);
+}
+
+bool StartFromFile(const std::string& config_path, std::string* error) {
+  common::SetLogPrefix("parity-agent");
+  return StartWith(common::LoadAgentConfig(config_path), error);
+}
+
+void Stop() {
+  AgentCore* core;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    core = g_active;
+    g_active = nullptr;
+  }
+  if (core != nullptr) core->Stop();
+}
+
+bool Step(std::string* error) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_active == nullptr || g_active->Step(error);
+}
+
+void UseExplicitSteps() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_active != nullptr) g_active->UseExplicitSteps();
+}
+
+bool Flush(uint32_t timeout_ms) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_active == nullptr || g_active->Flush(timeout_ms);
+}
+
+Counters GetCounters() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_active != nullptr) return g_active->GetCounters();
+  return Retired().empty() ? Counters{} : Retired().back()->GetCounters();
+}
+
+bool IsStarted() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_active != nullptr;
+}
+
+void PushModule(const std::string& path) { PushModuleScope(path); }
+void PopModule() { PopModuleScope(); }
+
+namespace {
+
+// ---- torch.ops.parity: what the Python package calls -------------------------------------------
+
+std::string OpStart(const std::string& config_json) {
+  std::string error;
+  return Start(config_json, &error) ? "" : error;
+}
+
+std::string OpStep() {
+  std::string error;
+  return parity::agent::Step(&error) ? "" : error;
+}
+
+bool OpFlush(int64_t timeout_ms) {
+  return parity::agent::Flush(static_cast<uint32_t>(std::max<int64_t>(timeout_ms, 0)));
+}
+
+std::string OpCounters() {
+  const Counters c = GetCounters();
+  nlohmann::json j = {{"captured", c.captured},
+                      {"sent", c.sent},
+                      {"sent_bytes", c.sent_bytes},
+                      {"dropped", c.dropped},
+                      {"sampled_out", c.sampled_out},
+                      {"reconnects", c.reconnects},
+                      {"verdicts", c.verdicts},
+                      {"pass", c.pass},
+                      {"warning", c.warning},
+                      {"error", c.error},
+                      {"skip", c.skip},
+                      {"rejected", c.rejected},
+                      {"queue_depth", c.queue_depth},
+                      {"step", c.step},
+                      {"connected", c.connected}};
+  return j.dump();
+}
+
+bool OpIsStarted() { return IsStarted(); }
+void OpExplicitSteps() { UseExplicitSteps(); }
+void OpStop() { Stop(); }
+void OpPushModule(const std::string& path) { PushModule(path); }
+void OpPopModule() { PopModule(); }
+
+}  // namespace
+}  // namespace parity::agent
+
+// The agent's own ops are never captured (the hook skips the "parity::" namespace).
+TORCH_LIBRARY(parity, m) {
+  m.def("start(str config_json) -> str", &parity::agent::OpStart);
+  m.def("stop() -> ()", &parity::agent::OpStop);
+  m.def("step() -> str", &parity::agent::OpStep);
+  m.def("flush(int timeout_ms) -> bool", &parity::agent::OpFlush);
+  m.def("counters() -> str", &parity::agent::OpCounters);
+  m.def("is_started() -> bool", &parity::agent::OpIsStarted);
+  m.def("use_explicit_steps() -> ()", &parity::agent::OpExplicitSteps);
+  m.def("push_module(str path) -> ()", &parity::agent::OpPushModule);
+  m.def("pop_module() -> ()", &parity::agent::OpPopModule);
+}
+
+// Zero-code path: LD_PRELOAD=libparity_agent.so PARITY_CONFIG=config.json python train.py
+__attribute__((constructor)) static void ParityPreloadStart() {
+  const char* path = std::getenv("PARITY_CONFIG");
+  if (path == nullptr || *path == '\0') return;
+  std::string error;
+  parity::agent::StartFromFile(path, &error);  // errors are logged; the training runs on
+}

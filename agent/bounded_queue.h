@@ -1,0 +1,126 @@
+// The agent's send queue: bounded by item count and by bytes. Producers are training threads
+// (never blocked under the drop policy), the consumer is the sender thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+
+namespace parity::agent {
+
+enum class PushResult { kOk, kFull, kClosed };
+
+template <typename T>
+class BoundedQueue {
+ public:
+  BoundedQueue(std::size_t max_items, uint64_t max_bytes)
+      : max_items_(max_items == 0 ? 1 : max_items), max_bytes_(max_bytes) {}
+
+  // Whether an item of `bytes` would fit now (a cheap pre-check before copying tensors).
+  bool HasRoom(uint64_t bytes) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return RoomFor(bytes);
+  }
+
+  // Never waits. kFull when over either bound (an item larger than max_bytes fits only an empty
+  // queue).
+  PushResult TryPush(T item, uint64_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closed_) return PushResult::kClosed;
+      if (!RoomFor(bytes)) return PushResult::kFull;
+      Add(std::move(item), bytes);
+    }
+    cv_.notify_all();
+    return PushResult::kOk;
+  }
+
+  // Waits for room while `keep_waiting()` holds, at most `timeout` (zero = no limit). Every wait
+  // is bounded (100 ms slices) so a changed `keep_waiting` (server gone) is seen promptly.
+  PushResult PushWait(T item, uint64_t bytes, std::chrono::milliseconds timeout,
+                      const std::function<bool()>& keep_waiting) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!closed_ && !RoomFor(bytes)) {
+      if (!keep_waiting() ||
+          (timeout.count() > 0 && std::chrono::steady_clock::now() >= deadline)) {
+        return PushResult::kFull;
+      }
+      cv_.wait_for(lock, std::chrono::milliseconds(100));
+    }
+    if (closed_) return PushResult::kClosed;
+    Add(std::move(item), bytes);
+    lock.unlock();
+    cv_.notify_all();
+    return PushResult::kOk;
+  }
+
+  // Takes the oldest item; false after `timeout` or when closed and empty.
+  bool Pop(T* out, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [&] { return !items_.empty() || closed_; })) return false;
+    if (items_.empty()) return false;
+    *out = std::move(items_.front().first);
+    bytes_ -= items_.front().second;
+    items_.pop_front();
+    lock.unlock();
+    cv_.notify_all();
+    return true;
+  }
+
+  // Removes everything (counted as dropped by the caller); returns how many.
+  std::size_t Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::size_t n = items_.size();
+    items_.clear();
+    bytes_ = 0;
+    cv_.notify_all();
+    return n;
+  }
+
+  void Close() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  // Wakes waiters so they re-check their predicates.
+  void Wake() { cv_.notify_all(); }
+
+  std::size_t size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return items_.size();
+  }
+  uint64_t bytes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return bytes_;
+  }
+
+ private:
+  bool RoomFor(uint64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (items_.empty()) return true;
+    return items_.size() < max_items_ && bytes_ + bytes <= max_bytes_;
+  }
+  void Add(T item, uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    items_.emplace_back(std::move(item), bytes);
+    bytes_ += bytes;
+  }
+
+  const std::size_t max_items_;
+  const uint64_t max_bytes_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<T, uint64_t>> items_ ABSL_GUARDED_BY(mu_);
+  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace parity::agent

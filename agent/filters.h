@@ -1,0 +1,70 @@
+// Which captured calls go to the server: msprobe's filters (rank, step, scope, list) plus
+// Parity's white/black lists and the per-signature sampling budget. Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
+#include "common/config.h"
+
+namespace parity::agent {
+
+// Stateless filters. Thread-safe.
+class CallFilter {
+ public:
+  explicit CallFilter(const common::AgentConfig& config);
+
+  // msprobe `rank`: empty = every rank.
+  bool RankSelected(int64_t rank) const;
+  // msprobe `step`: empty = every step.
+  bool StepSelected(int64_t step) const;
+  // `list` (substrings of the op name, msprobe L1), white_list / black_list (bare names; an
+  // in-place "add_" matches "add"). Black wins over white.
+  bool OpSelected(absl::string_view op_name) const;
+
+ private:
+  std::vector<int64_t> ranks_, steps_;
+  std::vector<std::string> list_, white_, black_;
+};
+
+// msprobe `scope`: [first, last] call names ("aten::linear.0", "aten::gelu.3"); calls from the
+// first through the last, per step. Thread-safe.
+class ScopeFilter {
+ public:
+  explicit ScopeFilter(std::vector<std::string> scope);
+  bool Selected(absl::string_view call_name);
+  void NewStep();
+
+ private:
+  const std::vector<std::string> scope_;
+  std::mutex mu_;
+  bool inside_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Check each signature (op, overload, dtypes, shapes) at most N times, per step or per run, so
+// steady-state overhead tends to zero while every distinct call shape is still checked.
+// Thread-safe. Memory is bounded: past `max_signatures` distinct signatures, new ones are
+// sampled out (counted) until the next reset.
+class SignatureBudget {
+ public:
+  SignatureBudget(uint32_t max_per_signature, bool per_step, std::size_t max_signatures = 200000);
+  // True if a call with this signature may be checked now (and counts it).
+  bool Take(const std::string& signature);
+  void NewStep();
+  bool unlimited() const { return max_ == 0; }
+
+ private:
+  const uint32_t max_;
+  const bool per_step_;
+  const std::size_t max_signatures_;
+  std::mutex mu_;
+  std::unordered_map<std::string, uint32_t> counts_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace parity::agent

@@ -1,0 +1,62 @@
+// Parity agent: the C++ API of libparity_agent.so, shared by every front-end (Python package,
+// LD_PRELOAD, libtorch programs). Only these functions are exported from the library.
+//
+//   parity::agent::StartFromFile("config.json");   // msprobe-style config (task "tensor")
+//   for (...) { train_step(); parity::agent::Step(); }
+//   parity::agent::Stop();                          // flushes, prints counters
+//
+// Nothing here throws, and nothing the agent does inside the training process throws either:
+// failures are counted, logged and reported by these functions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#define PARITY_AGENT_API __attribute__((visibility("default")))
+
+namespace parity::agent {
+
+struct Counters {
+  uint64_t captured = 0;                    // top-level calls that passed the filters
+  uint64_t sent = 0;                        // calls written to the server
+  uint64_t sent_bytes = 0;                  // serialized bytes written
+  std::map<std::string, uint64_t> dropped;  // by reason: queue_full, disconnected, ...
+  uint64_t sampled_out = 0;                 // skipped by the per-signature budget
+  uint64_t reconnects = 0;
+  uint64_t verdicts = 0;
+  uint64_t pass = 0, warning = 0, error = 0, skip = 0, rejected = 0;
+  uint64_t queue_depth = 0;
+  int64_t step = 0;
+  bool connected = false;
+};
+
+// Starts capturing with the configuration in `config_json` (the text of a config.json).
+// Returns false and fills `error` for a bad configuration or when already started. Connecting
+// to the server happens in the background: a missing server is not an error here.
+PARITY_AGENT_API bool Start(const std::string& config_json, std::string* error);
+PARITY_AGENT_API bool StartFromFile(const std::string& config_path, std::string* error);
+
+// Removes the hook, sends what is queued (waiting at most parity.flush_timeout_ms), closes the
+// stream and logs the counters. Idempotent.
+PARITY_AGENT_API void Stop();
+
+// Ends a training step. Returns false (with the first error verdict in `error`, may be null)
+// when parity.fail_fast is set and an error verdict has arrived.
+PARITY_AGENT_API bool Step(std::string* error = nullptr);
+
+// Step boundaries come only from Step() from now on (the front-ends that call Step() say so at
+// start). Otherwise, until the first Step(), each optimizer.step() ends a step.
+PARITY_AGENT_API void UseExplicitSteps();
+
+// Waits until every queued call has been sent and answered, at most `timeout_ms`.
+PARITY_AGENT_API bool Flush(uint32_t timeout_ms);
+
+PARITY_AGENT_API Counters GetCounters();
+PARITY_AGENT_API bool IsStarted();
+
+// Module scope for names in the results ("model.layers.0.mlp"); a per-thread stack.
+PARITY_AGENT_API void PushModule(const std::string& path);
+PARITY_AGENT_API void PopModule();
+
+}  // namespace parity::agent

@@ -1,0 +1,362 @@
+#include "agent/sender.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <grpcpp/grpcpp.h>
+#include <torch/version.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_tuning.h"
+#include "common/log.h"
+#include "common/tls.h"
+#include "common/torch/value_codec.h"
+#include "parity/v1/parity.grpc.pb.h"
+
+#ifndef PARITY_VERSION
+#define PARITY_VERSION "unknown"
+#endif
+
+namespace parity::agent {
+namespace {
+
+constexpr uint32_t kProtocolVersion = 1;
+constexpr std::size_t kChunkBytes = 1 << 20;
+
+// Collects the payloads of tensors too large to inline.
+class ChunkSink : public common::BlobSink {
+ public:
+  explicit ChunkSink(uint64_t* next_id) : next_id_(next_id) {}
+  uint64_t AddBlob(std::string payload) override {
+    blobs.emplace_back(++*next_id_, std::move(payload));
+    return *next_id_;
+  }
+  std::vector<std::pair<uint64_t, std::string>> blobs;
+
+ private:
+  uint64_t* next_id_;
+};
+
+}  // namespace
+
+struct Sender::Connection {
+  std::unique_ptr<v1::PrecisionChecker::Stub> stub;
+  std::unique_ptr<grpc::ClientContext> context;
+  std::unique_ptr<Stream> stream;
+  std::thread reader;
+  bool reader_done = false;  // guarded by Sender::mu_
+};
+
+Sender::Sender(AgentCore* core, int32_t rank, int32_t world_size)
+    : core_(core),
+      rank_(rank),
+      world_size_(world_size),
+      queue_(core->config().parity.queue_max_calls, core->config().parity.queue_max_bytes) {}
+
+Sender::~Sender() { Stop(); }
+
+void Sender::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (started_) return;
+  started_ = true;
+  thread_ = std::thread([this] { Run(); });
+}
+
+PushResult Sender::Push(std::unique_ptr<CapturedCall> call) {
+  const auto& o = core_->config().parity;
+  const uint64_t bytes = call->bytes;
+  if (o.policy == common::QueuePolicy::kBlock) {
+    // Exhaustive mode: wait for room, but only while the server is there to make room.
+    return queue_.PushWait(std::move(call), bytes, std::chrono::milliseconds(o.block_timeout_ms),
+                           [this] { return core_->counters().connected.load(); });
+  }
+  return queue_.TryPush(std::move(call), bytes);
+}
+
+bool Sender::Waiting(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return !cv_.wait_for(lock, d, [this] { return stopping_; });
+}
+
+void Sender::Run() {
+  MarkAgentThread();
+  const auto& o = core_->config().parity;
+  std::mt19937 rng(static_cast<uint32_t>(::getpid()));
+  double backoff_ms = o.reconnect_initial_ms;
+  auto last_stats = std::chrono::steady_clock::now();
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) break;
+    }
+    if (!conn_) {
+      if (!Connect()) {
+        // Jittered exponential back-off, capped: many ranks must not reconnect in lock-step.
+        const double jitter = std::uniform_real_distribution<double>(0.5, 1.0)(rng);
+        if (!Waiting(std::chrono::milliseconds(static_cast<int64_t>(backoff_ms * jitter)))) break;
+        backoff_ms = std::min<double>(backoff_ms * 2, o.reconnect_max_ms);
+        continue;
+      }
+      backoff_ms = o.reconnect_initial_ms;
+    }
+    std::unique_ptr<CapturedCall> call;
+    if (queue_.Pop(&call, std::chrono::milliseconds(200))) {
+      if (!SendCall(*call)) {
+        core_->counters().drop_disconnected.fetch_add(1);
+        Disconnect(false);
+      }
+    }
+    if (conn_ && std::chrono::steady_clock::now() - last_stats > std::chrono::seconds(5)) {
+      SendStats(false);
+      last_stats = std::chrono::steady_clock::now();
+    }
+  }
+  if (conn_) Disconnect(true);
+}
+
+bool Sender::Connect() {
+  const common::AgentConfig& cfg = core_->config();
+  const std::string target = absl::StrCat(cfg.host, ":", cfg.port);
+  auto log_once = [this](const std::string& msg, common::LogLevel level) {
+    if (msg != last_error_) common::Log(level, msg);
+    last_error_ = msg;
+  };
+  if (!channel_) {
+    grpc::ChannelArguments args;
+    for (const auto& [name, value] : common::StreamChannelArgs()) args.SetInt(name, value);
+    args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 16 << 20);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(cfg.parity.reconnect_max_ms));
+    std::shared_ptr<grpc::ChannelCredentials> creds;
+    if (cfg.parity.plaintext) {
+      creds = grpc::InsecureChannelCredentials();
+    } else {
+      auto tls = common::LoadChannelTls(cfg.tls_path);
+      if (!tls.ok()) {
+        log_once(
+            absl::StrCat("TLS set-up failed, nothing will be checked: ", tls.status().ToString()),
+            common::LogLevel::kError);
+        return false;
+      }
+      creds = tls->credentials;
+      if (!cfg.parity.server_name.empty()) args.SetSslTargetNameOverride(cfg.parity.server_name);
+    }
+    channel_ = grpc::CreateCustomChannel(target, creds, args);
+  }
+  const auto deadline =
+      std::chrono::system_clock::now() + std::chrono::milliseconds(cfg.parity.connect_timeout_ms);
+  if (!channel_->WaitForConnected(deadline)) {
+    log_once(absl::StrCat("server ", target, " unreachable; retrying in the background"),
+             common::LogLevel::kWarning);
+    return false;
+  }
+  auto c = std::make_unique<Connection>();
+  c->stub = v1::PrecisionChecker::NewStub(channel_);
+  c->context = std::make_unique<grpc::ClientContext>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return false;
+    live_context_ = c->context.get();
+  }
+  c->stream = c->stub->Check(c->context.get());
+  v1::AgentMessage hello;
+  v1::Hello* h = hello.mutable_hello();
+  h->set_protocol_version(kProtocolVersion);
+  h->set_run_id(cfg.parity.run_id);
+  h->set_rank(rank_);
+  h->set_world_size(world_size_);
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  h->set_hostname(host);
+  h->set_pid(::getpid());
+  h->set_agent_version(PARITY_VERSION);
+  h->set_framework_version(absl::StrCat("torch ", TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR,
+                                        ".", TORCH_VERSION_PATCH));
+  h->set_device_type("cpu");
+  v1::ServerMessage reply;
+  if (!c->stream->Write(hello) || !c->stream->Read(&reply) || !reply.has_server_info()) {
+    c->stream->WritesDone();
+    const grpc::Status s = c->stream->Finish();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      live_context_ = nullptr;
+    }
+    log_once(absl::StrCat("server ", target, " refused the stream: ", s.error_message(), " (code ",
+                          static_cast<int>(s.error_code()), ")"),
+             common::LogLevel::kError);
+    return false;
+  }
+  const v1::ServerInfo& info = reply.server_info();
+  max_inline_bytes_ = std::min<uint64_t>(cfg.parity.max_inline_tensor_bytes,
+                                         std::max<uint64_t>(info.max_message_bytes() / 4, 4096));
+  Connection* raw = c.get();
+  c->reader = std::thread([this, raw] { ReadLoop(raw); });
+  conn_ = std::move(c);
+  if (ever_connected_) core_->counters().reconnects.fetch_add(1);
+  ever_connected_ = true;
+  core_->counters().connected.store(true);
+  queue_.Wake();
+  last_error_.clear();
+  common::LogInfo(absl::StrCat("connected to ", target, " (server ", info.server_version(),
+                               ", bench ", info.bench_device(), ", rank ", rank_, ")"));
+  return true;
+}
+
+void Sender::ReadLoop(Connection* c) {
+  v1::ServerMessage m;
+  while (c->stream->Read(&m)) {
+    if (m.has_verdict()) {
+      core_->OnVerdict(m.verdict());
+      std::lock_guard<std::mutex> lock(mu_);
+      ++answered_;
+      cv_.notify_all();
+    }
+  }
+  core_->counters().connected.store(false);
+  std::lock_guard<std::mutex> lock(mu_);
+  c->reader_done = true;
+  cv_.notify_all();
+}
+
+void Sender::Disconnect(bool goodbye) {
+  if (goodbye) SendStats(true);
+  conn_->stream->WritesDone();
+  {
+    // The server ends the stream after its last verdict; a wedged one is cancelled.
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::seconds(3), [&] { return conn_->reader_done; })) {
+      conn_->context->TryCancel();
+    }
+  }
+  conn_->reader.join();
+  const grpc::Status s = conn_->stream->Finish();
+  if (!s.ok() && !goodbye) {
+    common::LogWarning(
+        absl::StrCat("stream to the server ended: ", s.error_message(), "; reconnecting"));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_context_ = nullptr;
+    answered_ = written_;  // verdicts of a lost stream never come
+    cv_.notify_all();
+  }
+  core_->counters().connected.store(false);
+  conn_.reset();
+}
+
+bool Sender::Write(const v1::AgentMessage& m) {
+  if (!conn_->stream->Write(m)) return false;
+  core_->counters().sent_bytes.fetch_add(m.ByteSizeLong(), std::memory_order_relaxed);
+  return true;
+}
+
+bool Sender::SendCall(const CapturedCall& call) {
+  const auto& o = core_->config().parity;
+  v1::AgentMessage msg;
+  v1::ApiCall* a = msg.mutable_call();
+  *a = call.meta;
+  ChunkSink sink(&next_blob_);
+  common::EncodeOptions opts;
+  opts.max_inline_tensor_bytes = max_inline_bytes_;
+  opts.max_tensor_bytes = o.max_tensor_bytes;
+  opts.blob_sink = &sink;
+  opts.compute_crc32c = o.checksum;
+  const c10::FunctionSchema* schema = nullptr;
+  auto handle = c10::Dispatcher::singleton().findSchema(
+      c10::OperatorName(call.meta.op_name(), call.meta.overload()));
+  if (handle) schema = &handle->schema();
+  absl::Status s;
+  for (std::size_t i = 0; i < call.inputs.size() && s.ok(); ++i) {
+    const c10::Type* hint = schema && i < schema->arguments().size()
+                                ? schema->arguments()[i].real_type().get()
+                                : nullptr;
+    s = common::EncodeValue(call.inputs[i], hint, opts, absl::StrCat("inputs[", i, "]"),
+                            a->add_inputs());
+  }
+  for (std::size_t i = 0; i < call.outputs.size() && s.ok(); ++i) {
+    s = common::EncodeValue(call.outputs[i], nullptr, opts, absl::StrCat("outputs[", i, "]"),
+                            a->add_outputs());
+  }
+  if (!s.ok()) {
+    // Still sent, without data, so the result files show the call and why it was not checked.
+    a->clear_inputs();
+    a->clear_outputs();
+    a->set_skip_reason(absl::StrCat("the agent could not send this call: ", s.message()));
+    sink.blobs.clear();
+    core_->counters().drop_encode_error.fetch_add(1);
+  }
+  for (const auto& [id, payload] : sink.blobs) {
+    for (std::size_t off = 0; off < payload.size(); off += kChunkBytes) {
+      v1::AgentMessage chunk;
+      chunk.mutable_chunk()->set_blob_id(id);
+      chunk.mutable_chunk()->set_total_bytes(payload.size());
+      chunk.mutable_chunk()->set_offset(off);
+      chunk.mutable_chunk()->set_data(payload.substr(off, kChunkBytes));
+      if (!Write(chunk)) return false;
+    }
+  }
+  if (!Write(msg)) return false;
+  core_->counters().sent.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++written_;
+  return true;
+}
+
+v1::AgentStats Sender::Stats() const {
+  const AtomicCounters& c = core_->counters();
+  v1::AgentStats s;
+  s.set_captured_calls(c.captured.load());
+  s.set_sent_calls(c.sent.load());
+  s.set_sent_bytes(c.sent_bytes.load());
+  auto& d = *s.mutable_dropped_calls();
+  d["queue_full"] = c.drop_queue_full.load();
+  d["disconnected"] = c.drop_disconnected.load();
+  d["encode_error"] = c.drop_encode_error.load();
+  s.set_reconnects(c.reconnects.load());
+  s.set_queue_depth(queue_.size());
+  s.set_step(core_->step());
+  return s;
+}
+
+void Sender::SendStats(bool goodbye) {
+  v1::AgentMessage m;
+  if (goodbye) {
+    *m.mutable_goodbye()->mutable_final_stats() = Stats();
+  } else {
+    *m.mutable_stats() = Stats();
+  }
+  Write(m);
+}
+
+bool Sender::Flush(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (queue_.size() == 0 && answered_ >= written_) return true;
+    // The queue has its own condition variable: re-check in short slices.
+    cv_.wait_for(lock, std::chrono::milliseconds(20));
+  }
+  return queue_.size() == 0 && answered_ >= written_;
+}
+
+void Sender::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!started_ || stopping_) return;
+  }
+  const bool flushed = Flush(std::chrono::milliseconds(core_->config().parity.flush_timeout_ms));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    // A write blocked by a wedged server, or a handshake that never answers, must not hold
+    // the training's exit: cancel the stream.
+    if (!flushed && live_context_ != nullptr) live_context_->TryCancel();
+    cv_.notify_all();
+  }
+  queue_.Close();
+  thread_.join();
+  core_->counters().drop_stopped.fetch_add(queue_.Clear());
+}
+
+}  // namespace parity::agent

@@ -1,0 +1,17 @@
+// Operators whose results cannot be replayed (random draws, uninitialised memory), shared by
+// the agent (which sends them as SKIP without data) and the server (which never replays them).
+#pragma once
+
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace parity::common {
+
+// Why `op_name` ("aten::dropout", "dropout") is never replayed; empty if it can be.
+std::string SkipReasonForOp(absl::string_view op_name);
+
+// "aten::gelu" -> "gelu" (the namespace stripped; overloads are not part of op names here).
+absl::string_view BareOpName(absl::string_view op_name);
+
+}  // namespace parity::common

@@ -1,0 +1,190 @@
+"""Parity: online precision checking for PyTorch training.
+
+A drop-in for msprobe's online run_ut front-end::
+
+    from parity import PrecisionDebugger          # was: from msprobe.pytorch import ...
+    debugger = PrecisionDebugger(config_path="config.json")
+    debugger.start(model)      # model is optional: it gives module paths in the results
+    for batch in loader:
+        loss = model(batch).sum(); loss.backward(); optimizer.step()
+        debugger.step()
+    debugger.stop()
+
+The capture, queue and transport run in C++ (libparity_agent.so), loaded into this process
+with ``torch.ops.load_library``. Nothing here raises into the training loop except
+``step()`` under ``parity.fail_fast``.
+"""
+
+import atexit
+import json
+import os
+import random
+
+import torch
+
+__all__ = ["PrecisionDebugger", "PrecisionError", "seed_all", "counters", "load_agent"]
+
+_TOP_LEVEL = {"task", "dump_path", "level", "rank", "step", "seed", "is_deterministic"}
+_TENSOR = {"scope", "list", "online_run_ut", "host", "port", "tls_path", "data_mode"}
+
+
+class PrecisionError(RuntimeError):
+    """Raised by ``step()`` when ``parity.fail_fast`` is set and the server reported an error."""
+
+
+def _library_path():
+    env = os.environ.get("PARITY_AGENT_LIB")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    for candidate in (os.path.join(here, "libparity_agent.so"),
+                      os.path.join(here, "..", "..", "build", "agent", "libparity_agent.so")):
+        if os.path.exists(candidate):
+            return os.path.abspath(candidate)
+    raise FileNotFoundError(
+        "libparity_agent.so not found: set PARITY_AGENT_LIB, or build Parity (scripts/test.sh)")
+
+
+_loaded = False
+
+
+def load_agent():
+    """Loads the agent library once (a no-op when it came in with LD_PRELOAD)."""
+    global _loaded
+    if not _loaded:
+        if not hasattr(torch.ops, "parity") or not _has_op("start"):
+            torch.ops.load_library(_library_path())
+        _loaded = True
+    return torch.ops.parity
+
+
+def _has_op(name):
+    try:
+        getattr(torch.ops.parity, name)
+        return True
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def _merge(config, overrides):
+    for key, value in overrides.items():
+        if key in _TOP_LEVEL:
+            config[key] = value
+        elif key in _TENSOR:
+            config.setdefault("tensor", {})[key] = value
+        else:
+            config.setdefault("parity", {})[key] = value
+    return config
+
+
+def _distributed_rank():
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except Exception:  # pylint: disable=broad-except
+        pass
+    return None
+
+
+def seed_all(seed=1234, mode=False):
+    """msprobe's seed_all: seeds python, torch (and numpy when present); `mode` asks torch for
+    deterministic algorithms."""
+    random.seed(seed)
+    os.environ["PYTHONHASHSEED"] = str(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy
+        numpy.random.seed(seed)
+    except ImportError:
+        pass
+    if mode:
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+        torch.use_deterministic_algorithms(True)
+
+
+class PrecisionDebugger:
+    """msprobe's PrecisionDebugger API on Parity's agent.
+
+    ``config_path`` is an msprobe config.json (task "tensor" with ``online_run_ut``); keyword
+    arguments override its keys (``step=[0, 1]``, ``host="..."``, ``fail_fast=True``, ...).
+    """
+
+    def __init__(self, config_path=None, task=None, dump_path=None, level=None, model=None,
+                 step=None, **overrides):
+        config = {}
+        if config_path is None:
+            config_path = os.environ.get("PARITY_CONFIG")
+        if config_path is not None:
+            with open(config_path, encoding="utf-8") as f:
+                config = json.load(f)
+        for key, value in (("task", task), ("dump_path", dump_path), ("level", level),
+                           ("step", step)):
+            if value is not None:
+                overrides[key] = value
+        self._config = _merge(config, overrides)
+        self._config.setdefault("tensor", {}).setdefault("online_run_ut", True)
+        self._model = model
+        self._hooks = []
+        self._ops = load_agent()
+        self._started_here = False
+
+    def start(self, model=None):
+        """Starts capturing (idempotent). With a model, results name module paths."""
+        model = model if model is not None else self._model
+        if self._ops.is_started():
+            return
+        ranks = _distributed_rank()
+        if ranks is not None:
+            os.environ["RANK"], os.environ["WORLD_SIZE"] = str(ranks[0]), str(ranks[1])
+        error = self._ops.start(json.dumps(self._config))
+        if error:
+            raise ValueError("Parity configuration: " + error)
+        self._ops.use_explicit_steps()  # msprobe's API: step() marks the steps
+        self._started_here = True
+        atexit.register(self.stop)
+        if model is not None and not self._hooks:
+            self._hook_modules(model)
+
+    def _hook_modules(self, model):
+        ops = self._ops
+
+        def pre(name):
+            def hook(module, args):
+                ops.push_module(name)
+            return hook
+
+        def post(module, args, output):
+            ops.pop_module()
+
+        for name, module in model.named_modules():
+            self._hooks.append(module.register_forward_pre_hook(pre(name or "model")))
+            self._hooks.append(module.register_forward_hook(post))
+
+    def stop(self):
+        """Stops capturing, sends what is queued and prints the counters (idempotent)."""
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+        if self._started_here:
+            self._ops.stop()
+            self._started_here = False
+
+    def step(self):
+        """Ends a training step; raises PrecisionError under fail_fast after an error verdict."""
+        error = self._ops.step()
+        if error:
+            raise PrecisionError(error)
+
+    def flush(self, timeout_s=30.0):
+        """Waits until every captured call has its verdict; False on timeout."""
+        return bool(self._ops.flush(int(timeout_s * 1000)))
+
+    @staticmethod
+    def counters():
+        return counters()
+
+
+def counters():
+    """The agent's counters: captured, sent, dropped (by reason), verdicts, ..."""
+    return json.loads(load_agent().counters())

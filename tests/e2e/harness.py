@@ -1,0 +1,96 @@
+"""End-to-end harness: the real parity-server binary with mutual TLS on loopback, and helpers to
+read its result files. Paths come from the environment set by ctest (PARITY_BUILD_DIR)."""
+import csv
+import glob
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("PARITY_BUILD_DIR", os.path.join(ROOT, "build"))
+SERVER = os.path.join(BUILD, "server", "parity-server")
+AGENT_LIB = os.path.join(BUILD, "agent", "libparity_agent.so")
+PYTHON = "/usr/bin/python3"
+TRAIN = os.path.join(ROOT, "docs", "examples", "train_mlp.py")
+
+
+def make_certs(directory):
+    subprocess.run([os.path.join(ROOT, "deploy", "gen-certs.sh"), directory, "2"], check=True,
+                   stdout=subprocess.DEVNULL)
+    return os.path.join(directory, "server"), os.path.join(directory, "client")
+
+
+class Server:
+    """parity-server on ephemeral ports; stop() sends SIGTERM and waits."""
+
+    def __init__(self, workdir, tls_dir=None, extra=()):
+        self.out = os.path.join(workdir, "results")
+        port_file = os.path.join(workdir, "ports")
+        args = [SERVER, "--port=0", "--metrics_port=0", "--metrics_host=127.0.0.1",
+                "--host=127.0.0.1", f"--output_dir={self.out}", f"--port_file={port_file}",
+                "--bench_device=cpu", *extra]
+        args.append(f"--tls_path={tls_dir}" if tls_dir else "--plaintext")
+        self.log = open(os.path.join(workdir, "server.log"), "w", encoding="utf-8")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(port_file):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("parity-server did not start: " + self.read_log())
+            time.sleep(0.05)  # polling a file the server writes once it listens
+        with open(port_file, encoding="utf-8") as f:
+            self.port, self.metrics_port = (int(v) for v in f.read().split())
+
+    def read_log(self):
+        self.log.flush()
+        with open(self.log.name, encoding="utf-8") as f:
+            return f.read()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=60)
+        self.log.close()
+
+    def rows(self, prefix):
+        """Rows (dicts) of every result CSV starting with `prefix`."""
+        out = []
+        for path in sorted(glob.glob(os.path.join(self.out, prefix + "*.csv"))):
+            with open(path, encoding="utf-8-sig", newline="") as f:
+                out.extend(csv.DictReader(f))
+        return out
+
+    def records(self):
+        out = []
+        for path in sorted(glob.glob(os.path.join(self.out, "parity_results_*.jsonl"))):
+            with open(path, encoding="utf-8") as f:
+                out.extend(json.loads(line) for line in f if line.strip())
+        return out
+
+
+def agent_config(path, port, client_tls=None, **parity):
+    """Writes an msprobe-style agent config.json."""
+    tensor = {"online_run_ut": True, "host": "127.0.0.1", "port": port}
+    if client_tls:
+        tensor["tls_path"] = client_tls
+    else:
+        parity.setdefault("plaintext", True)
+    config = {"task": "tensor", "level": "L1", "rank": [], "step": [], "tensor": tensor,
+              "parity": parity}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2)
+    return path
+
+
+def run(args, env=None, timeout=600):
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    full_env["PARITY_AGENT_LIB"] = AGENT_LIB
+    return subprocess.run(args, env=full_env, capture_output=True, text=True, timeout=timeout,
+                          check=False)
+
+
+def tempdir(prefix):
+    return tempfile.mkdtemp(prefix=prefix)

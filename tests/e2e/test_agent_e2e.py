@@ -1,0 +1,103 @@
+"""The agent's front-ends against the real parity-server: Python (msprobe's API) over mutual
+TLS with a planted fault, LD_PRELOAD with no code change, a libtorch C++ program, and the server
+killed in the middle of a run."""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import harness  # noqa: E402
+
+
+def errors(rows):
+    return [r for r in rows
+            if r["Forward Test Success"] == "error" or r["Backward Test Success"] == "error"]
+
+
+class AgentEndToEndTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = harness.tempdir("parity_e2e_")
+        self.server_tls, self.client_tls = harness.make_certs(os.path.join(self.dir, "certs"))
+
+    def test_python_frontend_reports_the_planted_fault_on_the_right_op(self):
+        server = harness.Server(self.dir, self.server_tls)
+        try:
+            config = harness.agent_config(os.path.join(self.dir, "config.json"), server.port,
+                                          self.client_tls, policy="block")
+            r = harness.run([harness.PYTHON, harness.TRAIN, "--config", config, "--steps", "4",
+                             "--fault", "gelu_tanh"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+        finally:
+            server.stop()
+        rows = server.rows("api_precision_compare_result_")
+        self.assertGreater(len(rows), 40)
+        bad = errors(rows)
+        self.assertTrue(bad, "the planted fault was not reported")
+        # Every error is the gelu forward (4 steps: call 0 of each step), nothing else.
+        self.assertEqual({r["API Name"] for r in bad}, {"aten::gelu.0"})
+        self.assertTrue(all(r["Forward Test Success"] == "error" for r in bad))
+        records = [x for x in server.records() if x["status"] == "error"]
+        self.assertEqual({(x["op"], x["phase"], x["module_path"]) for x in records},
+                         {("aten::gelu", "forward", "act")})
+        # Backward calls were checked and linked to their forward call.
+        backward = [x for x in server.records() if x["phase"] == "backward"]
+        self.assertTrue(any(x.get("forward_op") == "aten::gelu" for x in backward))
+        self.assertIn("precision error: aten::gelu.0 forward", r.stderr)
+
+    def test_ld_preload_checks_an_unmodified_script(self):
+        server = harness.Server(self.dir, self.server_tls)
+        try:
+            config = harness.agent_config(os.path.join(self.dir, "config.json"), server.port,
+                                          self.client_tls, policy="block")
+            r = harness.run([harness.PYTHON, harness.TRAIN, "--no-agent", "--steps", "3"],
+                            env={"LD_PRELOAD": harness.AGENT_LIB, "PARITY_CONFIG": config})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("stopped:", r.stderr)  # counters printed at exit
+        finally:
+            server.stop()
+        records = server.records()
+        self.assertTrue(any(x["phase"] == "forward" and x["op"] == "aten::linear"
+                            for x in records))
+        self.assertTrue(any(x["phase"] == "backward" for x in records))
+        # Steps came from optimizer.step(): three of them.
+        self.assertEqual({x["step"] for x in records if x["op"] == "aten::linear"}, {0, 1, 2})
+        self.assertFalse(errors(server.rows("api_precision_compare_result_")))
+
+    def test_cpp_program_checks_through_the_c_api(self):
+        server = harness.Server(self.dir, self.server_tls)
+        try:
+            config = harness.agent_config(os.path.join(self.dir, "config.json"), server.port,
+                                          self.client_tls, policy="block")
+            r = harness.run([os.path.join(harness.BUILD, "tests", "cpp_train"), config])
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("verdicts", r.stdout)
+        finally:
+            server.stop()
+        records = server.records()
+        self.assertTrue(any(x["op"] == "aten::mse_loss" for x in records))
+        self.assertTrue(any(x["phase"] == "backward" for x in records))
+        self.assertFalse(errors(server.rows("api_precision_compare_result_")))
+
+    def test_training_survives_the_server_dying_and_is_bitwise_unchanged(self):
+        baseline = os.path.join(self.dir, "baseline.txt")
+        r = harness.run([harness.PYTHON, harness.TRAIN, "--no-agent", "--losses", baseline])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        server = harness.Server(self.dir, self.server_tls)
+        try:
+            config = harness.agent_config(os.path.join(self.dir, "config.json"), server.port,
+                                          self.client_tls, flush_timeout_ms=2000,
+                                          reconnect_initial_ms=50, reconnect_max_ms=200)
+            checked = os.path.join(self.dir, "checked.txt")
+            r = harness.run([harness.PYTHON, harness.TRAIN, "--config", config, "--losses",
+                             checked, "--kill-at-step", "5"],
+                            env={"PARITY_SERVER_PID": str(server.proc.pid)}, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        finally:
+            server.stop()
+        with open(baseline, encoding="utf-8") as a, open(checked, encoding="utf-8") as b:
+            self.assertEqual(a.read(), b.read(), "the agent changed the training's numerics")
+        self.assertRegex(r.stderr, r"unreachable|stream to the server ended")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
