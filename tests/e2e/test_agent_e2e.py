@@ -24,7 +24,7 @@ class AgentEndToEndTest(unittest.TestCase):
         try:
             config = harness.agent_config(os.path.join(self.dir, "config.json"), server.port,
                                           self.client_tls, policy="block")
-            r = harness.run([harness.PYTHON, harness.TRAIN, "--config", config, "--steps", "4",
+            r = harness.run([harness.PYTHON, harness.TRAIN, "--config", config, "--steps", "20",
                              "--fault", "gelu_tanh"])
             self.assertEqual(r.returncode, 0, r.stderr)
         finally:
@@ -33,7 +33,7 @@ class AgentEndToEndTest(unittest.TestCase):
         self.assertGreater(len(rows), 40)
         bad = errors(rows)
         self.assertTrue(bad, "the planted fault was not reported")
-        # Every error is the gelu forward (4 steps: call 0 of each step), nothing else.
+        # Every error is the gelu forward (call 0 of each of the 20 steps), nothing else.
         self.assertEqual({r["API Name"] for r in bad}, {"aten::gelu.0"})
         self.assertTrue(all(r["Forward Test Success"] == "error" for r in bad))
         records = [x for x in server.records() if x["status"] == "error"]

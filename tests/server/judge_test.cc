@@ -68,6 +68,12 @@ INSTANTIATE_TEST_SUITE_P(
              v1::VERDICT_STATUS_PASS, ""},
         Case{"abs_rel_1e5", Standard::kAbsoluteThreshold, Scaled(g, 1e-5, 50), Round(g), g,
              v1::VERDICT_STATUS_ERROR, "rel_error_rate"},
+        // ...unless the bench is as far from the golden (cancellation in a correct kernel):
+        // no worse than the bench passes; worse than it fails.
+        Case{"abs_as_bench", Standard::kAbsoluteThreshold, Scaled(g, 1e-5, 50), Scaled(g, 1e-5, 50),
+             g, v1::VERDICT_STATUS_PASS, ""},
+        Case{"abs_worse_than_bench", Standard::kAbsoluteThreshold, Scaled(g, 1e-5, 25),
+             Scaled(g, 1e-5, 50), g, v1::VERDICT_STATUS_ERROR, "rel_error_rate"},
         // Binary: any difference is an error.
         Case{"binary_equal", Standard::kBinary, Round(g), Round(g), g, v1::VERDICT_STATUS_PASS, ""},
         Case{"binary_one_off", Standard::kBinary, Scaled(g, 1e-6, 199), Round(g), g,
