@@ -224,16 +224,22 @@ void OnExitImpl(const at::RecordFunction& fn, at::ObserverContext* raw) {
   --ts.depth;
 }
 
+// Logged at most every 30 s: a failing op may run thousands of times a second.
+void LogCaptureFailure(const at::RecordFunction& fn, const std::exception& e) {
+  static common::RateLimiter limiter(std::chrono::seconds(30));
+  uint64_t suppressed = 0;
+  if (limiter.Allow(&suppressed)) {
+    common::LogWarning(absl::StrCat("capture failed for ", fn.name(), ": ", e.what(), " (",
+                                    suppressed, " more suppressed)"));
+  }
+}
+
 // The callbacks' boundary: nothing escapes into the training.
 std::unique_ptr<at::ObserverContext> OnEnter(const at::RecordFunction& fn) {
   try {
     return OnEnterImpl(fn);
   } catch (const std::exception& e) {
-    static common::RateLimiter limiter(std::chrono::seconds(30));
-    uint64_t suppressed = 0;
-    if (limiter.Allow(&suppressed)) {
-      common::LogWarning(absl::StrCat("capture failed for ", fn.name(), ": ", e.what()));
-    }
+    LogCaptureFailure(fn, e);
   } catch (...) {
   }
   return nullptr;
@@ -243,11 +249,7 @@ void OnExit(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   try {
     OnExitImpl(fn, ctx);
   } catch (const std::exception& e) {
-    static common::RateLimiter limiter(std::chrono::seconds(30));
-    uint64_t suppressed = 0;
-    if (limiter.Allow(&suppressed)) {
-      common::LogWarning(absl::StrCat("capture failed for ", fn.name(), ": ", e.what()));
-    }
+    LogCaptureFailure(fn, e);
   } catch (...) {
   }
 }
