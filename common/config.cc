@@ -258,16 +258,14 @@ absl::StatusOr<Parsed<AgentConfig>> ParseAgentConfig(absl::string_view json_text
 
 // ---- server ------------------------------------------------------------------------------------
 
-absl::Status ValidateServerConfig(const ServerConfig& c) {
-  std::vector<std::string> errors;
+namespace {
+
+// Checks that hold for any part of a server configuration. The choice between TLS and plaintext
+// is checked once the file and the command line are merged (ValidateServerConfig), so a file
+// may leave tls_path to a flag.
+void CheckServerFields(const ServerConfig& c, std::vector<std::string>& errors) {
   if (c.port < 0 || c.port > 65535) {
     errors.push_back(absl::StrCat("run_ut.port: must be between 0 and 65535, got ", c.port));
-  }
-  if (c.tls_path.empty() && !c.parity.plaintext) {
-    errors.push_back(
-        "run_ut.tls_path: TLS is required. Point tls_path at a folder holding server.crt and "
-        "server.key (and ca.crt to require client certificates), or set parity.plaintext to "
-        "true (msprobe took an empty tls_path to mean plaintext; Parity asks explicitly)");
   }
   if (c.parity.metrics_port < -1 || c.parity.metrics_port > 65535) {
     errors.push_back(absl::StrCat("parity.metrics_port: must be -1 (off) or 0..65535, got ",
@@ -277,6 +275,20 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     errors.push_back("parity.max_message_bytes: must be between 4KiB and 2GiB-1");
   }
   if (c.parity.queue_max_calls == 0) errors.push_back("parity.queue_max_calls: must be positive");
+}
+
+}  // namespace
+
+absl::Status ValidateServerConfig(const ServerConfig& c) {
+  std::vector<std::string> errors;
+  CheckServerFields(c, errors);
+  if (c.tls_path.empty() && !c.parity.plaintext) {
+    errors.push_back(
+        "run_ut.tls_path: TLS is required. Point tls_path (or --tls_path) at a folder holding "
+        "server.crt and server.key (and ca.crt to require client certificates), or set "
+        "parity.plaintext (--plaintext) to true (msprobe took an empty tls_path to mean "
+        "plaintext; Parity asks explicitly)");
+  }
   if (errors.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrJoin(errors, "\n  "));
 }
@@ -344,10 +356,7 @@ absl::StatusOr<Parsed<ServerConfig>> ParseServerConfig(absl::string_view json_te
   p.Finish();
   top.Finish();
 
-  if (issues.errors.empty()) {
-    absl::Status v = ValidateServerConfig(c);
-    if (!v.ok()) issues.errors.push_back(std::string(v.message()));
-  }
+  if (issues.errors.empty()) CheckServerFields(c, issues.errors);
   if (absl::Status s = Summarise(issues, source); !s.ok()) return s;
   out.warnings = std::move(issues.warnings);
   return out;

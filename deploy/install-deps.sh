@@ -8,7 +8,7 @@ PACKAGES=(
   # toolchain
   cmake ninja-build g++ ccache pkg-config
   # libtorch (C++) and the Python torch used by the agent's Python front-end
-  libtorch-dev python3-torch python3
+  libtorch-dev python3-torch python3 python3-yaml
   # transport, codec, metrics
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libssl-dev openssl prometheus-cpp-dev nlohmann-json3-dev

@@ -16,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "common/grpc_tuning.h"
 #include "common/log.h"
+#include "server/metrics.h"
 #include "server/server.h"
 
 ABSL_FLAG(std::string, config, "",
@@ -39,6 +40,12 @@ ABSL_FLAG(std::string, standards_file, "",
           "API -> standard table and thresholds (default: the table built into the server)");
 ABSL_FLAG(std::string, rank_list, "", "comma-separated ranks this server checks (default all)");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
+ABSL_FLAG(bool, check_config, false,
+          "read the config file and flags, report any error, print the effective settings "
+          "and exit (exit status 0 when valid)");
+ABSL_FLAG(bool, list_metrics, false,
+          "print every metric the server exports (name, type, labels, meaning; tab-separated) "
+          "and exit");
 ABSL_FLAG(std::string, port_file, "",
           "write \"<grpc port> <metrics port>\" here once listening (for scripts using port 0)");
 
@@ -95,6 +102,12 @@ int main(int argc, char** argv) {
   RecordGivenFlags(argc, argv);
   absl::ParseCommandLine(argc, argv);
   parity::common::SetLogPrefix("parity-server");
+  if (absl::GetFlag(FLAGS_list_metrics)) {
+    for (const parity::server::MetricInfo& m : parity::server::MetricCatalogue()) {
+      std::printf("%s\t%s\t%s\t%s\n", m.name, m.type, m.labels, m.help);
+    }
+    return 0;
+  }
   parity::common::KeepLargeAllocations(std::size_t{256} << 20);
   parity::common::LogLevel level;
   if (!parity::common::ParseLogLevel(absl::GetFlag(FLAGS_log_level), &level)) {
@@ -138,6 +151,13 @@ int main(int argc, char** argv) {
       }
       config.rank_list.push_back(v);
     }
+  }
+
+  if (absl::GetFlag(FLAGS_check_config)) {
+    auto checked = parity::server::ParityServer::Create(config);
+    if (!checked.ok()) return Fail(checked.status());
+    std::printf("configuration OK\n%s\n", (*checked)->Describe().c_str());
+    return 0;
   }
 
   // Signals are taken by a sigwait below, so block them before any thread starts.

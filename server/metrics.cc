@@ -62,6 +62,11 @@ const std::vector<MetricInfo>& MetricCatalogue() {
        "Agent streams ended with an error status, by gRPC code."},
       {"parity_server_queue_calls", "gauge", "", "Calls waiting for or in replay."},
       {"parity_server_queue_bytes", "gauge", "", "Payload bytes of the calls in the queue."},
+      {"parity_server_queue_capacity_calls", "gauge", "",
+       "Calls the queue holds before agents are pushed back (parity.queue_max_calls)."},
+      {"parity_server_queue_capacity_bytes", "gauge", "",
+       "Payload bytes the queue holds before agents are pushed back (parity.queue_max_bytes)."},
+      {"parity_server_workers", "gauge", "", "Replay worker threads."},
       {"parity_server_connected_agents", "gauge", "", "Agent streams currently open."},
       {"parity_server_replay_seconds", "histogram", "",
        "Time to replay one call (bench and golden)."},
@@ -88,6 +93,11 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, std::size_t max_op_
       &Build(prometheus::BuildCounter(), "parity_server_stream_errors_total", registry);
   queue_calls_ = &Build(prometheus::BuildGauge(), "parity_server_queue_calls", registry).Add({});
   queue_bytes_ = &Build(prometheus::BuildGauge(), "parity_server_queue_bytes", registry).Add({});
+  queue_capacity_calls_ =
+      &Build(prometheus::BuildGauge(), "parity_server_queue_capacity_calls", registry).Add({});
+  queue_capacity_bytes_ =
+      &Build(prometheus::BuildGauge(), "parity_server_queue_capacity_bytes", registry).Add({});
+  workers_ = &Build(prometheus::BuildGauge(), "parity_server_workers", registry).Add({});
   agents_ = &Build(prometheus::BuildGauge(), "parity_server_connected_agents", registry).Add({});
   replay_seconds_ = &Build(prometheus::BuildHistogram(), "parity_server_replay_seconds", registry)
                          .Add({}, LatencyBuckets());
@@ -172,6 +182,12 @@ prometheus::Counter& ServerMetrics::OpErrors(absl::string_view op) {
 
 void ServerMetrics::StreamError(absl::string_view code) {
   stream_errors_->Add({{"code", std::string(code)}}).Increment();
+}
+
+void ServerMetrics::QueueCapacity(int64_t calls, int64_t bytes, int workers) {
+  queue_capacity_calls_->Set(static_cast<double>(calls));
+  queue_capacity_bytes_->Set(static_cast<double>(bytes));
+  workers_->Set(workers);
 }
 
 void ServerMetrics::QueueDepth(int64_t calls, int64_t bytes) {

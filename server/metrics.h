@@ -50,6 +50,7 @@ class ServerMetrics {
                    double replay_seconds, double compare_seconds);
   void StreamError(absl::string_view code);  // a stream ended by a protocol or transport error
   void QueueDepth(int64_t calls, int64_t bytes);
+  void QueueCapacity(int64_t calls, int64_t bytes, int workers);
   void AgentConnected();
   void AgentDisconnected();
   // Agent-reported counters are cumulative; pass the increase since the stream's last report.
@@ -71,6 +72,9 @@ class ServerMetrics {
   prometheus::Counter* agent_captured_;
   prometheus::Gauge* queue_calls_;
   prometheus::Gauge* queue_bytes_;
+  prometheus::Gauge* queue_capacity_calls_;
+  prometheus::Gauge* queue_capacity_bytes_;
+  prometheus::Gauge* workers_;
   prometheus::Gauge* agents_;
   prometheus::Histogram* replay_seconds_;
   prometheus::Histogram* compare_seconds_;

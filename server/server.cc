@@ -98,6 +98,7 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
   s->queue_ = std::make_unique<WorkQueue>(
       o.queue_max_calls, o.queue_max_bytes, s->workers_,
       [metrics](int64_t calls, int64_t bytes) { metrics->QueueDepth(calls, bytes); });
+  metrics->QueueCapacity(o.queue_max_calls, static_cast<int64_t>(o.queue_max_bytes), s->workers_);
 
   ServiceOptions service;
   v1::ServerInfo& info = service.server_info;

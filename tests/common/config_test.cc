@@ -199,6 +199,21 @@ TEST(ServerConfigTest, InvalidValuesAreClearErrors) {
   EXPECT_THAT(m, HasSubstr("parity.limits.max_dims: must be between 1 and 64, got 0"));
 }
 
+// A file may leave tls_path to --tls_path; the merged configuration must still choose TLS or
+// plaintext explicitly.
+TEST(ServerConfigTest, TlsChoiceIsCheckedOnTheMergedConfig) {
+  auto parsed = ParseServerConfig(R"({"task": "run_ut", "run_ut": {"port": 59208}})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  absl::Status v = ValidateServerConfig(parsed->config);
+  EXPECT_EQ(v.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(v.message()), HasSubstr("run_ut.tls_path: TLS is required"));
+  parsed->config.tls_path = "/etc/parity/tls";
+  EXPECT_TRUE(ValidateServerConfig(parsed->config).ok());
+  parsed->config.tls_path.clear();
+  parsed->config.parity.plaintext = true;
+  EXPECT_TRUE(ValidateServerConfig(parsed->config).ok());
+}
+
 TEST(ConfigTest, ParsesByteSizes) {
   EXPECT_EQ(*ParseByteSize("1048576"), 1048576u);
   EXPECT_EQ(*ParseByteSize("64MiB"), 64u << 20);

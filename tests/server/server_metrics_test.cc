@@ -33,6 +33,7 @@ TEST(ServerMetricsTest, CountsCallsByPhaseAndVerdict) {
   m.CallChecked(v1::PHASE_FORWARD, v1::VERDICT_STATUS_PASS, "aten::add", 0.02, 0.001);
   m.MessageBytes(1000);
   m.QueueDepth(3, 4096);
+  m.QueueCapacity(64, int64_t{2} << 30, 4);
   m.AgentConnected();
   text = Scrape(registry);
   EXPECT_THAT(text, HasSubstr("parity_server_calls_received_total{phase=\"forward\"} 2"));
@@ -43,6 +44,9 @@ TEST(ServerMetricsTest, CountsCallsByPhaseAndVerdict) {
   EXPECT_THAT(text, HasSubstr("parity_server_received_bytes_total 1000"));
   EXPECT_THAT(text, HasSubstr("parity_server_queue_calls 3"));
   EXPECT_THAT(text, HasSubstr("parity_server_queue_bytes 4096"));
+  EXPECT_THAT(text, HasSubstr("parity_server_queue_capacity_calls 64"));
+  EXPECT_THAT(text, HasSubstr("parity_server_queue_capacity_bytes 2147483648"));
+  EXPECT_THAT(text, HasSubstr("parity_server_workers 4"));
   EXPECT_THAT(text, HasSubstr("parity_server_connected_agents 1"));
   // 2 ms and 20 ms replays: one in the 3 ms bucket, both in the 30 ms one.
   EXPECT_THAT(text, HasSubstr("parity_server_replay_seconds_bucket{le=\"0.003\"} 1"));

@@ -1,0 +1,254 @@
+"""What operators deploy, checked for real:
+
+- Debian's Prometheus scrapes a parity-server (mutual TLS, a training with a planted fault) with
+  deploy/prometheus/prometheus.yml, and the per-verdict counters it stored agree with the
+  result CSVs; the alert for the faulty op fires; every dashboard query runs.
+- deploy/prometheus/rules.yml passes `promtool check rules` and its unit tests.
+- Every query of deploy/grafana/parity-dashboard.json and of the alert rules names a metric the
+  server exports (parity-server --list_metrics), and docs/metrics.md documents each of them.
+- The systemd unit and the Kubernetes manifests only use flags parity-server knows.
+"""
+import collections
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import unittest
+import urllib.parse
+import urllib.request
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+import harness  # noqa: E402
+
+DEPLOY = os.path.join(harness.ROOT, "deploy")
+RULES = os.path.join(DEPLOY, "prometheus", "rules.yml")
+SCRAPE = os.path.join(DEPLOY, "prometheus", "prometheus.yml")
+DASHBOARD = os.path.join(DEPLOY, "grafana", "parity-dashboard.json")
+HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+
+
+def exported_metrics():
+    out = subprocess.run([harness.SERVER, "--list_metrics"], check=True, capture_output=True,
+                         text=True).stdout
+    return {line.split("\t")[0]: line.split("\t")[1] for line in out.splitlines() if line}
+
+
+def metric_names(expr):
+    return set(re.findall(r"\bparity_[a-z0-9_]+", expr))
+
+
+def dashboard_queries():
+    with open(DASHBOARD, encoding="utf-8") as f:
+        dash = json.load(f)
+    queries = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    for var in dash["templating"]["list"]:
+        q = var.get("query")
+        if isinstance(q, dict):
+            queries.append(q["query"])
+    return queries
+
+
+def rule_queries():
+    with open(RULES, encoding="utf-8") as f:
+        rules = yaml.safe_load(f)
+    return [r["expr"] for g in rules["groups"] for r in g["rules"]]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(what, predicate, timeout=90):
+    """Polls predicate() until it returns a true value (returned) or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+class StaticChecksTest(unittest.TestCase):
+    def test_rules_pass_promtool(self):
+        for args in (["check", "rules", RULES], ["check", "config", SCRAPE],
+                     ["test", "rules", os.path.join(HERE, "rules_test.yml")]):
+            r = subprocess.run(["promtool", *args], capture_output=True, text=True, check=False,
+                               cwd=HERE)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def test_every_query_names_an_exported_metric(self):
+        exported = exported_metrics()
+        queries = dashboard_queries() + rule_queries()
+        self.assertGreater(len(queries), 10)
+        used = set()
+        for q in queries:
+            names = metric_names(q)
+            self.assertTrue(names or "up{" in q, f"query names no Parity metric: {q}")
+            for name in names:
+                base = name
+                for suffix in HISTOGRAM_SUFFIXES:
+                    if name.endswith(suffix) and name[:-len(suffix)] in exported:
+                        self.assertEqual(exported[name[:-len(suffix)]], "histogram", name)
+                        base = name[:-len(suffix)]
+                self.assertIn(base, exported, f"{q!r} names {name}, which the server does not "
+                              "export")
+                used.add(base)
+        # The dashboard shows every metric there is.
+        self.assertEqual(set(exported) - used, set())
+
+    def test_every_metric_is_documented(self):
+        with open(os.path.join(harness.ROOT, "docs", "metrics.md"), encoding="utf-8") as f:
+            doc = f.read()
+        for name in exported_metrics():
+            self.assertIn(f"`{name}`", doc)
+
+    def test_service_files_use_real_flags_and_valid_configs(self):
+        help_text = subprocess.run([harness.SERVER, "--help"], capture_output=True, text=True,
+                                   check=False).stdout
+        known = set(re.findall(r"-(\w+) \(", help_text))
+        self.assertIn("tls_path", known)
+        args = []
+        with open(os.path.join(DEPLOY, "systemd", "parity-server.service"),
+                  encoding="utf-8") as f:
+            unit = f.read()
+        args += re.search(r"^ExecStart=(.*)$", unit, re.M).group(1).split()[1:]
+        configs = {"deploy/server.json": os.path.join(DEPLOY, "server.json")}
+        work = harness.tempdir("parity_deploy_")
+        with open(os.path.join(DEPLOY, "k8s", "parity-server.yaml"), encoding="utf-8") as f:
+            for doc in yaml.safe_load_all(f):
+                if doc and doc["kind"] == "Deployment":
+                    for c in doc["spec"]["template"]["spec"]["containers"]:
+                        args += c.get("args", [])
+                if doc and doc["kind"] == "ConfigMap":
+                    path = os.path.join(work, "k8s-server.json")
+                    with open(path, "w", encoding="utf-8") as out:
+                        out.write(doc["data"]["server.json"])
+                    configs["the k8s ConfigMap"] = path
+        flags = {a[2:].split("=")[0] for a in args if a.startswith("--")}
+        self.assertIn("config", flags)
+        self.assertEqual(flags - known, set())
+        # Each shipped server configuration is accepted by the server, with real certificates
+        # where the deployment mounts them.
+        server_tls, _ = harness.make_certs(os.path.join(work, "certs"))
+        for what, path in configs.items():
+            r = subprocess.run([harness.SERVER, f"--config={path}", f"--tls_path={server_tls}",
+                                f"--output_dir={work}", "--check_config"],
+                               capture_output=True, text=True, check=False)
+            self.assertEqual(r.returncode, 0, f"{what}: {r.stdout}{r.stderr}")
+            self.assertIn("configuration OK", r.stdout)
+        # And a broken one is refused with the key named.
+        bad = os.path.join(work, "bad.json")
+        with open(bad, "w", encoding="utf-8") as f:
+            f.write('{"task": "run_ut", "run_ut": {"port": 70000}}')
+        r = subprocess.run([harness.SERVER, f"--config={bad}", "--check_config", "--plaintext"],
+                           capture_output=True, text=True, check=False)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("run_ut.port", r.stderr)
+
+
+class PrometheusTest(unittest.TestCase):
+    @unittest.skipUnless(shutil.which("prometheus"), "Debian's prometheus is not installed")
+    def test_scraped_counters_agree_with_the_result_csvs(self):
+        work = harness.tempdir("parity_prom_")
+        server_tls, client_tls = harness.make_certs(os.path.join(work, "certs"))
+        server = harness.Server(work, server_tls)
+        prom = None
+        try:
+            prom_port = free_port()
+            with open(SCRAPE, encoding="utf-8") as f:
+                config = yaml.safe_load(f)
+            # The shipped config, pointed at this server and made fast for a test.
+            config["global"].update(scrape_interval="1s", evaluation_interval="1s")
+            config["rule_files"] = [RULES]
+            job = config["scrape_configs"][0]
+            job["scrape_interval"] = "1s"
+            job["static_configs"][0]["targets"] = [f"127.0.0.1:{server.metrics_port}"]
+            prom_config = os.path.join(work, "prometheus.yml")
+            with open(prom_config, "w", encoding="utf-8") as f:
+                yaml.safe_dump(config, f)
+            prom_log = open(os.path.join(work, "prometheus.log"), "w", encoding="utf-8")  # noqa: SIM115
+            self.addCleanup(prom_log.close)
+            prom = subprocess.Popen(
+                ["prometheus", f"--config.file={prom_config}",
+                 f"--storage.tsdb.path={os.path.join(work, 'tsdb')}",
+                 f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
+                stdout=prom_log, stderr=subprocess.STDOUT)
+            api = f"http://127.0.0.1:{prom_port}"
+
+            def query(expr):
+                url = f"{api}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+                with urllib.request.urlopen(url, timeout=10) as r:
+                    body = json.load(r)
+                self.assertEqual(body["status"], "success", expr)
+                return body["data"]["result"]
+
+            def ready():
+                try:
+                    with urllib.request.urlopen(f"{api}/-/ready", timeout=2) as r:
+                        return r.status == 200
+                except OSError:
+                    return prom.poll() is not None and self.fail("prometheus exited")
+            wait_for("prometheus to start", ready)
+            wait_for("the first scrape", lambda: query('up{job="parity"} == 1'))
+
+            config_path = harness.agent_config(os.path.join(work, "config.json"), server.port,
+                                               client_tls, policy="block")
+            r = harness.run([harness.PYTHON, harness.TRAIN, "--config", config_path, "--steps",
+                             "3", "--fault", "gelu_tanh"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+
+            # What the CSV says, by (phase, verdict).
+            expected = collections.Counter()
+            for row in server.rows("api_precision_compare_result_"):
+                for phase, column in (("forward", "Forward Test Success"),
+                                      ("backward", "Backward Test Success")):
+                    if row[column].strip():
+                        expected[(phase, row[column].strip().lower())] += 1
+            self.assertGreater(expected[("forward", "error")], 0)
+
+            def scraped():
+                got = collections.Counter()
+                for s in query("parity_server_calls_checked_total"):
+                    v = int(float(s["value"][1]))
+                    if v:
+                        got[(s["metric"]["phase"], s["metric"]["verdict"])] += v
+                return got
+            wait_for("Prometheus to scrape every verdict",
+                     lambda: sum(scraped().values()) == sum(expected.values()))
+            self.assertEqual(scraped(), expected)
+            errors = {s["metric"]["op"]: float(s["value"][1])
+                      for s in query("parity_server_op_errors_total")}
+            self.assertEqual(errors, {"aten::gelu": expected[("forward", "error")]})
+
+            # The shipped alert fires for the faulty op, and only for it.
+            firing = wait_for("ParityPrecisionErrors to fire", lambda: query(
+                'ALERTS{alertname="ParityPrecisionErrors",alertstate="firing"}'))
+            self.assertEqual({a["metric"]["op"] for a in firing}, {"aten::gelu"})
+
+            # Every dashboard query is valid PromQL and returns data from this server.
+            for q in dashboard_queries():
+                expr = (q.replace("$instance", ".*").replace("$__range", "1h")
+                        .replace("$__rate_interval", "1m"))
+                if "label_values" in expr:
+                    continue
+                query(expr)
+        finally:
+            server.stop()
+            if prom is not None:
+                prom.terminate()
+                prom.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
