@@ -68,13 +68,17 @@ void AgentCore::Stop() {
   if (sender_) sender_->Stop();
   const Counters c = GetCounters();
   uint64_t dropped = 0;
-  for (const auto& [reason, n] : c.dropped) dropped += n;
-  common::LogInfo(absl::StrCat(
-      "stopped: ", c.captured, " captured, ", c.sent, " sent (", c.sent_bytes, " bytes), ", dropped,
-      " dropped (queue_full ", c.dropped.at("queue_full"), ", disconnected ",
-      c.dropped.at("disconnected"), "), ", c.sampled_out, " sampled out; verdicts: ", c.pass,
-      " pass, ", c.warning, " warning, ", c.error, " error, ", c.skip, " skip, ", c.rejected,
-      " rejected; ", c.reconnects, " reconnects"));
+  std::string reasons;
+  for (const auto& [reason, n] : c.dropped) {
+    dropped += n;
+    if (n > 0) absl::StrAppend(&reasons, reasons.empty() ? " (" : ", ", reason, " ", n);
+  }
+  if (!reasons.empty()) reasons += ")";
+  common::LogInfo(absl::StrCat("stopped: ", c.captured, " captured, ", c.sent, " sent (",
+                               c.sent_bytes, " bytes), ", dropped, " dropped", reasons, ", ",
+                               c.sampled_out, " sampled out; verdicts: ", c.pass, " pass, ",
+                               c.warning, " warning, ", c.error, " error, ", c.skip, " skip, ",
+                               c.rejected, " rejected; ", c.reconnects, " reconnects"));
 }
 
 bool AgentCore::Step(std::string* error) {

@@ -147,7 +147,16 @@ bool Sender::Connect() {
   const auto deadline =
       std::chrono::system_clock::now() + std::chrono::milliseconds(cfg.parity.connect_timeout_ms);
   if (!channel_->WaitForConnected(deadline)) {
-    log_once(absl::StrCat("server ", target, " unreachable; retrying in the background"),
+    // gRPC says only "unavailable"; a handshake of our own says why (refused port, untrusted
+    // server, refused client certificate, plaintext server, wrong name).
+    std::string why;
+    if (!cfg.parity.plaintext) {
+      why = common::DiagnoseTlsConnection(cfg.host, static_cast<int>(cfg.port), cfg.tls_path,
+                                          cfg.parity.server_name,
+                                          static_cast<int>(cfg.parity.connect_timeout_ms));
+    }
+    log_once(absl::StrCat("server ", target, " unreachable", why.empty() ? "" : ": ", why,
+                          "; retrying in the background"),
              common::LogLevel::kWarning);
     return false;
   }

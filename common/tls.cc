@@ -1,15 +1,27 @@
 #include "common/tls.h"
 
+#include <netdb.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
+#include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
+#include <openssl/x509v3.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
 
+#include <fcntl.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
 #include "common/status_macros.h"
@@ -185,6 +197,167 @@ absl::StatusOr<ChannelTls> LoadChannelTls(const std::string& tls_path) {
   }
   out.credentials = grpc::SslCredentials(options);
   return out;
+}
+
+namespace {
+
+struct SslCtxDeleter {
+  void operator()(SSL_CTX* c) const { SSL_CTX_free(c); }
+};
+struct SslDeleter {
+  void operator()(SSL* s) const { SSL_free(s); }
+};
+
+// A TCP connection with a deadline; -1 and `error` set when none could be made.
+int ConnectTcp(const std::string& host, int port, int timeout_ms, std::string* error) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0) {
+    *error = absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc));
+    return -1;
+  }
+  int fd = -1;
+  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    if (connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
+      *error = absl::StrCat("TCP connection to ", host, ":", port, " failed: ", strerror(errno));
+      close(fd);
+      fd = -1;
+      continue;
+    }
+    pollfd p{fd, POLLOUT, 0};
+    int soerr = 0;
+    socklen_t len = sizeof(soerr);
+    if (poll(&p, 1, timeout_ms) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0 ||
+        soerr != 0) {
+      *error = absl::StrCat(
+          "TCP connection to ", host, ":", port, " failed: ", soerr ? strerror(soerr) : "timed out",
+          soerr == ECONNREFUSED ? " (is parity-server running on that port?)" : "");
+      close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(found);
+  if (fd >= 0) {
+    const int flags = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  }
+  return fd;
+}
+
+// The TLS alert or library error behind a failed SSL call, as OpenSSL names it.
+std::string SslFailure() {
+  unsigned long code = ERR_peek_last_error();  // NOLINT(runtime/int): OpenSSL's type
+  ERR_clear_error();
+  if (code == 0) return "the connection was closed during the handshake";
+  const char* reason = ERR_reason_error_string(code);
+  return reason ? reason : "unknown TLS error";
+}
+
+std::string ExplainAlert(const std::string& reason, const std::string& tls_path,
+                         bool client_certificate) {
+  const std::string where = absl::StrCat(" (", reason, ")");
+  const bool closed = absl::StrContains(reason, "unexpected eof") ||
+                      absl::StrContains(reason, "closed during the handshake");
+  if (absl::StrContains(reason, "certificate required") || (closed && !client_certificate)) {
+    return absl::StrCat("the server requires a client certificate (mutual TLS): put ",
+                        kClientCertFile, " and ", kClientKeyFile, ", signed by the server's ",
+                        kCaFile, ", in ", tls_path, where);
+  }
+  if (closed || absl::StrContains(reason, "unknown ca") ||
+      absl::StrContains(reason, "bad certificate") ||
+      absl::StrContains(reason, "certificate unknown") ||
+      absl::StrContains(reason, "decrypt error")) {
+    return absl::StrCat("the server refused this agent's client certificate ", tls_path, "/",
+                        kClientCertFile, ": it is not signed by the CA the server trusts (its ",
+                        kCaFile, "), or it has expired", where);
+  }
+  if (absl::StrContains(reason, "certificate expired")) {
+    return absl::StrCat("the server refused this agent's client certificate as expired", where);
+  }
+  if (absl::StrContains(reason, "no application protocol")) {
+    return absl::StrCat("the server does not speak gRPC (HTTP/2) on this port", where);
+  }
+  if (absl::StrContains(reason, "wrong version number") ||
+      absl::StrContains(reason, "packet length too long")) {
+    return absl::StrCat(
+        "the server does not speak TLS on this port: is it running with "
+        "--plaintext? (then set parity.plaintext in the agent too)",
+        where);
+  }
+  return absl::StrCat("TLS handshake failed", client_certificate ? "" : " (no client certificate)",
+                      where);
+}
+
+}  // namespace
+
+std::string DiagnoseTlsConnection(const std::string& host, int port, const std::string& tls_path,
+                                  const std::string& server_name, int timeout_ms) {
+  auto material = LoadChannelTls(tls_path);
+  if (!material.ok()) return std::string(material.status().message());
+  std::unique_ptr<SSL_CTX, SslCtxDeleter> ctx(SSL_CTX_new(TLS_client_method()));
+  if (!ctx) return "cannot create a TLS context";
+  const std::string ca = absl::StrCat(tls_path, "/", kCaFile);
+  if (SSL_CTX_load_verify_locations(ctx.get(), ca.c_str(), nullptr) != 1) {
+    return absl::StrCat(ca, ": ", SslFailure());
+  }
+  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
+  if (material->client_certificate) {
+    const std::string cert = absl::StrCat(tls_path, "/", kClientCertFile);
+    const std::string key = absl::StrCat(tls_path, "/", kClientKeyFile);
+    if (SSL_CTX_use_certificate_chain_file(ctx.get(), cert.c_str()) != 1 ||
+        SSL_CTX_use_PrivateKey_file(ctx.get(), key.c_str(), SSL_FILETYPE_PEM) != 1) {
+      return absl::StrCat(cert, ": ", SslFailure());
+    }
+  }
+  static const unsigned char kAlpn[] = {2, 'h', '2'};
+  SSL_CTX_set_alpn_protos(ctx.get(), kAlpn, sizeof(kAlpn));
+
+  std::string error;
+  const int fd = ConnectTcp(host, port, timeout_ms, &error);
+  if (fd < 0) return error;
+  std::unique_ptr<SSL, SslDeleter> ssl(SSL_new(ctx.get()));
+  SSL_set_fd(ssl.get(), fd);
+  const std::string name = server_name.empty() ? host : server_name;
+  X509_VERIFY_PARAM* param = SSL_get0_param(ssl.get());
+  if (X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str()) != 1) {
+    X509_VERIFY_PARAM_set1_host(param, name.c_str(), 0);
+    SSL_set_tlsext_host_name(ssl.get(), name.c_str());
+  }
+  ERR_clear_error();
+  std::string result;
+  if (SSL_connect(ssl.get()) != 1) {
+    const long verify = SSL_get_verify_result(ssl.get());  // NOLINT(runtime/int)
+    if (verify == X509_V_ERR_HOSTNAME_MISMATCH || verify == X509_V_ERR_IP_ADDRESS_MISMATCH) {
+      result = absl::StrCat("the server's certificate does not name \"", name,
+                            "\": connect with a name it carries (parity.server_name), or "
+                            "reissue it for this name (deploy/gen-certs.sh OUT DAYS ",
+                            name, ")");
+    } else if (verify != X509_V_OK) {
+      result = absl::StrCat(
+          "the server's certificate is not trusted: ", X509_verify_cert_error_string(verify),
+          "; is ", ca, " the CA that signed the server's certificate?");
+    } else {
+      result = ExplainAlert(SslFailure(), tls_path, material->client_certificate);
+    }
+  } else {
+    // TLS 1.3 sends the server's verdict on the client certificate after the handshake: read
+    // until the server speaks (its HTTP/2 settings) or alerts.
+    char buf[64];
+    const int n = SSL_read(ssl.get(), buf, sizeof(buf));
+    if (n <= 0 && SSL_get_error(ssl.get(), n) == SSL_ERROR_SSL) {
+      result = ExplainAlert(SslFailure(), tls_path, material->client_certificate);
+    }
+  }
+  ERR_clear_error();
+  close(fd);
+  return result;
 }
 
 }  // namespace parity::common

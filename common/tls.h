@@ -52,4 +52,12 @@ absl::StatusOr<std::string> CheckCertificatePem(absl::string_view pem, absl::str
 absl::Status CheckKeyMatchesCertificate(absl::string_view cert_pem, absl::string_view key_pem,
                                         absl::string_view what);
 
+// Why a TLS connection to host:port with this tls_path fails, in words a user can act on; ""
+// when the handshake succeeds (the problem is elsewhere). Opens its own TCP connection and TLS
+// handshake with OpenSSL using the same files, name and ALPN as the agent's channel, because
+// gRPC reports every such failure only as "unavailable". For logs after a failed connection;
+// blocks up to `timeout_ms`.
+std::string DiagnoseTlsConnection(const std::string& host, int port, const std::string& tls_path,
+                                  const std::string& server_name, int timeout_ms);
+
 }  // namespace parity::common

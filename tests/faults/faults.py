@@ -13,6 +13,7 @@ tests/faults/train_faults.py, and the ops allowed to show errors (the faulty ker
 run in other calls, such as the backward of the same op).
 """
 import collections
+import warnings
 
 import torch
 
@@ -23,7 +24,10 @@ Fault = collections.namedtuple("Fault", "plant kind op phase call_index allowed_
 
 def _override(op, kernel):
     lib = torch.library.Library("aten", "IMPL")
-    lib.impl(op, kernel, "CPU")
+    with warnings.catch_warnings():
+        # libtorch warns that the kernel is replaced: that is the point here.
+        warnings.filterwarnings("ignore", message="Overriding a previously registered kernel")
+        lib.impl(op, kernel, "CPU")
     _LIBS.append(lib)
 
 

@@ -213,6 +213,40 @@ TEST_F(ServerTest, MutualTlsRefusesClientsWithoutAValidCertificate) {
   EXPECT_TRUE(good.Close().ok());
 }
 
+// gRPC reports every refused connection as UNAVAILABLE; the agent's diagnosis says which file
+// to fix.
+TEST_F(ServerTest, RefusedTlsConnectionsAreDiagnosedInWords) {
+  StartMutualTls();
+  const std::string root = testing::MakeTempDir("parity_diagnose_");
+  const std::string& ca = TestPki().ca.cert_pem;
+  testing::KeyPair other_ca = testing::MakeCa("Some Other CA");
+  auto diagnose = [&](const std::string& dir, const std::string& name = "localhost",
+                      int port = -1) {
+    return common::DiagnoseTlsConnection("127.0.0.1", port < 0 ? server_->port() : port, dir, name,
+                                         5000);
+  };
+  EXPECT_EQ(diagnose(TestPki().client_dir), "");
+  EXPECT_THAT(diagnose(testing::WriteTlsDir(root + "/none", ca, {}, {})),
+              HasSubstr("the server requires a client certificate (mutual TLS): put client.crt "
+                        "and client.key"));
+  EXPECT_THAT(diagnose(testing::WriteTlsDir(root + "/other", ca, {},
+                                            testing::MakeLeaf(other_ca, {"rank0", -1, 30}))),
+              HasSubstr("the server refused this agent's client certificate"));
+  EXPECT_THAT(
+      diagnose(testing::WriteTlsDir(root + "/wrong_ca", other_ca.cert_pem, {}, TestPki().client)),
+      HasSubstr("the server's certificate is not trusted"));
+  EXPECT_THAT(diagnose(TestPki().client_dir, "parity.example.com"),
+              HasSubstr("the server's certificate does not name \"parity.example.com\""));
+  // Nothing listening, and a plaintext server where TLS was expected.
+  const int closed_port = server_->port();
+  server_->Shutdown(std::chrono::seconds(1));
+  EXPECT_THAT(diagnose(TestPki().client_dir, "localhost", closed_port),
+              HasSubstr("Connection refused (is parity-server running on that port?)"));
+  common::ServerConfig plain = testing::TestServerConfig(output_dir_, "");
+  StartServer(plain);
+  EXPECT_THAT(diagnose(TestPki().client_dir), HasSubstr("does not speak TLS on this port"));
+}
+
 TEST_F(ServerTest, BadServerConfigurationIsAClearStartupError) {
   const std::string out = testing::MakeTempDir("parity_out_");
   const std::string root = testing::MakeTempDir("parity_bad_server_");
