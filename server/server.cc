@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/tls.h"
+#include "server/compare/accumulate.h"
 #include "server/compare/standards.h"
 #include "server/metrics.h"
 #include "server/replay/call_checker.h"
@@ -94,6 +95,9 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
   s->workers_ = o.workers > 0 ? static_cast<int>(o.workers)
                 : cuda        ? 2
                               : static_cast<int>(std::clamp(cores / 2, 1u, 4u));
+  // Large comparisons split across threads; together the workers should not oversubscribe.
+  internal::SetCompareThreads(
+      static_cast<int>(std::max(1u, cores / static_cast<unsigned>(s->workers_))));
   ServerMetrics* metrics = s->metrics_.get();
   s->queue_ = std::make_unique<WorkQueue>(
       o.queue_max_calls, o.queue_max_bytes, s->workers_,

@@ -1,12 +1,16 @@
 #include "server/compare/metrics.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/dtype.h"
+#include "server/compare/accumulate.h"
 #include "server/compare/float_types.h"
 
 namespace parity::server {
@@ -14,25 +18,7 @@ namespace {
 
 constexpr double kCosineZero = 2.220446e-16;
 
-// Running sums of one pass. Counts are int64 so shares are exact for any N.
-struct Accumulator {
-  double max_abs_tested = 0, max_abs_ref = 0;
-  double dot = 0, norm_t = 0, norm_r = 0;
-  double max_abs_error = 0;
-  bool nan_error = false;
-  int64_t hundredth = 0, thousandth = 0, ten_thousandth = 0;
-  int64_t mismatches = 0;
-  int64_t above = 0, below = 0;  // tested > / < reference cast to the tested dtype
-  double sum_sq_masked = 0;
-  int64_t n_masked = 0;  // small or inf/nan: excluded from RMSE
-  int64_t n_small = 0, small_bench_fail = 0, small_abs_fail = 0;
-  int64_t n_normal = 0, rel_fail = 0;
-  double max_rel = 0, sum_rel = 0;
-  int64_t n_inf_nan = 0, inf_nan_fail = 0;
-  double ulp_max = 0, ulp_sum = 0;
-  bool ulp_nan = false;
-  int64_t ulp_over = 0;
-};
+using internal::Accumulator;
 
 // ULP error of one element: |t - r| * 2^(mantissa_bits - e), e = max(floor(log2|r|), min_e),
 // e = 0 where r = 0. `UlpInDouble` computes the difference in float64 (float32 devices), else in
@@ -66,10 +52,10 @@ inline double Ulp(double t, double r, const DTypeConstants& c) {
 }
 
 template <typename T, typename R>
-void Accumulate(const void* tp, const void* rp, int64_t n, const DTypeConstants& c, double eps,
-                Accumulator& a) {
+void Accumulate(const void* tp, const void* rp, int64_t begin, int64_t end, const DTypeConstants& c,
+                double eps, Accumulator& a) {
   constexpr bool kUlpInDouble = std::is_same_v<T, fp::Float> || std::is_same_v<T, fp::Double>;
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = begin; i < end; ++i) {
     const double t = T::Load(tp, i);
     const double r = R::Load(rp, i);
     const double r_t = T::Round(r);  // reference cast to the tested dtype
@@ -143,12 +129,55 @@ double ScaledCosine(const void* tp, const void* rp, int64_t n, double mt, double
   return dot / (std::sqrt(nt) * std::sqrt(nr));
 }
 
+// Elements per chunk: each chunk has its own accumulator and the chunks are merged in order, so
+// the result does not depend on how many threads ran them.
+constexpr int64_t kChunk = int64_t{1} << 15;
+// Below this many elements one thread does it all (a thread costs more than it saves).
+constexpr int64_t kParallelFrom = int64_t{1} << 18;
+
+std::atomic<int>& CompareThreadsSetting() {
+  static std::atomic<int> threads{
+      static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
+  return threads;
+}
+
+Accumulator AccumulateAll(v1::DType td, v1::DType rd, const void* tp, const void* rp, int64_t n,
+                          const DTypeConstants& c, double eps) {
+  const internal::Kernel kernel = internal::ActiveKernel();
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  const int threads = n < kParallelFrom
+                          ? 1
+                          : static_cast<int>(std::min<int64_t>(chunks, internal::CompareThreads()));
+  Accumulator total;
+  if (threads <= 1) {
+    for (int64_t k = 0; k < chunks; ++k) {
+      Accumulator part;
+      kernel(td, rd, tp, rp, k * kChunk, std::min(n, (k + 1) * kChunk), c, eps, part);
+      internal::Merge(total, part);
+    }
+    return total;
+  }
+  std::vector<Accumulator> parts(static_cast<size_t>(chunks));
+  std::atomic<int64_t> next{0};
+  auto work = [&] {
+    for (int64_t k; (k = next.fetch_add(1)) < chunks;) {
+      kernel(td, rd, tp, rp, k * kChunk, std::min(n, (k + 1) * kChunk), c, eps,
+             parts[static_cast<size_t>(k)]);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  for (const Accumulator& part : parts) internal::Merge(total, part);
+  return total;
+}
+
 template <typename T, typename R>
 PairMetrics Compute(const HostTensor& tested, const HostTensor& ref, const DTypeConstants& c,
                     double eps) {
-  Accumulator a;
   const int64_t n = tested.numel;
-  Accumulate<T, R>(tested.data, ref.data, n, c, eps, a);
+  const Accumulator a = AccumulateAll(tested.dtype, ref.dtype, tested.data, ref.data, n, c, eps);
   PairMetrics m;
   m.numel = n;
   if (n == 0) {
@@ -295,4 +324,84 @@ absl::StatusOr<PairMetrics> ComputeMetrics(const HostTensor& tested, const HostT
   return m;
 }
 
+namespace internal {
+
+void Merge(Accumulator& a, const Accumulator& b) {
+  a.max_abs_tested = std::max(a.max_abs_tested, b.max_abs_tested);
+  a.max_abs_ref = std::max(a.max_abs_ref, b.max_abs_ref);
+  a.dot += b.dot;
+  a.norm_t += b.norm_t;
+  a.norm_r += b.norm_r;
+  a.max_abs_error = std::max(a.max_abs_error, b.max_abs_error);
+  a.nan_error = a.nan_error || b.nan_error;
+  a.hundredth += b.hundredth;
+  a.thousandth += b.thousandth;
+  a.ten_thousandth += b.ten_thousandth;
+  a.mismatches += b.mismatches;
+  a.above += b.above;
+  a.below += b.below;
+  a.sum_sq_masked += b.sum_sq_masked;
+  a.n_masked += b.n_masked;
+  a.n_small += b.n_small;
+  a.small_bench_fail += b.small_bench_fail;
+  a.small_abs_fail += b.small_abs_fail;
+  a.n_normal += b.n_normal;
+  a.rel_fail += b.rel_fail;
+  a.max_rel = std::max(a.max_rel, b.max_rel);
+  a.sum_rel += b.sum_rel;
+  a.n_inf_nan += b.n_inf_nan;
+  a.inf_nan_fail += b.inf_nan_fail;
+  a.ulp_max = std::max(a.ulp_max, b.ulp_max);
+  a.ulp_sum += b.ulp_sum;
+  a.ulp_nan = a.ulp_nan || b.ulp_nan;
+  a.ulp_over += b.ulp_over;
+}
+
+namespace {
+
+template <typename T>
+void ScalarWithReference(v1::DType rd, const void* t, const void* r, int64_t begin, int64_t end,
+                         const DTypeConstants& c, double eps, Accumulator& a) {
+  switch (rd) {
+    case v1::DTYPE_FLOAT16:
+      return Accumulate<T, fp::Half>(t, r, begin, end, c, eps, a);
+    case v1::DTYPE_BFLOAT16:
+      return Accumulate<T, fp::BFloat16>(t, r, begin, end, c, eps, a);
+    case v1::DTYPE_FLOAT32:
+      return Accumulate<T, fp::Float>(t, r, begin, end, c, eps, a);
+    default:
+      return Accumulate<T, fp::Double>(t, r, begin, end, c, eps, a);
+  }
+}
+
+}  // namespace
+
+void ScalarKernel(v1::DType td, v1::DType rd, const void* t, const void* r, int64_t begin,
+                  int64_t end, const DTypeConstants& c, double eps, Accumulator& a) {
+  switch (td) {
+    case v1::DTYPE_FLOAT16:
+      return ScalarWithReference<fp::Half>(rd, t, r, begin, end, c, eps, a);
+    case v1::DTYPE_BFLOAT16:
+      return ScalarWithReference<fp::BFloat16>(rd, t, r, begin, end, c, eps, a);
+    case v1::DTYPE_FLOAT32:
+      return ScalarWithReference<fp::Float>(rd, t, r, begin, end, c, eps, a);
+    default:
+      return ScalarWithReference<fp::Double>(rd, t, r, begin, end, c, eps, a);
+  }
+}
+
+Kernel ActiveKernel() {
+  static const Kernel kernel = [] {
+    const char* env = std::getenv("PARITY_COMPARE_KERNEL");
+    const bool scalar = env != nullptr && std::string(env) == "scalar";
+    Kernel simd = SimdKernel();
+    return scalar || simd == nullptr ? &ScalarKernel : simd;
+  }();
+  return kernel;
+}
+
+void SetCompareThreads(int threads) { CompareThreadsSetting().store(std::max(1, threads)); }
+int CompareThreads() { return CompareThreadsSetting().load(); }
+
+}  // namespace internal
 }  // namespace parity::server

@@ -1,0 +1,196 @@
+// The SIMD comparison kernel against the scalar one (the definition), on data built to hit every
+// branch: normal values near their reference, small values, zeros of both signs, subnormals,
+// infinities, NaNs and values near each dtype's maximum; and ComputeMetrics' independence from
+// the number of threads.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/compare/accumulate.h"
+#include "server/compare/float_types.h"
+#include "server/compare/standards.h"
+
+namespace parity::server::internal {
+namespace {
+
+namespace fp = parity::server::fp;
+
+size_t ElementBytes(v1::DType d) {
+  return d == v1::DTYPE_FLOAT64 ? 8 : d == v1::DTYPE_FLOAT32 ? 4 : 2;
+}
+
+void Store(v1::DType d, std::vector<char>& buf, size_t i, double v) {
+  switch (d) {
+    case v1::DTYPE_FLOAT64:
+      std::memcpy(&buf[i * 8], &v, 8);
+      break;
+    case v1::DTYPE_FLOAT32: {
+      const float f = static_cast<float>(v);
+      std::memcpy(&buf[i * 4], &f, 4);
+      break;
+    }
+    case v1::DTYPE_FLOAT16: {
+      const uint16_t h = fp::FloatToHalf(static_cast<float>(v));
+      std::memcpy(&buf[i * 2], &h, 2);
+      break;
+    }
+    default: {
+      const uint16_t b = fp::FloatToBFloat16(static_cast<float>(v));
+      std::memcpy(&buf[i * 2], &b, 2);
+      break;
+    }
+  }
+}
+
+// Pairs (reference, tested-offset) covering every branch of the pass.
+std::vector<std::pair<double, double>> Values(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal;
+  std::uniform_int_distribution<int> kind(0, 19);
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<std::pair<double, double>> out;
+  for (int i = 0; i < n; ++i) {
+    const double r = normal(rng);
+    switch (kind(rng)) {
+      case 0:
+        out.emplace_back(0.0, -0.0);
+        break;
+      case 1:
+        out.emplace_back(r * 1e-7, r * 1e-7 * 1.5);
+        break;  // small values
+      case 2:
+        out.emplace_back(r * 1e-42, r * 3e-42);
+        break;  // subnormal in float32
+      case 3:
+        out.emplace_back(inf, inf);
+        break;
+      case 4:
+        out.emplace_back(inf, -inf);
+        break;
+      case 5:
+        out.emplace_back(nan, nan);
+        break;
+      case 6:
+        out.emplace_back(r, nan);
+        break;
+      case 7:
+        out.emplace_back(nan, r);
+        break;
+      case 8:
+        out.emplace_back(60000.0 * r, 70000.0 * r);
+        break;  // float16 overflow
+      case 9:
+        out.emplace_back(r * 1e300, r * 1e300 * (1 + 1e-9));
+        break;  // near float64 max
+      case 10:
+        out.emplace_back(r, r * (1 + 1e-2));
+        break;
+      case 11:
+        out.emplace_back(r, r * (1 + 1e-5));
+        break;
+      default:
+        out.emplace_back(r, r * (1 + 1e-7 * normal(rng)));
+        break;
+    }
+  }
+  return out;
+}
+
+void ExpectSame(const Accumulator& s, const Accumulator& v) {
+  // Counts, flags and maxima are computed element by element: identical.
+  EXPECT_EQ(s.hundredth, v.hundredth);
+  EXPECT_EQ(s.thousandth, v.thousandth);
+  EXPECT_EQ(s.ten_thousandth, v.ten_thousandth);
+  EXPECT_EQ(s.mismatches, v.mismatches);
+  EXPECT_EQ(s.above, v.above);
+  EXPECT_EQ(s.below, v.below);
+  EXPECT_EQ(s.n_masked, v.n_masked);
+  EXPECT_EQ(s.n_small, v.n_small);
+  EXPECT_EQ(s.small_bench_fail, v.small_bench_fail);
+  EXPECT_EQ(s.small_abs_fail, v.small_abs_fail);
+  EXPECT_EQ(s.n_normal, v.n_normal);
+  EXPECT_EQ(s.rel_fail, v.rel_fail);
+  EXPECT_EQ(s.n_inf_nan, v.n_inf_nan);
+  EXPECT_EQ(s.inf_nan_fail, v.inf_nan_fail);
+  EXPECT_EQ(s.ulp_over, v.ulp_over);
+  EXPECT_EQ(s.nan_error, v.nan_error);
+  EXPECT_EQ(s.ulp_nan, v.ulp_nan);
+  EXPECT_EQ(s.max_abs_tested, v.max_abs_tested);
+  EXPECT_EQ(s.max_abs_ref, v.max_abs_ref);
+  EXPECT_EQ(s.max_abs_error, v.max_abs_error);
+  EXPECT_EQ(s.max_rel, v.max_rel);
+  EXPECT_EQ(s.ulp_max, v.ulp_max);
+  // Sums differ only in the order of additions.
+  for (auto [a, b] : {std::pair{s.dot, v.dot},
+                      {s.norm_t, v.norm_t},
+                      {s.norm_r, v.norm_r},
+                      {s.sum_sq_masked, v.sum_sq_masked},
+                      {s.sum_rel, v.sum_rel},
+                      {s.ulp_sum, v.ulp_sum}}) {
+    if (std::isfinite(a)) {
+      EXPECT_NEAR(a, b, 1e-12 * std::max(1.0, std::fabs(a)));
+    } else {
+      EXPECT_EQ(std::isnan(a), std::isnan(b));
+      if (!std::isnan(a)) {
+        EXPECT_EQ(a, b);
+      }
+    }
+  }
+}
+
+TEST(MetricsKernelTest, SimdMatchesScalarOnEveryBranch) {
+  const Kernel simd = SimdKernel();
+  if (simd == nullptr) GTEST_SKIP() << "no AVX2/F16C on this CPU: the scalar kernel is used";
+  const auto& table = StandardsTable::Default();
+  const v1::DType types[] = {v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16, v1::DTYPE_FLOAT32,
+                             v1::DTYPE_FLOAT64};
+  for (v1::DType td : types) {
+    for (v1::DType rd : types) {
+      SCOPED_TRACE(std::string(v1::DType_Name(td)) + " vs " + v1::DType_Name(rd));
+      const int n = 4099;  // a tail of 3 after the vectors
+      const auto values = Values(n, static_cast<uint32_t>(td * 16 + rd));
+      std::vector<char> t(n * ElementBytes(td)), r(n * ElementBytes(rd));
+      for (int i = 0; i < n; ++i) {
+        Store(rd, r, i, values[i].first);
+        Store(td, t, i, values[i].second);
+      }
+      const DTypeConstants& c = *table.Constants(td);
+      for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, n}, {1, 7}, {5, 6}, {3, 3}}) {
+        Accumulator scalar, vector;
+        ScalarKernel(td, rd, t.data(), r.data(), begin, end, c, 1e-7, scalar);
+        simd(td, rd, t.data(), r.data(), begin, end, c, 1e-7, vector);
+        ExpectSame(scalar, vector);
+      }
+    }
+  }
+}
+
+TEST(MetricsKernelTest, ResultsDoNotDependOnTheNumberOfThreads) {
+  const int64_t n = int64_t{1} << 20;
+  std::vector<float> t(n);
+  std::vector<double> r(n);
+  std::mt19937 rng(7);
+  std::normal_distribution<double> normal;
+  for (int64_t i = 0; i < n; ++i) {
+    r[i] = normal(rng);
+    t[i] = static_cast<float>(r[i] * (1 + 1e-6 * normal(rng)));
+  }
+  const HostTensor tt{v1::DTYPE_FLOAT32, {n}, t.data(), n};
+  const HostTensor rr{v1::DTYPE_FLOAT64, {n}, r.data(), n};
+  const DTypeConstants& c = *StandardsTable::Default().Constants(v1::DTYPE_FLOAT32);
+  const int saved = CompareThreads();
+  SetCompareThreads(1);
+  const PairMetrics one = *ComputeMetrics(tt, rr, c);
+  SetCompareThreads(4);
+  const PairMetrics four = *ComputeMetrics(tt, rr, c);
+  SetCompareThreads(saved);
+  EXPECT_GT(one.rmse, 0);
+  EXPECT_EQ(std::memcmp(&one, &four, sizeof(PairMetrics)), 0);
+}
+
+}  // namespace
+}  // namespace parity::server::internal
