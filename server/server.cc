@@ -4,7 +4,14 @@
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -25,6 +32,24 @@
 
 namespace parity::server {
 namespace {
+
+// Opens and closes a TCP connection to host:port (best effort, 200 ms at most).
+void PokePort(const std::string& host, int port) {
+  if (port <= 0) return;
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return;
+  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    if (connect(fd, found->ai_addr, found->ai_addrlen) != 0 && errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      poll(&p, 1, 200);
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+}
 
 bool Listed(const std::vector<std::string>& list, absl::string_view op) {
   const absl::string_view bare = BareOpName(op);
@@ -179,7 +204,28 @@ void ParityServer::Shutdown(std::chrono::milliseconds grace) {
     server_->Wait();
   }
   if (queue_) queue_->Stop();
+  StopExposer();
+}
+
+void ParityServer::StopExposer() {
+  if (!exposer_) return;
+  // The HTTP library's listener polls in 2-second quanta and checks its stop flag only between
+  // them, so stopping it waits up to 2 s. A connection to the port ends the poll at once: poke
+  // it until the exposer is gone (a few milliseconds).
+  std::atomic<bool> stopped{false};
+  const std::string host =
+      config_.parity.metrics_host == "0.0.0.0" || config_.parity.metrics_host.empty()
+          ? "127.0.0.1"
+          : config_.parity.metrics_host;
+  std::thread poker([&] {
+    for (int i = 0; i < 100 && !stopped.load(); ++i) {
+      PokePort(host, metrics_port_);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
   exposer_.reset();
+  stopped.store(true);
+  poker.join();
 }
 
 std::vector<std::string> ParityServer::ResultPaths() const {

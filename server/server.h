@@ -70,6 +70,7 @@ class ParityServer {
   std::unique_ptr<CheckService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  void StopExposer();
   int port_ = 0;
   int metrics_port_ = -1;
   int workers_ = 1;

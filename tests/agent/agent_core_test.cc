@@ -1,0 +1,231 @@
+// The agent's core in-process against a real ParityServer on loopback whose handler records
+// what arrives: call names (op, overload, per-step call index, phase, module, forward link),
+// fail_fast, and a server that goes away and comes back on the same port.
+#include "agent/agent_core.h"
+
+#include <torch/torch.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "common/config.h"
+#include "gtest/gtest.h"
+#include "server/server.h"
+#include "tests/testing/server_harness.h"
+#include "tests/testing/test_certs.h"
+
+namespace parity::agent {
+namespace {
+
+struct Seen {
+  std::string op, overload, forward_op;
+  uint64_t call_index = 0;
+  v1::Phase phase = v1::PHASE_UNSPECIFIED;
+  int64_t step = 0;
+  std::string module_path;
+  int32_t rank = 0;
+};
+
+// A server whose handler records calls and judges `error_op` as error, everything else pass.
+class RecordingServer {
+ public:
+  explicit RecordingServer(int port = 0, std::string error_op = "") : error_op_(error_op) {
+    common::ServerConfig config =
+        testing::TestServerConfig(testing::MakeTempDir("parity_agent_out_"), "");
+    config.port = port;
+    auto s = server::ParityServer::Create(
+        config, [this](const server::CallOrigin& origin, const v1::ApiCall& call,
+                       const server::BlobStore&) { return Handle(origin, call); });
+    EXPECT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+    EXPECT_TRUE(server_->Start().ok());
+  }
+  int port() const { return server_->port(); }
+  void Shutdown() { server_->Shutdown(std::chrono::seconds(2)); }
+  std::vector<Seen> calls() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_;
+  }
+
+ private:
+  v1::Verdict Handle(const server::CallOrigin& origin, const v1::ApiCall& call) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      calls_.push_back({call.op_name(), call.overload(), call.forward_op_name(), call.call_index(),
+                        call.phase(), call.step(), call.module_path(), origin.rank});
+    }
+    v1::Verdict v;
+    v.set_sequence(call.sequence());
+    v.set_api_name(
+        absl::StrCat(call.forward_op_name().empty() ? call.op_name() : call.forward_op_name(), ".",
+                     call.call_index()));
+    v.set_phase(call.phase());
+    v.set_step(call.step());
+    v.set_module_path(call.module_path());
+    const bool bad = call.op_name() == error_op_;
+    v.set_status(bad ? v1::VERDICT_STATUS_ERROR : v1::VERDICT_STATUS_PASS);
+    if (bad) {
+      v1::OutputVerdict* o = v.add_outputs();
+      o->set_status(v1::VERDICT_STATUS_ERROR);
+      o->set_failed_metric("max_rel_error");
+      o->set_standard("benchmark");
+    }
+    return v;
+  }
+
+  std::string error_op_;
+  std::unique_ptr<server::ParityServer> server_;
+  std::mutex mu_;
+  std::vector<Seen> calls_;
+};
+
+common::AgentConfig Config(int port) {
+  common::AgentConfig c;
+  c.online_run_ut = true;
+  c.host = "127.0.0.1";
+  c.port = port;
+  c.parity.plaintext = true;
+  c.parity.policy = common::QueuePolicy::kBlock;
+  c.parity.reconnect_initial_ms = 20;
+  c.parity.reconnect_max_ms = 100;
+  c.parity.connect_timeout_ms = 2000;
+  c.parity.flush_timeout_ms = 20000;
+  return c;
+}
+
+std::unique_ptr<AgentCore> StartAgent(const common::AgentConfig& config) {
+  auto core = AgentCore::Create(config);
+  EXPECT_TRUE(core.ok()) << core.status();
+  (*core)->Start();
+  return *std::move(core);
+}
+
+// One training step of a tiny model: linear -> gelu -> sum, backward.
+void TrainStep(torch::Tensor& w, const torch::Tensor& x) {
+  PushModuleScope("mlp");
+  torch::Tensor h = torch::gelu(torch::linear(x, w));
+  PopModuleScope();
+  torch::Tensor loss = h.sum();
+  loss.backward();
+  torch::NoGradGuard no_grad;
+  w.sub_(w.grad() * 0.1);
+  w.grad().zero_();
+}
+
+TEST(AgentCoreTest, NamesCallsByOpOverloadStepIndexPhaseAndModule) {
+  RecordingServer server;
+  auto agent = StartAgent(Config(server.port()));
+  torch::manual_seed(0);
+  torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
+  const torch::Tensor x = torch::randn({3, 4});
+  for (int step = 0; step < 2; ++step) {
+    TrainStep(w, x);
+    // Two more calls of one op in the step: call indexes 0 and 1.
+    torch::Tensor y = torch::add(x, x);
+    y = torch::add(y, x);
+    std::string error;
+    ASSERT_TRUE(agent->Step(&error)) << error;
+  }
+  ASSERT_TRUE(agent->Flush(20000));
+  agent->Stop();
+
+  std::set<std::tuple<std::string, std::string, uint64_t, int, int64_t, std::string>> got;
+  std::set<std::pair<std::string, std::string>> backward_links;
+  for (const Seen& s : server.calls()) {
+    got.emplace(s.op, s.overload, s.call_index, s.phase, s.step, s.module_path);
+    if (s.phase == v1::PHASE_BACKWARD) backward_links.emplace(s.op, s.forward_op);
+    EXPECT_EQ(s.rank, 0);  // no process group: rank 0
+  }
+  for (int64_t step : {0, 1}) {
+    // Top-level calls only: linear, not the addmm/matmul inside it.
+    EXPECT_TRUE(got.count({"aten::linear", "", 0, v1::PHASE_FORWARD, step, "mlp"})) << step;
+    EXPECT_TRUE(got.count({"aten::gelu", "", 0, v1::PHASE_FORWARD, step, "mlp"})) << step;
+    EXPECT_TRUE(got.count({"aten::sum", "", 0, v1::PHASE_FORWARD, step, ""})) << step;
+    // Call indexes count per op within the step and restart at each step.
+    EXPECT_TRUE(got.count({"aten::add", "Tensor", 0, v1::PHASE_FORWARD, step, ""})) << step;
+    EXPECT_TRUE(got.count({"aten::add", "Tensor", 1, v1::PHASE_FORWARD, step, ""})) << step;
+    EXPECT_FALSE(got.count({"aten::add", "Tensor", 2, v1::PHASE_FORWARD, step, ""})) << step;
+  }
+  for (const auto& entry : got) {
+    EXPECT_NE(std::get<0>(entry), "aten::addmm") << "a nested call was captured";
+  }
+  // Backward kernels are linked to the forward call that made their autograd node.
+  EXPECT_TRUE(backward_links.count({"aten::gelu_backward", "aten::gelu"}));
+}
+
+TEST(AgentCoreTest, FailFastReportsTheFirstErrorAtTheNextStep) {
+  RecordingServer server(0, "aten::gelu");
+  common::AgentConfig config = Config(server.port());
+  config.parity.fail_fast = true;
+  auto agent = StartAgent(config);
+  torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
+  const torch::Tensor x = torch::randn({3, 4});
+  TrainStep(w, x);
+  ASSERT_TRUE(agent->Flush(20000));  // the verdicts are in
+  std::string error;
+  EXPECT_FALSE(agent->Step(&error));
+  EXPECT_EQ(error,
+            "precision error: aten::gelu.0 forward, step 0, module mlp: output 0 max_rel_error "
+            "(benchmark)");
+  EXPECT_EQ(agent->GetCounters().error, 1u);
+  agent->Stop();
+}
+
+TEST(AgentCoreTest, WithoutFailFastErrorsAreCountedNotRaised) {
+  RecordingServer server(0, "aten::gelu");
+  auto agent = StartAgent(Config(server.port()));
+  torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
+  TrainStep(w, torch::randn({3, 4}));
+  ASSERT_TRUE(agent->Flush(20000));
+  EXPECT_TRUE(agent->Step(nullptr));
+  EXPECT_EQ(agent->GetCounters().error, 1u);
+  agent->Stop();
+}
+
+TEST(AgentCoreTest, ReconnectsWhenTheServerComesBackAndResumes) {
+  auto first = std::make_unique<RecordingServer>();
+  const int port = first->port();
+  auto agent = StartAgent(Config(port));
+  torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
+  const torch::Tensor x = torch::randn({3, 4});
+  TrainStep(w, x);
+  ASSERT_TRUE(agent->Flush(20000));
+  agent->Step(nullptr);
+  const size_t before = first->calls().size();
+  EXPECT_GT(before, 0u);
+  first->Shutdown();
+  first.reset();
+
+  // While the server is away the training goes on; under `block` the agent waits for room only
+  // while connected, so these calls are dropped as disconnected or sent after reconnecting.
+  TrainStep(w, x);
+  agent->Step(nullptr);
+  RecordingServer second(port);
+  // Calls made after the server is back reach it once the agent has reconnected.
+  for (int i = 0; i < 200 && agent->GetCounters().reconnects == 0; ++i) {
+    TrainStep(w, x);
+    agent->Step(nullptr);
+    agent->Flush(100);
+  }
+  TrainStep(w, x);
+  ASSERT_TRUE(agent->Flush(20000));
+  const Counters c = agent->GetCounters();
+  agent->Stop();
+  EXPECT_GE(c.reconnects, 1u);
+  const std::vector<Seen> resumed = second.calls();
+  ASSERT_FALSE(resumed.empty());
+  // The steps kept counting across the outage.
+  int64_t max_step = 0;
+  for (const Seen& s : resumed) max_step = std::max(max_step, s.step);
+  EXPECT_GE(max_step, 2);
+  // Nothing is lost silently: every captured call was sent or counted as dropped.
+  uint64_t dropped = 0;
+  for (const auto& [reason, n] : c.dropped) dropped += n;
+  EXPECT_EQ(c.captured, c.sent + dropped);
+}
+
+}  // namespace
+}  // namespace parity::agent
