@@ -40,6 +40,9 @@ ABSL_FLAG(std::string, standards_file, "",
           "API -> standard table and thresholds (default: the table built into the server)");
 ABSL_FLAG(std::string, rank_list, "", "comma-separated ranks this server checks (default all)");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
+ABSL_FLAG(bool, replay, true,
+          "replay and judge calls; false: receive and decode them but answer every call SKIP "
+          "(to test connectivity or measure the agent and the transport alone; no result files)");
 ABSL_FLAG(bool, check_config, false,
           "read the config file and flags, report any error, print the effective settings "
           "and exit (exit status 0 when valid)");
@@ -167,7 +170,22 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto server = parity::server::ParityServer::Create(config);
+  parity::server::CallHandler handler;
+  if (!absl::GetFlag(FLAGS_replay)) {
+    handler = [](const parity::server::CallOrigin&, const parity::v1::ApiCall& call,
+                 const parity::server::BlobStore&) {
+      parity::v1::Verdict v;
+      v.set_sequence(call.sequence());
+      v.set_api_name(absl::StrCat(call.op_name(), ".", call.call_index()));
+      v.set_phase(call.phase());
+      v.set_step(call.step());
+      v.set_status(parity::v1::VERDICT_STATUS_SKIP);
+      v.set_message("not replayed: parity-server --replay=false");
+      return v;
+    };
+    parity::common::LogWarning("--replay=false: calls are received but not checked");
+  }
+  auto server = parity::server::ParityServer::Create(config, std::move(handler));
   if (!server.ok()) return Fail(server.status());
   parity::common::LogInfo(absl::StrCat("configuration:\n", (*server)->Describe()));
   if (absl::Status s = (*server)->Start(); !s.ok()) return Fail(s);

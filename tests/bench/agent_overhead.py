@@ -1,8 +1,11 @@
 """Agent overhead on training step time, measured side by side in one process:
 no agent -> agent loaded but stopped -> started with the per-signature budget -> started
-exhaustive (every call checked, block policy, parity-server on loopback). "every call, drop"
-captures every call but never waits: the agent's own cost, without the server's replay. Each line is the median
-step time (forward + backward + SGD) as a ratio to "no agent".
+exhaustive (every call checked, block policy, parity-server on loopback). Two more rows split
+the exhaustive cost: "every call, drop" captures every call but never waits for the server;
+"exhaustive, no replay" sends every call (block) to a server started with --replay=false, which
+decodes and answers but does not replay: the agent's and the transport's own cost. On a machine
+where the server shares the training's cores, the difference to "exhaustive" is the replay.
+Each line is the median step time (forward + backward + SGD) as a ratio to "no agent".
 
     /usr/bin/python3 tests/bench/agent_overhead.py [--quick]
 """
@@ -65,17 +68,20 @@ def main():
 
     workdir = harness.tempdir("parity_overhead_")
     server = harness.Server(workdir, None, extra=["--workers=1", "--golden=true"])
+    sink_dir = harness.tempdir("parity_overhead_sink_")
+    sink = harness.Server(sink_dir, None, extra=["--workers=1", "--replay=false"])
     try:
         modes = {
-            "started, budget 1/signature": {"max_checks_per_signature": 1,
-                                            "budget_period": "run"},
-            "started, every call, drop": {"policy": "drop"},
-            "started, exhaustive": {"policy": "block"},
+            "started, budget 1/signature": ({"max_checks_per_signature": 1,
+                                             "budget_period": "run"}, server),
+            "started, every call, drop": ({"policy": "drop"}, server),
+            "started, exhaustive, no replay": ({"policy": "block"}, sink),
+            "started, exhaustive": ({"policy": "block"}, server),
         }
-        for mode, parity_opts in modes.items():
+        for mode, (parity_opts, target) in modes.items():
             for name, (model, x) in workloads.items():
                 config = {"task": "tensor", "tensor": {"online_run_ut": True,
-                                                       "host": "127.0.0.1", "port": server.port},
+                                                       "host": "127.0.0.1", "port": target.port},
                           "parity": dict(plaintext=True, log_level="warning", **parity_opts)}
                 import json  # pylint: disable=import-outside-toplevel
                 error = ops.start(json.dumps(config))
@@ -88,15 +94,17 @@ def main():
                 results[name][mode + " calls"] = counters["sent"]
     finally:
         server.stop()
+        sink.stop()
 
     print(f"agent overhead: median step time, fwd+bwd+SGD, {steps} steps, 1 torch thread")
-    print(f"{'workload':9} {'mode':30} {'ms/step':>9} {'ratio':>7} {'calls sent':>11}")
+    print(f"{'workload':9} {'mode':31} {'ms/step':>9} {'ratio':>7} {'calls sent':>11}")
     for name, r in results.items():
         base = r["no agent"]
         for mode in ("no agent", "loaded, stopped", "started, budget 1/signature",
-                     "started, every call, drop", "started, exhaustive"):
+                     "started, every call, drop", "started, exhaustive, no replay",
+                     "started, exhaustive"):
             calls = r.get(mode + " calls", "")
-            print(f"{name:9} {mode:30} {r[mode] * 1e3:9.2f} {r[mode] / base:7.2f} {calls:>11}")
+            print(f"{name:9} {mode:31} {r[mode] * 1e3:9.2f} {r[mode] / base:7.2f} {calls:>11}")
 
 
 if __name__ == "__main__":
