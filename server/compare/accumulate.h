@@ -10,29 +10,61 @@
 #include <cstdint>
 
 #include "parity/v1/parity.pb.h"
+#include "server/compare/float_types.h"
 #include "server/compare/metrics.h"
 
 namespace parity::server::internal {
 
+// The fields of Accumulator by how partial results combine (used by Merge and by the SIMD
+// kernel's lanes, so that a new metric is added in one place).
+#define PARITY_ACCUMULATOR_SUMS(X) X(dot) X(norm_t) X(norm_r) X(sum_sq_masked) X(sum_rel) X(ulp_sum)
+#define PARITY_ACCUMULATOR_MAXIMA(X) \
+  X(max_abs_tested) X(max_abs_ref) X(max_abs_error) X(max_rel) X(ulp_max)
+#define PARITY_ACCUMULATOR_COUNTS(X)                                               \
+  X(hundredth)                                                                     \
+  X(thousandth)                                                                    \
+  X(ten_thousandth) X(mismatches) X(above) X(below) X(n_small) X(small_bench_fail) \
+      X(small_abs_fail) X(n_normal) X(rel_fail) X(n_inf_nan) X(inf_nan_fail) X(ulp_over)
+#define PARITY_ACCUMULATOR_FLAGS(X) X(nan_error) X(ulp_nan)
+// Every field but n_masked: SUM for sums and counts, MAX for maxima, FLAG for flags.
+#define PARITY_ACCUMULATOR_FIELDS(SUM, MAX, FLAG) \
+  PARITY_ACCUMULATOR_SUMS(SUM)                    \
+  PARITY_ACCUMULATOR_COUNTS(SUM) PARITY_ACCUMULATOR_MAXIMA(MAX) PARITY_ACCUMULATOR_FLAGS(FLAG)
+
 // Running sums of one pass. Counts are int64 so shares are exact for any N.
+//   hundredth..ten_thousandth  elements with rel_err below 1e-2, 1e-3, 1e-4
+//   above / below              tested > / < reference cast to the tested dtype
+//   n_small, n_normal, n_inf_nan  finite |ref| <= small_value, other finite, inf/nan
+//   n_masked                   small or inf/nan: excluded from RMSE
 struct Accumulator {
-  double max_abs_tested = 0, max_abs_ref = 0;
-  double dot = 0, norm_t = 0, norm_r = 0;
-  double max_abs_error = 0;
-  bool nan_error = false;
-  int64_t hundredth = 0, thousandth = 0, ten_thousandth = 0;
-  int64_t mismatches = 0;
-  int64_t above = 0, below = 0;  // tested > / < reference cast to the tested dtype
-  double sum_sq_masked = 0;
-  int64_t n_masked = 0;  // small or inf/nan: excluded from RMSE
-  int64_t n_small = 0, small_bench_fail = 0, small_abs_fail = 0;
-  int64_t n_normal = 0, rel_fail = 0;
-  double max_rel = 0, sum_rel = 0;
-  int64_t n_inf_nan = 0, inf_nan_fail = 0;
-  double ulp_max = 0, ulp_sum = 0;
-  bool ulp_nan = false;
-  int64_t ulp_over = 0;
+#define PARITY_DOUBLE_FIELD(f) double f = 0;
+#define PARITY_COUNT_FIELD(f) int64_t f = 0;
+#define PARITY_FLAG_FIELD(f) bool f = false;
+  PARITY_ACCUMULATOR_SUMS(PARITY_DOUBLE_FIELD)
+  PARITY_ACCUMULATOR_MAXIMA(PARITY_DOUBLE_FIELD)
+  PARITY_ACCUMULATOR_COUNTS(PARITY_COUNT_FIELD)
+  PARITY_ACCUMULATOR_FLAGS(PARITY_FLAG_FIELD)
+#undef PARITY_DOUBLE_FIELD
+#undef PARITY_COUNT_FIELD
+#undef PARITY_FLAG_FIELD
+  int64_t n_masked = 0;
 };
+
+// Calls f(T{}) with the element type of a float dtype (fp::Half, fp::BFloat16, fp::Float,
+// fp::Double; any other dtype as fp::Double).
+template <typename F>
+void VisitFloatType(v1::DType d, F&& f) {
+  switch (d) {
+    case v1::DTYPE_FLOAT16:
+      return f(fp::Half{});
+    case v1::DTYPE_BFLOAT16:
+      return f(fp::BFloat16{});
+    case v1::DTYPE_FLOAT32:
+      return f(fp::Float{});
+    default:
+      return f(fp::Double{});
+  }
+}
 
 // Adds `b`'s sums into `a` (maxima ignore NaN, as the kernels do).
 void Merge(Accumulator& a, const Accumulator& b);

@@ -327,67 +327,23 @@ absl::StatusOr<PairMetrics> ComputeMetrics(const HostTensor& tested, const HostT
 namespace internal {
 
 void Merge(Accumulator& a, const Accumulator& b) {
-  a.max_abs_tested = std::max(a.max_abs_tested, b.max_abs_tested);
-  a.max_abs_ref = std::max(a.max_abs_ref, b.max_abs_ref);
-  a.dot += b.dot;
-  a.norm_t += b.norm_t;
-  a.norm_r += b.norm_r;
-  a.max_abs_error = std::max(a.max_abs_error, b.max_abs_error);
-  a.nan_error = a.nan_error || b.nan_error;
-  a.hundredth += b.hundredth;
-  a.thousandth += b.thousandth;
-  a.ten_thousandth += b.ten_thousandth;
-  a.mismatches += b.mismatches;
-  a.above += b.above;
-  a.below += b.below;
-  a.sum_sq_masked += b.sum_sq_masked;
+#define PARITY_ADD(f) a.f += b.f;
+#define PARITY_MAX(f) a.f = std::max(a.f, b.f);
+#define PARITY_OR(f) a.f = a.f || b.f;
+  PARITY_ACCUMULATOR_FIELDS(PARITY_ADD, PARITY_MAX, PARITY_OR)
+#undef PARITY_ADD
+#undef PARITY_MAX
+#undef PARITY_OR
   a.n_masked += b.n_masked;
-  a.n_small += b.n_small;
-  a.small_bench_fail += b.small_bench_fail;
-  a.small_abs_fail += b.small_abs_fail;
-  a.n_normal += b.n_normal;
-  a.rel_fail += b.rel_fail;
-  a.max_rel = std::max(a.max_rel, b.max_rel);
-  a.sum_rel += b.sum_rel;
-  a.n_inf_nan += b.n_inf_nan;
-  a.inf_nan_fail += b.inf_nan_fail;
-  a.ulp_max = std::max(a.ulp_max, b.ulp_max);
-  a.ulp_sum += b.ulp_sum;
-  a.ulp_nan = a.ulp_nan || b.ulp_nan;
-  a.ulp_over += b.ulp_over;
 }
-
-namespace {
-
-template <typename T>
-void ScalarWithReference(v1::DType rd, const void* t, const void* r, int64_t begin, int64_t end,
-                         const DTypeConstants& c, double eps, Accumulator& a) {
-  switch (rd) {
-    case v1::DTYPE_FLOAT16:
-      return Accumulate<T, fp::Half>(t, r, begin, end, c, eps, a);
-    case v1::DTYPE_BFLOAT16:
-      return Accumulate<T, fp::BFloat16>(t, r, begin, end, c, eps, a);
-    case v1::DTYPE_FLOAT32:
-      return Accumulate<T, fp::Float>(t, r, begin, end, c, eps, a);
-    default:
-      return Accumulate<T, fp::Double>(t, r, begin, end, c, eps, a);
-  }
-}
-
-}  // namespace
 
 void ScalarKernel(v1::DType td, v1::DType rd, const void* t, const void* r, int64_t begin,
                   int64_t end, const DTypeConstants& c, double eps, Accumulator& a) {
-  switch (td) {
-    case v1::DTYPE_FLOAT16:
-      return ScalarWithReference<fp::Half>(rd, t, r, begin, end, c, eps, a);
-    case v1::DTYPE_BFLOAT16:
-      return ScalarWithReference<fp::BFloat16>(rd, t, r, begin, end, c, eps, a);
-    case v1::DTYPE_FLOAT32:
-      return ScalarWithReference<fp::Float>(rd, t, r, begin, end, c, eps, a);
-    default:
-      return ScalarWithReference<fp::Double>(rd, t, r, begin, end, c, eps, a);
-  }
+  VisitFloatType(td, [&](auto tested) {
+    VisitFloatType(rd, [&](auto reference) {
+      Accumulate<decltype(tested), decltype(reference)>(t, r, begin, end, c, eps, a);
+    });
+  });
 }
 
 Kernel ActiveKernel() {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "server/compare/accumulate.h"
 
@@ -33,8 +34,6 @@ using v4i = int64_t __attribute__((vector_size(32)));
 using v4u = uint64_t __attribute__((vector_size(32)));
 using v4f = float __attribute__((vector_size(16)));
 
-enum class Type { kHalf, kBFloat16, kFloat, kDouble };
-
 inline v4d Abs(v4d x) { return reinterpret_cast<v4d>(reinterpret_cast<v4i>(x) & INT64_MAX); }
 // max(a, x) that keeps `a` when x is NaN (as std::max(a, x) does).
 inline v4d Max(v4d a, v4d x) { return a < x ? x : a; }
@@ -45,16 +44,16 @@ inline v4i IsFinite(v4d x) { return Abs(x) <= std::numeric_limits<double>::max()
 inline v4d FromFloats(__m128 f) { return reinterpret_cast<v4d>(_mm256_cvtps_pd(f)); }
 inline __m128 ToFloats(v4d d) { return _mm256_cvtpd_ps(reinterpret_cast<__m256d>(d)); }
 
-template <Type K>
+template <typename K>
 inline v4d Load(const void* p, int64_t i) {
-  if constexpr (K == Type::kDouble) {
+  if constexpr (std::is_same_v<K, fp::Double>) {
     return reinterpret_cast<v4d>(_mm256_loadu_pd(static_cast<const double*>(p) + i));
-  } else if constexpr (K == Type::kFloat) {
+  } else if constexpr (std::is_same_v<K, fp::Float>) {
     return FromFloats(_mm_loadu_ps(static_cast<const float*>(p) + i));
   } else {
     const __m128i bits =
         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i));
-    if constexpr (K == Type::kHalf) {
+    if constexpr (std::is_same_v<K, fp::Half>) {
       return FromFloats(_mm_cvtph_ps(bits));
     } else {
       return FromFloats(_mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(bits), 16)));
@@ -64,13 +63,13 @@ inline v4d Load(const void* p, int64_t i) {
 
 // A float64 value rounded to type K (round to nearest even through float32, as the scalar
 // kernel's T::Round does), back as float64.
-template <Type K>
+template <typename K>
 inline v4d Round(v4d r) {
-  if constexpr (K == Type::kDouble) {
+  if constexpr (std::is_same_v<K, fp::Double>) {
     return r;
-  } else if constexpr (K == Type::kFloat) {
+  } else if constexpr (std::is_same_v<K, fp::Float>) {
     return FromFloats(ToFloats(r));
-  } else if constexpr (K == Type::kHalf) {
+  } else if constexpr (std::is_same_v<K, fp::Half>) {
     return FromFloats(_mm_cvtph_ps(_mm_cvtps_ph(ToFloats(r), _MM_FROUND_TO_NEAREST_INT)));
   } else {
     const __m128i x = _mm_castps_si128(ToFloats(r));
@@ -90,24 +89,21 @@ inline v4d PowerOfTwo(v4i k) {  // 2^k for k in [-1022, 1023]
 }
 
 struct Lanes {
-  v4d max_abs_tested{}, max_abs_ref{}, dot{}, norm_t{}, norm_r{}, max_abs_error{};
-  v4i nan_error{}, hundredth{}, thousandth{}, ten_thousandth{}, mismatches{}, above{}, below{};
-  v4d sum_sq_masked{};
-  v4i n_small{}, small_bench_fail{}, small_abs_fail{}, n_normal{}, rel_fail{};
-  v4d max_rel{}, sum_rel{};
-  v4i n_inf_nan{}, inf_nan_fail{};
-  v4d ulp_max{}, ulp_sum{};
-  v4i ulp_nan{}, ulp_over{};
+#define PARITY_DOUBLE_LANES(f) v4d f{};
+#define PARITY_COUNT_LANES(f) v4i f{};
+  PARITY_ACCUMULATOR_SUMS(PARITY_DOUBLE_LANES)
+  PARITY_ACCUMULATOR_MAXIMA(PARITY_DOUBLE_LANES)
+  PARITY_ACCUMULATOR_COUNTS(PARITY_COUNT_LANES)
+  PARITY_ACCUMULATOR_FLAGS(PARITY_COUNT_LANES)
+#undef PARITY_DOUBLE_LANES
+#undef PARITY_COUNT_LANES
 };
 
-template <Type T, Type R>
+template <typename T, typename R>
 void Run(const void* tp, const void* rp, int64_t begin, int64_t end, const DTypeConstants& c,
          double eps, Accumulator& out) {
-  constexpr bool kUlpInDouble = T == Type::kFloat || T == Type::kDouble;
-  constexpr double kMax = T == Type::kHalf       ? 65504.0
-                          : T == Type::kBFloat16 ? 3.3895313892515355e38
-                          : T == Type::kFloat    ? std::numeric_limits<float>::max()
-                                                 : std::numeric_limits<double>::max();
+  constexpr bool kUlpInDouble = std::is_same_v<T, fp::Float> || std::is_same_v<T, fp::Double>;
+  constexpr double kMax = T::kMax;
   const v4d vmax = v4d{} + kMax;
   const v4i min_exponent = v4i{} + c.ulp_min_exponent;
   const v4i zero_exponent = v4i{} + (c.ulp_min_exponent > 0 ? c.ulp_min_exponent : 0);
@@ -168,7 +164,7 @@ void Run(const void* tp, const void* rp, int64_t begin, int64_t end, const DType
     e = r == 0 ? zero_exponent : e;
     const v4i k = c.ulp_mantissa_bits - e;
     v4d scaled;
-    if constexpr (T == Type::kDouble) {
+    if constexpr (std::is_same_v<T, fp::Double>) {
       // k reaches 52 + 1022: scale in two steps where 2^k is not a double.
       const v4i k1 = reinterpret_cast<v4i>(reinterpret_cast<v4u>(k + 2048) >> 1) - 1024;
       const v4i in_range = (k >= -1022) & (k <= 1023);
@@ -187,71 +183,27 @@ void Run(const void* tp, const void* rp, int64_t begin, int64_t end, const DType
   }
 
   Accumulator s;
-  for (int j = 0; j < 4; ++j) {
-    s.max_abs_tested = std::max(s.max_abs_tested, a.max_abs_tested[j]);
-    s.max_abs_ref = std::max(s.max_abs_ref, a.max_abs_ref[j]);
-    s.dot += a.dot[j];
-    s.norm_t += a.norm_t[j];
-    s.norm_r += a.norm_r[j];
-    s.max_abs_error = std::max(s.max_abs_error, a.max_abs_error[j]);
-    s.nan_error = s.nan_error || a.nan_error[j] != 0;
-    s.hundredth += a.hundredth[j];
-    s.thousandth += a.thousandth[j];
-    s.ten_thousandth += a.ten_thousandth[j];
-    s.mismatches += a.mismatches[j];
-    s.above += a.above[j];
-    s.below += a.below[j];
-    s.sum_sq_masked += a.sum_sq_masked[j];
-    s.n_small += a.n_small[j];
-    s.small_bench_fail += a.small_bench_fail[j];
-    s.small_abs_fail += a.small_abs_fail[j];
-    s.n_normal += a.n_normal[j];
-    s.rel_fail += a.rel_fail[j];
-    s.max_rel = std::max(s.max_rel, a.max_rel[j]);
-    s.sum_rel += a.sum_rel[j];
-    s.n_inf_nan += a.n_inf_nan[j];
-    s.inf_nan_fail += a.inf_nan_fail[j];
-    s.ulp_max = std::max(s.ulp_max, a.ulp_max[j]);
-    s.ulp_sum += a.ulp_sum[j];
-    s.ulp_nan = s.ulp_nan || a.ulp_nan[j] != 0;
-    s.ulp_over += a.ulp_over[j];
+  for (int j = 0; j < 4; ++j) {  // the lanes, combined as Merge combines accumulators
+    Accumulator lane;
+#define PARITY_LANE(f) lane.f = a.f[j];
+#define PARITY_LANE_FLAG(f) lane.f = a.f[j] != 0;
+    PARITY_ACCUMULATOR_FIELDS(PARITY_LANE, PARITY_LANE, PARITY_LANE_FLAG)
+#undef PARITY_LANE
+#undef PARITY_LANE_FLAG
+    Merge(s, lane);
   }
   s.n_masked = s.n_small + s.n_inf_nan;
   Merge(out, s);
 }
 
-template <Type T>
-void RunWithReference(v1::DType rd, const void* t, const void* r, int64_t begin, int64_t end,
-                      const DTypeConstants& c, double eps, Accumulator& a) {
-  switch (rd) {
-    case v1::DTYPE_FLOAT16:
-      return Run<T, Type::kHalf>(t, r, begin, end, c, eps, a);
-    case v1::DTYPE_BFLOAT16:
-      return Run<T, Type::kBFloat16>(t, r, begin, end, c, eps, a);
-    case v1::DTYPE_FLOAT32:
-      return Run<T, Type::kFloat>(t, r, begin, end, c, eps, a);
-    default:
-      return Run<T, Type::kDouble>(t, r, begin, end, c, eps, a);
-  }
-}
-
 void Avx2Kernel(v1::DType td, v1::DType rd, const void* t, const void* r, int64_t begin,
                 int64_t end, const DTypeConstants& c, double eps, Accumulator& a) {
   const int64_t vector_end = begin + (end - begin) / 4 * 4;
-  switch (td) {
-    case v1::DTYPE_FLOAT16:
-      RunWithReference<Type::kHalf>(rd, t, r, begin, vector_end, c, eps, a);
-      break;
-    case v1::DTYPE_BFLOAT16:
-      RunWithReference<Type::kBFloat16>(rd, t, r, begin, vector_end, c, eps, a);
-      break;
-    case v1::DTYPE_FLOAT32:
-      RunWithReference<Type::kFloat>(rd, t, r, begin, vector_end, c, eps, a);
-      break;
-    default:
-      RunWithReference<Type::kDouble>(rd, t, r, begin, vector_end, c, eps, a);
-      break;
-  }
+  VisitFloatType(td, [&](auto tested) {
+    VisitFloatType(rd, [&](auto reference) {
+      Run<decltype(tested), decltype(reference)>(t, r, begin, vector_end, c, eps, a);
+    });
+  });
   // The last 0-3 elements one at a time.
   if (vector_end < end) ScalarKernel(td, rd, t, r, vector_end, end, c, eps, a);
 }
