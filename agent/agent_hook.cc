@@ -182,7 +182,11 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
   uint64_t bytes = 0;
   for (const c10::IValue& v : inputs) bytes += Bytes(v);
   // Outputs are usually about as large as inputs: reserve for both before copying anything.
-  if (!core->AdmitOrDrop(2 * bytes)) return nullptr;
+  if (!core->AdmitOrDrop(2 * bytes)) {
+    // Captured and dropped (counted by reason): captured = sent + dropped once the queue drains.
+    core->counters().captured.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
   call->inputs.reserve(inputs.size());
   for (const c10::IValue& v : inputs) call->inputs.push_back(Snapshot(v));
   call->bytes = bytes;

@@ -306,7 +306,9 @@ bool Sender::SendCall(const CapturedCall& call) {
     }
   }
   if (!Write(msg)) return false;
-  core_->counters().sent.fetch_add(1, std::memory_order_relaxed);
+  // A call whose data could not be encoded went out as a record only: counted as an
+  // encode_error drop, not as sent, so that captured = sent + dropped.
+  if (s.ok()) core_->counters().sent.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu_);
   ++written_;
   return true;

@@ -6,8 +6,13 @@
 #include <torch/torch.h>
 
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <memory>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -32,10 +37,13 @@ struct Seen {
 // A server whose handler records calls and judges `error_op` as error, everything else pass.
 class RecordingServer {
  public:
-  explicit RecordingServer(int port = 0, std::string error_op = "") : error_op_(error_op) {
+  explicit RecordingServer(int port = 0, std::string error_op = "", int workers = 2)
+      : error_op_(error_op) {
     common::ServerConfig config =
         testing::TestServerConfig(testing::MakeTempDir("parity_agent_out_"), "");
     config.port = port;
+    config.parity.workers = static_cast<uint32_t>(workers);
+    config.parity.queue_max_calls = 2;
     auto s = server::ParityServer::Create(
         config, [this](const server::CallOrigin& origin, const v1::ApiCall& call,
                        const server::BlobStore&) { return Handle(origin, call); });
@@ -49,11 +57,22 @@ class RecordingServer {
     std::lock_guard<std::mutex> lock(mu_);
     return calls_;
   }
+  // A wedged server: the handler blocks until Release().
+  void Wedge() {
+    std::lock_guard<std::mutex> lock(mu_);
+    wedged_ = true;
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    wedged_ = false;
+    cv_.notify_all();
+  }
 
  private:
   v1::Verdict Handle(const server::CallOrigin& origin, const v1::ApiCall& call) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return !wedged_; });
       calls_.push_back({call.op_name(), call.overload(), call.forward_op_name(), call.call_index(),
                         call.phase(), call.step(), call.module_path(), origin.rank});
     }
@@ -79,8 +98,29 @@ class RecordingServer {
   std::string error_op_;
   std::unique_ptr<server::ParityServer> server_;
   std::mutex mu_;
+  std::condition_variable cv_;
+  bool wedged_ = false;
   std::vector<Seen> calls_;
 };
+
+// Runs `f` and aborts the test program if it has not returned after `limit`: a hang detector
+// (the limit is far above the expected time; it makes no timing claim).
+template <typename F>
+bool FinishesWithin(std::chrono::seconds limit, F f) {
+  std::promise<void> done;
+  std::future<void> finished = done.get_future();
+  std::thread watchdog([&finished, limit] {
+    if (finished.wait_for(limit) != std::future_status::ready) {
+      std::fprintf(stderr, "HANG: the call did not return within %lld s\n",
+                   static_cast<long long>(limit.count()));
+      std::abort();
+    }
+  });
+  f();
+  done.set_value();
+  watchdog.join();
+  return true;
+}
 
 common::AgentConfig Config(int port) {
   common::AgentConfig c;
@@ -225,6 +265,61 @@ TEST(AgentCoreTest, ReconnectsWhenTheServerComesBackAndResumes) {
   uint64_t dropped = 0;
   for (const auto& [reason, n] : c.dropped) dropped += n;
   EXPECT_EQ(c.captured, c.sent + dropped);
+}
+
+// A server that accepts the stream but never answers: under `drop` the training never waits,
+// and stop() gives up after flush_timeout_ms, counting what it could not send.
+TEST(AgentCoreTest, AWedgedServerNeverHangsTheTrainingUnderDrop) {
+  RecordingServer server(0, "", /*workers=*/1);
+  common::AgentConfig config = Config(server.port());
+  config.parity.policy = common::QueuePolicy::kDrop;
+  config.parity.queue_max_calls = 8;
+  config.parity.flush_timeout_ms = 500;
+  auto agent = StartAgent(config);
+  ASSERT_TRUE(agent->Flush(20000));  // connected
+  server.Wedge();
+  // Megabyte tensors, so that the server's queue, the HTTP/2 window and the agent's queue fill.
+  torch::Tensor w = torch::randn({512, 1024}, torch::requires_grad());
+  const torch::Tensor x = torch::randn({256, 1024});
+  EXPECT_TRUE(FinishesWithin(std::chrono::seconds(60), [&] {
+    for (int step = 0; step < 20; ++step) {
+      TrainStep(w, x);
+      agent->Step(nullptr);
+    }
+  }));
+  EXPECT_TRUE(FinishesWithin(std::chrono::seconds(60), [&] { agent->Stop(); }));
+  const Counters c = agent->GetCounters();
+  EXPECT_GT(c.dropped.at("queue_full"), 0u);
+  uint64_t dropped = 0;
+  for (const auto& [reason, n] : c.dropped) dropped += n;
+  EXPECT_EQ(c.captured, c.sent + dropped);
+  server.Release();
+}
+
+// Under `block`, block_timeout_ms bounds each wait: the training finishes against a wedged server.
+TEST(AgentCoreTest, BlockTimeoutBoundsTheWaitOnAWedgedServer) {
+  RecordingServer server(0, "", /*workers=*/1);
+  common::AgentConfig config = Config(server.port());
+  config.parity.queue_max_calls = 4;
+  config.parity.block_timeout_ms = 50;
+  config.parity.flush_timeout_ms = 500;
+  auto agent = StartAgent(config);
+  ASSERT_TRUE(agent->Flush(20000));
+  server.Wedge();
+  torch::Tensor w = torch::randn({512, 1024}, torch::requires_grad());
+  EXPECT_TRUE(FinishesWithin(std::chrono::seconds(120), [&] {
+    for (int step = 0; step < 5; ++step) {
+      TrainStep(w, torch::randn({256, 1024}));
+      agent->Step(nullptr);
+    }
+    agent->Stop();
+  }));
+  const Counters c = agent->GetCounters();
+  EXPECT_GT(c.dropped.at("queue_full"), 0u);
+  uint64_t dropped = 0;
+  for (const auto& [reason, n] : c.dropped) dropped += n;
+  EXPECT_EQ(c.captured, c.sent + dropped);
+  server.Release();
 }
 
 }  // namespace
