@@ -17,21 +17,20 @@ namespace parity::server::internal {
 
 // The fields of Accumulator by how partial results combine (used by Merge and by the SIMD
 // kernel's lanes, so that a new metric is added in one place).
+// clang-format off
 #define PARITY_ACCUMULATOR_SUMS(X) X(dot) X(norm_t) X(norm_r) X(sum_sq_masked) X(sum_rel) X(ulp_sum)
 #define PARITY_ACCUMULATOR_MAXIMA(X) \
   X(max_abs_tested) X(max_abs_ref) X(max_abs_error) X(max_rel) X(ulp_max)
-#define PARITY_ACCUMULATOR_COUNTS(X)                                                         \
-  X(hundredth)                                                                               \
-  X(thousandth)                                                                              \
-  X(ten_thousandth)                                                                          \
-  X(mismatches)                                                                              \
-  X(above) X(below) X(n_small) X(small_bench_fail) X(small_abs_fail) X(n_normal) X(rel_fail) \
-      X(n_inf_nan) X(inf_nan_fail) X(ulp_over)
+#define PARITY_ACCUMULATOR_COUNTS(X)                                                      \
+  X(hundredth) X(thousandth) X(ten_thousandth) X(mismatches) X(above) X(below) X(n_small) \
+  X(small_bench_fail) X(small_abs_fail) X(n_normal) X(rel_fail) X(n_inf_nan)              \
+  X(inf_nan_fail) X(ulp_over)
 #define PARITY_ACCUMULATOR_FLAGS(X) X(nan_error) X(ulp_nan)
 // Every field but n_masked: SUM for sums and counts, MAX for maxima, FLAG for flags.
-#define PARITY_ACCUMULATOR_FIELDS(SUM, MAX, FLAG) \
-  PARITY_ACCUMULATOR_SUMS(SUM)                    \
-  PARITY_ACCUMULATOR_COUNTS(SUM) PARITY_ACCUMULATOR_MAXIMA(MAX) PARITY_ACCUMULATOR_FLAGS(FLAG)
+#define PARITY_ACCUMULATOR_FIELDS(SUM, MAX, FLAG)                                              \
+  PARITY_ACCUMULATOR_SUMS(SUM) PARITY_ACCUMULATOR_COUNTS(SUM) PARITY_ACCUMULATOR_MAXIMA(MAX) \
+  PARITY_ACCUMULATOR_FLAGS(FLAG)
+// clang-format on
 
 // Running sums of one pass. Counts are int64 so shares are exact for any N.
 //   hundredth..ten_thousandth  elements with rel_err below 1e-2, 1e-3, 1e-4
