@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -25,7 +26,14 @@ struct CapturedCall {
   v1::ApiCall meta;  // every field but inputs/outputs
   std::vector<c10::IValue> inputs, outputs;
   uint64_t bytes = 0;
+  // Accelerator tensors are snapshotted on their device (an asynchronous device-side copy, so
+  // the training thread never waits for the device); the sender waits for this event, recorded
+  // on the training's stream after the last copy, then copies them to the host.
+  std::optional<c10::Event> device_ready;
 };
+
+// Moves every accelerator tensor in `v` to the host (tensors, lists, tuples); others unchanged.
+c10::IValue ToHost(const c10::IValue& v);
 
 // Counters shared by the hook, the sender and the API. Relaxed atomics: they are statistics.
 struct AtomicCounters {

@@ -4,6 +4,8 @@
 // No exception leaves these callbacks.
 #include <ATen/SequenceNumber.h>
 #include <ATen/record_function.h>
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <chrono>
 
@@ -72,8 +74,9 @@ c10::IValue Snapshot(const c10::IValue& v) {
     at::Tensor d = t.detach();
     if (d.is_conj()) d = d.resolve_conj();
     if (d.is_neg()) d = d.resolve_neg();
-    return d.device().is_cpu() ? d.clone(at::MemoryFormat::Contiguous)
-                               : d.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
+    // On an accelerator this is a device-side copy queued on the training's stream: the
+    // training thread does not wait; the sender copies it to the host after the call's event.
+    return d.clone(at::MemoryFormat::Contiguous);
   }
   if (v.isTensorList()) {
     c10::List<at::Tensor> out;
@@ -93,6 +96,76 @@ c10::IValue Snapshot(const c10::IValue& v) {
   if (v.isString()) return c10::IValue(std::string(v.toStringRef()));  // deep copy (1.13)
   return v;
 }
+
+// The first accelerator device among the tensors of `v`, if any.
+std::optional<c10::Device> AcceleratorOf(const c10::IValue& v) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (t.defined() && !t.device().is_cpu() && !t.is_meta()) return t.device();
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList()) {
+      if (auto d = AcceleratorOf(t)) return d;
+    }
+  } else if (v.isList()) {
+    for (const c10::IValue& item : v.toListRef()) {
+      if (auto d = AcceleratorOf(item)) return d;
+    }
+  } else if (v.isTuple()) {
+    for (const c10::IValue& item : v.toTupleRef().elements()) {
+      if (auto d = AcceleratorOf(item)) return d;
+    }
+  }
+  return std::nullopt;
+}
+
+// Records, on the current stream of the call's accelerator, the event after which its device
+// snapshots are complete. A device without events gets host copies now (synchronously).
+void MarkDeviceReady(CapturedCall& call) {
+  std::optional<c10::Device> device;
+  for (const auto* values : {&call.inputs, &call.outputs}) {
+    for (const c10::IValue& v : *values) {
+      if (!device) device = AcceleratorOf(v);
+    }
+  }
+  if (!device) return;
+  try {
+    c10::impl::VirtualGuardImpl impl(device->type());
+    c10::Event event(device->type());
+    event.record(impl.getStream(*device));
+    call.device_ready.emplace(std::move(event));
+  } catch (const std::exception&) {
+    for (auto* values : {&call.inputs, &call.outputs}) {
+      for (c10::IValue& v : *values) v = ToHost(v);
+    }
+  }
+}
+
+}  // namespace
+
+c10::IValue ToHost(const c10::IValue& v) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    return t.defined() && !t.device().is_cpu() && !t.is_meta() ? t.to(at::kCPU) : v;
+  }
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(ToHost(t).toTensor());
+    return out;
+  }
+  if (v.isList()) {
+    c10::impl::GenericList out(v.toList().elementType());
+    for (const c10::IValue& item : v.toListRef()) out.push_back(ToHost(item));
+    return out;
+  }
+  if (v.isTuple()) {
+    std::vector<c10::IValue> items;
+    for (const c10::IValue& item : v.toTupleRef().elements()) items.push_back(ToHost(item));
+    return c10::ivalue::Tuple::create(std::move(items));
+  }
+  return v;
+}
+
+namespace {
 
 // op, overload, then dtype and shape of each tensor argument.
 std::string Signature(const std::string& op, const std::string& overload,
@@ -221,6 +294,7 @@ void OnExitImpl(const at::RecordFunction& fn, at::ObserverContext* raw) {
       call->outputs.push_back(Snapshot(v));
       call->bytes += Bytes(v);
     }
+    MarkDeviceReady(*call);
     call->meta.set_sequence(core->NextSequence());
     core->counters().captured.fetch_add(1, std::memory_order_relaxed);
     core->Enqueue(std::move(call));

@@ -1,5 +1,7 @@
 #include "agent/sender.h"
 
+#include <c10/core/impl/VirtualGuardImpl.h>
+
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <grpcpp/grpcpp.h>
 #include <torch/version.h>
@@ -260,8 +262,25 @@ bool Sender::Write(const v1::AgentMessage& m) {
   return true;
 }
 
-bool Sender::SendCall(const CapturedCall& call) {
+bool Sender::SendCall(CapturedCall& call) {
   const auto& o = core_->config().parity;
+  if (call.device_ready) {
+    // Wait here, on the sender thread, for the device-side snapshots; then copy them to the host.
+    try {
+      // The sender's stream on that device waits for the training stream's event; the blocking
+      // copy to the host below then runs after the snapshots.
+      const c10::Event& ready = *call.device_ready;
+      c10::impl::VirtualGuardImpl impl(ready.device_type());
+      ready.block(impl.getStream(c10::Device(ready.device_type(), ready.device_index())));
+      for (auto* values : {&call.inputs, &call.outputs}) {
+        for (c10::IValue& v : *values) v = ToHost(v);
+      }
+    } catch (const std::exception& e) {
+      common::LogWarning(
+          absl::StrCat("device copy failed for ", call.meta.op_name(), ": ", e.what()));
+    }
+    call.device_ready.reset();
+  }
   v1::AgentMessage msg;
   v1::ApiCall* a = msg.mutable_call();
   *a = call.meta;

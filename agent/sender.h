@@ -42,7 +42,7 @@ class Sender {
   void Run();
   bool Connect();
   void Disconnect(bool goodbye);
-  bool SendCall(const CapturedCall& call);
+  bool SendCall(CapturedCall& call);
   bool Write(const v1::AgentMessage& m);
   void SendStats(bool goodbye);
   void ReadLoop(Connection* c);
