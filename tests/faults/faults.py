@@ -153,6 +153,25 @@ def mm_bfloat16_accumulator():
     _override("mm", bad)
 
 
+def softmax_backward_no_sum():
+    """softmax's backward without the sum term: grad_in = y * grad_out, where the Jacobian asks for
+    y * (grad_out - sum(y * grad_out)); gradients are wrong wherever the row's dot is non-zero."""
+    def bad(grad_output, output, dim, input_dtype):
+        return (grad_output * output).to(input_dtype)
+    _override("_softmax_backward_data", bad)
+
+
+def embedding_backward_overwrite():
+    """embedding's backward scatters without accumulating: a token seen twice in the batch keeps
+    only one of its gradients (the classic scatter-without-atomics bug)."""
+    def bad(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
+        grad = grad_output.reshape(-1, grad_output.shape[-1])
+        out = torch.zeros(num_weights, grad.shape[-1], dtype=grad.dtype)
+        out.index_put_((indices.reshape(-1),), grad, accumulate=False)
+        return out
+    _override("embedding_dense_backward", bad)
+
+
 # ---- benign --------------------------------------------------------------------------------------
 
 def gelu_one_ulp():
@@ -221,6 +240,17 @@ def sum_float16_pairwise():
     _override("sum.dim_IntList", off)
 
 
+def gelu_backward_float64():
+    """gelu's backward evaluated in float64 and rounded once: a more accurate kernel than the
+    CPU's, within rounding of it."""
+    def off(grad, x, approximate="none"):
+        xd = x.double()
+        cdf = 0.5 * (1.0 + torch.erf(xd / 2 ** 0.5))
+        pdf = torch.exp(-0.5 * xd * xd) / (2 * 3.141592653589793) ** 0.5
+        return (grad.double() * (cdf + xd * pdf)).to(grad.dtype)
+    _override("gelu_backward", off)
+
+
 def _harmful(plant, op, phase, call_index, allowed=None):
     return Fault(plant, "harmful", op, phase, call_index, frozenset(allowed or [op]))
 
@@ -240,12 +270,17 @@ FAULTS = {
     "index_select_off_by_one": _harmful(index_select_off_by_one, "aten::index_select", "forward",
                                         0),                                     # indexing
     "mm_bfloat16_accumulator": _harmful(mm_bfloat16_accumulator, "aten::mm", "forward", 0),  # bf16
+    "softmax_backward_no_sum": _harmful(softmax_backward_no_sum, "aten::softmax", "backward",
+                                        0),                                     # f32 bwd reduction
+    "embedding_backward_overwrite": _harmful(embedding_backward_overwrite, "aten::embedding",
+                                             "backward", 0),                    # indexing bwd
     "gelu_one_ulp": _benign(gelu_one_ulp),                 # f32 elementwise, 1 ulp
     "mean_reordered": _benign(mean_reordered),             # f32 reduction order
     "relu_negative_zero": _benign(relu_negative_zero),     # -0.0 for 0.0
     "tanh_correctly_rounded": _benign(tanh_correctly_rounded),  # another transcendental
     "mm_bfloat16_split_k": _benign(mm_bfloat16_split_k),   # bf16 accumulation order
     "sum_float16_pairwise": _benign(sum_float16_pairwise),  # f16 reduction order
+    "gelu_backward_float64": _benign(gelu_backward_float64),  # f32 bwd, more accurate
 }
 
 
