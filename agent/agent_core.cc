@@ -114,21 +114,20 @@ uint64_t AgentCore::NextCallIndex(const std::string& op) {
   return call_index_[op]++;
 }
 
-void AgentCore::RecordForward(int64_t sequence_nr, const std::string& op, uint64_t call_index) {
+void AgentCore::RecordForward(int64_t sequence_nr, ForwardCall call) {
   std::lock_guard<std::mutex> lock(mu_);
   if (forward_by_seq_.size() >= kMaxForwardLinks) forward_by_seq_.erase(forward_by_seq_.begin());
   // Several forward ops may start at one sequence number (ops creating no node): the last
   // one before the node's creation owns it.
-  forward_by_seq_[sequence_nr] = {op, call_index};
+  forward_by_seq_[sequence_nr] = std::move(call);
 }
 
-bool AgentCore::FindForward(int64_t sequence_nr, std::string* op, uint64_t* call_index) {
+bool AgentCore::FindForward(int64_t sequence_nr, ForwardCall* call) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = forward_by_seq_.upper_bound(sequence_nr);
   if (it == forward_by_seq_.begin()) return false;
   --it;
-  *op = it->second.first;
-  *call_index = it->second.second;
+  *call = it->second;
   return true;
 }
 

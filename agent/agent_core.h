@@ -62,9 +62,13 @@ class AgentCore {
   bool explicit_steps() const { return explicit_steps_.load(std::memory_order_relaxed); }
   void OptimizerStepDone();  // an Optimizer.step#... scope ended
   uint64_t NextCallIndex(const std::string& op);
-  void RecordForward(int64_t sequence_nr, const std::string& op, uint64_t call_index);
+  struct ForwardCall {
+    std::string op, overload;
+    uint64_t call_index = 0;
+  };
+  void RecordForward(int64_t sequence_nr, ForwardCall call);
   // The forward call whose autograd nodes include `sequence_nr`; false if unknown.
-  bool FindForward(int64_t sequence_nr, std::string* op, uint64_t* call_index);
+  bool FindForward(int64_t sequence_nr, ForwardCall* call);
   // Queues a captured call under the configured policy; counts drops.
   void Enqueue(std::unique_ptr<CapturedCall> call);
   // Cheap pre-check: would a call of `bytes` be dropped now? (Counts the drop if so.)
@@ -98,7 +102,7 @@ class AgentCore {
 
   std::mutex mu_;
   std::unordered_map<std::string, uint64_t> call_index_ ABSL_GUARDED_BY(mu_);
-  std::map<int64_t, std::pair<std::string, uint64_t>> forward_by_seq_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, ForwardCall> forward_by_seq_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, bool> logged_error_ops_ ABSL_GUARDED_BY(mu_);
   std::string first_error_ ABSL_GUARDED_BY(mu_);
   bool fail_fast_reported_ ABSL_GUARDED_BY(mu_) = false;

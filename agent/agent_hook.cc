@@ -219,11 +219,11 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
   if (backward) {
     m.set_autograd_node(ts.nodes.back().name);
     m.set_autograd_sequence_nr(ts.nodes.back().sequence_nr);
-    std::string fwd;
-    uint64_t index = 0;
-    if (core->FindForward(ts.nodes.back().sequence_nr, &fwd, &index)) {
-      m.set_forward_op_name(fwd);
-      m.set_call_index(index);
+    AgentCore::ForwardCall fwd;
+    if (core->FindForward(ts.nodes.back().sequence_nr, &fwd)) {
+      m.set_forward_op_name(fwd.op);
+      m.set_forward_overload(fwd.overload);
+      m.set_call_index(fwd.call_index);
     } else {
       m.set_call_index(core->NextCallIndex(op));
     }
@@ -232,7 +232,7 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
     forward_sequence = static_cast<int64_t>(at::sequence_number::peek());
   }
   // Forward calls are linked even when not checked, so backward names stay right.
-  if (!backward) core->RecordForward(forward_sequence, op, m.call_index());
+  if (!backward) core->RecordForward(forward_sequence, {op, m.overload(), m.call_index()});
 
   if (!core->scope().Selected(absl::StrCat(op, ".", m.call_index()))) return nullptr;
   m.set_capture_unix_nanos(std::chrono::duration_cast<std::chrono::nanoseconds>(

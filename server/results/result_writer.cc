@@ -61,7 +61,8 @@ std::string Status(v1::VerdictStatus s) {
 std::string ApiBase(const v1::ApiCall& call) {
   const bool linked = call.phase() == v1::PHASE_BACKWARD && !call.forward_op_name().empty();
   const std::string& op = linked ? call.forward_op_name() : call.op_name();
-  const std::string overload = linked || call.overload().empty() ? "" : "." + call.overload();
+  const std::string& bare = linked ? call.forward_overload() : call.overload();
+  const std::string overload = bare.empty() ? "" : "." + bare;
   return absl::StrCat(op, overload, ".", call.call_index());
 }
 

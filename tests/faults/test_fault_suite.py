@@ -116,6 +116,17 @@ class FaultSuiteTest(unittest.TestCase):
                                  (fault.op, fault.phase, fault.call_index),
                                  "the first error must name the faulty call")
 
+    def test_backward_calls_carry_their_forward_calls_name(self):
+        # The result files pair a forward row and its backward row by API name (msprobe's
+        # "aten::softmax.int.0.forward" / ".backward"): the overload must survive the link.
+        clean = self.by_rank.get(0, [])
+        forward = {(x["step"], x["api"]) for x in clean if x["phase"] == "forward"}
+        linked = [x for x in clean if x["phase"] == "backward" and x.get("forward_op")]
+        self.assertGreater(len(linked), 10)
+        self.assertIn((0, "aten::softmax.int.0"), {(x["step"], x["api"]) for x in linked})
+        for x in linked:
+            self.assertIn((x["step"], x["api"]), forward, x["op"])
+
     def test_no_false_errors(self):
         for row in self.table:
             with self.subTest(run=row["name"]):
