@@ -66,36 +66,47 @@ uint64_t Bytes(const c10::IValue& v) {
   return n;
 }
 
-// A host copy the training cannot change afterwards (in-place ops, later steps).
-c10::IValue Snapshot(const c10::IValue& v) {
+// `v` with `leaf` applied to every value that is not a container (tensor lists, lists and
+// tuples are rebuilt around the results).
+template <typename Leaf>
+c10::IValue MapLeaves(const c10::IValue& v, const Leaf& leaf) {
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(leaf(c10::IValue(t)).toTensor());
+    return out;
+  }
+  if (v.isList()) {
+    c10::impl::GenericList out(v.toList().elementType());
+    for (const c10::IValue& item : v.toListRef()) out.push_back(MapLeaves(item, leaf));
+    return out;
+  }
+  if (v.isTuple()) {
+    std::vector<c10::IValue> items;
+    for (const c10::IValue& item : v.toTupleRef().elements()) {
+      items.push_back(MapLeaves(item, leaf));
+    }
+    return c10::ivalue::Tuple::create(std::move(items));
+  }
+  return leaf(v);
+}
+
+// A copy the training cannot change afterwards (in-place ops, later steps). On an accelerator
+// this is a device-side copy queued on the training's stream: the training thread does not
+// wait; the sender copies it to the host after the call's event.
+c10::IValue SnapshotLeaf(const c10::IValue& v) {
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
     if (!t.defined() || t.is_sparse() || t.is_quantized()) return v;
     at::Tensor d = t.detach();
     if (d.is_conj()) d = d.resolve_conj();
     if (d.is_neg()) d = d.resolve_neg();
-    // On an accelerator this is a device-side copy queued on the training's stream: the
-    // training thread does not wait; the sender copies it to the host after the call's event.
     return d.clone(at::MemoryFormat::Contiguous);
-  }
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(Snapshot(t).toTensor());
-    return out;
-  }
-  if (v.isList()) {
-    c10::impl::GenericList out(v.toList().elementType());
-    for (const c10::IValue& item : v.toListRef()) out.push_back(Snapshot(item));
-    return out;
-  }
-  if (v.isTuple()) {
-    std::vector<c10::IValue> items;
-    for (const c10::IValue& item : v.toTupleRef().elements()) items.push_back(Snapshot(item));
-    return c10::ivalue::Tuple::create(std::move(items));
   }
   if (v.isString()) return c10::IValue(std::string(v.toStringRef()));  // deep copy (1.13)
   return v;
 }
+
+c10::IValue Snapshot(const c10::IValue& v) { return MapLeaves(v, SnapshotLeaf); }
 
 // The first accelerator device among the tensors of `v`, if any.
 std::optional<c10::Device> AcceleratorOf(const c10::IValue& v) {
@@ -143,26 +154,11 @@ void MarkDeviceReady(CapturedCall& call) {
 }  // namespace
 
 c10::IValue ToHost(const c10::IValue& v) {
-  if (v.isTensor()) {
-    const at::Tensor& t = v.toTensor();
-    return t.defined() && !t.device().is_cpu() && !t.is_meta() ? t.to(at::kCPU) : v;
-  }
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(ToHost(t).toTensor());
-    return out;
-  }
-  if (v.isList()) {
-    c10::impl::GenericList out(v.toList().elementType());
-    for (const c10::IValue& item : v.toListRef()) out.push_back(ToHost(item));
-    return out;
-  }
-  if (v.isTuple()) {
-    std::vector<c10::IValue> items;
-    for (const c10::IValue& item : v.toTupleRef().elements()) items.push_back(ToHost(item));
-    return c10::ivalue::Tuple::create(std::move(items));
-  }
-  return v;
+  return MapLeaves(v, [](const c10::IValue& leaf) {
+    if (!leaf.isTensor()) return leaf;
+    const at::Tensor& t = leaf.toTensor();
+    return t.defined() && !t.device().is_cpu() && !t.is_meta() ? c10::IValue(t.to(at::kCPU)) : leaf;
+  });
 }
 
 namespace {

@@ -155,6 +155,13 @@ void TrainStep(torch::Tensor& w, const torch::Tensor& x) {
   w.grad().zero_();
 }
 
+// Every captured call was either sent or counted as dropped (by reason).
+void ExpectEveryCallAccountedFor(const Counters& c) {
+  uint64_t dropped = 0;
+  for (const auto& [reason, n] : c.dropped) dropped += n;
+  EXPECT_EQ(c.captured, c.sent + dropped);
+}
+
 TEST(AgentCoreTest, NamesCallsByOpOverloadStepIndexPhaseAndModule) {
   RecordingServer server;
   auto agent = StartAgent(Config(server.port()));
@@ -261,10 +268,8 @@ TEST(AgentCoreTest, ReconnectsWhenTheServerComesBackAndResumes) {
   int64_t max_step = 0;
   for (const Seen& s : resumed) max_step = std::max(max_step, s.step);
   EXPECT_GE(max_step, 2);
-  // Nothing is lost silently: every captured call was sent or counted as dropped.
-  uint64_t dropped = 0;
-  for (const auto& [reason, n] : c.dropped) dropped += n;
-  EXPECT_EQ(c.captured, c.sent + dropped);
+  // Nothing is lost silently.
+  ExpectEveryCallAccountedFor(c);
 }
 
 // A server that accepts the stream but never answers: under `drop` the training never waits,
@@ -290,9 +295,7 @@ TEST(AgentCoreTest, AWedgedServerNeverHangsTheTrainingUnderDrop) {
   EXPECT_TRUE(FinishesWithin(std::chrono::seconds(60), [&] { agent->Stop(); }));
   const Counters c = agent->GetCounters();
   EXPECT_GT(c.dropped.at("queue_full"), 0u);
-  uint64_t dropped = 0;
-  for (const auto& [reason, n] : c.dropped) dropped += n;
-  EXPECT_EQ(c.captured, c.sent + dropped);
+  ExpectEveryCallAccountedFor(c);
   server.Release();
 }
 
@@ -316,9 +319,7 @@ TEST(AgentCoreTest, BlockTimeoutBoundsTheWaitOnAWedgedServer) {
   }));
   const Counters c = agent->GetCounters();
   EXPECT_GT(c.dropped.at("queue_full"), 0u);
-  uint64_t dropped = 0;
-  for (const auto& [reason, n] : c.dropped) dropped += n;
-  EXPECT_EQ(c.captured, c.sent + dropped);
+  ExpectEveryCallAccountedFor(c);
   server.Release();
 }
 
