@@ -165,6 +165,9 @@ absl::Status ParityServer::Start() {
   for (const auto& [name, value] : common::StreamChannelArgs()) {
     builder.AddChannelArgument(name, value);
   }
+  // gRPC binds with SO_REUSEPORT by default: a second server on a busy port would start and
+  // silently take half of the agents. Refuse the port instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   server_ = builder.BuildAndStart();
   if (!server_ || port_ == 0) {
     queue_->Stop();

@@ -276,6 +276,17 @@ TEST_F(ServerTest, BadServerConfigurationIsAClearStartupError) {
   EXPECT_THAT(s.status().message(), HasSubstr("allow_plaintext_non_loopback"));
 }
 
+TEST_F(ServerTest, ABusyPortIsAStartupErrorNotASharedPort) {
+  StartMutualTls();
+  common::ServerConfig c = testing::TestServerConfig(testing::MakeTempDir("o_"), "");
+  c.port = server_->port();
+  auto second = ParityServer::Create(c);
+  ASSERT_TRUE(second.ok()) << second.status();
+  const absl::Status s = (*second)->Start();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("port in use"));
+}
+
 TEST_F(ServerTest, ProtocolErrorsEndOnlyTheirStream) {
   output_dir_ = testing::MakeTempDir("parity_out_");
   StartServer(testing::TestServerConfig(output_dir_, ""));
