@@ -68,12 +68,18 @@ void Sender::Start() {
 PushResult Sender::Push(std::unique_ptr<CapturedCall> call) {
   const auto& o = core_->config().parity;
   const uint64_t bytes = call->bytes;
+  // Counted before it is visible to the sender thread, which may finish it at once.
+  pending_.fetch_add(1);
+  PushResult r;
   if (o.policy == common::QueuePolicy::kBlock) {
     // Exhaustive mode: wait for room, but only while the server is there to make room.
-    return queue_.PushWait(std::move(call), bytes, std::chrono::milliseconds(o.block_timeout_ms),
-                           [this] { return core_->counters().connected.load(); });
+    r = queue_.PushWait(std::move(call), bytes, std::chrono::milliseconds(o.block_timeout_ms),
+                        [this] { return core_->counters().connected.load(); });
+  } else {
+    r = queue_.TryPush(std::move(call), bytes);
   }
-  return queue_.TryPush(std::move(call), bytes);
+  if (r != PushResult::kOk) pending_.fetch_sub(1);
+  return r;
 }
 
 bool Sender::Waiting(std::chrono::milliseconds d) {
@@ -108,6 +114,10 @@ void Sender::Run() {
         core_->counters().drop_disconnected.fetch_add(1);
         Disconnect(false);
       }
+      // Written or counted as dropped: only now may Flush() consider it done.
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_.fetch_sub(1);
+      cv_.notify_all();
     }
     if (conn_ && std::chrono::steady_clock::now() - last_stats > std::chrono::seconds(5)) {
       SendStats(false);
@@ -363,11 +373,11 @@ bool Sender::Flush(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::unique_lock<std::mutex> lock(mu_);
   while (std::chrono::steady_clock::now() < deadline) {
-    if (queue_.size() == 0 && answered_ >= written_) return true;
+    if (pending_.load() == 0 && answered_ >= written_) return true;
     // The queue has its own condition variable: re-check in short slices.
     cv_.wait_for(lock, std::chrono::milliseconds(20));
   }
-  return queue_.size() == 0 && answered_ >= written_;
+  return pending_.load() == 0 && answered_ >= written_;
 }
 
 void Sender::Stop() {
@@ -386,7 +396,9 @@ void Sender::Stop() {
   }
   queue_.Close();
   thread_.join();
-  core_->counters().drop_stopped.fetch_add(queue_.Clear());
+  const uint64_t cleared = queue_.Clear();
+  pending_.fetch_sub(cleared);
+  core_->counters().drop_stopped.fetch_add(cleared);
 }
 
 }  // namespace parity::agent

@@ -3,6 +3,7 @@
 // jittered exponential back-off. A second thread per connection reads the verdicts.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -64,8 +65,10 @@ class Sender {
   std::condition_variable cv_;
   bool stopping_ = false;
   bool started_ = false;
-  uint64_t answered_ = 0;                        // verdicts received
-  uint64_t written_ = 0;                         // calls written
+  uint64_t answered_ = 0;  // verdicts received
+  uint64_t written_ = 0;   // calls written
+  // Calls pushed and not yet written or dropped (queued, or in the sender's hands).
+  std::atomic<uint64_t> pending_{0};
   grpc::ClientContext* live_context_ = nullptr;  // for TryCancel from Stop()
 };
 
