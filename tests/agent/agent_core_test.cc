@@ -51,6 +51,11 @@ class RecordingServer {
     server_ = *std::move(s);
     EXPECT_TRUE(server_->Start().ok());
   }
+  // The server goes first: its workers may still be in Handle(), which uses the members below.
+  ~RecordingServer() {
+    Release();
+    server_.reset();
+  }
   int port() const { return server_->port(); }
   void Shutdown() { server_->Shutdown(std::chrono::seconds(2)); }
   std::vector<Seen> calls() {
