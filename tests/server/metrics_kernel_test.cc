@@ -3,6 +3,7 @@
 // infinities, NaNs and values near each dtype's maximum; and ComputeMetrics' independence from
 // the number of threads.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -167,6 +168,14 @@ TEST(MetricsKernelTest, SimdMatchesScalarOnEveryBranch) {
       }
     }
   }
+}
+
+// ctest runs these tests twice: as the CPU allows (SIMD here) and with
+// PARITY_COMPARE_KERNEL=scalar, the path of CPUs without AVX2.
+TEST(MetricsKernelTest, ActiveKernelFollowsTheCpuAndTheOverride) {
+  const char* env = std::getenv("PARITY_COMPARE_KERNEL");
+  const bool scalar = env != nullptr && std::string(env) == "scalar";
+  EXPECT_EQ(ActiveKernel(), scalar || SimdKernel() == nullptr ? &ScalarKernel : SimdKernel());
 }
 
 TEST(MetricsKernelTest, ResultsDoNotDependOnTheNumberOfThreads) {
