@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "parity/v1/parity.pb.h"
 #include "server/compare/float_types.h"
@@ -79,10 +81,16 @@ using Kernel = void (*)(v1::DType tested, v1::DType reference, const void* t, co
 void ScalarKernel(v1::DType tested, v1::DType reference, const void* t, const void* r,
                   int64_t begin, int64_t end, const DTypeConstants& c, double eps, Accumulator& a);
 
-// The AVX2 kernel, or nullptr when this CPU (or this build) has no AVX2 and F16C.
-Kernel SimdKernel();
+// The SIMD kernels this CPU and this build can run, best first ("avx512", "avx2"); empty when
+// there is none (no AVX2 and F16C, or not x86-64).
+struct NamedKernel {
+  const char* name;
+  Kernel kernel;
+};
+std::vector<NamedKernel> SimdKernels();
 
-// The kernel ComputeMetrics uses: SIMD when available, unless PARITY_COMPARE_KERNEL=scalar.
+// The kernel ComputeMetrics uses: the best SIMD kernel, or the one PARITY_COMPARE_KERNEL names
+// ("scalar", "avx2", "avx512") when this CPU has it.
 Kernel ActiveKernel();
 
 // Threads one large comparison may use (default: the machine's cores). The server lowers it so

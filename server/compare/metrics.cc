@@ -349,9 +349,13 @@ void ScalarKernel(v1::DType td, v1::DType rd, const void* t, const void* r, int6
 Kernel ActiveKernel() {
   static const Kernel kernel = [] {
     const char* env = std::getenv("PARITY_COMPARE_KERNEL");
-    const bool scalar = env != nullptr && std::string(env) == "scalar";
-    Kernel simd = SimdKernel();
-    return scalar || simd == nullptr ? &ScalarKernel : simd;
+    const std::string wanted = env != nullptr ? env : "";
+    const std::vector<NamedKernel> simd = SimdKernels();
+    if (wanted == "scalar" || simd.empty()) return &ScalarKernel;
+    for (const NamedKernel& k : simd) {
+      if (wanted == k.name) return k.kernel;
+    }
+    return simd.front().kernel;
   }();
   return kernel;
 }

@@ -143,9 +143,18 @@ void ExpectSame(const Accumulator& s, const Accumulator& v) {
   }
 }
 
+void ExpectKernelMatchesScalar(Kernel simd);
+
 TEST(MetricsKernelTest, SimdMatchesScalarOnEveryBranch) {
-  const Kernel simd = SimdKernel();
-  if (simd == nullptr) GTEST_SKIP() << "no AVX2/F16C on this CPU: the scalar kernel is used";
+  const std::vector<NamedKernel> kernels = SimdKernels();
+  if (kernels.empty()) GTEST_SKIP() << "no AVX2/F16C on this CPU: the scalar kernel is used";
+  for (const NamedKernel& k : kernels) {
+    SCOPED_TRACE(k.name);
+    ExpectKernelMatchesScalar(k.kernel);
+  }
+}
+
+void ExpectKernelMatchesScalar(Kernel simd) {
   const auto& table = StandardsTable::Default();
   const v1::DType types[] = {v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16, v1::DTYPE_FLOAT32,
                              v1::DTYPE_FLOAT64};
@@ -174,8 +183,13 @@ TEST(MetricsKernelTest, SimdMatchesScalarOnEveryBranch) {
 // PARITY_COMPARE_KERNEL=scalar, the path of CPUs without AVX2.
 TEST(MetricsKernelTest, ActiveKernelFollowsTheCpuAndTheOverride) {
   const char* env = std::getenv("PARITY_COMPARE_KERNEL");
-  const bool scalar = env != nullptr && std::string(env) == "scalar";
-  EXPECT_EQ(ActiveKernel(), scalar || SimdKernel() == nullptr ? &ScalarKernel : SimdKernel());
+  const std::string wanted = env != nullptr ? env : "";
+  const std::vector<NamedKernel> simd = SimdKernels();
+  Kernel expected = simd.empty() || wanted == "scalar" ? &ScalarKernel : simd.front().kernel;
+  for (const NamedKernel& k : simd) {
+    if (wanted == k.name) expected = k.kernel;
+  }
+  EXPECT_EQ(ActiveKernel(), expected);
 }
 
 TEST(MetricsKernelTest, ResultsDoNotDependOnTheNumberOfThreads) {
