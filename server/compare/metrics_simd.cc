@@ -1,9 +1,10 @@
-// The comparison pass four elements at a time (AVX2 or AVX-512; F16C for float16), chosen at
-// run time.
+// The comparison pass four (AVX2) or eight (AVX-512) elements at a time, F16C for float16, the
+// instruction set chosen at run time.
 //
 // Same arithmetic as the scalar kernel in metrics.cc, element for element: every count and
-// maximum is identical, and only the order of the floating sums differs (four lanes, merged at
-// the end). Branches become masks: each element's contribution is selected, never skipped.
+// maximum is identical, and only the order of the floating sums differs (one partial sum per
+// lane, merged at the end). Branches become masks: each element's contribution is selected, never
+// skipped.
 //
 // Only the functions between the target pragmas are compiled for AVX2 or AVX-512, so nothing from
 // a header (an inline function the linker might share with the portable code) ever carries those
@@ -26,12 +27,28 @@ namespace parity::server::internal {
 
 #ifdef PARITY_COMPARE_SIMD
 
-// One copy of the kernel per instruction set. AVX-512 (F, VL, DQ, BW) runs the same 4-wide code
-// with 32 vector registers and mask registers, so the many accumulators are not spilled.
+// One copy of the kernel body per instruction set, each with its vector width and the few
+// operations vector extensions do not express. AVX2: 4 doubles per vector. AVX-512 (F, VL, DQ,
+// BW): 8 doubles per vector, 32 vector registers and mask registers.
 #pragma GCC push_options
 #pragma GCC target("avx2,f16c")
 namespace avx2 {
 namespace {
+constexpr int kLanes = 4;
+using VD = double __attribute__((vector_size(32)));
+using VI = int64_t __attribute__((vector_size(32)));
+using VU = uint64_t __attribute__((vector_size(32)));
+using VF = float __attribute__((vector_size(16)));
+using VU32 = uint32_t __attribute__((vector_size(16)));
+using VU16 = uint16_t __attribute__((vector_size(8)));
+inline VF LoadHalf(const uint16_t* p) {
+  return reinterpret_cast<VF>(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+inline VF RoundThroughHalf(VF f) {
+  return reinterpret_cast<VF>(
+      _mm_cvtph_ps(_mm_cvtps_ph(reinterpret_cast<__m128>(f), _MM_FROUND_TO_NEAREST_INT)));
+}
+inline bool AnyLane(VI mask) { return _mm256_movemask_pd(reinterpret_cast<__m256d>(mask)) != 0; }
 #include "server/compare/metrics_simd_kernel.inc"
 }  // namespace
 }  // namespace avx2
@@ -41,6 +58,25 @@ namespace {
 #pragma GCC target("avx2,f16c,avx512f,avx512vl,avx512dq,avx512bw")
 namespace avx512 {
 namespace {
+constexpr int kLanes = 8;
+using VD = double __attribute__((vector_size(64)));
+using VI = int64_t __attribute__((vector_size(64)));
+using VU = uint64_t __attribute__((vector_size(64)));
+using VF = float __attribute__((vector_size(32)));
+using VU32 = uint32_t __attribute__((vector_size(32)));
+using VU16 = uint16_t __attribute__((vector_size(16)));
+inline VF LoadHalf(const uint16_t* p) {
+  return reinterpret_cast<VF>(
+      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+inline VF RoundThroughHalf(VF f) {
+  return reinterpret_cast<VF>(
+      _mm256_cvtph_ps(_mm256_cvtps_ph(reinterpret_cast<__m256>(f), _MM_FROUND_TO_NEAREST_INT)));
+}
+inline bool AnyLane(VI mask) {
+  const __m512i m = reinterpret_cast<__m512i>(mask);
+  return _mm512_test_epi64_mask(m, m) != 0;
+}
 #include "server/compare/metrics_simd_kernel.inc"
 }  // namespace
 }  // namespace avx512

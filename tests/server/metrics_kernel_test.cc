@@ -169,7 +169,8 @@ void ExpectKernelMatchesScalar(Kernel simd) {
         Store(td, t, i, values[i].second);
       }
       const DTypeConstants& c = *table.Constants(td);
-      for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, n}, {1, 7}, {5, 6}, {3, 3}}) {
+      for (auto [begin, end] :
+           {std::pair<int64_t, int64_t>{0, n}, {5, n}, {1, 7}, {5, 6}, {3, 3}}) {
         Accumulator scalar, vector;
         ScalarKernel(td, rd, t.data(), r.data(), begin, end, c, 1e-7, scalar);
         simd(td, rd, t.data(), r.data(), begin, end, c, 1e-7, vector);
