@@ -17,6 +17,9 @@ std::vector<std::pair<std::string, int>> StreamChannelArgs() {
       {GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 1 << 20},
       {GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, 4 << 20},
       {GRPC_ARG_TSI_MAX_FRAME_SIZE, 1 << 20},
+      {GRPC_ARG_TCP_READ_CHUNK_SIZE, 1 << 20},
+      {GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, 256 << 10},
+      {GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 4 << 20},
   };
 }
 
