@@ -35,12 +35,7 @@ namespace parity::server::internal {
 namespace avx2 {
 namespace {
 constexpr int kLanes = 4;
-using VD = double __attribute__((vector_size(32)));
-using VI = int64_t __attribute__((vector_size(32)));
-using VU = uint64_t __attribute__((vector_size(32)));
-using VF = float __attribute__((vector_size(16)));
-using VU32 = uint32_t __attribute__((vector_size(16)));
-using VU16 = uint16_t __attribute__((vector_size(8)));
+#include "server/compare/metrics_simd_types.inc"
 inline VF LoadHalf(const uint16_t* p) {
   return reinterpret_cast<VF>(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
@@ -59,12 +54,7 @@ inline bool AnyLane(VI mask) { return _mm256_movemask_pd(reinterpret_cast<__m256
 namespace avx512 {
 namespace {
 constexpr int kLanes = 8;
-using VD = double __attribute__((vector_size(64)));
-using VI = int64_t __attribute__((vector_size(64)));
-using VU = uint64_t __attribute__((vector_size(64)));
-using VF = float __attribute__((vector_size(32)));
-using VU32 = uint32_t __attribute__((vector_size(32)));
-using VU16 = uint16_t __attribute__((vector_size(16)));
+#include "server/compare/metrics_simd_types.inc"
 inline VF LoadHalf(const uint16_t* p) {
   return reinterpret_cast<VF>(
       _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
