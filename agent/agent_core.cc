@@ -134,6 +134,8 @@ bool AgentCore::FindForward(int64_t sequence_nr, ForwardCall* call) {
 bool AgentCore::AdmitOrDrop(uint64_t bytes) {
   if (!sender_ || config_.parity.policy == common::QueuePolicy::kBlock) return sender_ != nullptr;
   if (sender_->HasRoom(bytes)) return true;
+  // Captured, and dropped before the copy: counted as both, so captured = sent + dropped.
+  counters_.captured.fetch_add(1, std::memory_order_relaxed);
   (counters_.connected.load() ? counters_.drop_queue_full : counters_.drop_disconnected)
       .fetch_add(1, std::memory_order_relaxed);
   return false;

@@ -30,6 +30,7 @@ struct CapturedCall {
   // the training thread never waits for the device); the sender waits for this event, recorded
   // on the training's stream after the last copy, then copies them to the host.
   std::optional<c10::Event> device_ready;
+  std::optional<c10::Device> accelerator;  // the first accelerator among the snapshots
 };
 
 // Moves every accelerator tensor in `v` to the host (tensors, lists, tuples); others unchanged.
@@ -71,7 +72,8 @@ class AgentCore {
   bool FindForward(int64_t sequence_nr, ForwardCall* call);
   // Queues a captured call under the configured policy; counts drops.
   void Enqueue(std::unique_ptr<CapturedCall> call);
-  // Cheap pre-check: would a call of `bytes` be dropped now? (Counts the drop if so.)
+  // Cheap pre-check: would a call of `bytes` be dropped now? (Counts it as captured and dropped
+  // if so.)
   bool AdmitOrDrop(uint64_t bytes);
   uint64_t NextSequence() { return sequence_.fetch_add(1) + 1; }
 

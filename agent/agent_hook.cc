@@ -92,57 +92,35 @@ c10::IValue MapLeaves(const c10::IValue& v, const Leaf& leaf) {
 
 // A copy the training cannot change afterwards (in-place ops, later steps). On an accelerator
 // this is a device-side copy queued on the training's stream: the training thread does not
-// wait; the sender copies it to the host after the call's event.
-c10::IValue SnapshotLeaf(const c10::IValue& v) {
-  if (v.isTensor()) {
-    const at::Tensor& t = v.toTensor();
-    if (!t.defined() || t.is_sparse() || t.is_quantized()) return v;
-    at::Tensor d = t.detach();
-    if (d.is_conj()) d = d.resolve_conj();
-    if (d.is_neg()) d = d.resolve_neg();
-    return d.clone(at::MemoryFormat::Contiguous);
-  }
-  if (v.isString()) return c10::IValue(std::string(v.toStringRef()));  // deep copy (1.13)
-  return v;
-}
-
-c10::IValue Snapshot(const c10::IValue& v) { return MapLeaves(v, SnapshotLeaf); }
-
-// The first accelerator device among the tensors of `v`, if any.
-std::optional<c10::Device> AcceleratorOf(const c10::IValue& v) {
-  if (v.isTensor()) {
-    const at::Tensor& t = v.toTensor();
-    if (t.defined() && !t.device().is_cpu() && !t.is_meta()) return t.device();
-  } else if (v.isTensorList()) {
-    for (const at::Tensor& t : v.toTensorList()) {
-      if (auto d = AcceleratorOf(t)) return d;
+// wait; the sender copies it to the host after the call's event. Notes the accelerator in
+// `call` so that the event is recorded without walking the values again.
+c10::IValue Snapshot(const c10::IValue& v, CapturedCall& call) {
+  return MapLeaves(v, [&call](const c10::IValue& leaf) {
+    if (leaf.isTensor()) {
+      const at::Tensor& t = leaf.toTensor();
+      if (!t.defined() || t.is_sparse() || t.is_quantized()) return leaf;
+      if (!call.accelerator && !t.device().is_cpu() && !t.is_meta()) {
+        call.accelerator = t.device();
+      }
+      at::Tensor d = t.detach();
+      if (d.is_conj()) d = d.resolve_conj();
+      if (d.is_neg()) d = d.resolve_neg();
+      return c10::IValue(d.clone(at::MemoryFormat::Contiguous));
     }
-  } else if (v.isList()) {
-    for (const c10::IValue& item : v.toListRef()) {
-      if (auto d = AcceleratorOf(item)) return d;
-    }
-  } else if (v.isTuple()) {
-    for (const c10::IValue& item : v.toTupleRef().elements()) {
-      if (auto d = AcceleratorOf(item)) return d;
-    }
-  }
-  return std::nullopt;
+    if (leaf.isString()) return c10::IValue(std::string(leaf.toStringRef()));  // deep (1.13)
+    return leaf;
+  });
 }
 
 // Records, on the current stream of the call's accelerator, the event after which its device
 // snapshots are complete. A device without events gets host copies now (synchronously).
 void MarkDeviceReady(CapturedCall& call) {
-  std::optional<c10::Device> device;
-  for (const auto* values : {&call.inputs, &call.outputs}) {
-    for (const c10::IValue& v : *values) {
-      if (!device) device = AcceleratorOf(v);
-    }
-  }
-  if (!device) return;
+  if (!call.accelerator) return;
+  const c10::Device device = *call.accelerator;
   try {
-    c10::impl::VirtualGuardImpl impl(device->type());
-    c10::Event event(device->type());
-    event.record(impl.getStream(*device));
+    c10::impl::VirtualGuardImpl impl(device.type());
+    c10::Event event(device.type());
+    event.record(impl.getStream(device));
     call.device_ready.emplace(std::move(event));
   } catch (const std::exception&) {
     for (auto* values : {&call.inputs, &call.outputs}) {
@@ -251,13 +229,9 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
   uint64_t bytes = 0;
   for (const c10::IValue& v : inputs) bytes += Bytes(v);
   // Outputs are usually about as large as inputs: reserve for both before copying anything.
-  if (!core->AdmitOrDrop(2 * bytes)) {
-    // Captured and dropped (counted by reason): captured = sent + dropped once the queue drains.
-    core->counters().captured.fetch_add(1, std::memory_order_relaxed);
-    return nullptr;
-  }
+  if (!core->AdmitOrDrop(2 * bytes)) return nullptr;
   call->inputs.reserve(inputs.size());
-  for (const c10::IValue& v : inputs) call->inputs.push_back(Snapshot(v));
+  for (const c10::IValue& v : inputs) call->inputs.push_back(Snapshot(v, *call));
   call->bytes = bytes;
   auto ctx = std::make_unique<CallContext>();
   ctx->call = std::move(call);
@@ -287,7 +261,7 @@ void OnExitImpl(const at::RecordFunction& fn, at::ObserverContext* raw) {
   if (ctx != nullptr && ctx->call && core != nullptr) {
     std::unique_ptr<CapturedCall> call = std::move(ctx->call);
     for (const c10::IValue& v : fn.outputs()) {
-      call->outputs.push_back(Snapshot(v));
+      call->outputs.push_back(Snapshot(v, *call));
       call->bytes += Bytes(v);
     }
     MarkDeviceReady(*call);
