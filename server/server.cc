@@ -4,20 +4,17 @@
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_tuning.h"
 #include "common/log.h"
+#include "common/net.h"
 #include "common/status_macros.h"
 #include "common/tls.h"
 #include "server/compare/accumulate.h"
@@ -35,20 +32,9 @@ namespace {
 
 // Opens and closes a TCP connection to host:port (best effort, 200 ms at most).
 void PokePort(const std::string& host, int port) {
-  if (port <= 0) return;
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return;
-  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd >= 0) {
-    if (connect(fd, found->ai_addr, found->ai_addrlen) != 0 && errno == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      poll(&p, 1, 200);
-    }
-    close(fd);
-  }
-  freeaddrinfo(found);
+  std::string error;
+  const int fd = port > 0 ? common::ConnectTcp(host, port, 200, &error) : -1;
+  if (fd >= 0) close(fd);
 }
 
 bool Listed(const std::vector<std::string>& list, absl::string_view op) {
