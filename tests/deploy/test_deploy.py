@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -59,12 +58,6 @@ def rule_queries():
     with open(RULES, encoding="utf-8") as f:
         rules = yaml.safe_load(f)
     return [r["expr"] for g in rules["groups"] for r in g["rules"]]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(what, predicate, timeout=90):
@@ -165,7 +158,7 @@ class PrometheusTest(unittest.TestCase):
         server = harness.Server(work, server_tls)
         prom = None
         try:
-            prom_port = free_port()
+            prom_port = harness.free_port()
             with open(SCRAPE, encoding="utf-8") as f:
                 config = yaml.safe_load(f)
             # The shipped config, pointed at this server and made fast for a test.

@@ -5,7 +5,6 @@ beside others. The demo output quoted in the ```text block must match what the d
 """
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,12 +17,6 @@ import harness  # noqa: E402
 QUICKSTART = os.path.join(harness.ROOT, "docs", "quickstart.md")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def blocks(text):
     return re.findall(r"^```(\w+)\n(.*?)^```", text, re.M | re.S)
 
@@ -33,8 +26,8 @@ class QuickstartTest(unittest.TestCase):
         with open(QUICKSTART, encoding="utf-8") as f:
             doc = f.read()
         work = tempfile.mkdtemp(prefix="parity_quickstart_")
-        subs = {"/tmp/parity-quickstart": work, "59208": str(free_port()),
-                "9464": str(free_port())}
+        subs = {"/tmp/parity-quickstart": work, "59208": str(harness.free_port()),
+                "9464": str(harness.free_port())}
         build = os.path.relpath(harness.BUILD, harness.ROOT)
         if build != "build":
             subs["build/server/"] = harness.BUILD + "/server/"

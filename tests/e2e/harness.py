@@ -5,6 +5,7 @@ import glob
 import json
 import os
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -94,3 +95,10 @@ def run(args, env=None, timeout=600):
 
 def tempdir(prefix):
     return tempfile.mkdtemp(prefix=prefix)
+
+
+def free_port():
+    """A loopback port free at the time of the call (for programs that cannot take port 0)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
