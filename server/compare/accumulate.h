@@ -92,6 +92,10 @@ std::vector<NamedKernel> SimdKernels();
 // The kernel ComputeMetrics uses: the best SIMD kernel, or the one PARITY_COMPARE_KERNEL names
 // ("scalar", "avx2", "avx512") when this CPU has it.
 Kernel ActiveKernel();
+// The choice behind ActiveKernel: `wanted` ("" = the best) among `simd`; an unknown or
+// unavailable name falls back to the best with `warning` saying so.
+Kernel ChooseKernel(const std::string& wanted, const std::vector<NamedKernel>& simd,
+                    std::string* warning);
 
 // Threads one large comparison may use (default: the machine's cores). The server lowers it so
 // that its replay workers together do not oversubscribe the cores.

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/dtype.h"
+#include "common/log.h"
 #include "server/compare/accumulate.h"
 #include "server/compare/float_types.h"
 
@@ -346,16 +347,29 @@ void ScalarKernel(v1::DType td, v1::DType rd, const void* t, const void* r, int6
   });
 }
 
+Kernel ChooseKernel(const std::string& wanted, const std::vector<NamedKernel>& simd,
+                    std::string* warning) {
+  if (wanted == "scalar") return &ScalarKernel;
+  for (const NamedKernel& k : simd) {
+    if (wanted == k.name) return k.kernel;
+  }
+  if (!wanted.empty()) {
+    std::vector<std::string> names = {"scalar"};
+    for (const NamedKernel& k : simd) names.emplace_back(k.name);
+    *warning = absl::StrCat("PARITY_COMPARE_KERNEL=", wanted, " is not a kernel this CPU can run (",
+                            absl::StrJoin(names, ", "), "); using ",
+                            simd.empty() ? "scalar" : simd.front().name);
+  }
+  return simd.empty() ? &ScalarKernel : simd.front().kernel;
+}
+
 Kernel ActiveKernel() {
   static const Kernel kernel = [] {
     const char* env = std::getenv("PARITY_COMPARE_KERNEL");
-    const std::string wanted = env != nullptr ? env : "";
-    const std::vector<NamedKernel> simd = SimdKernels();
-    if (wanted == "scalar" || simd.empty()) return &ScalarKernel;
-    for (const NamedKernel& k : simd) {
-      if (wanted == k.name) return k.kernel;
-    }
-    return simd.front().kernel;
+    std::string warning;
+    const Kernel k = ChooseKernel(env != nullptr ? env : "", SimdKernels(), &warning);
+    if (!warning.empty()) common::LogWarning(warning);
+    return k;
   }();
   return kernel;
 }

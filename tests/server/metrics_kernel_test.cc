@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/compare/accumulate.h"
 #include "server/compare/float_types.h"
@@ -191,6 +192,25 @@ TEST(MetricsKernelTest, ActiveKernelFollowsTheCpuAndTheOverride) {
     if (wanted == k.name) expected = k.kernel;
   }
   EXPECT_EQ(ActiveKernel(), expected);
+}
+
+TEST(MetricsKernelTest, AnUnknownKernelNameFallsBackToTheBestWithAWarning) {
+  const std::vector<NamedKernel> simd = SimdKernels();
+  const Kernel best = simd.empty() ? &ScalarKernel : simd.front().kernel;
+  std::string warning;
+  EXPECT_EQ(ChooseKernel("", simd, &warning), best);
+  EXPECT_EQ(warning, "");
+  EXPECT_EQ(ChooseKernel("scalar", simd, &warning), &ScalarKernel);
+  EXPECT_EQ(warning, "");
+  EXPECT_EQ(ChooseKernel("avx-512", simd, &warning), best);
+  EXPECT_THAT(warning, ::testing::StartsWith("PARITY_COMPARE_KERNEL=avx-512 is not a kernel this "
+                                             "CPU can run (scalar"));
+  // A CPU without SIMD kernels: a SIMD name is refused the same way.
+  warning.clear();
+  EXPECT_EQ(ChooseKernel("avx2", {}, &warning), &ScalarKernel);
+  EXPECT_EQ(warning,
+            "PARITY_COMPARE_KERNEL=avx2 is not a kernel this CPU can run (scalar); "
+            "using scalar");
 }
 
 TEST(MetricsKernelTest, ResultsDoNotDependOnTheNumberOfThreads) {
