@@ -1,6 +1,10 @@
 // The comparison pass four (AVX2) or eight (AVX-512) elements at a time, F16C for float16, the
 // instruction set chosen at run time.
 //
+// The pass runs as two loops over L1-sized blocks (each keeps half the running sums in
+// registers), and for float16/bfloat16 the comparison half runs on float32 lanes, twice as many
+// elements per vector, where float32 is exact (see NarrowComparePass).
+//
 // Same arithmetic as the scalar kernel in metrics.cc, element for element: every count and
 // maximum is identical, and only the order of the floating sums differs (one partial sum per
 // lane, merged at the end). Branches become masks: each element's contribution is selected, never
@@ -10,6 +14,7 @@
 // a header (an inline function the linker might share with the portable code) ever carries those
 // instructions onto a CPU without them.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -44,6 +49,23 @@ inline VF RoundThroughHalf(VF f) {
       _mm_cvtph_ps(_mm_cvtps_ph(reinterpret_cast<__m128>(f), _MM_FROUND_TO_NEAREST_INT)));
 }
 inline bool AnyLane(VI mask) { return _mm256_movemask_pd(reinterpret_cast<__m256d>(mask)) != 0; }
+inline WF LoadHalfWide(const uint16_t* p) {
+  return reinterpret_cast<WF>(
+      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+inline WF RoundThroughHalf(WF f) {
+  return reinterpret_cast<WF>(
+      _mm256_cvtph_ps(_mm256_cvtps_ph(reinterpret_cast<__m256>(f), _MM_FROUND_TO_NEAREST_INT)));
+}
+inline bool AnyLane(WI mask) { return _mm256_movemask_ps(reinterpret_cast<__m256>(mask)) != 0; }
+inline VF LowHalf(WF w) { return __builtin_shufflevector(w, w, 0, 1, 2, 3); }
+inline VF HighHalf(WF w) { return __builtin_shufflevector(w, w, 4, 5, 6, 7); }
+inline VD ToDouble(VF f) {
+  return reinterpret_cast<VD>(_mm256_cvtps_pd(reinterpret_cast<__m128>(f)));
+}
+inline VF ToFloat(VD d) {
+  return reinterpret_cast<VF>(_mm256_cvtpd_ps(reinterpret_cast<__m256d>(d)));
+}
 #include "server/compare/metrics_simd_kernel.inc"
 }  // namespace
 }  // namespace avx2
@@ -66,6 +88,28 @@ inline VF RoundThroughHalf(VF f) {
 inline bool AnyLane(VI mask) {
   const __m512i m = reinterpret_cast<__m512i>(mask);
   return _mm512_test_epi64_mask(m, m) != 0;
+}
+inline WF LoadHalfWide(const uint16_t* p) {
+  return reinterpret_cast<WF>(
+      _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+}
+inline WF RoundThroughHalf(WF f) {
+  const __m256i h =
+      _mm512_maskz_cvtps_ph(0xFFFF, reinterpret_cast<__m512>(f), _MM_FROUND_TO_NEAREST_INT);
+  return reinterpret_cast<WF>(_mm512_maskz_cvtph_ps(0xFFFF, h));
+}
+inline bool AnyLane(WI mask) {
+  const __m512i m = reinterpret_cast<__m512i>(mask);
+  return _mm512_test_epi32_mask(m, m) != 0;
+}
+inline VF LowHalf(WF w) { return __builtin_shufflevector(w, w, 0, 1, 2, 3, 4, 5, 6, 7); }
+inline VF HighHalf(WF w) { return __builtin_shufflevector(w, w, 8, 9, 10, 11, 12, 13, 14, 15); }
+// The zero-masked forms: the plain ones start from _mm512_undefined_*, which GCC 12 flags.
+inline VD ToDouble(VF f) {
+  return reinterpret_cast<VD>(_mm512_maskz_cvtps_pd(0xFF, reinterpret_cast<__m256>(f)));
+}
+inline VF ToFloat(VD d) {
+  return reinterpret_cast<VF>(_mm512_maskz_cvtpd_ps(0xFF, reinterpret_cast<__m512d>(d)));
 }
 #include "server/compare/metrics_simd_kernel.inc"
 }  // namespace

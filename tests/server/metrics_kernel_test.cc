@@ -51,7 +51,8 @@ void Store(v1::DType d, std::vector<char>& buf, size_t i, double v) {
 std::vector<std::pair<double, double>> Values(int n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> normal;
-  std::uniform_int_distribution<int> kind(0, 19);
+  std::uniform_int_distribution<int> kind(0, 25);
+  std::uniform_real_distribution<double> unit;
   const double inf = std::numeric_limits<double>::infinity();
   const double nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<std::pair<double, double>> out;
@@ -94,6 +95,23 @@ std::vector<std::pair<double, double>> Values(int n, uint32_t seed) {
       case 11:
         out.emplace_back(r, r * (1 + 1e-5));
         break;
+      case 12:
+        out.emplace_back(r * 1e-30, r * 1e38);
+        break;  // a huge error on a tiny reference: its ULP error is beyond float32
+      case 13:
+        out.emplace_back(r * 1e-39, r * 1e-3);
+        break;  // a float32-subnormal reference
+      case 14:
+        out.emplace_back(r * 1e30, r * 1e30 * (1 + 1e-3));
+        break;  // a large reference: a negative ULP exponent
+      case 15: {
+        // References about where rounding to float16 overflows (65520) or to bfloat16
+        // (0x1.ffp127), either side of it and on it.
+        const double edge = i % 2 == 0 ? 65520.0 : 0x1.ffp127;
+        const double ref = edge * (1 + (unit(rng) - 0.5) * 1e-3);
+        out.emplace_back(i % 3 == 0 ? edge : ref, ref);
+        break;
+      }
       default:
         out.emplace_back(r, r * (1 + 1e-7 * normal(rng)));
         break;
@@ -144,7 +162,7 @@ void ExpectSame(const Accumulator& s, const Accumulator& v) {
   }
 }
 
-void ExpectKernelMatchesScalar(Kernel simd);
+void ExpectKernelMatchesScalar(Kernel simd, void (*tune)(DTypeConstants&) = nullptr);
 
 TEST(MetricsKernelTest, SimdMatchesScalarOnEveryBranch) {
   const std::vector<NamedKernel> kernels = SimdKernels();
@@ -155,7 +173,27 @@ TEST(MetricsKernelTest, SimdMatchesScalarOnEveryBranch) {
   }
 }
 
-void ExpectKernelMatchesScalar(Kernel simd) {
+// The ULP constants come from the standards file and may be tuned: values outside what the
+// narrow types' float32 pass handles (min_e below -126, other mantissa widths) must give the
+// scalar kernel's results too.
+TEST(MetricsKernelTest, SimdMatchesScalarWithTunedUlpConstants) {
+  const std::vector<NamedKernel> kernels = SimdKernels();
+  if (kernels.empty()) GTEST_SKIP() << "no AVX2/F16C on this CPU: the scalar kernel is used";
+  for (auto tune : std::vector<void (*)(DTypeConstants&)>{
+           [](DTypeConstants& c) { c.ulp_min_exponent = -149; },
+           [](DTypeConstants& c) { c.ulp_min_exponent = 4; },
+           [](DTypeConstants& c) { c.ulp_mantissa_bits = 23; },
+           [](DTypeConstants& c) { c.ulp_mantissa_bits = 0; },
+           // Not a float32: rounds up to 1.0f, which a one-ulp error equals.
+           [](DTypeConstants& c) { c.ulp_threshold = 0.99999999; }}) {
+    for (const NamedKernel& k : kernels) {
+      SCOPED_TRACE(k.name);
+      ExpectKernelMatchesScalar(k.kernel, tune);
+    }
+  }
+}
+
+void ExpectKernelMatchesScalar(Kernel simd, void (*tune)(DTypeConstants&)) {
   const auto& table = StandardsTable::Default();
   const v1::DType types[] = {v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16, v1::DTYPE_FLOAT32,
                              v1::DTYPE_FLOAT64};
@@ -169,7 +207,8 @@ void ExpectKernelMatchesScalar(Kernel simd) {
         Store(rd, r, i, values[i].first);
         Store(td, t, i, values[i].second);
       }
-      const DTypeConstants& c = *table.Constants(td);
+      DTypeConstants c = *table.Constants(td);
+      if (tune != nullptr) tune(c);
       for (auto [begin, end] :
            {std::pair<int64_t, int64_t>{0, n}, {5, n}, {1, 7}, {5, 6}, {3, 3}}) {
         Accumulator scalar, vector;
