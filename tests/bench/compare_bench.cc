@@ -1,17 +1,22 @@
 // Compare throughput against memcpy of the same bytes, measured side by side in one run.
 //   compare_bench [--quick]
 // For each dtype and size: the device tensor and its golden (fp16/bf16 -> fp32, fp32 -> fp64) are
-// read once by ComputeMetrics; memcpy copies the same number of bytes. Ratio = memcpy time /
-// compare time (1.0 = compare runs at memcpy bandwidth). Median of several repetitions.
+// read once by ComputeMetrics; memcpy copies the same number of bytes. Both run with the same
+// number of threads: one, then every core (the compare splits a large tensor into chunks across
+// threads; the memcpy splits its bytes the same way). Repetitions alternate compare and memcpy,
+// so both see the same machine; the ratio is the median over repetitions of memcpy time /
+// compare time (1.0 = compare runs at memcpy bandwidth).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/dtype.h"
+#include "server/compare/accumulate.h"
 #include "server/compare/float_types.h"
 #include "server/compare/metrics.h"
 #include "server/compare/standards.h"
@@ -23,15 +28,27 @@ using parity::server::HostTensor;
 namespace v1 = parity::v1;
 
 template <typename F>
-double MedianSeconds(int reps, F&& f) {
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const auto start = Clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+double Seconds(F&& f) {
+  const auto start = Clock::now();
+  f();
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// memcpy of `bytes` split into `threads` contiguous parts, one per thread.
+void ParallelCopy(char* dst, const char* src, size_t bytes, int threads) {
+  const size_t part = (bytes + threads - 1) / threads;
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) {
+    const size_t begin = std::min(bytes, i * part), end = std::min(bytes, begin + part);
+    pool.emplace_back([=] { std::memcpy(dst + begin, src + begin, end - begin); });
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  std::memcpy(dst, src, std::min(bytes, part));
+  for (std::thread& t : pool) t.join();
 }
 
 struct Buffers {
@@ -73,28 +90,37 @@ int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
   const std::vector<size_t> sizes_mib =
       quick ? std::vector<size_t>{1} : std::vector<size_t>{1, 4, 16, 64};
-  const int reps = quick ? 3 : 7;
+  const int reps = quick ? 3 : 9;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const auto& table = parity::server::StandardsTable::Default();
-  std::printf("%-9s %8s %14s %14s %14s %8s\n", "dtype", "MiB", "compare GB/s", "memcpy GB/s",
-              "read bytes", "ratio");
+  std::printf("%-9s %5s %8s %13s %12s %7s\n", "dtype", "MiB", "threads", "compare GB/s",
+              "memcpy GB/s", "ratio");
   for (v1::DType dtype : {v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16}) {
     for (size_t mib : sizes_mib) {
       Buffers b = Make(dtype, mib << 20);
       const size_t bytes = b.device.size() + b.golden.size();  // what the compare reads
       std::vector<char> src(bytes, 1), dst(bytes);
-      double sink = 0;
-      const double t_cmp = MedianSeconds(reps, [&] {
-        auto m = parity::server::ComputeMetrics(b.d, b.g, *table.Constants(dtype));
-        sink += m->rmse;
-      });
-      const double t_cpy = MedianSeconds(reps, [&] {
-        std::memcpy(dst.data(), src.data(), bytes);
-        sink += dst[bytes / 2];
-      });
-      std::printf("%-9s %8zu %14.2f %14.2f %14zu %8.3f%s\n",
-                  std::string(parity::common::TorchName(dtype)).substr(6).c_str(), mib,
-                  bytes / t_cmp / 1e9, bytes / t_cpy / 1e9, bytes, t_cpy / t_cmp,
-                  sink == -1 ? "!" : "");
+      for (int threads : {1, cores}) {
+        parity::server::internal::SetCompareThreads(threads);
+        std::vector<double> cmp, cpy, ratio;
+        double sink = 0;
+        for (int r = 0; r < reps; ++r) {
+          cmp.push_back(Seconds([&] {
+            auto m = parity::server::ComputeMetrics(b.d, b.g, *table.Constants(dtype));
+            sink += m->rmse;
+          }));
+          cpy.push_back(Seconds([&] {
+            ParallelCopy(dst.data(), src.data(), bytes, threads);
+            sink += dst[bytes / 2];
+          }));
+          ratio.push_back(cpy.back() / cmp.back());
+        }
+        std::printf("%-9s %5zu %8d %13.2f %12.2f %7.3f%s\n",
+                    std::string(parity::common::TorchName(dtype)).substr(6).c_str(), mib, threads,
+                    bytes / Median(cmp) / 1e9, bytes / Median(cpy) / 1e9, Median(ratio),
+                    sink == -1 ? "!" : "");
+        if (cores == 1) break;
+      }
     }
   }
   return 0;
