@@ -185,7 +185,10 @@ TEST(MetricsKernelTest, SimdMatchesScalarWithTunedUlpConstants) {
            [](DTypeConstants& c) { c.ulp_mantissa_bits = 23; },
            [](DTypeConstants& c) { c.ulp_mantissa_bits = 0; },
            // Not a float32: rounds up to 1.0f, which a one-ulp error equals.
-           [](DTypeConstants& c) { c.ulp_threshold = 0.99999999; }}) {
+           [](DTypeConstants& c) { c.ulp_threshold = 0.99999999; },
+           // Beyond float32's range either way: no error is over, or every finite one is.
+           [](DTypeConstants& c) { c.ulp_threshold = 1e300; },
+           [](DTypeConstants& c) { c.ulp_threshold = -1e300; }}) {
     for (const NamedKernel& k : kernels) {
       SCOPED_TRACE(k.name);
       ExpectKernelMatchesScalar(k.kernel, tune);
