@@ -37,6 +37,19 @@ namespace parity::server::internal {
 // BW): 8 doubles per vector, 32 vector registers and mask registers.
 #pragma GCC push_options
 #pragma GCC target("avx2,f16c")
+// Eight float16 <-> float32 at a time (F16C, 256 bits): the AVX2 kernel's wide lanes and the
+// AVX-512 kernel's narrow ones (AVX-512 code may inline these: its target includes F16C).
+namespace f16c8 {
+namespace {
+inline __m256 Load(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 RoundThroughHalf(__m256 f) {
+  return _mm256_cvtph_ps(_mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT));
+}
+}  // namespace
+}  // namespace f16c8
+
 namespace avx2 {
 namespace {
 constexpr int kLanes = 4;
@@ -49,13 +62,9 @@ inline VF RoundThroughHalf(VF f) {
       _mm_cvtph_ps(_mm_cvtps_ph(reinterpret_cast<__m128>(f), _MM_FROUND_TO_NEAREST_INT)));
 }
 inline bool AnyLane(VI mask) { return _mm256_movemask_pd(reinterpret_cast<__m256d>(mask)) != 0; }
-inline WF LoadHalfWide(const uint16_t* p) {
-  return reinterpret_cast<WF>(
-      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-}
+inline WF LoadHalfWide(const uint16_t* p) { return reinterpret_cast<WF>(f16c8::Load(p)); }
 inline WF RoundThroughHalf(WF f) {
-  return reinterpret_cast<WF>(
-      _mm256_cvtph_ps(_mm256_cvtps_ph(reinterpret_cast<__m256>(f), _MM_FROUND_TO_NEAREST_INT)));
+  return reinterpret_cast<WF>(f16c8::RoundThroughHalf(reinterpret_cast<__m256>(f)));
 }
 inline bool AnyLane(WI mask) { return _mm256_movemask_ps(reinterpret_cast<__m256>(mask)) != 0; }
 inline VF LowHalf(WF w) { return __builtin_shufflevector(w, w, 0, 1, 2, 3); }
@@ -77,13 +86,9 @@ namespace avx512 {
 namespace {
 constexpr int kLanes = 8;
 #include "server/compare/metrics_simd_types.inc"
-inline VF LoadHalf(const uint16_t* p) {
-  return reinterpret_cast<VF>(
-      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-}
+inline VF LoadHalf(const uint16_t* p) { return reinterpret_cast<VF>(f16c8::Load(p)); }
 inline VF RoundThroughHalf(VF f) {
-  return reinterpret_cast<VF>(
-      _mm256_cvtph_ps(_mm256_cvtps_ph(reinterpret_cast<__m256>(f), _MM_FROUND_TO_NEAREST_INT)));
+  return reinterpret_cast<VF>(f16c8::RoundThroughHalf(reinterpret_cast<__m256>(f)));
 }
 inline bool AnyLane(VI mask) {
   const __m512i m = reinterpret_cast<__m512i>(mask);
