@@ -26,6 +26,7 @@ std::vector<std::pair<std::string, int>> StreamChannelArgs() {
 void KeepLargeAllocations(std::size_t bytes) {
   mallopt(M_MMAP_THRESHOLD, static_cast<int>(std::min<std::size_t>(bytes, 1u << 30)));
   mallopt(M_TRIM_THRESHOLD, static_cast<int>(std::min<std::size_t>(bytes, 1u << 30)));
+  mallopt(M_ARENA_MAX, 1);
 }
 
 }  // namespace parity::common
