@@ -1,5 +1,11 @@
 #include "server/service/check_service.h"
 
+#include <grpcpp/support/proto_buffer_reader.h>
+#include <grpcpp/support/proto_buffer_writer.h>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -27,18 +33,52 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 
 namespace {
 
-uint64_t TensorBytes(const v1::Value& v) {
-  switch (v.kind_case()) {
-    case v1::Value::kTensor:
-      return v.tensor().data().size();
-    case v1::Value::kList: {
-      uint64_t n = 0;
-      for (const auto& item : v.list().items()) n += TensorBytes(item);
-      return n;
-    }
-    default:
-      return 0;
+// What the reactor needs of a serialized AgentMessage without parsing it: its kind, from the
+// first tag of a message that holds exactly one length-delimited field spanning all its bytes
+// (what every protobuf serializer writes for a oneof; else kind 0, and the message is parsed
+// whole), and for an ApiCall its phase (the tensors are skipped over, not copied).
+struct Peek {
+  int kind = 0;
+  v1::Phase phase = v1::PHASE_UNSPECIFIED;
+};
+
+Peek PeekMessage(grpc::ByteBuffer& buffer) {
+  using google::protobuf::internal::WireFormatLite;
+  grpc::ProtoBufferReader reader(&buffer);
+  google::protobuf::io::CodedInputStream in(&reader);
+  const uint32_t tag = in.ReadTag();
+  uint32_t length = 0;
+  if (WireFormatLite::GetTagWireType(tag) != WireFormatLite::WIRETYPE_LENGTH_DELIMITED ||
+      !in.ReadVarint32(&length) ||
+      static_cast<uint64_t>(in.CurrentPosition()) + length != buffer.Length()) {
+    return {};
   }
+  Peek peek;
+  peek.kind = static_cast<int>(WireFormatLite::GetTagFieldNumber(tag));
+  if (peek.kind != v1::AgentMessage::kCall) return peek;
+  for (uint32_t t = in.ReadTag(); t != 0; t = in.ReadTag()) {
+    if (t ==
+        WireFormatLite::MakeTag(v1::ApiCall::kPhaseFieldNumber, WireFormatLite::WIRETYPE_VARINT)) {
+      uint32_t phase = 0;
+      if (!in.ReadVarint32(&phase)) break;
+      if (v1::Phase_IsValid(static_cast<int>(phase))) peek.phase = static_cast<v1::Phase>(phase);
+    } else if (!WireFormatLite::SkipField(&in, t)) {
+      break;  // malformed: the worker's parse says so
+    }
+  }
+  return peek;
+}
+
+bool Parse(grpc::ByteBuffer& buffer, v1::AgentMessage* message) {
+  grpc::ProtoBufferReader reader(&buffer);
+  return message->ParseFromZeroCopyStream(&reader);
+}
+
+absl::Status NotAMessage(uint64_t index, std::size_t bytes) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "message ", index + 1, " on this stream (", bytes,
+      " bytes) is not a valid parity.v1.AgentMessage: is the client an agent of a different "
+      "release, or something other than a Parity agent?"));
 }
 
 }  // namespace
@@ -48,14 +88,17 @@ uint64_t TensorBytes(const v1::Value& v) {
 // called only when no read, write or queued call is outstanding, and always as the last action
 // of the thread that calls it, so nothing touches the reactor after it.
 class CheckService::Reactor final
-    : public grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   Reactor(CheckService* service, std::string peer, uint64_t session)
       : service_(service), peer_(std::move(peer)), session_(session) {
     if (service_->metrics_) service_->metrics_->AgentConnected();
   }
 
-  void Begin() { StartRead(&in_); }
+  void Begin() {
+    reading_ = true;
+    StartRead(&in_);
+  }
 
   void Refuse(const grpc::Status& status) {
     refused_ = true;
@@ -65,16 +108,24 @@ class CheckService::Reactor final
   void OnReadDone(bool ok) override {
     if (!ok) {
       std::unique_lock<std::mutex> lock(mu_);
+      reading_ = false;
       reads_done_ = true;
       Act(lock);
       return;
     }
-    if (service_->metrics_) service_->metrics_->MessageBytes(in_.ByteSizeLong());
+    if (service_->metrics_) service_->metrics_->MessageBytes(in_.Length());
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
+      reading_ = false;
+      if (reads_done_) {  // a worker found an earlier message invalid: the stream is ending
+        in_.Clear();
+        Act(lock);
+        return;
+      }
       holds_ = 1;  // this reaction's hold on the next read
     }
     absl::Status s = Handle();
+    ++messages_;
     std::unique_lock<std::mutex> lock(mu_);
     if (!s.ok()) {
       // A protocol violation ends this stream only; calls already queued still get verdicts.
@@ -119,13 +170,14 @@ class CheckService::Reactor final
     if (read_again_ && !reads_done_) {
       read_again_ = false;
       read = true;
+      reading_ = true;
     }
     if (!writing_ && !outbox_.empty() && !write_failed_) {
       writing_ = true;
       out_ = std::move(outbox_.front());
       write = true;
     }
-    if (!read && !write && !writing_ && reads_done_ && in_flight_ == 0 && !finished_ &&
+    if (!read && !write && !writing_ && !reading_ && reads_done_ && in_flight_ == 0 && !finished_ &&
         holds_ == 0) {
       finished_ = true;
       finish = true;
@@ -149,23 +201,47 @@ class CheckService::Reactor final
     if (read) StartRead(&in_);
   }
 
+  static grpc::ByteBuffer Serialize(const v1::ServerMessage& m) {
+    grpc::ByteBuffer buffer;
+    bool own = false;
+    grpc::GenericSerialize<grpc::ProtoBufferWriter, v1::ServerMessage>(m, &buffer, &own);
+    return buffer;
+  }
+
+  // An ApiCall goes to a worker unparsed (the worker parses it: the tensors are copied there,
+  // not on this thread); any other message is small and parsed here.
   absl::Status Handle() {
-    switch (in_.kind_case()) {
+    const Peek peek = PeekMessage(in_);
+    if (peek.kind == v1::AgentMessage::kCall) {
+      if (!hello_) return NeedHello("ApiCall");
+      if (service_->metrics_) service_->metrics_->CallReceived(peek.phase);
+      return OnCall(std::make_shared<grpc::ByteBuffer>(std::move(in_)), nullptr);
+    }
+    v1::AgentMessage m;
+    const bool parsed = Parse(in_, &m);
+    const std::size_t bytes = in_.Length();
+    in_.Clear();
+    if (!parsed) return NotAMessage(messages_, bytes);
+    switch (m.kind_case()) {
       case v1::AgentMessage::kHello:
-        return OnHello(in_.hello());
-      case v1::AgentMessage::kCall:
+        return OnHello(m.hello());
+      case v1::AgentMessage::kCall: {
         if (!hello_) return NeedHello("ApiCall");
-        return OnCall();
+        auto call = std::make_shared<v1::ApiCall>();
+        call->Swap(m.mutable_call());
+        if (service_->metrics_) service_->metrics_->CallReceived(call->phase());
+        return OnCall(nullptr, std::move(call));
+      }
       case v1::AgentMessage::kChunk:
         if (!hello_) return NeedHello("TensorChunk");
-        return OnChunk(in_.chunk());
+        return OnChunk(m.chunk());
       case v1::AgentMessage::kStats:
         if (!hello_) return NeedHello("AgentStats");
-        OnStats(in_.stats());
+        OnStats(m.stats());
         return absl::OkStatus();
       case v1::AgentMessage::kGoodbye:
         if (!hello_) return NeedHello("Goodbye");
-        OnStats(in_.goodbye().final_stats());
+        OnStats(m.goodbye().final_stats());
         return absl::OkStatus();
       default:
         return absl::InvalidArgumentError(
@@ -203,7 +279,7 @@ class CheckService::Reactor final
     reply.mutable_server_info()->set_protocol_version(kProtocolVersion);
     reply.mutable_server_info()->set_session_id(absl::StrCat(session_));
     std::lock_guard<std::mutex> lock(mu_);
-    outbox_.push_back(std::move(reply));
+    outbox_.push_back(Serialize(reply));
     return absl::OkStatus();
   }
 
@@ -251,17 +327,13 @@ class CheckService::Reactor final
     last_stats_ = stats;
   }
 
-  absl::Status OnCall() {
-    auto call = std::make_shared<v1::ApiCall>();
-    call->Swap(in_.mutable_call());
-    if (service_->metrics_) service_->metrics_->CallReceived(call->phase());
+  // One call: `raw` (parsed by the worker) or `call` (already parsed).
+  absl::Status OnCall(std::shared_ptr<grpc::ByteBuffer> raw, std::shared_ptr<v1::ApiCall> call) {
     // Chunks sent since the previous call belong to this one.
     std::shared_ptr<BlobStore> blobs = std::move(blobs_);
     blobs_ = std::make_shared<BlobStore>();
     pending_blob_bytes_ = 0;
-    uint64_t bytes = blobs->bytes();
-    for (const auto& v : call->inputs()) bytes += TensorBytes(v);
-    for (const auto& v : call->outputs()) bytes += TensorBytes(v);
+    const uint64_t bytes = blobs->bytes() + (raw ? raw->Length() : call->ByteSizeLong());
     uint64_t index;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -271,10 +343,20 @@ class CheckService::Reactor final
     }
     WorkItem item;
     item.bytes = bytes;
-    item.run = [this, index, call, blobs] {
+    item.run = [this, index, message = messages_, raw, call, blobs]() mutable {
+      if (raw) {
+        v1::AgentMessage m;
+        if (!Parse(*raw, &m)) {
+          Deliver(index, std::nullopt, NotAMessage(message, raw->Length()));
+          return;
+        }
+        raw.reset();  // the bytes, now copied into the message
+        call = std::make_shared<v1::ApiCall>();
+        call->Swap(m.mutable_call());
+      }
       v1::ServerMessage msg;
       *msg.mutable_verdict() = service_->handler_(origin_, *call, *blobs);
-      Deliver(index, std::move(msg));
+      Deliver(index, Serialize(msg), absl::OkStatus());
     };
     const bool queued = service_->queue_->PushOrPark(std::move(item), [this] { Resume(); });
     if (queued) {
@@ -292,13 +374,20 @@ class CheckService::Reactor final
     Act(lock);
   }
 
-  // A verdict is ready; send verdicts in arrival order.
-  void Deliver(uint64_t index, v1::ServerMessage msg) {
+  // Call `index` is done: its verdict, or none when its message did not parse: `error` then ends
+  // the stream after the verdicts of the calls before it (later calls, read meanwhile, get none,
+  // as if the stream had stopped at the bad message). Verdicts go in arrival order.
+  void Deliver(uint64_t index, std::optional<grpc::ByteBuffer> msg, const absl::Status& error) {
     std::unique_lock<std::mutex> lock(mu_);
+    if (!error.ok()) {
+      if (error_.ok()) error_ = error;
+      reads_done_ = true;  // read nothing more; an outstanding read is discarded
+    }
     ready_.emplace(index, std::move(msg));
     for (auto it = ready_.find(next_to_send_); it != ready_.end();
          it = ready_.find(next_to_send_)) {
-      if (!write_failed_) outbox_.push_back(std::move(it->second));
+      if (!it->second) bad_message_sent_ = true;
+      if (!write_failed_ && !bad_message_sent_) outbox_.push_back(std::move(*it->second));
       ready_.erase(it);
       ++next_to_send_;
     }
@@ -312,7 +401,8 @@ class CheckService::Reactor final
   bool refused_ = false;
 
   // Touched only by reactions, which gRPC serialises for reads (one read at a time).
-  v1::AgentMessage in_;
+  grpc::ByteBuffer in_;
+  uint64_t messages_ = 0;  // messages read before in_
   bool hello_ = false;
   CallOrigin origin_;  // written at Hello, read by workers after (the queue orders the accesses)
   std::shared_ptr<BlobStore> blobs_ = std::make_shared<BlobStore>();
@@ -320,15 +410,17 @@ class CheckService::Reactor final
   v1::AgentStats last_stats_;
 
   std::mutex mu_;
-  v1::ServerMessage out_;                 // the message being written
-  std::deque<v1::ServerMessage> outbox_;  // front is out_ while writing_
-  std::map<uint64_t, v1::ServerMessage> ready_;
+  grpc::ByteBuffer out_;                 // the message being written
+  std::deque<grpc::ByteBuffer> outbox_;  // front is out_ while writing_
+  std::map<uint64_t, std::optional<grpc::ByteBuffer>> ready_;
   uint64_t next_index_ = 0;
   uint64_t next_to_send_ = 0;
   int64_t in_flight_ = 0;
   bool writing_ = false;
   bool write_failed_ = false;
+  bool bad_message_sent_ = false;  // a call that did not parse was reached in send order
   bool read_again_ = false;
+  bool reading_ = false;  // a read is outstanding
   bool reads_done_ = false;
   int holds_ = 0;
   bool finished_ = false;
@@ -342,7 +434,7 @@ CheckService::CheckService(ServiceOptions options, CallHandler handler, WorkQueu
       queue_(queue),
       metrics_(metrics) {}
 
-grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>* CheckService::Check(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* CheckService::Check(
     grpc::CallbackServerContext* context) {
   auto* reactor = new Reactor(this, context->peer(), ++session_counter_);
   if (active_.fetch_add(1) >= static_cast<int>(options_.max_streams)) {

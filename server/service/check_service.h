@@ -48,13 +48,18 @@ struct ServiceOptions {
   common::DecodeLimits limits;  // chunk reassembly caps (tensor and call bytes)
 };
 
-class CheckService final : public v1::PrecisionChecker::CallbackService {
+// The Check method is registered raw (ByteBuffer in and out): the reactor reads only the first
+// tag of each message, and an ApiCall, which carries the tensors, is parsed by the worker that
+// replays it. The gRPC thread that reads the stream then never copies tensor bytes, so reading
+// and parsing overlap on different cores (tests/bench/transport_bench measures it).
+class CheckService final
+    : public v1::PrecisionChecker::WithRawCallbackMethod_Check<v1::PrecisionChecker::Service> {
  public:
   // `queue` and `metrics` (may be null) must outlive the service.
   CheckService(ServiceOptions options, CallHandler handler, WorkQueue* queue,
                ServerMetrics* metrics);
 
-  grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>* Check(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Check(
       grpc::CallbackServerContext* context) override;
 
   int active_streams() const { return active_.load(); }

@@ -337,6 +337,54 @@ TEST_F(ServerTest, ProtocolErrorsEndOnlyTheirStream) {
   EXPECT_TRUE(good.Close().ok());
 }
 
+// Bytes that are not an AgentMessage end their stream with INVALID_ARGUMENT naming the message,
+// after the verdicts of the calls before it and with none for calls after it. Both paths: bytes
+// that look like an ApiCall (parsed by a worker) and bytes that do not (parsed on reading).
+TEST_F(ServerTest, UndecodableMessagesEndTheirStreamAfterTheCallsBeforeThem) {
+  StartServer(testing::TestServerConfig(testing::MakeTempDir("o_"), ""));
+  auto channel = Channel("");
+  TestStream other(channel);
+  ASSERT_TRUE(other.Hello());
+  // Field 2 (call), 5 bytes: field 12 (inputs) claims 16 bytes and has 3.
+  const std::string looks_like_a_call(
+      "\x12\x05\x62\x10"
+      "abc",
+      7);
+  const std::string garbage(7, '\xff');
+  for (const std::string& bad : {looks_like_a_call, garbage}) {
+    TestStream s(channel);
+    ASSERT_TRUE(s.Hello());
+    for (int i = 1; i <= 2; ++i) {
+      ASSERT_TRUE(s.SendCall(
+          testing::BuildCall("aten::relu", "", {R({8}, i)}, v1::PHASE_FORWARD, nullptr, i)));
+    }
+    ASSERT_TRUE(s.SendBytes(bad));
+    // May already be refused: the server stops reading at the bad message.
+    s.SendCall(testing::BuildCall("aten::relu", "", {R({8}, 3)}, v1::PHASE_FORWARD, nullptr, 3));
+    s.WritesDone();
+    for (int i = 1; i <= 2; ++i) {
+      v1::ServerMessage m;
+      ASSERT_TRUE(s.Read(&m));
+      EXPECT_EQ(m.verdict().sequence(), static_cast<uint64_t>(i));
+      EXPECT_EQ(m.verdict().status(), v1::VERDICT_STATUS_PASS);
+    }
+    v1::ServerMessage after;
+    EXPECT_FALSE(s.Read(&after)) << after.DebugString();
+    const grpc::Status status = s.Close();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("message 4 on this stream (7 bytes) is not a valid "
+                          "parity.v1.AgentMessage"));
+  }
+  // The other stream is still served.
+  ASSERT_TRUE(other.SendCall(
+      testing::BuildCall("aten::relu", "", {R({8}, 9)}, v1::PHASE_FORWARD, nullptr, 9)));
+  v1::ServerMessage m;
+  ASSERT_TRUE(other.Read(&m));
+  EXPECT_EQ(m.verdict().sequence(), 9u);
+  EXPECT_TRUE(other.Close().ok());
+}
+
 TEST_F(ServerTest, MalformedCallsGetClearVerdictsWhileOtherStreamsAreServed) {
   output_dir_ = testing::MakeTempDir("parity_out_");
   StartServer(testing::TestServerConfig(output_dir_, ""));

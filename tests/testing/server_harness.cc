@@ -43,10 +43,14 @@ std::shared_ptr<grpc::Channel> TestChannel(int port, const std::string& tls_path
   return grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port), creds, args);
 }
 
-TestStream::TestStream(const std::shared_ptr<grpc::Channel>& channel)
-    : stub_(v1::PrecisionChecker::NewStub(channel)) {
+TestStream::TestStream(const std::shared_ptr<grpc::Channel>& channel) {
   context_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-  stream_ = stub_->Check(&context_);
+  stream_.reset(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+          channel.get(),
+          grpc::internal::RpcMethod("/parity.v1.PrecisionChecker/Check",
+                                    grpc::internal::RpcMethod::BIDI_STREAMING),
+          &context_));
 }
 
 TestStream::~TestStream() {
@@ -62,12 +66,12 @@ bool TestStream::Hello(int32_t rank, uint32_t protocol_version) {
   m.mutable_hello()->set_rank(rank);
   m.mutable_hello()->set_run_id("test-run");
   m.mutable_hello()->set_hostname("test-host");
-  if (!stream_->Write(m)) {
+  if (!Send(m)) {
     Close();
     return false;
   }
   v1::ServerMessage reply;
-  if (!stream_->Read(&reply) || !reply.has_server_info()) {
+  if (!Read(&reply) || !reply.has_server_info()) {
     Close();
     return false;
   }
@@ -75,21 +79,46 @@ bool TestStream::Hello(int32_t rank, uint32_t protocol_version) {
   return true;
 }
 
-bool TestStream::Send(const v1::AgentMessage& message) { return stream_->Write(message); }
+bool TestStream::Send(const v1::AgentMessage& message) {
+  return SendBytes(message.SerializeAsString());
+}
 
 bool TestStream::SendCall(const v1::ApiCall& call) {
   v1::AgentMessage m;
   *m.mutable_call() = call;
-  return stream_->Write(m);
+  return Send(m);
 }
 
-bool TestStream::Read(v1::ServerMessage* message) { return stream_->Read(message); }
+bool TestStream::SendBytes(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer buffer(&slice, 1);
+  return stream_->Write(buffer);
+}
+
+void TestStream::WritesDone() {
+  if (writes_done_) return;
+  writes_done_ = true;
+  stream_->WritesDone();
+}
+
+bool TestStream::Read(v1::ServerMessage* message) {
+  grpc::ByteBuffer buffer;
+  if (!stream_->Read(&buffer)) return false;
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (buffer.Dump(&slices).ok()) {
+    for (const grpc::Slice& s : slices) {
+      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+  }
+  return message->ParseFromString(bytes);
+}
 
 grpc::Status TestStream::Close() {
   if (closed_) return status_;
   closed_ = true;
-  stream_->WritesDone();
-  v1::ServerMessage ignored;
+  WritesDone();
+  grpc::ByteBuffer ignored;
   while (stream_->Read(&ignored)) {
   }
   status_ = stream_->Finish();

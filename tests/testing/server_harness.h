@@ -20,7 +20,8 @@ common::ServerConfig TestServerConfig(const std::string& output_dir, const std::
 // A channel to 127.0.0.1:port; TLS from `tls_path` (ca.crt [+ client.crt/key]) or plaintext.
 std::shared_ptr<grpc::Channel> TestChannel(int port, const std::string& tls_path);
 
-// One agent stream, driven synchronously.
+// One agent stream, driven synchronously. It writes bytes (the Check method called by name, as a
+// generic client would), so that tests can also send what no protobuf serializer writes.
 class TestStream {
  public:
   explicit TestStream(const std::shared_ptr<grpc::Channel>& channel);
@@ -31,9 +32,13 @@ class TestStream {
   bool Hello(int32_t rank = 0, uint32_t protocol_version = 1);
   bool Send(const v1::AgentMessage& message);
   bool SendCall(const v1::ApiCall& call);
+  // Sends `bytes` as one message, whatever they are.
+  bool SendBytes(const std::string& bytes);
   // Reads the next server message; false at the end of the stream.
   bool Read(v1::ServerMessage* message);
-  // Half-closes and returns the final status.
+  // Half-closes: the server sees the end of the stream; verdicts can still be read.
+  void WritesDone();
+  // Half-closes (if not yet), reads what is left and returns the final status.
   grpc::Status Close();
 
   const v1::ServerInfo& server_info() const { return info_; }
@@ -41,11 +46,11 @@ class TestStream {
 
  private:
   grpc::ClientContext context_;
-  std::unique_ptr<v1::PrecisionChecker::Stub> stub_;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>> stream_;
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream_;
   v1::ServerInfo info_;
   grpc::Status status_;
   bool closed_ = false;
+  bool writes_done_ = false;
 };
 
 // GET http://127.0.0.1:port/path, returns the body.
