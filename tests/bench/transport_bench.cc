@@ -1,10 +1,14 @@
-// Server transport throughput on loopback, side by side in one run:
-//   raw TCP      the same serialized messages, length-prefixed, one 8-byte ack per call
-//   gRPC         the parity.v1 Check stream, plaintext
-//   gRPC + TLS   the same over mutual TLS
-// The server's handler answers PASS without replaying, so this measures transport, decoding of
-// the protobuf envelope, the queue and the verdict stream: what the server adds on top of the
-// socket. Then one line with real replay (CPU bench + float64 golden) for scale.
+// Server transport throughput on loopback, side by side in one run. Every path carries the same
+// serialized calls (typical training ops), already in memory as the raw row has them:
+//   raw TCP              length-prefixed, one 8-byte ack per call
+//   gRPC floor           a generic gRPC stream of the same bytes to a server that only acks: what
+//                        gRPC itself costs here, the bound for any service built on it
+//   Parity               the parity.v1 Check stream: Hello, then the calls, one verdict each
+//     sync client        the same from a synchronous typed client that serializes each call (as
+//                        the agent's sender does): the client's share
+// each in plaintext and over mutual TLS. The server's handler answers PASS without replaying, so
+// this measures transport, the envelope, the queue and the verdict stream: what the server adds
+// on top of the socket. Then one line with real replay (CPU bench + float64 golden) for scale.
 //   transport_bench [--quick]
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -20,8 +24,17 @@
 #include <thread>
 #include <vector>
 
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+
 #include "common/grpc_tuning.h"
 #include "common/log.h"
+#include "common/tls.h"
 #include "common/torch/torch_pch.h"
 #include "server/server.h"
 #include "tests/testing/op_cases.h"
@@ -129,14 +142,12 @@ double RawTcpSeconds(const std::vector<std::string>& msgs) {
 
 // The Check stream: writes every call while a reader thread takes the verdicts.
 double GrpcSeconds(parity::server::ParityServer& server, const std::string& client_tls,
-                   const std::vector<std::string>& msgs) {
+                   const std::vector<v1::AgentMessage>& msgs) {
   pt::TestStream stream(pt::TestChannel(server.port(), client_tls));
   if (!stream.Hello()) {
     std::fprintf(stderr, "hello failed: %s\n", stream.status().error_message().c_str());
     std::exit(1);
   }
-  std::vector<v1::AgentMessage> parsed(msgs.size());
-  for (std::size_t i = 0; i < msgs.size(); ++i) parsed[i].ParseFromString(msgs[i]);
   const auto start = Clock::now();
   std::thread reader([&] {
     v1::ServerMessage m;
@@ -144,10 +155,190 @@ double GrpcSeconds(parity::server::ParityServer& server, const std::string& clie
       if (!stream.Read(&m)) break;
     }
   });
-  for (const auto& m : parsed) stream.Send(m);
+  for (const auto& m : msgs) stream.Send(m);
   reader.join();
   const double s = std::chrono::duration<double>(Clock::now() - start).count();
   stream.Close();
+  return s;
+}
+
+// gRPC's own floor: a generic bidi stream of the same serialized messages, sent as ByteBuffers
+// over the caller's memory (no serialization), received as ByteBuffers (no parsing), one 8-byte
+// ack per message, client and server both on the callback API with Parity's channel arguments.
+// What any gRPC transport of these bytes costs on this machine; the Check stream adds protobuf,
+// the queue, the handler and the verdicts on top.
+class FloorService : public grpc::CallbackGenericService {
+  class Reactor : public grpc::ServerGenericBidiReactor {
+   public:
+    Reactor() { StartRead(&in_); }
+    void OnReadDone(bool ok) override {
+      if (!ok) {
+        std::lock_guard<std::mutex> l(mu_);
+        reading_ = false;
+        MaybeFinishLocked();
+        return;
+      }
+      in_.Clear();
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        ++received_;
+        if (!writing_) WriteAckLocked();
+      }
+      StartRead(&in_);
+    }
+    void OnWriteDone(bool ok) override {
+      std::lock_guard<std::mutex> l(mu_);
+      writing_ = false;
+      if (ok && acked_ < received_) WriteAckLocked();
+      MaybeFinishLocked();
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    void WriteAckLocked() {  // one ack for every message received since the last one
+      const uint64_t n = received_ - acked_;
+      acked_ += n;
+      grpc::Slice slice(&n, sizeof(n));
+      out_ = grpc::ByteBuffer(&slice, 1);
+      writing_ = true;
+      StartWrite(&out_);
+    }
+    void MaybeFinishLocked() {
+      if (!reading_ && !writing_ && !finished_) {
+        finished_ = true;
+        Finish(grpc::Status::OK);
+      }
+    }
+    std::mutex mu_;
+    grpc::ByteBuffer in_, out_;
+    uint64_t received_ = 0, acked_ = 0;
+    bool reading_ = true, writing_ = false, finished_ = false;
+  };
+
+ public:
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext*) override {
+    return new Reactor;
+  }
+};
+
+struct FloorServer {
+  FloorService service;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+};
+
+std::unique_ptr<FloorServer> StartFloorServer(const std::string& tls) {
+  auto f = std::make_unique<FloorServer>();
+  grpc::ServerBuilder builder;
+  std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+  if (!tls.empty()) creds = parity::common::LoadServerTls(tls)->credentials;
+  builder.AddListeningPort("127.0.0.1:0", creds, &f->port);
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  for (const auto& [name, value] : parity::common::StreamChannelArgs()) {
+    builder.AddChannelArgument(name, value);
+  }
+  builder.RegisterCallbackGenericService(&f->service);
+  f->server = builder.BuildAndStart();
+  return f;
+}
+
+// Writes `msgs` on a generic stream, one write outstanding at a time, from slices over the
+// caller's memory (no copy); counts the answers: acks of the floor server (each carries how many
+// messages it answers), or ServerMessages of the Check stream (one each).
+class StreamClient : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  StreamClient(grpc::GenericStub& stub, const char* method,
+               const std::vector<const std::string*>& msgs, bool check_stream)
+      : check_stream_(check_stream) {
+    for (const std::string* m : msgs) {
+      grpc::Slice slice(const_cast<char*>(m->data()), m->size(), grpc::Slice::STATIC_SLICE);
+      buffers_.emplace_back(&slice, 1);
+    }
+    stub.PrepareBidiStreamingCall(&ctx_, method, grpc::StubOptions(), this);
+  }
+  double Run() {
+    const auto start = Clock::now();
+    StartRead(&in_);
+    StartWrite(&buffers_[0]);
+    StartCall();
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return done_; });
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  void OnWriteDone(bool ok) override {
+    if (ok && ++written_ < buffers_.size()) {
+      StartWrite(&buffers_[written_]);
+    } else {
+      StartWritesDone();
+    }
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    if (check_stream_) {
+      ++answered_;
+    } else {
+      std::vector<grpc::Slice> slices;  // the 8 bytes may arrive in more than one slice
+      std::string bytes;
+      if (in_.Dump(&slices).ok()) {
+        for (const grpc::Slice& slice : slices) {
+          bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+        }
+      }
+      uint64_t n = 0;
+      if (bytes.size() == sizeof(n)) std::memcpy(&n, bytes.data(), sizeof(n));
+      answered_ += n;
+    }
+    StartRead(&in_);
+  }
+  void OnDone(const grpc::Status& status) override {
+    std::lock_guard<std::mutex> l(mu_);
+    status_ = status;
+    done_ = true;
+    cv_.notify_all();
+  }
+  uint64_t answered() const { return answered_; }
+  const grpc::Status& status() const { return status_; }
+
+ private:
+  const bool check_stream_;
+  std::vector<grpc::ByteBuffer> buffers_;
+  grpc::ClientContext ctx_;
+  grpc::ByteBuffer in_;
+  std::size_t written_ = 0;
+  uint64_t answered_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  grpc::Status status_;
+};
+
+// The floor stream (`check_stream` false) or Parity's Check stream (Hello first); exits unless
+// every message was answered.
+double StreamSeconds(int port, const std::string& client_tls, const std::vector<std::string>& msgs,
+                     bool check_stream) {
+  std::shared_ptr<grpc::Channel> channel = pt::TestChannel(port, client_tls);
+  channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::GenericStub stub(channel);
+  std::string hello;
+  std::vector<const std::string*> sent;
+  if (check_stream) {
+    v1::AgentMessage m;
+    m.mutable_hello()->set_protocol_version(parity::server::kProtocolVersion);
+    m.mutable_hello()->set_run_id("transport_bench");
+    hello = m.SerializeAsString();
+    sent.push_back(&hello);
+  }
+  for (const std::string& m : msgs) sent.push_back(&m);
+  StreamClient client(stub,
+                      check_stream ? "/parity.v1.PrecisionChecker/Check" : "/bench.Floor/Stream",
+                      sent, check_stream);
+  const double s = client.Run();
+  if (client.answered() != sent.size() || !client.status().ok()) {
+    std::fprintf(stderr, "stream: %llu of %zu messages answered (%s)\n",
+                 static_cast<unsigned long long>(client.answered()), sent.size(),
+                 client.status().error_message().c_str());
+    std::exit(1);
+  }
   return s;
 }
 
@@ -201,36 +392,51 @@ int main(int argc, char** argv) {
       pt::WriteTlsDir(root + "/s", ca.cert_pem, pt::MakeLeaf(ca, {"localhost", -1, 2}), {});
   const std::string client_tls =
       pt::WriteTlsDir(root + "/c", ca.cert_pem, {}, pt::MakeLeaf(ca, {"client", -1, 2}));
+  // The messages as the client holds them before sending (parsed once, outside the timings).
+  std::vector<v1::AgentMessage> parsed(msgs.size());
+  for (std::size_t i = 0; i < msgs.size(); ++i) parsed[i].ParseFromString(msgs[i]);
   auto plain = StartServer("", false);
   auto tls = StartServer(server_tls, false);
+  auto plain_floor = StartFloorServer("");
+  auto tls_floor = StartFloorServer(server_tls);
 
-  // Repetitions alternate the three paths so that each ratio compares runs made moments apart
+  // Repetitions alternate the paths so that each ratio compares runs made moments apart
   // (loopback throughput on a shared VM drifts by tens of percent between seconds).
-  std::vector<double> raw_s, plain_s, tls_s, plain_ratio, tls_ratio;
+  struct Path {
+    const char* name;
+    std::function<double()> run;
+    std::vector<double> seconds = {}, ratio = {};
+  };
+  std::vector<Path> paths = {
+      {"gRPC floor, plaintext", [&] { return StreamSeconds(plain_floor->port, "", msgs, false); }},
+      {"Parity, plaintext", [&] { return StreamSeconds(plain->port(), "", msgs, true); }},
+      {"  sync client", [&] { return GrpcSeconds(*plain, "", parsed); }},
+      {"gRPC floor, mutual TLS",
+       [&] { return StreamSeconds(tls_floor->port, client_tls, msgs, false); }},
+      {"Parity, mutual TLS", [&] { return StreamSeconds(tls->port(), client_tls, msgs, true); }},
+      {"  sync client", [&] { return GrpcSeconds(*tls, client_tls, parsed); }},
+  };
+  std::vector<double> raw_s;
   for (int r = 0; r < reps; ++r) {
     raw_s.push_back(RawTcpSeconds(msgs));
-    plain_s.push_back(GrpcSeconds(*plain, "", msgs));
-    tls_s.push_back(GrpcSeconds(*tls, client_tls, msgs));
-    plain_ratio.push_back(raw_s.back() / plain_s.back());
-    tls_ratio.push_back(raw_s.back() / tls_s.back());
+    for (Path& p : paths) {
+      p.seconds.push_back(p.run());
+      p.ratio.push_back(raw_s.back() / p.seconds.back());
+    }
   }
   const double raw = Median(raw_s);
 
   std::printf("transport: %d calls, %.1f MB (typical ops on [64, 512] float32), median of %d\n",
               calls, mb, reps);
-  std::printf("%-22s %10s %10s %14s\n", "path", "calls/s", "MB/s", "ratio to raw");
+  std::printf("%-24s %10s %10s %14s\n", "path", "calls/s", "MB/s", "ratio to raw");
   auto line = [&](const char* name, double s, double ratio) {
-    std::printf("%-22s %10.0f %10.1f %14.3f\n", name, calls / s, mb / s, ratio);
+    std::printf("%-24s %10.0f %10.1f %14.3f\n", name, calls / s, mb / s, ratio);
   };
   line("raw TCP loopback", raw, 1.0);
-  line("gRPC plaintext", Median(plain_s), Median(plain_ratio));
-  line("gRPC mutual TLS", Median(tls_s), Median(tls_ratio));
+  for (const Path& p : paths) line(p.name, Median(p.seconds), Median(p.ratio));
 
-  // Where gRPC's time goes beyond the socket: the two copies of every tensor byte that protobuf
-  // messages imply (the client serializes, the server parses into fresh messages), timed alone
-  // on one thread. Each runs once per call in the gRPC rows above and never in the raw row.
-  std::vector<v1::AgentMessage> parsed(msgs.size());
-  for (std::size_t i = 0; i < msgs.size(); ++i) parsed[i].ParseFromString(msgs[i]);
+  // The two copies of every tensor byte that protobuf messages imply, timed alone on one thread:
+  // the sync client serializes each call; the server parses each (on its workers).
   std::string out;
   const double serialize = Best(reps, [&] {
     const auto start = Clock::now();
@@ -252,9 +458,9 @@ int main(int argc, char** argv) {
   auto replay = StartServer("", true);
   const int replay_calls = quick ? 6 : 120;
   const std::vector<std::string> few(msgs.begin(), msgs.begin() + replay_calls);
-  const double r = GrpcSeconds(*replay, "", few);
-  std::printf("%-22s %10.0f %10.1f %14s  (replay-bound: %d workers on %u cores)\n",
-              "gRPC + replay (CPU)", replay_calls / r, TotalBytes(few) / 1e6 / r, "-",
+  const double r = StreamSeconds(replay->port(), "", few, true);
+  std::printf("%-24s %10.0f %10.1f %14s  (replay-bound: %d workers on %u cores)\n",
+              "Parity + replay (CPU)", replay_calls / r, TotalBytes(few) / 1e6 / r, "-",
               std::max(1u, std::min(4u, std::thread::hardware_concurrency() / 2)),
               std::thread::hardware_concurrency());
   return 0;
