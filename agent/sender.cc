@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/tls.h"
 #include "common/torch/value_codec.h"
+#include "common/wire.h"
 #include "parity/v1/parity.grpc.pb.h"
 
 #ifndef PARITY_VERSION
@@ -43,7 +44,6 @@ class ChunkSink : public common::BlobSink {
 }  // namespace
 
 struct Sender::Connection {
-  std::unique_ptr<v1::PrecisionChecker::Stub> stub;
   std::unique_ptr<grpc::ClientContext> context;
   std::unique_ptr<Stream> stream;
   std::thread reader;
@@ -173,14 +173,13 @@ bool Sender::Connect() {
     return false;
   }
   auto c = std::make_unique<Connection>();
-  c->stub = v1::PrecisionChecker::NewStub(channel_);
   c->context = std::make_unique<grpc::ClientContext>();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return false;
     live_context_ = c->context.get();
   }
-  c->stream = c->stub->Check(c->context.get());
+  c->stream = common::OpenCheckStream(channel_.get(), c->context.get());
   v1::AgentMessage hello;
   v1::Hello* h = hello.mutable_hello();
   h->set_protocol_version(kProtocolVersion);
@@ -196,7 +195,9 @@ bool Sender::Connect() {
                                         ".", TORCH_VERSION_PATCH));
   h->set_device_type("cpu");
   v1::ServerMessage reply;
-  if (!c->stream->Write(hello) || !c->stream->Read(&reply) || !reply.has_server_info()) {
+  grpc::ByteBuffer reply_bytes;
+  if (!c->stream->Write(common::Serialize(hello)) || !c->stream->Read(&reply_bytes) ||
+      !common::Parse(reply_bytes, &reply) || !reply.has_server_info()) {
     c->stream->WritesDone();
     const grpc::Status s = c->stream->Finish();
     {
@@ -225,8 +226,15 @@ bool Sender::Connect() {
 }
 
 void Sender::ReadLoop(Connection* c) {
-  v1::ServerMessage m;
-  while (c->stream->Read(&m)) {
+  grpc::ByteBuffer bytes;
+  while (c->stream->Read(&bytes)) {
+    v1::ServerMessage m;
+    if (!common::Parse(bytes, &m)) {
+      common::LogWarning(
+          "a message from the server did not parse; ignored (server of a "
+          "different release?)");
+      continue;
+    }
     if (m.has_verdict()) {
       core_->OnVerdict(m.verdict());
       std::lock_guard<std::mutex> lock(mu_);
@@ -266,9 +274,10 @@ void Sender::Disconnect(bool goodbye) {
   conn_.reset();
 }
 
-bool Sender::Write(const v1::AgentMessage& m) {
-  if (!conn_->stream->Write(m)) return false;
-  core_->counters().sent_bytes.fetch_add(m.ByteSizeLong(), std::memory_order_relaxed);
+bool Sender::Write(std::shared_ptr<const v1::AgentMessage> m) {
+  const grpc::ByteBuffer bytes = common::SerializeShared(std::move(m));
+  if (!conn_->stream->Write(bytes)) return false;
+  core_->counters().sent_bytes.fetch_add(bytes.Length(), std::memory_order_relaxed);
   return true;
 }
 
@@ -291,8 +300,8 @@ bool Sender::SendCall(CapturedCall& call) {
     }
     call.device_ready.reset();
   }
-  v1::AgentMessage msg;
-  v1::ApiCall* a = msg.mutable_call();
+  auto msg = std::make_shared<v1::AgentMessage>();
+  v1::ApiCall* a = msg->mutable_call();
   *a = call.meta;
   ChunkSink sink(&next_blob_);
   common::EncodeOptions opts;
@@ -326,15 +335,15 @@ bool Sender::SendCall(CapturedCall& call) {
   }
   for (const auto& [id, payload] : sink.blobs) {
     for (std::size_t off = 0; off < payload.size(); off += kChunkBytes) {
-      v1::AgentMessage chunk;
-      chunk.mutable_chunk()->set_blob_id(id);
-      chunk.mutable_chunk()->set_total_bytes(payload.size());
-      chunk.mutable_chunk()->set_offset(off);
-      chunk.mutable_chunk()->set_data(payload.substr(off, kChunkBytes));
-      if (!Write(chunk)) return false;
+      auto chunk = std::make_shared<v1::AgentMessage>();
+      chunk->mutable_chunk()->set_blob_id(id);
+      chunk->mutable_chunk()->set_total_bytes(payload.size());
+      chunk->mutable_chunk()->set_offset(off);
+      chunk->mutable_chunk()->set_data(payload.substr(off, kChunkBytes));
+      if (!Write(std::move(chunk))) return false;
     }
   }
-  if (!Write(msg)) return false;
+  if (!Write(std::move(msg))) return false;
   // A call whose data could not be encoded went out as a record only: counted as an
   // encode_error drop, not as sent, so that captured = sent + dropped.
   if (s.ok()) core_->counters().sent.fetch_add(1, std::memory_order_relaxed);
@@ -360,13 +369,13 @@ v1::AgentStats Sender::Stats() const {
 }
 
 void Sender::SendStats(bool goodbye) {
-  v1::AgentMessage m;
+  auto m = std::make_shared<v1::AgentMessage>();
   if (goodbye) {
-    *m.mutable_goodbye()->mutable_final_stats() = Stats();
+    *m->mutable_goodbye()->mutable_final_stats() = Stats();
   } else {
-    *m.mutable_stats() = Stats();
+    *m->mutable_stats() = Stats();
   }
-  Write(m);
+  Write(std::move(m));
 }
 
 bool Sender::Flush(std::chrono::milliseconds timeout) {

@@ -13,6 +13,7 @@
 #include "agent/bounded_queue.h"
 
 namespace grpc {
+class ByteBuffer;
 class Channel;
 class ClientContext;
 template <class W, class R>
@@ -37,14 +38,15 @@ class Sender {
   uint64_t queue_depth() const { return queue_.size(); }
 
  private:
-  using Stream = grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>;
+  using Stream = grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
   struct Connection;
 
   void Run();
   bool Connect();
   void Disconnect(bool goodbye);
   bool SendCall(CapturedCall& call);
-  bool Write(const v1::AgentMessage& m);
+  // Writes `m`; its tensor bytes are sent from its own memory, which the stream keeps alive.
+  bool Write(std::shared_ptr<const v1::AgentMessage> m);
   void SendStats(bool goodbye);
   void ReadLoop(Connection* c);
   v1::AgentStats Stats() const;

@@ -1,7 +1,6 @@
 #include "server/service/check_service.h"
 
 #include <grpcpp/support/proto_buffer_reader.h>
-#include <grpcpp/support/proto_buffer_writer.h>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
@@ -13,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/wire.h"
 #include "server/metrics.h"
 
 namespace parity::server {
@@ -67,11 +67,6 @@ Peek PeekMessage(grpc::ByteBuffer& buffer) {
     }
   }
   return peek;
-}
-
-bool Parse(grpc::ByteBuffer& buffer, v1::AgentMessage* message) {
-  grpc::ProtoBufferReader reader(&buffer);
-  return message->ParseFromZeroCopyStream(&reader);
 }
 
 absl::Status NotAMessage(uint64_t index, std::size_t bytes) {
@@ -201,13 +196,6 @@ class CheckService::Reactor final
     if (read) StartRead(&in_);
   }
 
-  static grpc::ByteBuffer Serialize(const v1::ServerMessage& m) {
-    grpc::ByteBuffer buffer;
-    bool own = false;
-    grpc::GenericSerialize<grpc::ProtoBufferWriter, v1::ServerMessage>(m, &buffer, &own);
-    return buffer;
-  }
-
   // An ApiCall goes to a worker unparsed (the worker parses it: the tensors are copied there,
   // not on this thread); any other message is small and parsed here.
   absl::Status Handle() {
@@ -218,7 +206,7 @@ class CheckService::Reactor final
       return OnCall(std::make_shared<grpc::ByteBuffer>(std::move(in_)), nullptr);
     }
     v1::AgentMessage m;
-    const bool parsed = Parse(in_, &m);
+    const bool parsed = common::Parse(in_, &m);
     const std::size_t bytes = in_.Length();
     in_.Clear();
     if (!parsed) return NotAMessage(messages_, bytes);
@@ -279,7 +267,7 @@ class CheckService::Reactor final
     reply.mutable_server_info()->set_protocol_version(kProtocolVersion);
     reply.mutable_server_info()->set_session_id(absl::StrCat(session_));
     std::lock_guard<std::mutex> lock(mu_);
-    outbox_.push_back(Serialize(reply));
+    outbox_.push_back(common::Serialize(reply));
     return absl::OkStatus();
   }
 
@@ -346,7 +334,7 @@ class CheckService::Reactor final
     item.run = [this, index, message = messages_, raw, call, blobs]() mutable {
       if (raw) {
         v1::AgentMessage m;
-        if (!Parse(*raw, &m)) {
+        if (!common::Parse(*raw, &m)) {
           Deliver(index, std::nullopt, NotAMessage(message, raw->Length()));
           return;
         }
@@ -356,7 +344,7 @@ class CheckService::Reactor final
       }
       v1::ServerMessage msg;
       *msg.mutable_verdict() = service_->handler_(origin_, *call, *blobs);
-      Deliver(index, Serialize(msg), absl::OkStatus());
+      Deliver(index, common::Serialize(msg), absl::OkStatus());
     };
     const bool queued = service_->queue_->PushOrPark(std::move(item), [this] { Resume(); });
     if (queued) {

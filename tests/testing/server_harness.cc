@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_tuning.h"
 #include "common/tls.h"
+#include "common/wire.h"
 
 namespace parity::testing {
 
@@ -80,7 +81,12 @@ bool TestStream::Hello(int32_t rank, uint32_t protocol_version) {
 }
 
 bool TestStream::Send(const v1::AgentMessage& message) {
-  return SendBytes(message.SerializeAsString());
+  return Send(std::make_shared<const v1::AgentMessage>(message));
+}
+
+bool TestStream::Send(std::shared_ptr<const v1::AgentMessage> message) {
+  grpc::ByteBuffer buffer = common::SerializeShared(std::move(message));
+  return stream_->Write(buffer);
 }
 
 bool TestStream::SendCall(const v1::ApiCall& call) {
@@ -103,15 +109,7 @@ void TestStream::WritesDone() {
 
 bool TestStream::Read(v1::ServerMessage* message) {
   grpc::ByteBuffer buffer;
-  if (!stream_->Read(&buffer)) return false;
-  std::vector<grpc::Slice> slices;
-  std::string bytes;
-  if (buffer.Dump(&slices).ok()) {
-    for (const grpc::Slice& s : slices) {
-      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-    }
-  }
-  return message->ParseFromString(bytes);
+  return stream_->Read(&buffer) && common::Parse(buffer, message);
 }
 
 grpc::Status TestStream::Close() {

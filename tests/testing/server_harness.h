@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/wire.h"
 #include "parity/v1/parity.grpc.pb.h"
 #include "server/server.h"
 
@@ -31,6 +32,9 @@ class TestStream {
   // server refused.
   bool Hello(int32_t rank = 0, uint32_t protocol_version = 1);
   bool Send(const v1::AgentMessage& message);
+  // As the agent sends: the tensors go from the message's memory, which the stream keeps alive
+  // until gRPC has sent them.
+  bool Send(std::shared_ptr<const v1::AgentMessage> message);
   bool SendCall(const v1::ApiCall& call);
   // Sends `bytes` as one message, whatever they are.
   bool SendBytes(const std::string& bytes);
@@ -46,7 +50,7 @@ class TestStream {
 
  private:
   grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream_;
+  std::unique_ptr<common::ByteStream> stream_;
   v1::ServerInfo info_;
   grpc::Status status_;
   bool closed_ = false;

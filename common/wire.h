@@ -1,0 +1,36 @@
+// The Check stream as bytes: both ends exchange grpc::ByteBuffers and serialize themselves, so
+// that a call's tensors are sent from the message's own memory (no serialization copy) and the
+// server can hand a call to a worker unparsed.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+
+#include "google/protobuf/message_lite.h"
+
+namespace parity::common {
+
+// The full name of parity.v1.PrecisionChecker's Check method (a test checks it against the
+// service's descriptor).
+inline constexpr char kCheckMethod[] = "/parity.v1.PrecisionChecker/Check";
+
+using ByteStream = grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
+
+// Opens the Check stream on `channel` with `context` (which must outlive the stream); the first
+// write starts it, as with the generated stub.
+std::unique_ptr<ByteStream> OpenCheckStream(grpc::ChannelInterface* channel,
+                                            grpc::ClientContext* context);
+
+// `message` serialized. Its large bytes fields (tensor data) are not copied: the buffer holds
+// slices over the message's memory and keeps the message alive until gRPC has sent them. The
+// message must not change afterwards.
+grpc::ByteBuffer SerializeShared(std::shared_ptr<const google::protobuf::MessageLite> message);
+
+// `message` serialized (copied): for small messages.
+grpc::ByteBuffer Serialize(const google::protobuf::MessageLite& message);
+
+// Parses `buffer` into `message`; false if the bytes are not such a message.
+bool Parse(grpc::ByteBuffer& buffer, google::protobuf::MessageLite* message);
+
+}  // namespace parity::common
