@@ -161,7 +161,7 @@ class CheckService::Reactor final
   // Decides the next action under the lock, then performs it with the lock released, as the
   // last thing this thread does with the reactor.
   void Act(std::unique_lock<std::mutex>& lock) {
-    bool read = false, write = false, finish = false;
+    bool read = false, write = false, finish = false, more = false;
     if (read_again_ && !reads_done_) {
       read_again_ = false;
       read = true;
@@ -171,6 +171,7 @@ class CheckService::Reactor final
       writing_ = true;
       out_ = std::move(outbox_.front());
       write = true;
+      more = outbox_.size() > 1;
     }
     if (!read && !write && !writing_ && !reading_ && reads_done_ && in_flight_ == 0 && !finished_ &&
         holds_ == 0) {
@@ -192,7 +193,9 @@ class CheckService::Reactor final
     }
     // Both may be needed: a read and a write can be outstanding at once. The stream cannot
     // finish while either is, so the reactor outlives both calls.
-    if (write) StartWrite(&out_);
+    // More verdicts waiting: gRPC may hold this one and send them together.
+    if (write)
+      StartWrite(&out_, more ? grpc::WriteOptions().set_buffer_hint() : grpc::WriteOptions());
     if (read) StartRead(&in_);
   }
 
