@@ -119,7 +119,11 @@ void Sender::Run() {
       pending_.fetch_sub(1);
       cv_.notify_all();
     }
-    if (conn_ && std::chrono::steady_clock::now() - last_stats > std::chrono::seconds(5)) {
+    // Stats every stats_interval_ms; sooner when a held-back write has nothing left to follow it
+    // (a cleared queue), since they send it.
+    const bool stats_due = std::chrono::steady_clock::now() - last_stats >
+                           std::chrono::milliseconds(o.stats_interval_ms);
+    if (conn_ && (stats_due || (unflushed_ && queue_.size() == 0))) {
       SendStats(false);
       last_stats = std::chrono::steady_clock::now();
     }
@@ -274,9 +278,13 @@ void Sender::Disconnect(bool goodbye) {
   conn_.reset();
 }
 
-bool Sender::Write(std::shared_ptr<const v1::AgentMessage> m) {
+bool Sender::Write(std::shared_ptr<const v1::AgentMessage> m, bool more) {
   const grpc::ByteBuffer bytes = common::SerializeShared(std::move(m));
-  if (!conn_->stream->Write(bytes)) return false;
+  unflushed_ = more;
+  if (!conn_->stream->Write(bytes,
+                            more ? grpc::WriteOptions().set_buffer_hint() : grpc::WriteOptions())) {
+    return false;
+  }
   core_->counters().sent_bytes.fetch_add(bytes.Length(), std::memory_order_relaxed);
   return true;
 }
@@ -340,10 +348,12 @@ bool Sender::SendCall(CapturedCall& call) {
       chunk->mutable_chunk()->set_total_bytes(payload.size());
       chunk->mutable_chunk()->set_offset(off);
       chunk->mutable_chunk()->set_data(payload.substr(off, kChunkBytes));
-      if (!Write(std::move(chunk))) return false;
+      if (!Write(std::move(chunk), /*more=*/true)) return false;  // the call follows
     }
   }
-  if (!Write(std::move(msg))) return false;
+  // Held back only while another call is queued: the sender pops it next, and its write (or,
+  // failing that, the stats below) sends both.
+  if (!Write(std::move(msg), /*more=*/queue_.size() > 0)) return false;
   // A call whose data could not be encoded went out as a record only: counted as an
   // encode_error drop, not as sent, so that captured = sent + dropped.
   if (s.ok()) core_->counters().sent.fetch_add(1, std::memory_order_relaxed);

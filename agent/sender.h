@@ -46,7 +46,9 @@ class Sender {
   void Disconnect(bool goodbye);
   bool SendCall(CapturedCall& call);
   // Writes `m`; its tensor bytes are sent from its own memory, which the stream keeps alive.
-  bool Write(std::shared_ptr<const v1::AgentMessage> m);
+  // `more`: another write follows at once, so gRPC may hold this one and send both together (a
+  // synchronous write otherwise waits for its own send; measured by tests/bench/transport_bench).
+  bool Write(std::shared_ptr<const v1::AgentMessage> m, bool more = false);
   void SendStats(bool goodbye);
   void ReadLoop(Connection* c);
   v1::AgentStats Stats() const;
@@ -60,6 +62,7 @@ class Sender {
   std::thread thread_;
   uint64_t max_inline_bytes_ = 0;
   uint64_t next_blob_ = 0;
+  bool unflushed_ = false;  // the last write went with `more`
   bool ever_connected_ = false;
   std::string last_error_;
 

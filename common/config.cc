@@ -236,6 +236,7 @@ absl::StatusOr<Parsed<AgentConfig>> ParseAgentConfig(absl::string_view json_text
   p.UInt32("reconnect_initial_ms", &o.reconnect_initial_ms, 1);
   p.UInt32("reconnect_max_ms", &o.reconnect_max_ms, 1);
   p.UInt32("flush_timeout_ms", &o.flush_timeout_ms);
+  p.UInt32("stats_interval_ms", &o.stats_interval_ms, 1);
   p.Bytes("max_inline_tensor_bytes", &o.max_inline_tensor_bytes);
   p.Bytes("max_tensor_bytes", &o.max_tensor_bytes);
   p.Bool("checksum", &o.checksum);

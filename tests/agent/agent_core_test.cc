@@ -208,6 +208,26 @@ TEST(AgentCoreTest, NamesCallsByOpOverloadStepIndexPhaseAndModule) {
   EXPECT_TRUE(backward_links.count({"aten::gelu_backward", "aten::gelu"}));
 }
 
+// The sender lets gRPC hold a call back only while another is queued to follow it: the last
+// call of a burst goes out at once, not with the next message the agent happens to send (its
+// periodic stats, here an hour away), so its verdict comes back.
+TEST(AgentCoreTest, TheLastCallOfABurstIsSentWithoutWaitingForMore) {
+  RecordingServer server;
+  common::AgentConfig config = Config(server.port());
+  config.parity.stats_interval_ms = 3600 * 1000;
+  auto agent = StartAgent(config);
+  const torch::Tensor x = torch::randn({3, 4});
+  torch::relu(x);  // a burst of one, on a quiet stream: nothing else would carry it
+  ASSERT_TRUE(agent->Flush(20000));
+  torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
+  for (int i = 0; i < 3; ++i) TrainStep(w, x);
+  ASSERT_TRUE(agent->Flush(20000));
+  const auto counters = agent->GetCounters();
+  EXPECT_GT(counters.sent, 0u);
+  EXPECT_EQ(server.calls().size(), counters.sent);
+  agent->Stop();
+}
+
 TEST(AgentCoreTest, FailFastReportsTheFirstErrorAtTheNextStep) {
   RecordingServer server(0, "aten::gelu");
   common::AgentConfig config = Config(server.port());

@@ -4,8 +4,9 @@
 //   gRPC floor           a generic gRPC stream of the same bytes to a server that only acks: what
 //                        gRPC itself costs here, the bound for any service built on it
 //   Parity               the parity.v1 Check stream: Hello, then the calls, one verdict each
-//     sync client        the same from a synchronous typed client that serializes each call (as
-//                        the agent's sender does): the client's share
+//     sync client        the same from a synchronous client that writes as the agent's sender
+//                        does (one blocking write per call, gRPC's buffer hint while more
+//                        follow): the client's share
 // each in plaintext and over mutual TLS. The server's handler answers PASS without replaying, so
 // this measures transport, the envelope, the queue and the verdict stream: what the server adds
 // on top of the socket. Then one line with real replay (CPU bench + float64 golden) for scale.
@@ -155,7 +156,7 @@ double GrpcSeconds(parity::server::ParityServer& server, const std::string& clie
       if (!stream.Read(&m)) break;
     }
   });
-  for (const auto& m : msgs) stream.Send(m);
+  for (std::size_t i = 0; i < msgs.size(); ++i) stream.Send(msgs[i], i + 1 < msgs.size());
   reader.join();
   const double s = std::chrono::duration<double>(Clock::now() - start).count();
   stream.Close();
@@ -439,8 +440,9 @@ int main(int argc, char** argv) {
   line("raw TCP loopback", raw, 1.0);
   for (const Path& p : paths) line(p.name, Median(p.seconds), Median(p.ratio));
 
-  // The two copies of every tensor byte that protobuf messages imply, timed alone on one thread:
-  // the sync client serializes each call; the server parses each (on its workers).
+  // Protobuf's two copies of every tensor byte, timed alone on one thread: serializing (which
+  // the agent and the sync client avoid: their tensors go out from the message's memory) and
+  // parsing (the server's workers parse each call).
   std::string out;
   const double serialize = Best(reps, [&] {
     const auto start = Clock::now();

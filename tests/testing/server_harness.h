@@ -33,8 +33,9 @@ class TestStream {
   bool Hello(int32_t rank = 0, uint32_t protocol_version = 1);
   bool Send(const v1::AgentMessage& message);
   // As the agent sends: the tensors go from the message's memory, which the stream keeps alive
-  // until gRPC has sent them.
-  bool Send(std::shared_ptr<const v1::AgentMessage> message);
+  // until gRPC has sent them; `more` (another Send follows at once) lets gRPC hold this one
+  // back and send both together, as the agent does while calls are queued.
+  bool Send(std::shared_ptr<const v1::AgentMessage> message, bool more = false);
   bool SendCall(const v1::ApiCall& call);
   // Sends `bytes` as one message, whatever they are.
   bool SendBytes(const std::string& bytes);
