@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "parity/v1/parity.pb.h"
@@ -68,6 +69,15 @@ void VisitFloatType(v1::DType d, F&& f) {
       return f(fp::Double{});
   }
 }
+
+// Whether a kernel computes abs_err and rel_err as float32 values: a float16/bfloat16 device
+// against a reference of at most float32. Both sides are float32 values there, and msprobe's
+// numpy computes these errors in float32, so Parity's match its CSVs bit for bit; everything else
+// (and every sum of them) is float64.
+template <typename T, typename R>
+inline constexpr bool kErrorsInFloat =
+    (std::is_same_v<T, fp::Half> ||
+     std::is_same_v<T, fp::BFloat16>)&&!std::is_same_v<R, fp::Double>;
 
 // Adds `b`'s sums into `a` (maxima ignore NaN, as the kernels do).
 void Merge(Accumulator& a, const Accumulator& b);

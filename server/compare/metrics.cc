@@ -67,10 +67,18 @@ void Accumulate(const void* tp, const void* rp, int64_t begin, int64_t end, cons
     a.norm_t += t * t;
     a.norm_r += r * r;
 
-    const double err = std::fabs(t - r);
+    double err, rel;
+    if constexpr (internal::kErrorsInFloat<T, R>) {
+      // float32 arithmetic, as msprobe's numpy does for these dtypes (t and r are float32 values).
+      const float err_f = std::fabs(static_cast<float>(t) - static_cast<float>(r));
+      err = err_f;
+      rel = err_f / (static_cast<float>(abs_r) + static_cast<float>(eps));
+    } else {
+      err = std::fabs(t - r);
+      rel = err / (abs_r + eps);
+    }
     if (std::isnan(err)) a.nan_error = true;
     a.max_abs_error = std::max(a.max_abs_error, err);
-    const double rel = err / (abs_r + eps);
     a.hundredth += rel < 1e-2;  // NaN compares false: counts as failing
     a.thousandth += rel < 1e-3;
     a.ten_thousandth += rel < 1e-4;

@@ -3,7 +3,7 @@
 //
 // The pass runs as two loops over L1-sized blocks (each keeps half the running sums in
 // registers), and for float16/bfloat16 the comparison half runs on float32 lanes, twice as many
-// elements per vector, where float32 is exact (see NarrowComparePass).
+// elements per vector, in one loop where every value is a float32 (see NarrowPass).
 //
 // Same arithmetic as the scalar kernel in metrics.cc, element for element: every count and
 // maximum is identical, and only the order of the floating sums differs (one partial sum per

@@ -47,8 +47,10 @@ void Store(v1::DType d, std::vector<char>& buf, size_t i, double v) {
   }
 }
 
-// Pairs (reference, tested-offset) covering every branch of the pass.
-std::vector<std::pair<double, double>> Values(int n, uint32_t seed) {
+// Pairs (reference, tested-offset) covering every branch of the pass. `sparse`: each special
+// kind is rare (one element in about 256), as in real outputs, so most groups of elements are
+// finite throughout (the SIMD kernel's fast path for float16/bfloat16) and a few are not.
+std::vector<std::pair<double, double>> Values(int n, uint32_t seed, bool sparse = false) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> normal;
   std::uniform_int_distribution<int> kind(0, 25);
@@ -58,7 +60,12 @@ std::vector<std::pair<double, double>> Values(int n, uint32_t seed) {
   std::vector<std::pair<double, double>> out;
   for (int i = 0; i < n; ++i) {
     const double r = normal(rng);
-    switch (kind(rng)) {
+    int k = kind(rng);
+    if (sparse && unit(rng) > 1.0 / 256) {
+      constexpr int kFinite[] = {0, 1, 2, 10, 11, 25};  // finite in every dtype
+      k = kFinite[k % 6];
+    }
+    switch (k) {
       case 0:
         out.emplace_back(0.0, -0.0);
         break;
@@ -162,7 +169,8 @@ void ExpectSame(const Accumulator& s, const Accumulator& v) {
   }
 }
 
-void ExpectKernelMatchesScalar(Kernel simd, void (*tune)(DTypeConstants&) = nullptr);
+void ExpectKernelMatchesScalar(Kernel simd, void (*tune)(DTypeConstants&) = nullptr,
+                               bool sparse = false);
 
 TEST(MetricsKernelTest, SimdMatchesScalarOnEveryBranch) {
   const std::vector<NamedKernel> kernels = SimdKernels();
@@ -170,6 +178,67 @@ TEST(MetricsKernelTest, SimdMatchesScalarOnEveryBranch) {
   for (const NamedKernel& k : kernels) {
     SCOPED_TRACE(k.name);
     ExpectKernelMatchesScalar(k.kernel);
+  }
+}
+
+TEST(MetricsKernelTest, SimdMatchesScalarOnMostlyFiniteData) {
+  const std::vector<NamedKernel> kernels = SimdKernels();
+  if (kernels.empty()) GTEST_SKIP() << "no AVX2/F16C on this CPU: the scalar kernel is used";
+  for (const NamedKernel& k : kernels) {
+    SCOPED_TRACE(k.name);
+    ExpectKernelMatchesScalar(k.kernel, nullptr, /*sparse=*/true);
+  }
+}
+
+// The float32 pass compares float32 errors with float64 thresholds (1e-2, 1e-3, 1e-4 are not
+// float32 values) through the nearest float32 bounds: relative errors equal to the float32 just
+// below and just above each threshold must count as the scalar kernel counts them.
+TEST(MetricsKernelTest, SimdMatchesScalarOnEitherSideOfTheRatioThresholds) {
+  const std::vector<NamedKernel> kernels = SimdKernels();
+  if (kernels.empty()) GTEST_SKIP() << "no AVX2/F16C on this CPU: the scalar kernel is used";
+  const double eps = 1e-7;
+  const float eps_f = static_cast<float>(eps);
+  // A device 0 against a tiny positive reference r: rel = r / (r + eps) in float32, as the
+  // scalar kernel computes it; it grows with r, so a scan of the float32 values of r around
+  // x * eps / (1 - x) finds the ones whose rel is each float32 next to x.
+  std::vector<float> refs;
+  for (double x : {1e-2, 1e-3, 1e-4}) {
+    float lo = static_cast<float>(x);  // the float32 just below x, then just above
+    if (lo > x) lo = std::nextafter(lo, 0.0f);
+    const float hi = std::nextafter(lo, 1.0f);
+    ASSERT_LT(lo, x);
+    ASSERT_GT(hi, x);
+    bool found_lo = false, found_hi = false;
+    float r = std::nextafter(static_cast<float>(x * eps / (1 - x)), 0.0f);
+    for (int step = 0; step < 4096; ++step) r = std::nextafter(r, 0.0f);
+    for (int step = 0; step < 8192; ++step, r = std::nextafter(r, 1.0f)) {
+      const float rel = r / (r + eps_f);
+      if (rel == lo || rel == hi) refs.push_back(r);
+      found_lo |= rel == lo;
+      found_hi |= rel == hi;
+    }
+    ASSERT_TRUE(found_lo && found_hi) << x;
+  }
+  for (v1::DType td : {v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16}) {
+    SCOPED_TRACE(v1::DType_Name(td));
+    // Repeated to fill whole vectors of the float32 pass.
+    const size_t n = refs.size() * 16;
+    std::vector<char> t(n * ElementBytes(td)), r(n * 4);
+    for (size_t i = 0; i < n; ++i) {
+      Store(td, t, i, 0.0);
+      Store(v1::DTYPE_FLOAT32, r, i, refs[i % refs.size()]);
+    }
+    const DTypeConstants c = *StandardsTable::Default().Constants(td);
+    Accumulator scalar;
+    ScalarKernel(td, v1::DTYPE_FLOAT32, t.data(), r.data(), 0, n, c, eps, scalar);
+    EXPECT_GT(scalar.hundredth, 0);
+    EXPECT_LT(scalar.ten_thousandth, static_cast<int64_t>(n));
+    for (const NamedKernel& k : kernels) {
+      SCOPED_TRACE(k.name);
+      Accumulator vector;
+      k.kernel(td, v1::DTYPE_FLOAT32, t.data(), r.data(), 0, n, c, eps, vector);
+      ExpectSame(scalar, vector);
+    }
   }
 }
 
@@ -192,11 +261,12 @@ TEST(MetricsKernelTest, SimdMatchesScalarWithTunedUlpConstants) {
     for (const NamedKernel& k : kernels) {
       SCOPED_TRACE(k.name);
       ExpectKernelMatchesScalar(k.kernel, tune);
+      ExpectKernelMatchesScalar(k.kernel, tune, /*sparse=*/true);
     }
   }
 }
 
-void ExpectKernelMatchesScalar(Kernel simd, void (*tune)(DTypeConstants&)) {
+void ExpectKernelMatchesScalar(Kernel simd, void (*tune)(DTypeConstants&), bool sparse) {
   const auto& table = StandardsTable::Default();
   const v1::DType types[] = {v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16, v1::DTYPE_FLOAT32,
                              v1::DTYPE_FLOAT64};
@@ -204,7 +274,7 @@ void ExpectKernelMatchesScalar(Kernel simd, void (*tune)(DTypeConstants&)) {
     for (v1::DType rd : types) {
       SCOPED_TRACE(std::string(v1::DType_Name(td)) + " vs " + v1::DType_Name(rd));
       const int n = 4099;  // a tail of 3 after the vectors
-      const auto values = Values(n, static_cast<uint32_t>(td * 16 + rd));
+      const auto values = Values(n, static_cast<uint32_t>(td * 16 + rd), sparse);
       std::vector<char> t(n * ElementBytes(td)), r(n * ElementBytes(rd));
       for (int i = 0; i < n; ++i) {
         Store(rd, r, i, values[i].first);

@@ -163,8 +163,26 @@ TEST(MetricsTest, Float16UlpAndBFloat16Epsilon) {
   std::vector<float> gb = {0.501f};
   m = ComputeMetrics(View(v1::DTYPE_BFLOAT16, bf), View(v1::DTYPE_FLOAT32, gb),
                      C(v1::DTYPE_BFLOAT16));
-  const double err = std::fabs(0.5 - static_cast<double>(0.501f));
-  EXPECT_DOUBLE_EQ(m->max_rel_error, err / (static_cast<double>(0.501f) + 0.00390625));
+  // Computed in float32, as msprobe's numpy does for a bfloat16 device cast to float32 against a
+  // float32 golden; float64 would give another value in the last digits.
+  const float err = std::fabs(0.5f - 0.501f);
+  const float rel = err / (0.501f + 0.00390625f);
+  EXPECT_EQ(m->max_rel_error, static_cast<double>(rel));
+  EXPECT_EQ(m->max_abs_error, static_cast<double>(err));
+  EXPECT_NE(m->max_rel_error, std::fabs(0.5 - static_cast<double>(0.501f)) /
+                                  (static_cast<double>(0.501f) + 0.00390625));
+}
+
+TEST(MetricsTest, Float32DevicesKeepFloat64Errors) {
+  // A float32 device against its float64 golden: errors in float64, nothing rounded to float32.
+  std::vector<float> t = {1.0f};
+  const double golden = 1.0 + 1e-7 / 3;  // 1 + a difference with 29 significant bits
+  std::vector<double> g = {golden};
+  auto m =
+      ComputeMetrics(View(v1::DTYPE_FLOAT32, t), View(v1::DTYPE_FLOAT64, g), C(v1::DTYPE_FLOAT32));
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->max_abs_error, golden - 1.0);
+  EXPECT_NE(m->max_abs_error, static_cast<double>(static_cast<float>(golden - 1.0)));
 }
 
 TEST(MetricsTest, IntegerOutputsAreComparedExactly) {
