@@ -202,7 +202,10 @@ PairMetrics Compute(const HostTensor& tested, const HostTensor& ref, const DType
     m.cosine_one_side_zero = true;
   } else {
     double cos = a.dot / (std::sqrt(a.norm_t) * std::sqrt(a.norm_r));
-    if (!std::isfinite(cos) && std::isfinite(a.max_abs_tested) && std::isfinite(a.max_abs_ref)) {
+    // Not finite with finite maxima: the sums overflowed (values near the float64 range) or a
+    // value is NaN (then the cosine is NaN however it is computed: no second pass).
+    if (!std::isfinite(cos) && !a.nan_error && std::isfinite(a.max_abs_tested) &&
+        std::isfinite(a.max_abs_ref)) {
       cos = ScaledCosine<T, R>(tested.data, ref.data, n, a.max_abs_tested, a.max_abs_ref);
     }
     m.cosine = std::isnan(cos) ? cos : std::clamp(cos, -1.0, 1.0);

@@ -1,9 +1,11 @@
 // The comparison pass four (AVX2) or eight (AVX-512) elements at a time, F16C for float16, the
 // instruction set chosen at run time.
 //
-// The pass runs as two loops over L1-sized blocks (each keeps half the running sums in
-// registers), and for float16/bfloat16 the comparison half runs on float32 lanes, twice as many
-// elements per vector, in one loop where every value is a float32 (see NarrowPass).
+// Where every value of a vector is finite (nearly always), one fused loop computes every metric:
+// on float64 lanes for float32 devices (FusedPass), on float32 lanes, twice as many elements per
+// vector, for float16/bfloat16 devices (NarrowPass). Other vectors, float64 devices and the
+// tails run as two loops over L1-sized blocks (ValuePass, ComparePass), each keeping half the
+// running sums in registers, with every inf/NaN rule.
 //
 // Same arithmetic as the scalar kernel in metrics.cc, element for element: every count and
 // maximum is identical, and only the order of the floating sums differs (one partial sum per

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
@@ -56,7 +57,9 @@ struct Buffers {
   HostTensor d, g;
 };
 
-Buffers Make(v1::DType dtype, size_t device_bytes) {
+// `nan_every` > 0: the device value of every nan_every-th element is NaN (real outputs have few;
+// one in each vector is the kernel's worst case: every vector takes its slow path).
+Buffers Make(v1::DType dtype, size_t device_bytes, int64_t nan_every = 0) {
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
   Buffers b;
@@ -67,14 +70,16 @@ Buffers Make(v1::DType dtype, size_t device_bytes) {
   b.golden.resize(n * (fp32 ? 8 : 4));
   for (int64_t i = 0; i < n; ++i) {
     const float v = normal(rng);
+    const bool nan = nan_every > 0 && i % nan_every == 0;
     if (fp32) {
-      const float dv = v * (1 + 1e-7f);
+      const float dv = nan ? std::numeric_limits<float>::quiet_NaN() : v * (1 + 1e-7f);
       std::memcpy(&b.device[i * 4], &dv, 4);
       const double gv = v;
       std::memcpy(&b.golden[i * 8], &gv, 8);
     } else {
-      const uint16_t bits = dtype == v1::DTYPE_FLOAT16 ? parity::server::fp::FloatToHalf(v)
-                                                       : parity::server::fp::FloatToBFloat16(v);
+      const float dv = nan ? std::numeric_limits<float>::quiet_NaN() : v;
+      const uint16_t bits = dtype == v1::DTYPE_FLOAT16 ? parity::server::fp::FloatToHalf(dv)
+                                                       : parity::server::fp::FloatToBFloat16(dv);
       std::memcpy(&b.device[i * 2], &bits, 2);
       std::memcpy(&b.golden[i * 4], &v, 4);
     }
@@ -84,6 +89,36 @@ Buffers Make(v1::DType dtype, size_t device_bytes) {
   return b;
 }
 
+// One row per thread count: compare and memcpy of the same bytes, alternating.
+void Rows(v1::DType dtype, size_t mib, int64_t nan_every, int reps, const char* suffix) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const auto& table = parity::server::StandardsTable::Default();
+  Buffers b = Make(dtype, mib << 20, nan_every);
+  const size_t bytes = b.device.size() + b.golden.size();  // what the compare reads
+  std::vector<char> src(bytes, 1), dst(bytes);
+  for (int threads : {1, cores}) {
+    parity::server::internal::SetCompareThreads(threads);
+    std::vector<double> cmp, cpy, ratio;
+    double sink = 0;
+    for (int r = 0; r < reps; ++r) {
+      cmp.push_back(Seconds([&] {
+        auto m = parity::server::ComputeMetrics(b.d, b.g, *table.Constants(dtype));
+        sink += m->rmse;
+      }));
+      cpy.push_back(Seconds([&] {
+        ParallelCopy(dst.data(), src.data(), bytes, threads);
+        sink += dst[bytes / 2];
+      }));
+      ratio.push_back(cpy.back() / cmp.back());
+    }
+    const std::string name = std::string(parity::common::TorchName(dtype)).substr(6) + suffix;
+    std::printf("%-13s %5zu %8d %13.2f %12.2f %7.3f%s\n", name.c_str(), mib, threads,
+                bytes / Median(cmp) / 1e9, bytes / Median(cpy) / 1e9, Median(ratio),
+                sink == -1 ? "!" : "");
+    if (cores == 1) break;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,37 +126,13 @@ int main(int argc, char** argv) {
   const std::vector<size_t> sizes_mib =
       quick ? std::vector<size_t>{1} : std::vector<size_t>{1, 4, 16, 64};
   const int reps = quick ? 3 : 9;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const auto& table = parity::server::StandardsTable::Default();
-  std::printf("%-9s %5s %8s %13s %12s %7s\n", "dtype", "MiB", "threads", "compare GB/s",
+  std::printf("%-13s %5s %8s %13s %12s %7s\n", "dtype", "MiB", "threads", "compare GB/s",
               "memcpy GB/s", "ratio");
-  for (v1::DType dtype : {v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16}) {
-    for (size_t mib : sizes_mib) {
-      Buffers b = Make(dtype, mib << 20);
-      const size_t bytes = b.device.size() + b.golden.size();  // what the compare reads
-      std::vector<char> src(bytes, 1), dst(bytes);
-      for (int threads : {1, cores}) {
-        parity::server::internal::SetCompareThreads(threads);
-        std::vector<double> cmp, cpy, ratio;
-        double sink = 0;
-        for (int r = 0; r < reps; ++r) {
-          cmp.push_back(Seconds([&] {
-            auto m = parity::server::ComputeMetrics(b.d, b.g, *table.Constants(dtype));
-            sink += m->rmse;
-          }));
-          cpy.push_back(Seconds([&] {
-            ParallelCopy(dst.data(), src.data(), bytes, threads);
-            sink += dst[bytes / 2];
-          }));
-          ratio.push_back(cpy.back() / cmp.back());
-        }
-        std::printf("%-9s %5zu %8d %13.2f %12.2f %7.3f%s\n",
-                    std::string(parity::common::TorchName(dtype)).substr(6).c_str(), mib, threads,
-                    bytes / Median(cmp) / 1e9, bytes / Median(cpy) / 1e9, Median(ratio),
-                    sink == -1 ? "!" : "");
-        if (cores == 1) break;
-      }
-    }
+  const v1::DType dtypes[] = {v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16};
+  for (v1::DType dtype : dtypes) {
+    for (size_t mib : sizes_mib) Rows(dtype, mib, 0, reps, "");
   }
+  // The worst case: a NaN in every vector of 8 (every one takes the kernel's slow path).
+  for (v1::DType dtype : dtypes) Rows(dtype, quick ? 1 : 16, 8, reps, " nan/8");
   return 0;
 }

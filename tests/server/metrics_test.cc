@@ -93,6 +93,8 @@ TEST(MetricsTest, InfAndNaNConsistencyAndSignedZero) {
   EXPECT_DOUBLE_EQ(m->mismatch_rate, 0.5);
   EXPECT_TRUE(std::isnan(m->max_abs_error));
   EXPECT_DOUBLE_EQ(m->hundredth_ratio, 0.5);  // NaN counts as failing
+  EXPECT_TRUE(std::isnan(m->cosine));         // a NaN value makes the cosine NaN (an error)
+  EXPECT_FALSE(m->cosine_blank);
 
   // A golden beyond float32's range casts to inf; a device at FLT_MAX is consistent with it.
   std::vector<float> big = {std::numeric_limits<float>::max(), 1.0f};
