@@ -2,8 +2,8 @@
 // ranges. Internal to parity_compare (and its tests and benchmark).
 //
 // The scalar kernel (metrics.cc) is the definition: readable, one element at a time. The SIMD
-// kernel (metrics_simd.cc, built with AVX2 and F16C and chosen at run time when the CPU has
-// them) computes the same sums four elements at a time; counts and maxima agree exactly, sums
+// kernels (metrics_simd.cc: AVX2 with F16C, and AVX-512, chosen at run time by what the CPU
+// has) compute the same sums 4 to 16 elements at a time; counts and maxima agree exactly, sums
 // up to rounding order (tests/server/metrics_kernel_test.cc checks both).
 #pragma once
 
