@@ -37,6 +37,7 @@
 #include "common/log.h"
 #include "common/tls.h"
 #include "common/torch/torch_pch.h"
+#include "common/wire.h"
 #include "server/server.h"
 #include "tests/testing/op_cases.h"
 #include "tests/testing/server_harness.h"
@@ -330,8 +331,7 @@ double StreamSeconds(int port, const std::string& client_tls, const std::vector<
     sent.push_back(&hello);
   }
   for (const std::string& m : msgs) sent.push_back(&m);
-  StreamClient client(stub,
-                      check_stream ? "/parity.v1.PrecisionChecker/Check" : "/bench.Floor/Stream",
+  StreamClient client(stub, check_stream ? parity::common::kCheckMethod : "/bench.Floor/Stream",
                       sent, check_stream);
   const double s = client.Run();
   if (client.answered() != sent.size() || !client.status().ok()) {

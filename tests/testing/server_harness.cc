@@ -46,12 +46,7 @@ std::shared_ptr<grpc::Channel> TestChannel(int port, const std::string& tls_path
 
 TestStream::TestStream(const std::shared_ptr<grpc::Channel>& channel) {
   context_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-  stream_.reset(
-      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
-          channel.get(),
-          grpc::internal::RpcMethod("/parity.v1.PrecisionChecker/Check",
-                                    grpc::internal::RpcMethod::BIDI_STREAMING),
-          &context_));
+  stream_ = common::OpenCheckStream(channel.get(), &context_);
 }
 
 TestStream::~TestStream() {
@@ -81,7 +76,7 @@ bool TestStream::Hello(int32_t rank, uint32_t protocol_version) {
 }
 
 bool TestStream::Send(const v1::AgentMessage& message) {
-  return Send(std::make_shared<const v1::AgentMessage>(message));
+  return stream_->Write(common::Serialize(message));
 }
 
 bool TestStream::Send(std::shared_ptr<const v1::AgentMessage> message, bool more) {
