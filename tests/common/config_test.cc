@@ -67,6 +67,19 @@ TEST(AgentConfigTest, ReadsParitySectionAndRanges) {
   EXPECT_EQ(c.parity.max_inline_tensor_bytes, 1024u);
 }
 
+TEST(AgentConfigTest, StatsIntervalIsReadAndZeroIsRefused) {
+  auto parsed = ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,
+      "host": "h", "port": 7000}, "parity": {"plaintext": true, "stats_interval_ms": 250}})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->config.parity.stats_interval_ms, 250u);
+  // 0 would send the counters on every turn of the sender's loop.
+  parsed = ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,
+      "host": "h", "port": 7000}, "parity": {"plaintext": true, "stats_interval_ms": 0}})");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(parsed.status().message(),
+              HasSubstr("parity.stats_interval_ms: must be between 1 and 4294967295, got 0"));
+}
+
 TEST(AgentConfigTest, WrongTypeNamesKeyAndValue) {
   auto parsed = ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,
       "host": "h", "port": "abc", "tls_path": "c"}})",
