@@ -147,6 +147,7 @@ std::string OpCounters() {
                       {"error", c.error},
                       {"skip", c.skip},
                       {"rejected", c.rejected},
+                      {"unreadable", c.unreadable},
                       {"queue_depth", c.queue_depth},
                       {"step", c.step},
                       {"connected", c.connected}};

@@ -74,11 +74,12 @@ void AgentCore::Stop() {
     if (n > 0) absl::StrAppend(&reasons, reasons.empty() ? " (" : ", ", reason, " ", n);
   }
   if (!reasons.empty()) reasons += ")";
-  common::LogInfo(absl::StrCat("stopped: ", c.captured, " captured, ", c.sent, " sent (",
-                               c.sent_bytes, " bytes), ", dropped, " dropped", reasons, ", ",
-                               c.sampled_out, " sampled out; verdicts: ", c.pass, " pass, ",
-                               c.warning, " warning, ", c.error, " error, ", c.skip, " skip, ",
-                               c.rejected, " rejected; ", c.reconnects, " reconnects"));
+  common::LogInfo(absl::StrCat(
+      "stopped: ", c.captured, " captured, ", c.sent, " sent (", c.sent_bytes, " bytes), ", dropped,
+      " dropped", reasons, ", ", c.sampled_out, " sampled out; verdicts: ", c.pass, " pass, ",
+      c.warning, " warning, ", c.error, " error, ", c.skip, " skip, ", c.rejected, " rejected; ",
+      c.reconnects, " reconnects",
+      c.unreadable > 0 ? absl::StrCat("; ", c.unreadable, " unreadable server messages") : ""));
 }
 
 bool AgentCore::Step(std::string* error) {
@@ -205,6 +206,7 @@ Counters AgentCore::GetCounters() const {
   c.error = counters_.error.load();
   c.skip = counters_.skip.load();
   c.rejected = counters_.rejected.load();
+  c.unreadable = counters_.unreadable.load();
   c.queue_depth = sender_ ? sender_->queue_depth() : 0;
   c.step = step_.load();
   c.connected = counters_.connected.load();

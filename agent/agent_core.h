@@ -41,7 +41,8 @@ struct AtomicCounters {
   std::atomic<uint64_t> captured{0}, sent{0}, sent_bytes{0}, sampled_out{0}, reconnects{0};
   std::atomic<uint64_t> drop_queue_full{0}, drop_disconnected{0}, drop_encode_error{0},
       drop_stopped{0};
-  std::atomic<uint64_t> verdicts{0}, pass{0}, warning{0}, error{0}, skip{0}, rejected{0};
+  std::atomic<uint64_t> verdicts{0}, pass{0}, warning{0}, error{0}, skip{0}, rejected{0},
+      unreadable{0};
   std::atomic<bool> connected{false};
 };
 

@@ -231,12 +231,20 @@ bool Sender::Connect() {
 
 void Sender::ReadLoop(Connection* c) {
   grpc::ByteBuffer bytes;
+  bool logged = false;
   while (c->stream->Read(&bytes)) {
     v1::ServerMessage m;
+    const std::size_t length = bytes.Length();
     if (!common::Parse(bytes, &m)) {
-      common::LogWarning(
-          "a message from the server did not parse; ignored (server of a "
-          "different release?)");
+      // Skipped: later verdicts still count. Logged once per connection, counted every time.
+      core_->counters().unreadable.fetch_add(1, std::memory_order_relaxed);
+      if (!logged) {
+        common::LogWarning(absl::StrCat("a message from the server (", length,
+                                        " bytes) did not parse; ignored, and counted as "
+                                        "`unreadable` (a server of another release, or not a "
+                                        "Parity server?)"));
+        logged = true;
+      }
       continue;
     }
     if (m.has_verdict()) {

@@ -5,9 +5,13 @@
 
 #include <torch/torch.h>
 
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/grpcpp.h>
+
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -17,6 +21,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/wire.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "tests/testing/server_harness.h"
@@ -106,6 +111,90 @@ class RecordingServer {
   std::condition_variable cv_;
   bool wedged_ = false;
   std::vector<Seen> calls_;
+};
+
+// Not a ParityServer: a server speaking the Check method's bytes itself, which answers Hello
+// properly and then puts `garbage` (bytes that are no ServerMessage) before each call's verdict.
+class GarbledServer : public grpc::CallbackGenericService {
+ public:
+  explicit GarbledServer(std::string garbage) : garbage_(std::move(garbage)) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterCallbackGenericService(this);
+    server_ = builder.BuildAndStart();
+  }
+  ~GarbledServer() override { server_->Shutdown(); }
+  int port() const { return port_; }
+  uint64_t verdicts_sent() const { return verdicts_sent_.load(); }
+
+ private:
+  class Reactor : public grpc::ServerGenericBidiReactor {
+   public:
+    explicit Reactor(GarbledServer* server) : server_(server) { StartRead(&in_); }
+    void OnReadDone(bool ok) override {
+      if (!ok) {
+        std::lock_guard<std::mutex> lock(mu_);
+        reading_ = false;
+        MaybeFinishLocked();
+        return;
+      }
+      v1::AgentMessage m;
+      ASSERT_TRUE(common::Parse(in_, &m));
+      if (m.has_hello()) {
+        v1::ServerMessage info;
+        info.mutable_server_info()->set_protocol_version(m.hello().protocol_version());
+        info.mutable_server_info()->set_max_message_bytes(4 << 20);
+        Queue(common::Serialize(info));
+      } else if (m.has_call()) {
+        grpc::Slice slice(server_->garbage_);
+        Queue(grpc::ByteBuffer(&slice, 1));
+        v1::ServerMessage verdict;
+        verdict.mutable_verdict()->set_sequence(m.call().sequence());
+        verdict.mutable_verdict()->set_status(v1::VERDICT_STATUS_PASS);
+        Queue(common::Serialize(verdict));
+        server_->verdicts_sent_.fetch_add(1);
+      }
+      StartRead(&in_);
+    }
+    void OnWriteDone(bool ok) override {
+      std::lock_guard<std::mutex> lock(mu_);
+      out_.pop_front();
+      writing_ = false;
+      if (ok && !out_.empty()) WriteFrontLocked();
+      MaybeFinishLocked();
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    void Queue(grpc::ByteBuffer b) {
+      std::lock_guard<std::mutex> lock(mu_);
+      out_.push_back(std::move(b));
+      if (!writing_) WriteFrontLocked();
+    }
+    void WriteFrontLocked() {
+      writing_ = true;
+      StartWrite(&out_.front());
+    }
+    void MaybeFinishLocked() {
+      if (!reading_ && !writing_ && !finished_) {
+        finished_ = true;
+        Finish(grpc::Status::OK);
+      }
+    }
+    GarbledServer* const server_;
+    std::mutex mu_;
+    grpc::ByteBuffer in_;
+    std::deque<grpc::ByteBuffer> out_;  // front: being written
+    bool reading_ = true, writing_ = false, finished_ = false;
+  };
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext*) override {
+    return new Reactor(this);
+  }
+
+  const std::string garbage_;
+  std::atomic<uint64_t> verdicts_sent_{0};
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
 };
 
 // Runs `f` and aborts the test program if it has not returned after `limit`: a hang detector
@@ -295,6 +384,28 @@ TEST(AgentCoreTest, ReconnectsWhenTheServerComesBackAndResumes) {
   EXPECT_GE(max_step, 2);
   // Nothing is lost silently.
   ExpectEveryCallAccountedFor(c);
+}
+
+// A message from the server that does not parse is skipped and counted; the verdicts after it
+// still arrive and the connection stays up.
+TEST(AgentCoreTest, UnreadableServerMessagesAreCountedAndTheVerdictsAfterThemStillCount) {
+  // Field 1 with wire type 7 (no such type), then a length-delimited field cut short.
+  for (const std::string& garbage : {std::string("\x0f\x01\x02", 3), std::string("\x12\x7f", 2)}) {
+    GarbledServer server(garbage);
+    auto agent = StartAgent(Config(server.port()));
+    torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
+    TrainStep(w, torch::randn({3, 4}));
+    ASSERT_TRUE(agent->Flush(20000));  // every verdict came, though each followed garbage
+    const Counters c = agent->GetCounters();
+    agent->Stop();
+    ASSERT_GT(c.sent, 0u);
+    EXPECT_EQ(server.verdicts_sent(), c.sent);
+    EXPECT_EQ(c.verdicts, c.sent);
+    EXPECT_EQ(c.pass, c.sent);
+    EXPECT_EQ(c.unreadable, c.sent);
+    EXPECT_EQ(c.reconnects, 0u);
+    EXPECT_TRUE(c.connected);
+  }
 }
 
 // A server that accepts the stream but never answers: under `drop` the training never waits,

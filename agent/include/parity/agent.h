@@ -26,6 +26,7 @@ struct Counters {
   uint64_t reconnects = 0;
   uint64_t verdicts = 0;
   uint64_t pass = 0, warning = 0, error = 0, skip = 0, rejected = 0;
+  uint64_t unreadable = 0;  // messages from the server that did not parse (ignored)
   uint64_t queue_depth = 0;
   int64_t step = 0;
   bool connected = false;
