@@ -1,6 +1,8 @@
 // Server transport throughput on loopback, side by side in one run. Every path carries the same
 // serialized calls (typical training ops), already in memory as the raw row has them:
 //   raw TCP              length-prefixed, one 8-byte ack per call
+//   raw TLS              the same over OpenSSL's mutual TLS: what TLS itself costs here (the
+//                        TLS rows also print their ratio to this one)
 //   gRPC floor           a generic gRPC stream of the same bytes to a server that only acks: what
 //                        gRPC itself costs here, the bound for any service built on it
 //   Parity               the parity.v1 Check stream: Hello, then the calls, one verdict each
@@ -14,6 +16,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -31,6 +35,7 @@
 
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 
 #include "common/grpc_tuning.h"
@@ -97,18 +102,34 @@ bool ReadAll(int fd, char* p, size_t n) {
   return true;
 }
 
+// A loopback listener on a free port, and a client socket connected to it (TCP_NODELAY).
+struct Loopback {
+  int listener = -1, client = -1;
+  Loopback() {
+    listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    ::listen(listener, 1);
+    socklen_t len = sizeof(addr);
+    ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+    client = ::socket(AF_INET, SOCK_STREAM, 0);
+    const int one = 1;
+    ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    ::connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  }
+  ~Loopback() {
+    ::close(client);
+    ::close(listener);
+  }
+};
+
 // Raw TCP: the receiver reads each length-prefixed message into a buffer and acks it.
 double RawTcpSeconds(const std::vector<std::string>& msgs) {
-  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  ::listen(listener, 1);
-  socklen_t len = sizeof(addr);
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  Loopback net;
   std::thread server([&] {
-    const int fd = ::accept(listener, nullptr, nullptr);
+    const int fd = ::accept(net.listener, nullptr, nullptr);
     std::string buf;
     for (std::size_t i = 0; i < msgs.size(); ++i) {
       uint32_t n = 0;
@@ -120,10 +141,7 @@ double RawTcpSeconds(const std::vector<std::string>& msgs) {
     }
     ::close(fd);
   });
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  const int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  const int fd = net.client;
   const auto start = Clock::now();
   std::thread acks([&] {
     uint64_t ack;
@@ -137,8 +155,82 @@ double RawTcpSeconds(const std::vector<std::string>& msgs) {
   acks.join();
   const double s = std::chrono::duration<double>(Clock::now() - start).count();
   server.join();
-  ::close(fd);
-  ::close(listener);
+  return s;
+}
+
+[[noreturn]] void TlsDie(const char* what) {
+  std::fprintf(stderr, "raw TLS: %s: %s\n", what, ERR_error_string(ERR_get_error(), nullptr));
+  std::exit(1);
+}
+
+// An OpenSSL context for one side of mutual TLS with the files of `dir` (ca.crt, and server.*
+// or client.*), as Parity's own TLS set-up reads them.
+std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> TlsContext(bool server, const std::string& dir) {
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(
+      SSL_CTX_new(server ? TLS_server_method() : TLS_client_method()), &SSL_CTX_free);
+  const std::string who = dir + (server ? "/server" : "/client");
+  if (SSL_CTX_use_certificate_chain_file(ctx.get(), (who + ".crt").c_str()) != 1 ||
+      SSL_CTX_use_PrivateKey_file(ctx.get(), (who + ".key").c_str(), SSL_FILETYPE_PEM) != 1 ||
+      SSL_CTX_load_verify_locations(ctx.get(), (dir + "/ca.crt").c_str(), nullptr) != 1) {
+    TlsDie("loading the certificates");
+  }
+  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  return ctx;
+}
+
+bool TlsReadAll(SSL* ssl, char* p, size_t n) {
+  while (n > 0) {
+    const int r = SSL_read(ssl, p, static_cast<int>(std::min<size_t>(n, 1 << 30)));
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// Raw TCP under OpenSSL's mutual TLS (the handshake before the clock starts, as the gRPC paths
+// connect first): what TLS itself costs on this machine for these messages, whatever carries
+// them. One SSL object is not for two threads, so the client writes every call and then reads
+// the acks (which wait in the socket's buffer meanwhile). `cipher` gets the negotiated suite.
+double RawTlsSeconds(const std::vector<std::string>& msgs, SSL_CTX* server_ctx, SSL_CTX* client_ctx,
+                     std::string* cipher) {
+  Loopback net;
+  std::thread server([&] {
+    const int fd = ::accept(net.listener, nullptr, nullptr);
+    SSL* ssl = SSL_new(server_ctx);
+    SSL_set_fd(ssl, fd);
+    if (SSL_accept(ssl) != 1) TlsDie("server handshake");
+    std::string buf;
+    for (std::size_t i = 0; i < msgs.size(); ++i) {
+      uint32_t n = 0;
+      if (!TlsReadAll(ssl, reinterpret_cast<char*>(&n), 4)) break;
+      buf.resize(n);
+      if (!TlsReadAll(ssl, buf.data(), n)) break;
+      const uint64_t ack = i;
+      SSL_write(ssl, &ack, 8);
+    }
+    SSL_shutdown(ssl);
+    SSL_free(ssl);
+    ::close(fd);
+  });
+  SSL* ssl = SSL_new(client_ctx);
+  SSL_set_fd(ssl, net.client);
+  if (SSL_connect(ssl) != 1) TlsDie("client handshake");
+  *cipher = SSL_get_cipher_name(ssl);
+  const auto start = Clock::now();
+  for (const std::string& m : msgs) {
+    const uint32_t n = static_cast<uint32_t>(m.size());
+    if (SSL_write(ssl, &n, 4) != 4 || SSL_write(ssl, m.data(), static_cast<int>(m.size())) <= 0) {
+      TlsDie("write");
+    }
+  }
+  uint64_t ack;
+  for (std::size_t i = 0; i < msgs.size(); ++i) {
+    if (!TlsReadAll(ssl, reinterpret_cast<char*>(&ack), 8)) TlsDie("ack");
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - start).count();
+  server.join();
+  SSL_free(ssl);
   return s;
 }
 
@@ -404,41 +496,57 @@ int main(int argc, char** argv) {
   auto tls = StartServer(server_tls, false);
   auto plain_floor = StartFloorServer("");
   auto tls_floor = StartFloorServer(server_tls);
+  const auto tls_server_ctx = TlsContext(true, server_tls);
+  const auto tls_client_ctx = TlsContext(false, client_tls);
+  std::string cipher;
 
   // Repetitions alternate the paths so that each ratio compares runs made moments apart
   // (loopback throughput on a shared VM drifts by tens of percent between seconds).
   struct Path {
     const char* name;
+    bool tls;
     std::function<double()> run;
-    std::vector<double> seconds = {}, ratio = {};
+    std::vector<double> seconds = {}, ratio = {}, tls_ratio = {};
   };
   std::vector<Path> paths = {
-      {"gRPC floor, plaintext", [&] { return StreamSeconds(plain_floor->port, "", msgs, false); }},
-      {"Parity, plaintext", [&] { return StreamSeconds(plain->port(), "", msgs, true); }},
-      {"  sync client", [&] { return GrpcSeconds(*plain, "", parsed); }},
-      {"gRPC floor, mutual TLS",
+      {"gRPC floor, plaintext", false,
+       [&] { return StreamSeconds(plain_floor->port, "", msgs, false); }},
+      {"Parity, plaintext", false, [&] { return StreamSeconds(plain->port(), "", msgs, true); }},
+      {"  sync client", false, [&] { return GrpcSeconds(*plain, "", parsed); }},
+      {"gRPC floor, mutual TLS", true,
        [&] { return StreamSeconds(tls_floor->port, client_tls, msgs, false); }},
-      {"Parity, mutual TLS", [&] { return StreamSeconds(tls->port(), client_tls, msgs, true); }},
-      {"  sync client", [&] { return GrpcSeconds(*tls, client_tls, parsed); }},
+      {"Parity, mutual TLS", true,
+       [&] { return StreamSeconds(tls->port(), client_tls, msgs, true); }},
+      {"  sync client", true, [&] { return GrpcSeconds(*tls, client_tls, parsed); }},
   };
-  std::vector<double> raw_s;
+  std::vector<double> raw_s, raw_tls_s, raw_tls_ratio;
   for (int r = 0; r < reps; ++r) {
     raw_s.push_back(RawTcpSeconds(msgs));
+    raw_tls_s.push_back(RawTlsSeconds(msgs, tls_server_ctx.get(), tls_client_ctx.get(), &cipher));
+    raw_tls_ratio.push_back(raw_s.back() / raw_tls_s.back());
     for (Path& p : paths) {
       p.seconds.push_back(p.run());
       p.ratio.push_back(raw_s.back() / p.seconds.back());
+      if (p.tls) p.tls_ratio.push_back(raw_tls_s.back() / p.seconds.back());
     }
   }
   const double raw = Median(raw_s);
 
   std::printf("transport: %d calls, %.1f MB (typical ops on [64, 512] float32), median of %d\n",
               calls, mb, reps);
-  std::printf("%-24s %10s %10s %14s\n", "path", "calls/s", "MB/s", "ratio to raw");
-  auto line = [&](const char* name, double s, double ratio) {
-    std::printf("%-24s %10.0f %10.1f %14.3f\n", name, calls / s, mb / s, ratio);
+  std::printf("%-24s %10s %10s %14s %14s\n", "path", "calls/s", "MB/s", "ratio to raw",
+              "to raw TLS");
+  auto line = [&](const char* name, double s, double ratio, double tls_ratio = -1) {
+    std::printf("%-24s %10.0f %10.1f %14.3f", name, calls / s, mb / s, ratio);
+    if (tls_ratio >= 0) std::printf(" %14.3f", tls_ratio);
+    std::printf("\n");
   };
   line("raw TCP loopback", raw, 1.0);
-  for (const Path& p : paths) line(p.name, Median(p.seconds), Median(p.ratio));
+  line("raw TLS (OpenSSL)", Median(raw_tls_s), Median(raw_tls_ratio), 1.0);
+  for (const Path& p : paths) {
+    line(p.name, Median(p.seconds), Median(p.ratio), p.tls ? Median(p.tls_ratio) : -1);
+  }
+  std::printf("(raw TLS: mutual, %s, OpenSSL's default suite)\n", cipher.c_str());
 
   // Protobuf's two copies of every tensor byte, timed alone on one thread: serializing (which
   // the agent and the sync client avoid: their tensors go out from the message's memory) and
