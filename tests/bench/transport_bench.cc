@@ -12,7 +12,7 @@
 // each in plaintext and over mutual TLS. The server's handler answers PASS without replaying, so
 // this measures transport, the envelope, the queue and the verdict stream: what the server adds
 // on top of the socket. Then one line with real replay (CPU bench + float64 golden) for scale.
-//   transport_bench [--quick]
+//   transport_bench [--quick] [--only=TEXT]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -471,7 +471,18 @@ double Best(int reps, F&& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  std::string only;  // --only=TEXT: the paths whose name holds TEXT (and raw TCP, TLS), to profile
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strncmp(argv[i], "--only=", 7) == 0) {
+      only = argv[i] + 7;
+    } else {
+      std::fprintf(stderr, "usage: transport_bench [--quick] [--only=TEXT]\n");
+      return 2;
+    }
+  }
   parity::common::SetLogLevel(parity::common::LogLevel::kWarning);
   parity::common::KeepLargeAllocations(std::size_t{256} << 20);  // as parity-server does
   const int calls = quick ? 24 : 600;
@@ -519,6 +530,11 @@ int main(int argc, char** argv) {
        [&] { return StreamSeconds(tls->port(), client_tls, msgs, true); }},
       {"  sync client", true, [&] { return GrpcSeconds(*tls, client_tls, parsed); }},
   };
+  paths.erase(std::remove_if(paths.begin(), paths.end(),
+                             [&](const Path& p) {
+                               return std::string(p.name).find(only) == std::string::npos;
+                             }),
+              paths.end());
   std::vector<double> raw_s, raw_tls_s, raw_tls_ratio;
   for (int r = 0; r < reps; ++r) {
     raw_s.push_back(RawTcpSeconds(msgs));
