@@ -242,6 +242,54 @@ TEST(MetricsKernelTest, SimdMatchesScalarOnEitherSideOfTheRatioThresholds) {
   }
 }
 
+// A finite float32 reference that rounds to infinity in the device's dtype (float16 from 65520,
+// bfloat16 from 0x1.ffp127) makes its element inf/nan for the rules, though err and the ULP error
+// are finite: each such reference, alone among finite values in its group, must be judged as the
+// scalar kernel judges it, on either side of the rounding's edge.
+TEST(MetricsKernelTest, SimdMatchesScalarWhereTheReferenceRoundsToInfinity) {
+  const std::vector<NamedKernel> kernels = SimdKernels();
+  if (kernels.empty()) GTEST_SKIP() << "no AVX2/F16C on this CPU: the scalar kernel is used";
+  for (v1::DType td : {v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16}) {
+    SCOPED_TRACE(v1::DType_Name(td));
+    const bool half = td == v1::DTYPE_FLOAT16;
+    const float edge = half ? 65520.0f : 0x1.ffp127f;
+    const float largest = half ? 65504.0f : 0x1.fep127f;  // the dtype's largest finite value
+    std::vector<float> refs = {largest, std::numeric_limits<float>::max()};
+    float below = edge, above = edge;
+    for (int i = 0; i < 3; ++i) {
+      below = std::nextafter(below, 0.0f);
+      above = std::nextafter(above, std::numeric_limits<float>::infinity());
+      refs.push_back(below);
+      refs.push_back(above);
+    }
+    refs.push_back(edge);
+    if (half) refs.insert(refs.end(), {65535.0f, 65536.0f, 65600.0f, 1e6f});
+    // One edge reference per group of 32 (a whole float32-lane group on either ISA), the device
+    // at its largest finite value there; the rest ordinary values.
+    const size_t group = 32, n = refs.size() * group;
+    std::vector<char> t(n * ElementBytes(td)), r(n * 4);
+    std::mt19937 rng(7);
+    std::normal_distribution<double> normal;
+    for (size_t i = 0; i < n; ++i) {
+      const double v = normal(rng);
+      const bool edge_element = i % group == 5;
+      Store(v1::DTYPE_FLOAT32, r, i, edge_element ? refs[i / group] : v);
+      Store(td, t, i, edge_element ? largest : v * (1 + 1e-3));
+    }
+    const DTypeConstants c = *StandardsTable::Default().Constants(td);
+    Accumulator scalar;
+    ScalarKernel(td, v1::DTYPE_FLOAT32, t.data(), r.data(), 0, n, c, 1e-7, scalar);
+    EXPECT_GT(scalar.n_inf_nan, 0);                                  // the edge was crossed
+    EXPECT_LT(scalar.n_inf_nan, static_cast<int64_t>(refs.size()));  // and not always
+    for (const NamedKernel& k : kernels) {
+      SCOPED_TRACE(k.name);
+      Accumulator vector;
+      k.kernel(td, v1::DTYPE_FLOAT32, t.data(), r.data(), 0, n, c, 1e-7, vector);
+      ExpectSame(scalar, vector);
+    }
+  }
+}
+
 // The ULP constants come from the standards file and may be tuned: values outside what the
 // narrow types' float32 pass handles (min_e below -126, other mantissa widths) must give the
 // scalar kernel's results too.
