@@ -71,15 +71,27 @@ inline WF RoundThroughHalf(WF f) {
 inline bool AnyLane(WI mask) { return _mm256_movemask_ps(reinterpret_cast<__m256>(mask)) != 0; }
 // |err| * 2^(mantissa_bits - e), e = max(floor(log2|r|), min_exponent), e = max(min_exponent, 0)
 // at r = 0, for a float32 r (NarrowPass; min_exponent in [-126, 127], mantissa_bits in
-// [1, 128]): exact where the result is a normal float32, else subnormal, zero or inf.
-inline WF UlpScaleWide(WF err, WF r, int mantissa_bits, int min_exponent) {
-  WI e = reinterpret_cast<WI>((reinterpret_cast<WU>(r) >> 23) & 0xFF) - 127;
-  e = e < min_exponent ? WI{} + min_exponent : e;
-  e = r == 0 ? WI{} + std::max(min_exponent, 0) : e;
-  const WI k = mantissa_bits - e;
-  const WI k1 = k < 127 ? k : 127;  // 2^k in two float32 factors: k reaches 254
-  return err * reinterpret_cast<WF>((k1 + 127) << 23) * reinterpret_cast<WF>((k - k1 + 127) << 23);
-}
+// [1, 128]): exact where the result is a normal float32, else subnormal, zero or inf. The
+// constants are made once per pass.
+class UlpScaler {
+ public:
+  UlpScaler(int mantissa_bits, int min_exponent)
+      : mantissa_bits_(WI{} + mantissa_bits),
+        min_exponent_(WI{} + min_exponent),
+        zero_exponent_(WI{} + std::max(min_exponent, 0)) {}
+  WF operator()(WF err, WF r) const {
+    WI e = reinterpret_cast<WI>((reinterpret_cast<WU>(r) >> 23) & 0xFF) - 127;
+    e = e < min_exponent_ ? min_exponent_ : e;
+    e = r == 0 ? zero_exponent_ : e;
+    const WI k = mantissa_bits_ - e;
+    const WI k1 = k < 127 ? k : 127;  // 2^k in two float32 factors: k reaches 254
+    return err * reinterpret_cast<WF>((k1 + 127) << 23) *
+           reinterpret_cast<WF>((k - k1 + 127) << 23);
+  }
+
+ private:
+  WI mantissa_bits_, min_exponent_, zero_exponent_;
+};
 inline VF LowHalf(WF w) { return __builtin_shufflevector(w, w, 0, 1, 2, 3); }
 inline VF HighHalf(WF w) { return __builtin_shufflevector(w, w, 4, 5, 6, 7); }
 inline VD ToDouble(VF f) {
@@ -123,15 +135,24 @@ inline bool AnyLane(WI mask) {
 // As the AVX2 one, with AVX-512's exponent instructions: getexp is floor(log2|r|) for every
 // nonzero finite r (subnormals too; below min_exponent either way), scalef multiplies by 2^k in
 // one rounding, so the results are the same. (The zero-masked forms, as for ToDouble below.)
-inline WF UlpScaleWide(WF err, WF r, int mantissa_bits, int min_exponent) {
-  const __m512 rv = reinterpret_cast<__m512>(r);
-  __m512 e = _mm512_maskz_max_ps(0xFFFF, _mm512_maskz_getexp_ps(0xFFFF, rv),
-                                 _mm512_set1_ps(static_cast<float>(min_exponent)));
-  const __mmask16 zero = _mm512_cmp_ps_mask(rv, _mm512_setzero_ps(), _CMP_EQ_OQ);
-  e = _mm512_mask_mov_ps(e, zero, _mm512_set1_ps(static_cast<float>(std::max(min_exponent, 0))));
-  const __m512 k = _mm512_sub_ps(_mm512_set1_ps(static_cast<float>(mantissa_bits)), e);
-  return reinterpret_cast<WF>(_mm512_maskz_scalef_ps(0xFFFF, reinterpret_cast<__m512>(err), k));
-}
+class UlpScaler {
+ public:
+  UlpScaler(int mantissa_bits, int min_exponent)
+      : mantissa_bits_(_mm512_set1_ps(static_cast<float>(mantissa_bits))),
+        min_exponent_(_mm512_set1_ps(static_cast<float>(min_exponent))),
+        zero_exponent_(_mm512_set1_ps(static_cast<float>(std::max(min_exponent, 0)))) {}
+  WF operator()(WF err, WF r) const {
+    const __m512 rv = reinterpret_cast<__m512>(r);
+    __m512 e = _mm512_maskz_max_ps(0xFFFF, _mm512_maskz_getexp_ps(0xFFFF, rv), min_exponent_);
+    const __mmask16 zero = _mm512_cmp_ps_mask(rv, _mm512_setzero_ps(), _CMP_EQ_OQ);
+    e = _mm512_mask_mov_ps(e, zero, zero_exponent_);
+    const __m512 k = _mm512_sub_ps(mantissa_bits_, e);
+    return reinterpret_cast<WF>(_mm512_maskz_scalef_ps(0xFFFF, reinterpret_cast<__m512>(err), k));
+  }
+
+ private:
+  __m512 mantissa_bits_, min_exponent_, zero_exponent_;
+};
 inline VF LowHalf(WF w) { return __builtin_shufflevector(w, w, 0, 1, 2, 3, 4, 5, 6, 7); }
 inline VF HighHalf(WF w) { return __builtin_shufflevector(w, w, 8, 9, 10, 11, 12, 13, 14, 15); }
 // The zero-masked forms: the plain ones start from _mm512_undefined_*, which GCC 12 flags.
