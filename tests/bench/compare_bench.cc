@@ -119,6 +119,35 @@ void Rows(v1::DType dtype, size_t mib, int64_t nan_every, int reps, const char* 
   }
 }
 
+// Independent floating multiply-adds on `threads` threads at once, in operations per second:
+// bound by the vector units alone (no memory), so its scaling from one thread to every core says
+// whether the cores have vector units of their own. On a VM whose vCPUs are one physical core's
+// two hyperthreads it is near 1x, and an arithmetic-bound compare cannot gain from the second
+// thread while memcpy, bound by memory, still can.
+double VectorOpsPerSecond(int threads) {
+  using V = double __attribute__((vector_size(32)));
+  constexpr int kChains = 12;
+  constexpr long kSteps = 20'000'000;
+  std::vector<double> sink(static_cast<size_t>(threads));
+  const double s = Seconds([&] {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&sink, t] {
+        V acc[kChains], mul = V{} + 0.9999999, add = V{} + 1e-9;
+        for (int j = 0; j < kChains; ++j) acc[j] = V{} + j;
+        for (long i = 0; i < kSteps; ++i) {
+          for (V& a : acc) a = a * mul + add;
+        }
+        double total = 0;
+        for (const V& a : acc) total += a[0] + a[3];
+        sink[static_cast<size_t>(t)] = total;
+      });
+    }
+    for (std::thread& t : pool) t.join();
+  });
+  return threads * kSteps * kChains * 4 / s * (sink[0] == -1 ? 0 : 1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -126,6 +155,13 @@ int main(int argc, char** argv) {
   const std::vector<size_t> sizes_mib =
       quick ? std::vector<size_t>{1} : std::vector<size_t>{1, 4, 16, 64};
   const int reps = quick ? 3 : 9;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (cores > 1) {
+    const double one = VectorOpsPerSecond(1), all = VectorOpsPerSecond(cores);
+    std::printf("vector arithmetic on %d threads: %.2fx one thread (%s)\n", cores, all / one,
+                all / one < 0.75 * cores ? "the cores share vector units: compare cannot scale"
+                                         : "independent cores");
+  }
   std::printf("%-13s %5s %8s %13s %12s %7s\n", "dtype", "MiB", "threads", "compare GB/s",
               "memcpy GB/s", "ratio");
   const v1::DType dtypes[] = {v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16};
