@@ -241,7 +241,7 @@ void Sender::ReadLoop(Connection* c) {
       if (!logged) {
         common::LogWarning(absl::StrCat("a message from the server (", length,
                                         " bytes) did not parse; ignored, and counted as "
-                                        "`unreadable` (a server of another release, or not a "
+                                        "unreadable (a server of another release, or not a "
                                         "Parity server?)"));
         logged = true;
       }
