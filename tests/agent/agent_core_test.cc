@@ -5,9 +5,6 @@
 
 #include <torch/torch.h>
 
-#include <grpcpp/generic/async_generic_service.h>
-#include <grpcpp/grpcpp.h>
-
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +12,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -24,6 +22,7 @@
 #include "common/wire.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
+#include "tests/testing/generic_stream.h"
 #include "tests/testing/server_harness.h"
 #include "tests/testing/test_certs.h"
 
@@ -128,64 +127,38 @@ class GarbledServer : public grpc::CallbackGenericService {
   uint64_t verdicts_sent() const { return verdicts_sent_.load(); }
 
  private:
-  class Reactor : public grpc::ServerGenericBidiReactor {
+  class Reactor : public testing::GenericStreamReactor {
    public:
-    explicit Reactor(GarbledServer* server) : server_(server) { StartRead(&in_); }
-    void OnReadDone(bool ok) override {
-      if (!ok) {
-        std::lock_guard<std::mutex> lock(mu_);
-        reading_ = false;
-        MaybeFinishLocked();
-        return;
-      }
+    explicit Reactor(GarbledServer* server) : server_(server) {}
+
+   private:
+    void OnMessage(grpc::ByteBuffer& message) override {
       v1::AgentMessage m;
-      ASSERT_TRUE(common::Parse(in_, &m));
+      ASSERT_TRUE(common::Parse(message, &m));
       if (m.has_hello()) {
         v1::ServerMessage info;
         info.mutable_server_info()->set_protocol_version(m.hello().protocol_version());
         info.mutable_server_info()->set_max_message_bytes(4 << 20);
-        Queue(common::Serialize(info));
+        out_.push_back(common::Serialize(info));
       } else if (m.has_call()) {
         grpc::Slice slice(server_->garbage_);
-        Queue(grpc::ByteBuffer(&slice, 1));
+        out_.emplace_back(&slice, 1);
         v1::ServerMessage verdict;
         verdict.mutable_verdict()->set_sequence(m.call().sequence());
         verdict.mutable_verdict()->set_status(v1::VERDICT_STATUS_PASS);
-        Queue(common::Serialize(verdict));
+        out_.push_back(common::Serialize(verdict));
         server_->verdicts_sent_.fetch_add(1);
       }
-      StartRead(&in_);
     }
-    void OnWriteDone(bool ok) override {
-      std::lock_guard<std::mutex> lock(mu_);
+    std::optional<grpc::ByteBuffer> NextWrite() override {
+      if (out_.empty()) return std::nullopt;
+      grpc::ByteBuffer next = std::move(out_.front());
       out_.pop_front();
-      writing_ = false;
-      if (ok && !out_.empty()) WriteFrontLocked();
-      MaybeFinishLocked();
+      return next;
     }
-    void OnDone() override { delete this; }
 
-   private:
-    void Queue(grpc::ByteBuffer b) {
-      std::lock_guard<std::mutex> lock(mu_);
-      out_.push_back(std::move(b));
-      if (!writing_) WriteFrontLocked();
-    }
-    void WriteFrontLocked() {
-      writing_ = true;
-      StartWrite(&out_.front());
-    }
-    void MaybeFinishLocked() {
-      if (!reading_ && !writing_ && !finished_) {
-        finished_ = true;
-        Finish(grpc::Status::OK);
-      }
-    }
     GarbledServer* const server_;
-    std::mutex mu_;
-    grpc::ByteBuffer in_;
-    std::deque<grpc::ByteBuffer> out_;  // front: being written
-    bool reading_ = true, writing_ = false, finished_ = false;
+    std::deque<grpc::ByteBuffer> out_;
   };
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext*) override {
     return new Reactor(this);

@@ -37,6 +37,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "common/grpc_tuning.h"
 #include "common/log.h"
@@ -44,6 +45,7 @@
 #include "common/torch/torch_pch.h"
 #include "common/wire.h"
 #include "server/server.h"
+#include "tests/testing/generic_stream.h"
 #include "tests/testing/op_cases.h"
 #include "tests/testing/server_harness.h"
 #include "tests/testing/test_certs.h"
@@ -125,20 +127,30 @@ struct Loopback {
   }
 };
 
+// The receiving end of the raw paths: reads `count` length-prefixed messages into a buffer and
+// acks each with its index. `read(p, n)` reads exactly n bytes (false at the end); `write(p, n)`
+// writes them.
+template <typename Read, typename Write>
+void ReceiveAndAck(std::size_t count, Read read, Write write) {
+  std::string buf;
+  for (std::size_t i = 0; i < count; ++i) {
+    uint32_t n = 0;
+    if (!read(reinterpret_cast<char*>(&n), 4)) break;
+    buf.resize(n);
+    if (!read(buf.data(), n)) break;
+    const uint64_t ack = i;
+    write(reinterpret_cast<const char*>(&ack), 8);
+  }
+}
+
 // Raw TCP: the receiver reads each length-prefixed message into a buffer and acks it.
 double RawTcpSeconds(const std::vector<std::string>& msgs) {
   Loopback net;
   std::thread server([&] {
     const int fd = ::accept(net.listener, nullptr, nullptr);
-    std::string buf;
-    for (std::size_t i = 0; i < msgs.size(); ++i) {
-      uint32_t n = 0;
-      if (!ReadAll(fd, reinterpret_cast<char*>(&n), 4)) break;
-      buf.resize(n);
-      if (!ReadAll(fd, buf.data(), n)) break;
-      const uint64_t ack = i;
-      WriteAll(fd, reinterpret_cast<const char*>(&ack), 8);
-    }
+    ReceiveAndAck(
+        msgs.size(), [fd](char* p, size_t n) { return ReadAll(fd, p, n); },
+        [fd](const char* p, size_t n) { WriteAll(fd, p, n); });
     ::close(fd);
   });
   const int fd = net.client;
@@ -200,15 +212,9 @@ double RawTlsSeconds(const std::vector<std::string>& msgs, SSL_CTX* server_ctx, 
     SSL* ssl = SSL_new(server_ctx);
     SSL_set_fd(ssl, fd);
     if (SSL_accept(ssl) != 1) TlsDie("server handshake");
-    std::string buf;
-    for (std::size_t i = 0; i < msgs.size(); ++i) {
-      uint32_t n = 0;
-      if (!TlsReadAll(ssl, reinterpret_cast<char*>(&n), 4)) break;
-      buf.resize(n);
-      if (!TlsReadAll(ssl, buf.data(), n)) break;
-      const uint64_t ack = i;
-      SSL_write(ssl, &ack, 8);
-    }
+    ReceiveAndAck(
+        msgs.size(), [ssl](char* p, size_t n) { return TlsReadAll(ssl, p, n); },
+        [ssl](const char* p, size_t n) { SSL_write(ssl, p, static_cast<int>(n)); });
     SSL_shutdown(ssl);
     SSL_free(ssl);
     ::close(fd);
@@ -262,51 +268,20 @@ double GrpcSeconds(parity::server::ParityServer& server, const std::string& clie
 // What any gRPC transport of these bytes costs on this machine; the Check stream adds protobuf,
 // the queue, the handler and the verdicts on top.
 class FloorService : public grpc::CallbackGenericService {
-  class Reactor : public grpc::ServerGenericBidiReactor {
-   public:
-    Reactor() { StartRead(&in_); }
-    void OnReadDone(bool ok) override {
-      if (!ok) {
-        std::lock_guard<std::mutex> l(mu_);
-        reading_ = false;
-        MaybeFinishLocked();
-        return;
-      }
-      in_.Clear();
-      {
-        std::lock_guard<std::mutex> l(mu_);
-        ++received_;
-        if (!writing_) WriteAckLocked();
-      }
-      StartRead(&in_);
+  class Reactor : public pt::GenericStreamReactor {
+    void OnMessage(grpc::ByteBuffer& message) override {
+      message.Clear();
+      ++received_;
     }
-    void OnWriteDone(bool ok) override {
-      std::lock_guard<std::mutex> l(mu_);
-      writing_ = false;
-      if (ok && acked_ < received_) WriteAckLocked();
-      MaybeFinishLocked();
-    }
-    void OnDone() override { delete this; }
-
-   private:
-    void WriteAckLocked() {  // one ack for every message received since the last one
+    // One ack for every message received since the last one.
+    std::optional<grpc::ByteBuffer> NextWrite() override {
+      if (acked_ == received_) return std::nullopt;
       const uint64_t n = received_ - acked_;
       acked_ += n;
       grpc::Slice slice(&n, sizeof(n));
-      out_ = grpc::ByteBuffer(&slice, 1);
-      writing_ = true;
-      StartWrite(&out_);
+      return grpc::ByteBuffer(&slice, 1);
     }
-    void MaybeFinishLocked() {
-      if (!reading_ && !writing_ && !finished_) {
-        finished_ = true;
-        Finish(grpc::Status::OK);
-      }
-    }
-    std::mutex mu_;
-    grpc::ByteBuffer in_, out_;
     uint64_t received_ = 0, acked_ = 0;
-    bool reading_ = true, writing_ = false, finished_ = false;
   };
 
  public:
