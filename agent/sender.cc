@@ -289,10 +289,7 @@ void Sender::Disconnect(bool goodbye) {
 bool Sender::Write(std::shared_ptr<const v1::AgentMessage> m, bool more) {
   const grpc::ByteBuffer bytes = common::SerializeShared(std::move(m));
   unflushed_ = more;
-  if (!conn_->stream->Write(bytes,
-                            more ? grpc::WriteOptions().set_buffer_hint() : grpc::WriteOptions())) {
-    return false;
-  }
+  if (!conn_->stream->Write(bytes, common::WriteOptionsFor(more))) return false;
   core_->counters().sent_bytes.fetch_add(bytes.Length(), std::memory_order_relaxed);
   return true;
 }

@@ -30,6 +30,12 @@ grpc::ByteBuffer SerializeShared(std::shared_ptr<const google::protobuf::Message
 // `message` serialized (copied): for small messages.
 grpc::ByteBuffer Serialize(const google::protobuf::MessageLite& message);
 
+// Options for a write that `more` writes follow at once: gRPC may then hold it back and send
+// them together (a buffer hint); the last write of a burst goes out at once.
+inline grpc::WriteOptions WriteOptionsFor(bool more) {
+  return more ? grpc::WriteOptions().set_buffer_hint() : grpc::WriteOptions();
+}
+
 // Parses `buffer` into `message`; false if the bytes are not such a message.
 bool Parse(grpc::ByteBuffer& buffer, google::protobuf::MessageLite* message);
 

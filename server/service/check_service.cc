@@ -194,8 +194,7 @@ class CheckService::Reactor final
     // Both may be needed: a read and a write can be outstanding at once. The stream cannot
     // finish while either is, so the reactor outlives both calls.
     // More verdicts waiting: gRPC may hold this one and send them together.
-    if (write)
-      StartWrite(&out_, more ? grpc::WriteOptions().set_buffer_hint() : grpc::WriteOptions());
+    if (write) StartWrite(&out_, common::WriteOptionsFor(more));
     if (read) StartRead(&in_);
   }
 

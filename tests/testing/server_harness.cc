@@ -81,8 +81,7 @@ bool TestStream::Send(const v1::AgentMessage& message) {
 
 bool TestStream::Send(std::shared_ptr<const v1::AgentMessage> message, bool more) {
   grpc::ByteBuffer buffer = common::SerializeShared(std::move(message));
-  return stream_->Write(buffer,
-                        more ? grpc::WriteOptions().set_buffer_hint() : grpc::WriteOptions());
+  return stream_->Write(buffer, common::WriteOptionsFor(more));
 }
 
 bool TestStream::SendCall(const v1::ApiCall& call) {
