@@ -234,12 +234,11 @@ void Sender::ReadLoop(Connection* c) {
   bool logged = false;
   while (c->stream->Read(&bytes)) {
     v1::ServerMessage m;
-    const std::size_t length = bytes.Length();
-    if (!common::Parse(bytes, &m)) {
+    if (!common::Parse(bytes, &m)) {  // parsing reads the buffer, leaves it as it was
       // Skipped: later verdicts still count. Logged once per connection, counted every time.
       core_->counters().unreadable.fetch_add(1, std::memory_order_relaxed);
       if (!logged) {
-        common::LogWarning(absl::StrCat("a message from the server (", length,
+        common::LogWarning(absl::StrCat("a message from the server (", bytes.Length(),
                                         " bytes) did not parse; ignored, and counted as "
                                         "unreadable (a server of another release, or not a "
                                         "Parity server?)"));
