@@ -3,7 +3,7 @@
 # With --fix, rewrites the files instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mapfile -t files < <(git ls-files -co --exclude-standard '*.cc' '*.h' | grep -v '^build')
+mapfile -t files < <(git ls-files -co --exclude-standard '*.cc' '*.h' '*.inc' | grep -v '^build')
 if [[ "${1:-}" == "--fix" ]]; then
   clang-format -i "${files[@]}"
   exit 0

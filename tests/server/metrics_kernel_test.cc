@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -127,7 +128,19 @@ std::vector<std::pair<double, double>> Values(int n, uint32_t seed, bool sparse 
   return out;
 }
 
-void ExpectSame(const Accumulator& s, const Accumulator& v) {
+// The float16/bfloat16 pass (a device of those dtypes against a reference of at most float32)
+// adds its non-negative float32 terms (rel_err, squared abs_err, ULP error) in float32 for runs
+// of at most 32 groups before float64: each run's sum is within 32 * 2^-24 of its exact value
+// (31 additions, and the square's rounding), so the whole sum is too.
+constexpr double kFloatRunTolerance = 32 * 0x1p-24;
+
+bool SumsInFloatRuns(v1::DType td, v1::DType rd) {
+  return (td == v1::DTYPE_FLOAT16 || td == v1::DTYPE_BFLOAT16) && rd != v1::DTYPE_FLOAT64;
+}
+
+// `float_runs`: the SIMD kernel summed rel_err, squared abs_err and the ULP error in float32
+// runs (SumsInFloatRuns).
+void ExpectSame(const Accumulator& s, const Accumulator& v, bool float_runs = false) {
   // Counts, flags and maxima are computed element by element: identical.
   EXPECT_EQ(s.hundredth, v.hundredth);
   EXPECT_EQ(s.thousandth, v.thousandth);
@@ -151,15 +164,17 @@ void ExpectSame(const Accumulator& s, const Accumulator& v) {
   EXPECT_EQ(s.max_abs_error, v.max_abs_error);
   EXPECT_EQ(s.max_rel, v.max_rel);
   EXPECT_EQ(s.ulp_max, v.ulp_max);
-  // Sums differ only in the order of additions.
-  for (auto [a, b] : {std::pair{s.dot, v.dot},
-                      {s.norm_t, v.norm_t},
-                      {s.norm_r, v.norm_r},
-                      {s.sum_sq_masked, v.sum_sq_masked},
-                      {s.sum_rel, v.sum_rel},
-                      {s.ulp_sum, v.ulp_sum}}) {
+  // Sums differ only in the order of additions, and the float32 runs' rounding.
+  for (auto [a, b, runs] : {std::tuple{s.dot, v.dot, false},
+                            {s.norm_t, v.norm_t, false},
+                            {s.norm_r, v.norm_r, false},
+                            {s.sum_sq_masked, v.sum_sq_masked, float_runs},
+                            {s.sum_rel, v.sum_rel, float_runs},
+                            {s.ulp_sum, v.ulp_sum, float_runs}}) {
     if (std::isfinite(a)) {
-      EXPECT_NEAR(a, b, 1e-12 * std::max(1.0, std::fabs(a)));
+      // Float32 runs: relative to the sum itself, whose terms are all >= 0.
+      EXPECT_NEAR(a, b,
+                  runs ? kFloatRunTolerance * std::fabs(a) : 1e-12 * std::max(1.0, std::fabs(a)));
     } else {
       EXPECT_EQ(std::isnan(a), std::isnan(b));
       if (!std::isnan(a)) {
@@ -237,7 +252,7 @@ TEST(MetricsKernelTest, SimdMatchesScalarOnEitherSideOfTheRatioThresholds) {
       SCOPED_TRACE(k.name);
       Accumulator vector;
       k.kernel(td, v1::DTYPE_FLOAT32, t.data(), r.data(), 0, n, c, eps, vector);
-      ExpectSame(scalar, vector);
+      ExpectSame(scalar, vector, /*float_runs=*/true);
     }
   }
 }
@@ -285,8 +300,40 @@ TEST(MetricsKernelTest, SimdMatchesScalarWhereTheReferenceRoundsToInfinity) {
       SCOPED_TRACE(k.name);
       Accumulator vector;
       k.kernel(td, v1::DTYPE_FLOAT32, t.data(), r.data(), 0, n, c, 1e-7, vector);
-      ExpectSame(scalar, vector);
+      ExpectSame(scalar, vector, /*float_runs=*/true);
     }
+  }
+}
+
+// The float16/bfloat16 pass sums in float32 runs: bfloat16 errors near 1e20 square beyond
+// float32's range, where the scalar kernel's float64 sum is finite. The kernel must find that and
+// sum those blocks in float64, counting once the groups it had already taken through its slow path
+// (a NaN in the first group of some blocks).
+TEST(MetricsKernelTest, SimdMatchesScalarWhereFloat32SumsWouldOverflow) {
+  const std::vector<NamedKernel> kernels = SimdKernels();
+  if (kernels.empty()) GTEST_SKIP() << "no AVX2/F16C on this CPU: the scalar kernel is used";
+  const v1::DType td = v1::DTYPE_BFLOAT16;
+  const size_t n = 3 * 4096 + 5;
+  std::vector<char> t(n * 2), r(n * 4);
+  std::mt19937 rng(11);
+  std::normal_distribution<double> normal;
+  for (size_t i = 0; i < n; ++i) {
+    // Ordinary values, then a stretch whose errors (about 1e20) overflow float32 when squared.
+    const bool huge = i >= 4096 && i < 2 * 4096 + 100;
+    const double v = normal(rng) * (huge ? 1e21 : 1.0);
+    Store(v1::DTYPE_FLOAT32, r, i, v);
+    Store(td, t, i, i % 2048 == 3 && i < 8192 ? std::nan("") : v * (1 + 0.1 * normal(rng)));
+  }
+  const DTypeConstants c = *StandardsTable::Default().Constants(td);
+  Accumulator scalar;
+  ScalarKernel(td, v1::DTYPE_FLOAT32, t.data(), r.data(), 0, n, c, 1e-7, scalar);
+  ASSERT_TRUE(std::isfinite(scalar.sum_sq_masked));
+  ASSERT_GT(scalar.sum_sq_masked, 1e40);  // beyond float32 (3.4e38)
+  for (const NamedKernel& k : kernels) {
+    SCOPED_TRACE(k.name);
+    Accumulator vector;
+    k.kernel(td, v1::DTYPE_FLOAT32, t.data(), r.data(), 0, n, c, 1e-7, vector);
+    ExpectSame(scalar, vector, /*float_runs=*/true);
   }
 }
 
@@ -335,7 +382,7 @@ void ExpectKernelMatchesScalar(Kernel simd, void (*tune)(DTypeConstants&), bool 
         Accumulator scalar, vector;
         ScalarKernel(td, rd, t.data(), r.data(), begin, end, c, 1e-7, scalar);
         simd(td, rd, t.data(), r.data(), begin, end, c, 1e-7, vector);
-        ExpectSame(scalar, vector);
+        ExpectSame(scalar, vector, SumsInFloatRuns(td, rd));
       }
     }
   }
