@@ -100,6 +100,11 @@ int main(int argc, char** argv) {
   usage.contains_help_flags = [](absl::string_view file) {
     return absl::EndsWith(file, "server/main.cc");
   };
+  // Named from the source tree's root, not the build machine's checkout.
+  usage.normalize_filename = [](absl::string_view file) {
+    const size_t at = file.rfind("server/main.cc");
+    return std::string(at == absl::string_view::npos ? file : file.substr(at));
+  };
   usage.version_string = [] { return std::string("parity-server " PARITY_VERSION "\n"); };
   absl::SetFlagsUsageConfig(usage);
   RecordGivenFlags(argc, argv);
