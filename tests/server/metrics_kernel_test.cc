@@ -422,25 +422,31 @@ TEST(MetricsKernelTest, AnUnknownKernelNameFallsBackToTheBestWithAWarning) {
 
 TEST(MetricsKernelTest, ResultsDoNotDependOnTheNumberOfThreads) {
   const int64_t n = int64_t{1} << 20;
-  std::vector<float> t(n);
-  std::vector<double> r(n);
-  std::mt19937 rng(7);
-  std::normal_distribution<double> normal;
-  for (int64_t i = 0; i < n; ++i) {
-    r[i] = normal(rng);
-    t[i] = static_cast<float>(r[i] * (1 + 1e-6 * normal(rng)));
+  // Each kernel path: float32 (its fused pass), float16 and bfloat16 (the float32-lane pass).
+  for (auto [td, rd] : {std::pair{v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT64},
+                        {v1::DTYPE_FLOAT16, v1::DTYPE_FLOAT32},
+                        {v1::DTYPE_BFLOAT16, v1::DTYPE_FLOAT32}}) {
+    SCOPED_TRACE(v1::DType_Name(td));
+    std::vector<char> t(n * ElementBytes(td)), r(n * ElementBytes(rd));
+    std::mt19937 rng(7);
+    std::normal_distribution<double> normal;
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = normal(rng);
+      Store(rd, r, i, v);
+      Store(td, t, i, v * (1 + 1e-3 * normal(rng)));
+    }
+    const HostTensor tt{td, {n}, t.data(), n};
+    const HostTensor rr{rd, {n}, r.data(), n};
+    const DTypeConstants& c = *StandardsTable::Default().Constants(td);
+    const int saved = CompareThreads();
+    SetCompareThreads(1);
+    const PairMetrics one = *ComputeMetrics(tt, rr, c);
+    SetCompareThreads(4);
+    const PairMetrics four = *ComputeMetrics(tt, rr, c);
+    SetCompareThreads(saved);
+    EXPECT_GT(one.rmse, 0);
+    EXPECT_EQ(std::memcmp(&one, &four, sizeof(PairMetrics)), 0);
   }
-  const HostTensor tt{v1::DTYPE_FLOAT32, {n}, t.data(), n};
-  const HostTensor rr{v1::DTYPE_FLOAT64, {n}, r.data(), n};
-  const DTypeConstants& c = *StandardsTable::Default().Constants(v1::DTYPE_FLOAT32);
-  const int saved = CompareThreads();
-  SetCompareThreads(1);
-  const PairMetrics one = *ComputeMetrics(tt, rr, c);
-  SetCompareThreads(4);
-  const PairMetrics four = *ComputeMetrics(tt, rr, c);
-  SetCompareThreads(saved);
-  EXPECT_GT(one.rmse, 0);
-  EXPECT_EQ(std::memcmp(&one, &four, sizeof(PairMetrics)), 0);
 }
 
 }  // namespace
