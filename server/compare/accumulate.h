@@ -73,7 +73,8 @@ void VisitFloatType(v1::DType d, F&& f) {
 // Whether a kernel computes abs_err and rel_err as float32 values: a float16/bfloat16 device
 // against a reference of at most float32. Both sides are float32 values there, and msprobe's
 // numpy computes these errors in float32, so Parity's match its CSVs bit for bit; everything else
-// (and every sum of them) is float64.
+// is float64, and so is every sum of them in the scalar kernel (the SIMD kernel's float32-lane pass
+// adds them in short float32 runs first: NarrowPass in metrics_simd_kernel.inc).
 template <typename T, typename R>
 inline constexpr bool kErrorsInFloat =
     (std::is_same_v<T, fp::Half> ||
