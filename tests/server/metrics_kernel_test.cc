@@ -187,9 +187,29 @@ void ExpectSame(const Accumulator& s, const Accumulator& v, bool float_runs = fa
 void ExpectKernelMatchesScalar(Kernel simd, void (*tune)(DTypeConstants&) = nullptr,
                                bool sparse = false);
 
+constexpr char kNoSimd[] = "no AVX2/F16C on this CPU: the scalar kernel is used";
+
+// A float16/bfloat16 device `t` against a float32 reference `r` (n elements, the standards
+// table's constants for `td`): every SIMD kernel must give the scalar kernel's results. Returns
+// the scalar kernel's, for the test to check that its data reached the case it is about.
+Accumulator ExpectSimdMatchesScalarOnFloat32Reference(v1::DType td, const std::vector<char>& t,
+                                                      const std::vector<char>& r, size_t n,
+                                                      double eps) {
+  const DTypeConstants c = *StandardsTable::Default().Constants(td);
+  Accumulator scalar;
+  ScalarKernel(td, v1::DTYPE_FLOAT32, t.data(), r.data(), 0, n, c, eps, scalar);
+  for (const NamedKernel& k : SimdKernels()) {
+    SCOPED_TRACE(k.name);
+    Accumulator vector;
+    k.kernel(td, v1::DTYPE_FLOAT32, t.data(), r.data(), 0, n, c, eps, vector);
+    ExpectSame(scalar, vector, /*float_runs=*/true);
+  }
+  return scalar;
+}
+
 TEST(MetricsKernelTest, SimdMatchesScalarOnEveryBranch) {
   const std::vector<NamedKernel> kernels = SimdKernels();
-  if (kernels.empty()) GTEST_SKIP() << "no AVX2/F16C on this CPU: the scalar kernel is used";
+  if (kernels.empty()) GTEST_SKIP() << kNoSimd;
   for (const NamedKernel& k : kernels) {
     SCOPED_TRACE(k.name);
     ExpectKernelMatchesScalar(k.kernel);
@@ -198,7 +218,7 @@ TEST(MetricsKernelTest, SimdMatchesScalarOnEveryBranch) {
 
 TEST(MetricsKernelTest, SimdMatchesScalarOnMostlyFiniteData) {
   const std::vector<NamedKernel> kernels = SimdKernels();
-  if (kernels.empty()) GTEST_SKIP() << "no AVX2/F16C on this CPU: the scalar kernel is used";
+  if (kernels.empty()) GTEST_SKIP() << kNoSimd;
   for (const NamedKernel& k : kernels) {
     SCOPED_TRACE(k.name);
     ExpectKernelMatchesScalar(k.kernel, nullptr, /*sparse=*/true);
@@ -209,8 +229,7 @@ TEST(MetricsKernelTest, SimdMatchesScalarOnMostlyFiniteData) {
 // float32 values) through the nearest float32 bounds: relative errors equal to the float32 just
 // below and just above each threshold must count as the scalar kernel counts them.
 TEST(MetricsKernelTest, SimdMatchesScalarOnEitherSideOfTheRatioThresholds) {
-  const std::vector<NamedKernel> kernels = SimdKernels();
-  if (kernels.empty()) GTEST_SKIP() << "no AVX2/F16C on this CPU: the scalar kernel is used";
+  if (SimdKernels().empty()) GTEST_SKIP() << kNoSimd;
   const double eps = 1e-7;
   const float eps_f = static_cast<float>(eps);
   // A device 0 against a tiny positive reference r: rel = r / (r + eps) in float32, as the
@@ -243,17 +262,9 @@ TEST(MetricsKernelTest, SimdMatchesScalarOnEitherSideOfTheRatioThresholds) {
       Store(td, t, i, 0.0);
       Store(v1::DTYPE_FLOAT32, r, i, refs[i % refs.size()]);
     }
-    const DTypeConstants c = *StandardsTable::Default().Constants(td);
-    Accumulator scalar;
-    ScalarKernel(td, v1::DTYPE_FLOAT32, t.data(), r.data(), 0, n, c, eps, scalar);
+    const Accumulator scalar = ExpectSimdMatchesScalarOnFloat32Reference(td, t, r, n, eps);
     EXPECT_GT(scalar.hundredth, 0);
     EXPECT_LT(scalar.ten_thousandth, static_cast<int64_t>(n));
-    for (const NamedKernel& k : kernels) {
-      SCOPED_TRACE(k.name);
-      Accumulator vector;
-      k.kernel(td, v1::DTYPE_FLOAT32, t.data(), r.data(), 0, n, c, eps, vector);
-      ExpectSame(scalar, vector, /*float_runs=*/true);
-    }
   }
 }
 
@@ -262,8 +273,7 @@ TEST(MetricsKernelTest, SimdMatchesScalarOnEitherSideOfTheRatioThresholds) {
 // are finite: each such reference, alone among finite values in its group, must be judged as the
 // scalar kernel judges it, on either side of the rounding's edge.
 TEST(MetricsKernelTest, SimdMatchesScalarWhereTheReferenceRoundsToInfinity) {
-  const std::vector<NamedKernel> kernels = SimdKernels();
-  if (kernels.empty()) GTEST_SKIP() << "no AVX2/F16C on this CPU: the scalar kernel is used";
+  if (SimdKernels().empty()) GTEST_SKIP() << kNoSimd;
   for (v1::DType td : {v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16}) {
     SCOPED_TRACE(v1::DType_Name(td));
     const bool half = td == v1::DTYPE_FLOAT16;
@@ -291,17 +301,9 @@ TEST(MetricsKernelTest, SimdMatchesScalarWhereTheReferenceRoundsToInfinity) {
       Store(v1::DTYPE_FLOAT32, r, i, edge_element ? refs[i / group] : v);
       Store(td, t, i, edge_element ? largest : v * (1 + 1e-3));
     }
-    const DTypeConstants c = *StandardsTable::Default().Constants(td);
-    Accumulator scalar;
-    ScalarKernel(td, v1::DTYPE_FLOAT32, t.data(), r.data(), 0, n, c, 1e-7, scalar);
+    const Accumulator scalar = ExpectSimdMatchesScalarOnFloat32Reference(td, t, r, n, 1e-7);
     EXPECT_GT(scalar.n_inf_nan, 0);                                  // the edge was crossed
     EXPECT_LT(scalar.n_inf_nan, static_cast<int64_t>(refs.size()));  // and not always
-    for (const NamedKernel& k : kernels) {
-      SCOPED_TRACE(k.name);
-      Accumulator vector;
-      k.kernel(td, v1::DTYPE_FLOAT32, t.data(), r.data(), 0, n, c, 1e-7, vector);
-      ExpectSame(scalar, vector, /*float_runs=*/true);
-    }
   }
 }
 
@@ -310,8 +312,7 @@ TEST(MetricsKernelTest, SimdMatchesScalarWhereTheReferenceRoundsToInfinity) {
 // sum those blocks in float64, counting once the groups it had already taken through its slow path
 // (a NaN in the first group of some blocks).
 TEST(MetricsKernelTest, SimdMatchesScalarWhereFloat32SumsWouldOverflow) {
-  const std::vector<NamedKernel> kernels = SimdKernels();
-  if (kernels.empty()) GTEST_SKIP() << "no AVX2/F16C on this CPU: the scalar kernel is used";
+  if (SimdKernels().empty()) GTEST_SKIP() << kNoSimd;
   const v1::DType td = v1::DTYPE_BFLOAT16;
   const size_t n = 3 * 4096 + 5;
   std::vector<char> t(n * 2), r(n * 4);
@@ -324,17 +325,9 @@ TEST(MetricsKernelTest, SimdMatchesScalarWhereFloat32SumsWouldOverflow) {
     Store(v1::DTYPE_FLOAT32, r, i, v);
     Store(td, t, i, i % 2048 == 3 && i < 8192 ? std::nan("") : v * (1 + 0.1 * normal(rng)));
   }
-  const DTypeConstants c = *StandardsTable::Default().Constants(td);
-  Accumulator scalar;
-  ScalarKernel(td, v1::DTYPE_FLOAT32, t.data(), r.data(), 0, n, c, 1e-7, scalar);
-  ASSERT_TRUE(std::isfinite(scalar.sum_sq_masked));
-  ASSERT_GT(scalar.sum_sq_masked, 1e40);  // beyond float32 (3.4e38)
-  for (const NamedKernel& k : kernels) {
-    SCOPED_TRACE(k.name);
-    Accumulator vector;
-    k.kernel(td, v1::DTYPE_FLOAT32, t.data(), r.data(), 0, n, c, 1e-7, vector);
-    ExpectSame(scalar, vector, /*float_runs=*/true);
-  }
+  const Accumulator scalar = ExpectSimdMatchesScalarOnFloat32Reference(td, t, r, n, 1e-7);
+  EXPECT_TRUE(std::isfinite(scalar.sum_sq_masked));
+  EXPECT_GT(scalar.sum_sq_masked, 1e40);  // beyond float32 (3.4e38)
 }
 
 // The ULP constants come from the standards file and may be tuned: values outside what the
@@ -342,7 +335,7 @@ TEST(MetricsKernelTest, SimdMatchesScalarWhereFloat32SumsWouldOverflow) {
 // scalar kernel's results too.
 TEST(MetricsKernelTest, SimdMatchesScalarWithTunedUlpConstants) {
   const std::vector<NamedKernel> kernels = SimdKernels();
-  if (kernels.empty()) GTEST_SKIP() << "no AVX2/F16C on this CPU: the scalar kernel is used";
+  if (kernels.empty()) GTEST_SKIP() << kNoSimd;
   for (auto tune : std::vector<void (*)(DTypeConstants&)>{
            [](DTypeConstants& c) { c.ulp_min_exponent = -149; },
            [](DTypeConstants& c) { c.ulp_min_exponent = 4; },
