@@ -1,5 +1,5 @@
 // Compare throughput against memcpy of the same bytes, measured side by side in one run.
-//   compare_bench [--quick]
+//   compare_bench [--quick] [--only=TEXT]   (--only: the rows whose dtype column contains TEXT)
 // For each dtype and size: the device tensor and its golden (fp16/bf16 -> fp32, fp32 -> fp64) are
 // read once by ComputeMetrics; memcpy copies the same number of bytes. Both run with the same
 // number of threads: one, then every core (the compare splits a large tensor into chunks across
@@ -27,6 +27,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using parity::server::HostTensor;
 namespace v1 = parity::v1;
+
+std::string only;  // --only=TEXT: the rows whose name contains TEXT
 
 template <typename F>
 double Seconds(F&& f) {
@@ -91,6 +93,8 @@ Buffers Make(v1::DType dtype, size_t device_bytes, int64_t nan_every = 0) {
 
 // One row per thread count: compare and memcpy of the same bytes, alternating.
 void Rows(v1::DType dtype, size_t mib, int64_t nan_every, int reps, const char* suffix) {
+  const std::string name = std::string(parity::common::TorchName(dtype)).substr(6) + suffix;
+  if (name.find(only) == std::string::npos) return;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const auto& table = parity::server::StandardsTable::Default();
   Buffers b = Make(dtype, mib << 20, nan_every);
@@ -111,7 +115,6 @@ void Rows(v1::DType dtype, size_t mib, int64_t nan_every, int reps, const char* 
       }));
       ratio.push_back(cpy.back() / cmp.back());
     }
-    const std::string name = std::string(parity::common::TorchName(dtype)).substr(6) + suffix;
     std::printf("%-13s %5zu %8d %13.2f %12.2f %7.3f%s\n", name.c_str(), mib, threads,
                 bytes / Median(cmp) / 1e9, bytes / Median(cpy) / 1e9, Median(ratio),
                 sink == -1 ? "!" : "");
@@ -151,7 +154,18 @@ double VectorOpsPerSecond(int threads) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--quick") {
+      quick = true;
+    } else if (arg.rfind("--only=", 0) == 0) {
+      only = arg.substr(7);
+    } else {
+      std::fprintf(stderr, "usage: compare_bench [--quick] [--only=TEXT]\n");
+      return 2;
+    }
+  }
   const std::vector<size_t> sizes_mib =
       quick ? std::vector<size_t>{1} : std::vector<size_t>{1, 4, 16, 64};
   const int reps = quick ? 3 : 9;
