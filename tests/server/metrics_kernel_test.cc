@@ -330,6 +330,34 @@ TEST(MetricsKernelTest, SimdMatchesScalarWhereFloat32SumsWouldOverflow) {
   EXPECT_GT(scalar.sum_sq_masked, 1e40);  // beyond float32 (3.4e38)
 }
 
+// The float16/bfloat16 pass adds up a run of groups with no branch per group, and takes the run
+// again group by group when one of its groups is slow. The slow groups here are finite (float32
+// references that round to infinity in float16), so no sum overflows and sends the block to the
+// float64 passes, which would hide a group counted twice: slow groups at the start, middle and
+// end of runs (32 groups: 256 or 512 elements) and of blocks (2048), and more in one block than
+// the pass takes through its slow path (the rest of that block goes to the float64 passes).
+TEST(MetricsKernelTest, SimdMatchesScalarWhereRunsHoldFiniteSlowGroups) {
+  if (SimdKernels().empty()) GTEST_SKIP() << kNoSimd;
+  const v1::DType td = v1::DTYPE_FLOAT16;
+  const size_t n = 4 * 2048 + 7;
+  std::vector<bool> edge(n);
+  for (size_t i : {0, 200, 255, 256, 511, 512, 1023, 2047, 3 * 2048 + 1000}) edge[i] = true;
+  for (size_t i = 2048; i < 2048 + 12 * 64; i += 64) edge[i] = true;  // 12 groups in block 1
+  std::vector<char> t(n * 2), r(n * 4);
+  std::mt19937 rng(13);
+  std::normal_distribution<double> normal;
+  int64_t edges = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double v = normal(rng);
+    edges += edge[i];
+    Store(v1::DTYPE_FLOAT32, r, i, edge[i] ? 70000.0 : v);  // float16 rounds 70000 to inf
+    Store(td, t, i, edge[i] ? 65504.0 : v * (1 + 1e-3 * normal(rng)));
+  }
+  const Accumulator scalar = ExpectSimdMatchesScalarOnFloat32Reference(td, t, r, n, 1e-7);
+  EXPECT_EQ(scalar.n_inf_nan, edges);
+  EXPECT_EQ(scalar.n_small + scalar.n_normal + scalar.n_inf_nan, static_cast<int64_t>(n));
+}
+
 // The ULP constants come from the standards file and may be tuned: values outside what the
 // narrow types' float32 pass handles (min_e below -126, other mantissa widths) must give the
 // scalar kernel's results too.
