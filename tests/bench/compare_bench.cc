@@ -61,43 +61,58 @@ struct Buffers {
 
 // `nan_every` > 0: the device value of every nan_every-th element is NaN (real outputs have few;
 // one in each vector is the kernel's worst case: every vector takes its slow path).
-Buffers Make(v1::DType dtype, size_t device_bytes, int64_t nan_every = 0) {
+// `bench`: the reference is the bench's output, of the device's own dtype, instead of the golden.
+Buffers Make(v1::DType dtype, size_t device_bytes, int64_t nan_every, bool bench) {
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
   Buffers b;
   const size_t esize = dtype == v1::DTYPE_FLOAT32 ? 4 : 2;
   const int64_t n = static_cast<int64_t>(device_bytes / esize);
   const bool fp32 = dtype == v1::DTYPE_FLOAT32;
+  const v1::DType ref = bench ? dtype : fp32 ? v1::DTYPE_FLOAT64 : v1::DTYPE_FLOAT32;
+  const size_t ref_size = ref == v1::DTYPE_FLOAT64 ? 8 : ref == v1::DTYPE_FLOAT32 ? 4 : 2;
   b.device.resize(n * esize);
-  b.golden.resize(n * (fp32 ? 8 : 4));
+  b.golden.resize(n * ref_size);
   for (int64_t i = 0; i < n; ++i) {
     const float v = normal(rng);
     const bool nan = nan_every > 0 && i % nan_every == 0;
+    const auto to16 = [dtype](float f) {
+      return dtype == v1::DTYPE_FLOAT16 ? parity::server::fp::FloatToHalf(f)
+                                        : parity::server::fp::FloatToBFloat16(f);
+    };
     if (fp32) {
       const float dv = nan ? std::numeric_limits<float>::quiet_NaN() : v * (1 + 1e-7f);
       std::memcpy(&b.device[i * 4], &dv, 4);
-      const double gv = v;
-      std::memcpy(&b.golden[i * 8], &gv, 8);
+      if (bench) {
+        std::memcpy(&b.golden[i * 4], &v, 4);
+      } else {
+        const double gv = v;
+        std::memcpy(&b.golden[i * 8], &gv, 8);
+      }
     } else {
-      const float dv = nan ? std::numeric_limits<float>::quiet_NaN() : v;
-      const uint16_t bits = dtype == v1::DTYPE_FLOAT16 ? parity::server::fp::FloatToHalf(dv)
-                                                       : parity::server::fp::FloatToBFloat16(dv);
+      const uint16_t bits = to16(nan ? std::numeric_limits<float>::quiet_NaN() : v);
       std::memcpy(&b.device[i * 2], &bits, 2);
-      std::memcpy(&b.golden[i * 4], &v, 4);
+      if (bench) {
+        const uint16_t bench_bits = to16(v * (1 + 1e-3f * normal(rng)));
+        std::memcpy(&b.golden[i * 2], &bench_bits, 2);
+      } else {
+        std::memcpy(&b.golden[i * 4], &v, 4);
+      }
     }
   }
   b.d = HostTensor{dtype, {n}, b.device.data(), n};
-  b.g = HostTensor{fp32 ? v1::DTYPE_FLOAT64 : v1::DTYPE_FLOAT32, {n}, b.golden.data(), n};
+  b.g = HostTensor{ref, {n}, b.golden.data(), n};
   return b;
 }
 
 // One row per thread count: compare and memcpy of the same bytes, alternating.
-void Rows(v1::DType dtype, size_t mib, int64_t nan_every, int reps, const char* suffix) {
+void Rows(v1::DType dtype, size_t mib, int64_t nan_every, int reps, const char* suffix,
+          bool bench = false) {
   const std::string name = std::string(parity::common::TorchName(dtype)).substr(6) + suffix;
   if (name.find(only) == std::string::npos) return;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const auto& table = parity::server::StandardsTable::Default();
-  Buffers b = Make(dtype, mib << 20, nan_every);
+  Buffers b = Make(dtype, mib << 20, nan_every, bench);
   const size_t bytes = b.device.size() + b.golden.size();  // what the compare reads
   std::vector<char> src(bytes, 1), dst(bytes);
   for (int threads : {1, cores}) {
@@ -187,5 +202,7 @@ int main(int argc, char** argv) {
   // Scattered NaN, one in 301 elements: most runs of 32 vectors hold one, and the kernel checks
   // vector by vector until the NaNs stop.
   for (v1::DType dtype : dtypes) Rows(dtype, quick ? 1 : 16, 301, reps, " nan/301");
+  // Device against bench, both of the device's dtype (the server's third comparison).
+  for (v1::DType dtype : dtypes) Rows(dtype, quick ? 1 : 16, 0, reps, " vs bench", true);
   return 0;
 }
