@@ -194,8 +194,10 @@ constexpr char kNoSimd[] = "no AVX2/F16C on this CPU: the scalar kernel is used"
 // the scalar kernel's, for the test to check that its data reached the case it is about.
 Accumulator ExpectSimdMatchesScalarOnFloat32Reference(v1::DType td, const std::vector<char>& t,
                                                       const std::vector<char>& r, size_t n,
-                                                      double eps) {
-  const DTypeConstants c = *StandardsTable::Default().Constants(td);
+                                                      double eps,
+                                                      void (*tune)(DTypeConstants&) = nullptr) {
+  DTypeConstants c = *StandardsTable::Default().Constants(td);
+  if (tune != nullptr) tune(c);
   Accumulator scalar;
   ScalarKernel(td, v1::DTYPE_FLOAT32, t.data(), r.data(), 0, n, c, eps, scalar);
   for (const NamedKernel& k : SimdKernels()) {
@@ -356,6 +358,27 @@ TEST(MetricsKernelTest, SimdMatchesScalarWhereRunsHoldFiniteSlowGroups) {
   const Accumulator scalar = ExpectSimdMatchesScalarOnFloat32Reference(td, t, r, n, 1e-7);
   EXPECT_EQ(scalar.n_inf_nan, edges);
   EXPECT_EQ(scalar.n_small + scalar.n_normal + scalar.n_inf_nan, static_cast<int64_t>(n));
+}
+
+// With a tuned ULP exponent floor (min_exponent 110: every |r| below 2^110 counts as 2^110), a
+// bfloat16 rounding error on references near 1e-8 has a ULP error below float32's normal range,
+// which the float32 pass cannot compute exactly: every group is slow, from the first run on.
+TEST(MetricsKernelTest, SimdMatchesScalarWhereUlpErrorsAreBelowFloat32Normals) {
+  if (SimdKernels().empty()) GTEST_SKIP() << kNoSimd;
+  const v1::DType td = v1::DTYPE_BFLOAT16;
+  const size_t n = 2 * 2048;
+  std::vector<char> t(n * 2), r(n * 4);
+  std::mt19937 rng(17);
+  std::normal_distribution<double> normal;
+  for (size_t i = 0; i < n; ++i) {
+    const double v = 1e-8 * normal(rng);
+    Store(v1::DTYPE_FLOAT32, r, i, v);
+    Store(td, t, i, v * (1 + 1e-3 * normal(rng)));
+  }
+  const Accumulator scalar = ExpectSimdMatchesScalarOnFloat32Reference(
+      td, t, r, n, 1e-7, [](DTypeConstants& c) { c.ulp_min_exponent = 110; });
+  EXPECT_GT(scalar.ulp_max, 0);
+  EXPECT_LT(scalar.ulp_max, std::numeric_limits<float>::min());
 }
 
 // The ULP constants come from the standards file and may be tuned: values outside what the
