@@ -189,24 +189,31 @@ void ExpectKernelMatchesScalar(Kernel simd, void (*tune)(DTypeConstants&) = null
 
 constexpr char kNoSimd[] = "no AVX2/F16C on this CPU: the scalar kernel is used";
 
-// A float16/bfloat16 device `t` against a float32 reference `r` (n elements, the standards
-// table's constants for `td`): every SIMD kernel must give the scalar kernel's results. Returns
-// the scalar kernel's, for the test to check that its data reached the case it is about.
+// A device `t` of dtype `td` against a reference `r` of dtype `rd` (n elements, the standards
+// table's constants for `td`, `tune`d): every SIMD kernel must give the scalar kernel's results.
+// Returns the scalar kernel's, for the test to check that its data reached the case it is about.
+Accumulator ExpectSimdMatchesScalarOn(v1::DType td, v1::DType rd, const std::vector<char>& t,
+                                      const std::vector<char>& r, size_t n, double eps,
+                                      void (*tune)(DTypeConstants&) = nullptr) {
+  DTypeConstants c = *StandardsTable::Default().Constants(td);
+  if (tune != nullptr) tune(c);
+  Accumulator scalar;
+  ScalarKernel(td, rd, t.data(), r.data(), 0, n, c, eps, scalar);
+  for (const NamedKernel& k : SimdKernels()) {
+    SCOPED_TRACE(k.name);
+    Accumulator vector;
+    k.kernel(td, rd, t.data(), r.data(), 0, n, c, eps, vector);
+    ExpectSame(scalar, vector, SumsInFloatRuns(td, rd));
+  }
+  return scalar;
+}
+
+// The same for a float16/bfloat16 device against a float32 reference.
 Accumulator ExpectSimdMatchesScalarOnFloat32Reference(v1::DType td, const std::vector<char>& t,
                                                       const std::vector<char>& r, size_t n,
                                                       double eps,
                                                       void (*tune)(DTypeConstants&) = nullptr) {
-  DTypeConstants c = *StandardsTable::Default().Constants(td);
-  if (tune != nullptr) tune(c);
-  Accumulator scalar;
-  ScalarKernel(td, v1::DTYPE_FLOAT32, t.data(), r.data(), 0, n, c, eps, scalar);
-  for (const NamedKernel& k : SimdKernels()) {
-    SCOPED_TRACE(k.name);
-    Accumulator vector;
-    k.kernel(td, v1::DTYPE_FLOAT32, t.data(), r.data(), 0, n, c, eps, vector);
-    ExpectSame(scalar, vector, /*float_runs=*/true);
-  }
-  return scalar;
+  return ExpectSimdMatchesScalarOn(td, v1::DTYPE_FLOAT32, t, r, n, eps, tune);
 }
 
 TEST(MetricsKernelTest, SimdMatchesScalarOnEveryBranch) {
@@ -332,32 +339,43 @@ TEST(MetricsKernelTest, SimdMatchesScalarWhereFloat32SumsWouldOverflow) {
   EXPECT_GT(scalar.sum_sq_masked, 1e40);  // beyond float32 (3.4e38)
 }
 
-// The float16/bfloat16 pass adds up a run of groups with no branch per group, and takes the run
-// again group by group when one of its groups is slow. The slow groups here are finite (float32
-// references that round to infinity in float16), so no sum overflows and sends the block to the
-// float64 passes, which would hide a group counted twice: slow groups at the start, middle and
-// end of runs (32 groups: 256 or 512 elements) and of blocks (2048), and more in one block than
-// the pass takes through its slow path (the rest of that block goes to the float64 passes).
+// The fast passes add up a run of groups with no branch per group, and take the run again group
+// by group when one of its groups is slow. The slow groups here are finite: references that round
+// to infinity in the device's dtype (float16: 70000 as float32; float32: 1e39 as float64), so no
+// sum turns inf or NaN, which would send the run or the block elsewhere and hide a group counted
+// twice. They sit at the start, middle and end of runs (32 groups: 128 to 512 elements) and of
+// blocks (2048), with more in one block than a pass takes through its slow path (the rest of that
+// block goes to the float64 passes).
 TEST(MetricsKernelTest, SimdMatchesScalarWhereRunsHoldFiniteSlowGroups) {
   if (SimdKernels().empty()) GTEST_SKIP() << kNoSimd;
-  const v1::DType td = v1::DTYPE_FLOAT16;
   const size_t n = 4 * 2048 + 7;
   std::vector<bool> edge(n);
-  for (size_t i : {0, 200, 255, 256, 511, 512, 1023, 2047, 3 * 2048 + 1000}) edge[i] = true;
-  for (size_t i = 2048; i < 2048 + 12 * 64; i += 64) edge[i] = true;  // 12 groups in block 1
-  std::vector<char> t(n * 2), r(n * 4);
-  std::mt19937 rng(13);
-  std::normal_distribution<double> normal;
-  int64_t edges = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double v = normal(rng);
-    edges += edge[i];
-    Store(v1::DTYPE_FLOAT32, r, i, edge[i] ? 70000.0 : v);  // float16 rounds 70000 to inf
-    Store(td, t, i, edge[i] ? 65504.0 : v * (1 + 1e-3 * normal(rng)));
+  for (size_t i : {0, 127, 128, 200, 255, 256, 511, 512, 1023, 2047, 3 * 2048 + 1000}) {
+    edge[i] = true;
   }
-  const Accumulator scalar = ExpectSimdMatchesScalarOnFloat32Reference(td, t, r, n, 1e-7);
-  EXPECT_EQ(scalar.n_inf_nan, edges);
-  EXPECT_EQ(scalar.n_small + scalar.n_normal + scalar.n_inf_nan, static_cast<int64_t>(n));
+  for (size_t i = 2048; i < 2048 + 12 * 64; i += 64) edge[i] = true;  // 12 groups in block 1
+  struct Case {
+    v1::DType td, rd;
+    double edge_ref, edge_device;
+  };
+  for (const Case& k :
+       {Case{v1::DTYPE_FLOAT16, v1::DTYPE_FLOAT32, 70000.0, 65504.0},
+        Case{v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT64, 1e39, std::numeric_limits<float>::max()}}) {
+    SCOPED_TRACE(v1::DType_Name(k.td));
+    std::vector<char> t(n * ElementBytes(k.td)), r(n * ElementBytes(k.rd));
+    std::mt19937 rng(13);
+    std::normal_distribution<double> normal;
+    int64_t edges = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double v = normal(rng);
+      edges += edge[i];
+      Store(k.rd, r, i, edge[i] ? k.edge_ref : v);
+      Store(k.td, t, i, edge[i] ? k.edge_device : v * (1 + 1e-3 * normal(rng)));
+    }
+    const Accumulator scalar = ExpectSimdMatchesScalarOn(k.td, k.rd, t, r, n, 1e-7);
+    EXPECT_EQ(scalar.n_inf_nan, edges);
+    EXPECT_EQ(scalar.n_small + scalar.n_normal + scalar.n_inf_nan, static_cast<int64_t>(n));
+  }
 }
 
 // With a tuned ULP exponent floor (min_exponent 110: every |r| below 2^110 counts as 2^110), a
