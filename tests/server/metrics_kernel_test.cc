@@ -120,6 +120,9 @@ std::vector<std::pair<double, double>> Values(int n, uint32_t seed, bool sparse 
         out.emplace_back(i % 3 == 0 ? edge : ref, ref);
         break;
       }
+      case 16:
+        out.emplace_back(r * 1e-310, r * 1e-310 * (1 + 1e-3));
+        break;  // a float64-subnormal reference (zero in the narrower dtypes)
       default:
         out.emplace_back(r, r * (1 + 1e-7 * normal(rng)));
         break;
@@ -407,6 +410,9 @@ TEST(MetricsKernelTest, SimdMatchesScalarWithTunedUlpConstants) {
   if (kernels.empty()) GTEST_SKIP() << kNoSimd;
   for (auto tune : std::vector<void (*)(DTypeConstants&)>{
            [](DTypeConstants& c) { c.ulp_min_exponent = -149; },
+           // The standards file's lowest: below float64's normals, so e comes from a
+           // float64-subnormal reference's own exponent.
+           [](DTypeConstants& c) { c.ulp_min_exponent = -1100; },
            [](DTypeConstants& c) { c.ulp_min_exponent = 4; },
            [](DTypeConstants& c) { c.ulp_mantissa_bits = 23; },
            [](DTypeConstants& c) { c.ulp_mantissa_bits = 0; },
