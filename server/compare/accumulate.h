@@ -92,8 +92,9 @@ using Kernel = void (*)(v1::DType tested, v1::DType reference, const void* t, co
 void ScalarKernel(v1::DType tested, v1::DType reference, const void* t, const void* r,
                   int64_t begin, int64_t end, const DTypeConstants& c, double eps, Accumulator& a);
 
-// The SIMD kernels this CPU and this build can run, best first ("avx512", "avx2"); empty when
-// there is none (no AVX2 and F16C, or not x86-64).
+// The SIMD kernels this CPU and this build can run, best first ("avx512", "avx2" on x86-64 with
+// them; "vec128", 128-bit vectors for the build's baseline: SSE2, NEON); empty only for a
+// compiler without GCC/Clang vector extensions.
 struct NamedKernel {
   const char* name;
   Kernel kernel;
@@ -101,7 +102,7 @@ struct NamedKernel {
 std::vector<NamedKernel> SimdKernels();
 
 // The kernel ComputeMetrics uses: the best SIMD kernel, or the one PARITY_COMPARE_KERNEL names
-// ("scalar", "avx2", "avx512") when this CPU has it.
+// ("scalar", "vec128", "avx2", "avx512") when this CPU has it.
 Kernel ActiveKernel();
 // The choice behind ActiveKernel: `wanted` ("" = the best) among `simd`; an unknown or
 // unavailable name falls back to the best with `warning` saying so.

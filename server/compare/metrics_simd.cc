@@ -1,5 +1,7 @@
-// The comparison pass four (AVX2) or eight (AVX-512) elements at a time, F16C for float16, the
-// instruction set chosen at run time.
+// The comparison pass several elements at a time: eight (AVX-512) or four (AVX2) doubles per
+// vector on x86-64, F16C for float16, the instruction set chosen at run time; two doubles per
+// vector on any CPU (vec128: 128-bit vector extensions only, which are SSE2 on x86-64 and NEON on
+// AArch64, float16 converted in integer arithmetic).
 //
 // Where every value of a vector is finite (nearly always), one fused loop computes every metric:
 // on float64 lanes for float32 devices (FusedPass), on float32 lanes, twice as many elements per
@@ -14,7 +16,7 @@
 //
 // Only the functions between the target pragmas are compiled for AVX2 or AVX-512, so nothing from
 // a header (an inline function the linker might share with the portable code) ever carries those
-// instructions onto a CPU without them.
+// instructions onto a CPU without them. vec128 is compiled for the build's baseline.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -25,14 +27,17 @@
 
 #include "server/compare/accumulate.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define PARITY_COMPARE_SIMD 1
+#if defined(__GNUC__) || defined(__clang__)
+#define PARITY_COMPARE_VECTOR 1  // GCC/Clang vector extensions
+#endif
+#if defined(PARITY_COMPARE_VECTOR) && defined(__x86_64__)
+#define PARITY_COMPARE_X86 1
 #include <immintrin.h>
 #endif
 
 namespace parity::server::internal {
 
-#ifdef PARITY_COMPARE_SIMD
+#ifdef PARITY_COMPARE_X86
 
 // One copy of the kernel body per instruction set, each with its vector width and the few
 // operations vector extensions do not express. AVX2: 4 doubles per vector. AVX-512 (F, VL, DQ,
@@ -56,6 +61,8 @@ namespace avx2 {
 namespace {
 constexpr int kLanes = 4;
 #include "server/compare/metrics_simd_types.inc"
+// After the types it is written in:
+#include "server/compare/metrics_simd_generic.inc"
 inline VF LoadHalf(const uint16_t* p) {
   return reinterpret_cast<VF>(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
@@ -78,29 +85,7 @@ inline VD MaxOfNumbers(VD a, VD x) {
   return reinterpret_cast<VD>(
       _mm256_max_pd(reinterpret_cast<__m256d>(a), reinterpret_cast<__m256d>(x)));
 }
-// |err| * 2^(mantissa_bits - e), e = max(floor(log2|r|), min_exponent), e = max(min_exponent, 0)
-// at r = 0, for a float32 r (NarrowPass; min_exponent in [-126, 127], mantissa_bits in
-// [1, 128]): exact where the result is a normal float32, else subnormal, zero or inf. The
-// constants are made once per pass.
-class UlpScaler {
- public:
-  UlpScaler(int mantissa_bits, int min_exponent)
-      : mantissa_bits_(WI{} + mantissa_bits),
-        min_exponent_(WI{} + min_exponent),
-        zero_exponent_(WI{} + std::max(min_exponent, 0)) {}
-  WF operator()(WF err, WF r) const {
-    WI e = reinterpret_cast<WI>((reinterpret_cast<WU>(r) >> 23) & 0xFF) - 127;
-    e = e < min_exponent_ ? min_exponent_ : e;
-    e = r == 0 ? zero_exponent_ : e;
-    const WI k = mantissa_bits_ - e;
-    const WI k1 = k < 127 ? k : 127;  // 2^k in two float32 factors: k reaches 254
-    return err * reinterpret_cast<WF>((k1 + 127) << 23) *
-           reinterpret_cast<WF>((k - k1 + 127) << 23);
-  }
-
- private:
-  WI mantissa_bits_, min_exponent_, zero_exponent_;
-};
+using UlpScaler = GenericUlpScaler;
 inline VF LowHalf(WF w) { return __builtin_shufflevector(w, w, 0, 1, 2, 3); }
 inline VF HighHalf(WF w) { return __builtin_shufflevector(w, w, 4, 5, 6, 7); }
 inline VD ToDouble(VF f) {
@@ -184,21 +169,59 @@ inline VF ToFloat(VD d) {
 }  // namespace avx512
 #pragma GCC pop_options
 
+#endif  // PARITY_COMPARE_X86
+
+#ifdef PARITY_COMPARE_VECTOR
+// 128-bit vectors in vector extensions alone, for the build's baseline instruction set: SSE2 on
+// x86-64 (where it is the fallback for CPUs without AVX2 and F16C, and a kernel the tests check on
+// every x86 machine), NEON on AArch64 (Kunpeng, Graviton, Grace hosts).
+namespace vec128 {
+namespace {
+constexpr int kLanes = 2;
+#include "server/compare/metrics_simd_types.inc"
+// After the types it is written in:
+#include "server/compare/metrics_simd_generic.inc"
+inline VF LoadHalf(const uint16_t* p) {
+  VU16 h;
+  std::memcpy(&h, p, sizeof(h));
+  return HalfBitsToFloat<VF>(__builtin_convertvector(h, VU32));
+}
+inline WF LoadHalfWide(const uint16_t* p) {
+  WU16 h;
+  std::memcpy(&h, p, sizeof(h));
+  return HalfBitsToFloat<WF>(__builtin_convertvector(h, WU));
+}
+inline VF RoundThroughHalf(VF f) { return RoundThroughHalfBits<VF, VU32, VI32>(f); }
+inline WF RoundThroughHalf(WF f) { return RoundThroughHalfBits<WF, WU, WI>(f); }
+inline bool AnyLane(VI mask) { return AnyLaneOf(mask); }
+inline bool AnyLane(WI mask) { return AnyLaneOf(mask); }
+// Neither is NaN here, so the select needs no NaN rule (maxps on SSE2).
+inline WF MaxOfNumbers(WF a, WF x) { return a < x ? x : a; }
+inline VD MaxOfNumbers(VD a, VD x) { return a < x ? x : a; }
+using UlpScaler = GenericUlpScaler;
+inline VF LowHalf(WF w) { return __builtin_shufflevector(w, w, 0, 1); }
+inline VF HighHalf(WF w) { return __builtin_shufflevector(w, w, 2, 3); }
+inline VD ToDouble(VF f) { return __builtin_convertvector(f, VD); }
+inline VF ToFloat(VD d) { return __builtin_convertvector(d, VF); }
+#include "server/compare/metrics_simd_kernel.inc"
+}  // namespace
+}  // namespace vec128
+#endif  // PARITY_COMPARE_VECTOR
+
 std::vector<NamedKernel> SimdKernels() {
   std::vector<NamedKernel> out;
+#ifdef PARITY_COMPARE_X86
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
   if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw")) {
     out.push_back({"avx512", &avx512::Kernel});
   }
   if (avx2) out.push_back({"avx2", &avx2::Kernel});
+#endif
+#ifdef PARITY_COMPARE_VECTOR
+  out.push_back({"vec128", &vec128::Kernel});
+#endif
   return out;
 }
-
-#else
-
-std::vector<NamedKernel> SimdKernels() { return {}; }
-
-#endif
 
 }  // namespace parity::server::internal
