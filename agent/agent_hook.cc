@@ -72,7 +72,7 @@ template <typename Leaf>
 c10::IValue MapLeaves(const c10::IValue& v, const Leaf& leaf) {
   if (v.isTensorList()) {
     c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(leaf(c10::IValue(t)).toTensor());
+    for (const c10::IValue& t : v.toListRef()) out.push_back(leaf(t).toTensor());
     return out;
   }
   if (v.isList()) {

@@ -72,7 +72,10 @@ c10::IValue MapValue(const c10::IValue& v, const std::function<at::Tensor(const 
   if (v.isDevice()) return c10::IValue(device);
   if (v.isTensorList()) {
     c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(t.defined() ? fn(t) : t);
+    for (const c10::IValue& item : v.toListRef()) {
+      const at::Tensor& t = item.toTensor();
+      out.push_back(t.defined() ? fn(t) : t);
+    }
     return c10::IValue(out);
   }
   if (v.isTuple()) {
