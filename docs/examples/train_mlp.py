@@ -6,6 +6,8 @@ regression task, forward and backward, SGD, 20 steps.
     python3 train_mlp.py --no-agent                       # no checking at all
 
 --fault NAME plants a fault from tests/faults (this process plays a faulty accelerator).
+--device cuda trains on the GPU (the agent copies each call's tensors to the host off the
+training's stream).
 """
 import argparse
 import os
@@ -36,6 +38,7 @@ def main():
     parser.add_argument("--no-agent", action="store_true", help="do not import parity")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--fault", help="plant a fault from tests/faults/faults.py")
+    parser.add_argument("--device", default="cpu", help="where to train: cpu, cuda, cuda:N")
     parser.add_argument("--losses", help="write each step's loss here (bit-exact hex)")
     parser.add_argument("--kill-at-step", type=int, default=-1,
                         help="SIGKILL the pid in $PARITY_SERVER_PID at this step (a test)")
@@ -43,11 +46,11 @@ def main():
 
     if args.fault:
         import faults  # pylint: disable=import-outside-toplevel
-        faults.plant(args.fault)
+        faults.plant(args.fault, args.device)
     torch.manual_seed(0)
-    model = Mlp()
+    model = Mlp().to(args.device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    data = torch.randn(64, 32)
+    data = torch.randn(64, 32).to(args.device)
     target = data[:, :4].sum(dim=1, keepdim=True)
 
     debugger = None

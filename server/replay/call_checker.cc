@@ -169,6 +169,29 @@ void FillMetrics(const PairMetrics& m, const std::string& prefix, v1::OutputVerd
   map[prefix + "ulp_over_threshold_ratio"] = m.ulp_over_threshold_ratio;
 }
 
+// The BF16 switch is newer than libtorch 1.13: set where the linked libtorch has it.
+template <typename Context>
+auto DisallowBF16Reduction(Context& ctx, int) -> decltype(ctx.setAllowBF16ReductionCuBLAS(false)) {
+  return ctx.setAllowBF16ReductionCuBLAS(false);
+}
+template <typename Context>
+void DisallowBF16Reduction(Context&, long) {}
+
+// The bench stands in for the reference accelerator, so on CUDA it computes float32 in float32:
+// no TF32 in cuBLAS or cuDNN (PyTorch's default lets cuDNN convolutions round float32 inputs to
+// TF32's 10-bit mantissa), no reduced-precision reductions in half and bfloat16 GEMMs, and
+// deterministic cuDNN algorithms. A verdict then does not depend on whether the bench is a GPU
+// or a CPU, nor on the bench host's library defaults. Process-wide: the server replays only.
+void UseFullPrecisionOnCuda() {
+  at::Context& ctx = at::globalContext();
+  ctx.setAllowTF32CuBLAS(false);
+  ctx.setAllowTF32CuDNN(false);
+  ctx.setAllowFP16ReductionCuBLAS(false);
+  DisallowBF16Reduction(ctx, 0);
+  ctx.setDeterministicCuDNN(true);
+  ctx.setBenchmarkCuDNN(false);
+}
+
 }  // namespace
 
 struct CallChecker::Impl {
@@ -228,6 +251,7 @@ absl::StatusOr<std::unique_ptr<CallChecker>> CallChecker::Create(const CheckerOp
           absl::StrCat("bench_device: only cpu and cuda are supported, got \"", want, "\""));
     }
   }
+  if (impl->device.is_cuda()) UseFullPrecisionOnCuda();
   impl->device_name = impl->device.str();
   return std::unique_ptr<CallChecker>(new CallChecker(std::move(impl)));
 }

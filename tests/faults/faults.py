@@ -22,12 +22,15 @@ _LIBS = []  # keep the override libraries alive
 Fault = collections.namedtuple("Fault", "plant kind op phase call_index allowed_ops")
 
 
+_DISPATCH_KEY = ["CPU"]  # the device whose kernel a fault replaces (plant's `device`)
+
+
 def _override(op, kernel):
     lib = torch.library.Library("aten", "IMPL")
     with warnings.catch_warnings():
         # libtorch warns that the kernel is replaced: that is the point here.
         warnings.filterwarnings("ignore", message="Overriding a previously registered kernel")
-        lib.impl(op, kernel, "CPU")
+        lib.impl(op, kernel, _DISPATCH_KEY[0])
     _LIBS.append(lib)
 
 
@@ -284,7 +287,10 @@ FAULTS = {
 }
 
 
-def plant(name):
+def plant(name, device="cpu"):
+    """Plants fault `name` in the kernel of `device` ("cpu", or "cuda" for a training on a GPU:
+    gelu_tanh is written for any device; the others build CPU tensors)."""
+    _DISPATCH_KEY[0] = "CUDA" if str(device).startswith("cuda") else "CPU"
     if name not in FAULTS:
         raise SystemExit(f"unknown fault {name!r}; known: {', '.join(sorted(FAULTS))}")
     FAULTS[name].plant()

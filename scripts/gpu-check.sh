@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# Builds Parity against a pip torch with CUDA and runs what needs a GPU: the bench device on CUDA
+# (ctest label gpu), the server and agent tiers against that libtorch, a training on the GPU
+# checked end to end, and the benchmarks on that host. Not part of the test suite (CI has no GPU).
+#
+# Two halves, for a GPU host that cannot reach a package archive:
+#   scripts/gpu-check.sh fetch      on a Debian bookworm machine: downloads the .deb files of
+#                                   gRPC, protobuf, abseil, OpenSSL, prometheus-cpp, GoogleTest
+#                                   and Google Benchmark into .deps/debs (about 21 MB)
+#   scripts/gpu-check.sh [PHASE...] on the GPU host (x86-64 Linux with g++, cmake, ninja, nvcc and
+#                                   a python3 whose torch has CUDA), with .deps/debs beside it:
+#                                   unpacks them into a private prefix (nothing is installed),
+#                                   builds into build-gpu and runs the phases (default: all):
+#     env      what the host is: GPU, compiler, torch, CPU
+#     headers  torch's headers and CMake files as a tarball in $OUT (to compile-check elsewhere)
+#     build    configure and build everything (log: $OUT/build.log)
+#     test     ctest: unit, torch and gpu tiers (the Python ones need Debian's python3: left out)
+#     demo     parity-server on the GPU, a training on the GPU with the agent, the summary
+#     bench    compare_bench and replay_bench on this host (transport_bench too with
+#              PARITY_GPU_TRANSPORT=1)
+# Results and logs go to $OUT (default /tmp/parity-gpu-out).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/parity-gpu-out}
+mkdir -p "$out"
+debs=.deps/debs
+prefix=/tmp/parity-deps
+build=build-gpu
+
+PACKAGES=(
+  libgrpc++-dev libgrpc-dev libprotobuf-dev libabsl-dev libssl-dev libc-ares-dev libre2-dev
+  zlib1g-dev prometheus-cpp-dev civetweb libcivetweb-dev libcurl4-openssl-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev protobuf-compiler protobuf-compiler-grpc
+  libgrpc++1.51 libgrpc29 libprotobuf32 libprotobuf-lite32 libprotoc32 libabsl20220623 libssl3
+  libc-ares2 libre2-9 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
+  libprometheus-cpp-push1.0 libcivetweb1 libcurl4 zlib1g libbenchmark1debian)
+
+if [[ "${1:-}" == "fetch" ]]; then
+  set -e
+  mkdir -p "$debs"
+  (cd "$debs" && apt-get download "${PACKAGES[@]}")
+  du -sh "$debs"
+  exit 0
+fi
+
+phases=("$@")
+((${#phases[@]})) || phases=(env build test demo bench)
+failed=()
+step() { printf '\n== %s\n' "$*"; }
+run_phase() { "phase_$1" || failed+=("$1"); }
+
+python=$(command -v python3)
+torch_dir=$("$python" -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)
+# Run time (protoc, the tests), and link time for gRPC's "-lre2", which names no folder.
+export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}"
+
+phase_env() {
+  step "env"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  uname -srm
+  g++ --version | head -1
+  cmake --version | head -1
+  nvcc --version | tail -1
+  "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
+"available", torch.cuda.is_available(), "cxx11 abi", torch._C._GLIBCXX_USE_CXX11_ABI)'
+  lscpu | grep -E 'Model name|^CPU\(s\)|NUMA node\(s\)'
+  grep -o -w -E 'avx2|avx512f|avx512bw|f16c|avx512_fp16' /proc/cpuinfo | sort | uniq -c
+  echo "loopback flags: $(cat /sys/class/net/lo/flags 2>/dev/null) ($(command -v ip || echo no ip))"
+  "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+c = socket.create_connection(s.getsockname()); print("loopback tcp: ok", s.getsockname())' 2>&1 |
+    tail -1
+}
+
+# Every test listens on 127.0.0.1: a bare VM may come up with its loopback interface down.
+loopback_up() {
+  local flags
+  flags=$(cat /sys/class/net/lo/flags 2>/dev/null) || return 0
+  if (((flags & 1) == 0)); then
+    echo "loopback is down (flags $flags): bringing it up"
+    ip link set lo up || ip addr add 127.0.0.1/8 dev lo
+  fi
+}
+
+phase_headers() {
+  step "headers"
+  tar -C "$torch_dir" -cf - include share/cmake | xz -T0 -6 | split -b 15M - "$out/torch-headers.tar.xz."
+  ls -l "$out"/torch-headers.tar.xz.*
+}
+
+unpack_deps() {
+  [[ -d "$debs" ]] || { echo "no $debs: run '$0 fetch' on a Debian bookworm machine" >&2; return 1; }
+  [[ -f "$prefix/.done" ]] && return 0
+  mkdir -p "$prefix"
+  for f in "$debs"/*.deb; do dpkg -x "$f" "$prefix"; done
+  touch "$prefix/.done"
+}
+
+phase_build() {
+  step "build"
+  unpack_deps || return 1
+  local start=$SECONDS
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPARITY_WERROR=OFF \
+    -DCMAKE_PREFIX_PATH="$prefix/usr;$prefix/usr/share/cmake;$("$python" -c \
+      'import torch.utils; print(torch.utils.cmake_prefix_path)')" \
+    -DProtobuf_PROTOC_EXECUTABLE="$prefix/usr/bin/protoc" >"$out/configure.log" 2>&1 || {
+    tail -n 60 "$out/configure.log"
+    return 1
+  }
+  grep -E 'CUDA|Torch|Caffe2' "$out/configure.log" | head -20
+  # PARITY_GPU_TARGETS: build only these targets (default: everything)
+  cmake --build "$build" -j "$(nproc)" ${PARITY_GPU_TARGETS:+--target $PARITY_GPU_TARGETS} \
+    -- -k 0 >"$out/build.log" 2>&1
+  local rc=$?
+  grep -E 'error|FAILED' "$out/build.log" | head -60
+  grep -c 'warning:' "$out/build.log" | sed 's/^/warnings: /'
+  echo "build: rc $rc, $((SECONDS - start)) s"
+  return $rc
+}
+
+phase_test() {
+  step "test"
+  # The metrics endpoint is civetweb's: when it cannot listen, its own words say why.
+  timeout 2 "$prefix/usr/bin/civetweb" -listening_ports 127.0.0.1:0 -document_root /tmp 2>&1 |
+    head -n 3
+  timeout 300 ctest --test-dir "$build" -L 'unit|torch|gpu' -E 'python_tests' -j 8 \
+    --output-on-failure --timeout 240 2>&1 | tee "$out/ctest.log" | grep -v '^ *[0-9]*/[0-9]* Test' | tail -n 80
+}
+
+phase_demo() {
+  step "demo: the training on the GPU, the bench on the GPU"
+  local dir=/tmp/parity-gpu-demo
+  rm -rf "$dir" && mkdir -p "$dir"
+  deploy/gen-certs.sh "$dir/certs" 2 >/dev/null || return 1
+  "$build/server/parity-server" --tls_path="$dir/certs/server" --host=127.0.0.1 --port=0 \
+    --metrics_host=127.0.0.1 --metrics_port="${PARITY_GPU_METRICS_PORT:-0}" --port_file="$dir/ports" \
+    --output_dir="$dir/results" >"$dir/server.log" 2>&1 &
+  local pid=$! port metrics_port
+  for _ in $(seq 600); do [[ -s "$dir/ports" ]] && break; sleep 0.1; done
+  read -r port metrics_port <"$dir/ports" || { cat "$dir/server.log"; return 1; }
+  [[ $metrics_port == -1 ]] && metrics_port=""
+  cat >"$dir/config.json" <<JSON
+{"task": "tensor", "level": "L1", "rank": [], "step": [],
+ "tensor": {"online_run_ut": true, "host": "127.0.0.1", "port": $port,
+            "tls_path": "$dir/certs/client"},
+ "parity": {"policy": "block"}}
+JSON
+  PARITY_AGENT_LIB="$build/agent/libparity_agent.so" "$python" docs/examples/train_mlp.py \
+    --config "$dir/config.json" --steps 20 --device cuda --fault gelu_tanh
+  local rc=$?
+  PYTHONPATH=python "$python" -m parity.report "$dir/results" \
+    ${metrics_port:+--metrics "http://127.0.0.1:$metrics_port/metrics"}
+  kill -TERM "$pid"
+  wait "$pid"
+  grep -E 'bench|device' "$dir/server.log" | head -5
+  tar -C "$dir" -czf "$out/demo-results.tgz" results server.log
+  return $rc
+}
+
+phase_diag() {
+  step "diag: which library each civetweb entry point binds to in parity-server"
+  LD_BIND_NOW=1 LD_DEBUG=bindings "$build/server/parity-server" --help 2>&1 >/dev/null |
+    grep -E "symbol .mg_(start|stop|set_request_handler)'" | sed 's/^ *[0-9]*: *//' | sort -u | head
+  for lib in "$torch_dir"/lib/*.so* /usr/local/cuda/lib64/*.so*; do
+    nm -D --defined-only "$lib" 2>/dev/null | grep -q -w mg_start && echo "mg_start defined in $lib"
+  done
+  return 0
+}
+
+phase_bench() {
+  step "bench"
+  "$build/tests/bench/compare_bench" 2>&1 | tee "$out/compare_bench.txt" | tail -n 40
+  [[ -x "$build/tests/bench/replay_bench" ]] &&
+    "$build/tests/bench/replay_bench" 2>&1 | tee "$out/replay_bench.txt"
+  if [[ -n "${PARITY_GPU_TRANSPORT:-}" ]]; then
+    "$build/tests/bench/transport_bench" 2>&1 | tee "$out/transport_bench.txt" | tail -n 20
+  fi
+}
+
+loopback_up
+for p in "${phases[@]}"; do run_phase "$p"; done
+step "done: ${#failed[@]} phase(s) failed${failed:+: ${failed[*]}}"
+((${#failed[@]} == 0))
