@@ -243,6 +243,16 @@ OutputJudgement JudgeOutput(const HostTensor& device, const HostTensor* bench,
     j.standard = Standard::kTwoWay;
     Note(&j.message, "No bench result: judged by the two-way chain against the golden.");
   }
+  // A bfloat16 result carries 8 significant bits: rounding alone is off by up to 2^-9 relative,
+  // twice the thousandth standard's 1e-3, so a convolution that agrees with the bench bit for bit
+  // fails it (on an H100: thousandth ratio 0.37, device and bench alike). bfloat16 outputs of
+  // thousandth ops are judged against the bench, as every other op is.
+  if (j.standard == Standard::kThousandth && device.dtype == v1::DTYPE_BFLOAT16) {
+    j.standard = j.bench ? Standard::kBenchmark : Standard::kTwoWay;
+    Note(&j.message, absl::StrCat("bfloat16 rounding alone exceeds the thousandth standard's "
+                                  "1e-3: judged by the ",
+                                  j.bench ? "benchmark standard." : "two-way chain."));
+  }
   switch (j.standard) {
     case Standard::kAbsoluteThreshold:
       JudgeAbsoluteThreshold(j, *dev, j.bench ? &*j.bench : nullptr);

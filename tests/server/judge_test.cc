@@ -2,6 +2,8 @@
 #include "server/compare/judge.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "gmock/gmock.h"
@@ -124,6 +126,45 @@ INSTANTIATE_TEST_SUITE_P(
              v1::VERDICT_STATUS_ERROR,
              "thousandth_ratio"}),
     [](const ::testing::TestParamInfo<Case>& p) { return p.param.name; });
+
+// bfloat16 rounding alone (up to 2^-9 relative) fails the thousandth standard's 1e-3, so the
+// bfloat16 output of a thousandth op is judged against the bench: correctly rounded passes, 2% off
+// is an error.
+TEST(JudgeHalfPrecisionTest, BFloat16ThousandthOpsAreJudgedAgainstTheBench) {
+  std::vector<float> golden;
+  for (int i = 0; i < 512; ++i) golden.push_back(0.5f + 0.0137f * static_cast<float>(i));
+  auto to_bf16 = [&](double rel) {
+    std::vector<uint16_t> out;
+    for (float x : golden) {
+      const float y = static_cast<float>(x * (1 + rel));
+      uint32_t bits;
+      std::memcpy(&bits, &y, sizeof bits);
+      bits += 0x7FFF + ((bits >> 16) & 1);  // round to nearest even
+      out.push_back(static_cast<uint16_t>(bits >> 16));
+    }
+    return out;
+  };
+  const std::vector<uint16_t> rounded = to_bf16(0), off = to_bf16(0.02);
+  const int64_t n = static_cast<int64_t>(golden.size());
+  const HostTensor gold{v1::DTYPE_FLOAT32, {n}, golden.data(), n};
+  const HostTensor bench{v1::DTYPE_BFLOAT16, {n}, rounded.data(), n};
+  const HostTensor good{v1::DTYPE_BFLOAT16, {n}, rounded.data(), n};
+  const HostTensor bad{v1::DTYPE_BFLOAT16, {n}, off.data(), n};
+  const StandardsTable& table = StandardsTable::Default();
+
+  OutputJudgement j = JudgeOutput(good, &bench, &gold, Standard::kThousandth, table);
+  EXPECT_EQ(StatusText(j.status), "pass") << j.message;
+  EXPECT_EQ(j.standard, Standard::kBenchmark);
+  EXPECT_THAT(j.message, HasSubstr("bfloat16 rounding alone"));
+  ASSERT_TRUE(j.device.has_value());
+  EXPECT_LT(j.device->thousandth_ratio, table.thousandth_pass());  // what it would have failed
+  j = JudgeOutput(bad, &bench, &gold, Standard::kThousandth, table);
+  EXPECT_EQ(StatusText(j.status), "error") << j.message;
+  EXPECT_EQ(j.standard, Standard::kBenchmark);
+  j = JudgeOutput(good, nullptr, &gold, Standard::kThousandth, table);  // no bench
+  EXPECT_EQ(j.standard, Standard::kTwoWay);
+  EXPECT_NE(StatusText(j.status), "error") << j.message;
+}
 
 TEST(TwoWayChainTest, FollowsMsprobeOrder) {
   const TwoWayThresholds t;
