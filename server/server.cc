@@ -1,25 +1,23 @@
 #include "server/server.h"
 
 #include <grpcpp/grpcpp.h>
-#include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_tuning.h"
 #include "common/log.h"
-#include "common/net.h"
 #include "common/status_macros.h"
 #include "common/tls.h"
 #include "server/compare/accumulate.h"
 #include "server/compare/standards.h"
 #include "server/metrics.h"
+#include "server/metrics_endpoint.h"
 #include "server/replay/call_checker.h"
 #include "server/results/result_writer.h"
 
@@ -29,13 +27,6 @@
 
 namespace parity::server {
 namespace {
-
-// Opens and closes a TCP connection to host:port (best effort, 200 ms at most).
-void PokePort(const std::string& host, int port) {
-  std::string error;
-  const int fd = port > 0 ? common::ConnectTcp(host, port, 200, &error) : -1;
-  if (fd >= 0) close(fd);
-}
 
 bool Listed(const std::vector<std::string>& list, absl::string_view op) {
   const absl::string_view bare = BareOpName(op);
@@ -161,17 +152,15 @@ absl::Status ParityServer::Start() {
         "cannot listen on ", addr, " (port in use, or an address this host does not have)"));
   }
   if (o.metrics_port >= 0) {
-    const std::string maddr = absl::StrCat(o.metrics_host, ":", o.metrics_port);
-    try {
-      exposer_ = std::make_unique<prometheus::Exposer>(maddr);
-      exposer_->RegisterCollectable(registry_);
-      metrics_port_ = exposer_->GetListeningPorts().empty() ? -1 : exposer_->GetListeningPorts()[0];
-    } catch (const std::exception& e) {
+    auto endpoint =
+        MetricsEndpoint::Start(o.metrics_host, static_cast<int>(o.metrics_port), registry_);
+    if (!endpoint.ok()) {
       server_->Shutdown();
       queue_->Stop();
-      return absl::UnavailableError(
-          absl::StrCat("cannot serve metrics on ", maddr, ": ", e.what()));
+      return endpoint.status();
     }
+    endpoint_ = *std::move(endpoint);
+    metrics_port_ = endpoint_->port();
   }
   common::LogInfo(absl::StrCat("listening on ", address(), " (", tls_description_, ")"));
   if (metrics_port_ >= 0) {
@@ -193,28 +182,7 @@ void ParityServer::Shutdown(std::chrono::milliseconds grace) {
     server_->Wait();
   }
   if (queue_) queue_->Stop();
-  StopExposer();
-}
-
-void ParityServer::StopExposer() {
-  if (!exposer_) return;
-  // The HTTP library's listener polls in 2-second quanta and checks its stop flag only between
-  // them, so stopping it waits up to 2 s. A connection to the port ends the poll at once: poke
-  // it until the exposer is gone (a few milliseconds).
-  std::atomic<bool> stopped{false};
-  const std::string host =
-      config_.parity.metrics_host == "0.0.0.0" || config_.parity.metrics_host.empty()
-          ? "127.0.0.1"
-          : config_.parity.metrics_host;
-  std::thread poker([&] {
-    for (int i = 0; i < 100 && !stopped.load(); ++i) {
-      PokePort(host, metrics_port_);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  });
-  exposer_.reset();
-  stopped.store(true);
-  poker.join();
+  endpoint_.reset();
 }
 
 std::vector<std::string> ParityServer::ResultPaths() const {

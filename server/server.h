@@ -14,7 +14,6 @@
 
 namespace prometheus {
 class Registry;
-class Exposer;
 }  // namespace prometheus
 
 namespace grpc {
@@ -24,6 +23,7 @@ class Server;
 namespace parity::server {
 
 class CallChecker;
+class MetricsEndpoint;
 class ResultWriter;
 class ServerMetrics;
 class StandardsTable;
@@ -69,8 +69,7 @@ class ParityServer {
   std::unique_ptr<WorkQueue> queue_;
   std::unique_ptr<CheckService> service_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  void StopExposer();
+  std::unique_ptr<MetricsEndpoint> endpoint_;  // /metrics
   int port_ = 0;
   int metrics_port_ = -1;
   int workers_ = 1;

@@ -53,7 +53,8 @@ class RecordingServer {
                        const server::BlobStore&) { return Handle(origin, call); });
     EXPECT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);
-    EXPECT_TRUE(server_->Start().ok());
+    const absl::Status started = server_->Start();
+    EXPECT_TRUE(started.ok()) << started;
   }
   // The server goes first: its workers may still be in Handle(), which uses the members below.
   ~RecordingServer() {

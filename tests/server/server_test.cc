@@ -54,7 +54,8 @@ class ServerTest : public ::testing::Test {
     auto s = ParityServer::Create(config, std::move(handler));
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);
-    ASSERT_TRUE(server_->Start().ok());
+    const absl::Status started = server_->Start();
+    ASSERT_TRUE(started.ok()) << started;
   }
   void StartMutualTls() {
     output_dir_ = testing::MakeTempDir("parity_out_");
