@@ -1,0 +1,147 @@
+// Replay throughput: how long the server takes to check one call (decode, replay on the bench
+// device, float64 golden on the CPU, compare), with the bench on the CPU and, where this libtorch
+// sees a GPU, on CUDA, measured side by side in one run.
+//   replay_bench [--quick]
+// For each call: repetitions alternate the checkers (CPU bench, CUDA bench, CUDA bench without the
+// golden), so all see the same machine; each column is the median time per call. The last
+// columns split the CUDA bench's time into replay (bench + golden) and compare, as the verdict
+// reports them. The device side of each call is this process on the CPU, as in the tests.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <ATen/Parallel.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/torch/torch_pch.h"
+#include "server/compare/standards.h"
+#include "server/replay/call_checker.h"
+#include "tests/testing/op_cases.h"
+
+namespace {
+
+using parity::server::CallChecker;
+using parity::server::CheckerOptions;
+using parity::server::CheckResult;
+using parity::server::StandardsTable;
+using parity::testing::R;
+using parity::testing::Stack;
+namespace v1 = parity::v1;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+struct Row {
+  std::string label, op, overload;
+  Stack args;
+};
+
+std::vector<Row> Rows(bool quick) {
+  const int64_t s = quick ? 4 : 1;  // --quick: smaller tensors, same ops
+  const c10::List<int64_t> ones({1, 1}), zeros({0, 0});
+  return {
+      {"mm 1024x1024x1024", "aten::mm", "", {R({1024 / s, 1024}, 1), R({1024, 1024 / s}, 2)}},
+      {"conv 8x64x56x56 k3",
+       "aten::convolution",
+       "",
+       {R({8 / s, 64, 56, 56}, 3), R({64, 64, 3, 3}, 4), c10::IValue(), ones, ones, ones, false,
+        zeros, 1}},
+      {"softmax 64x32768", "aten::_softmax", "", {R({64 / s, 32768}, 5), 1, false}},
+      {"layer_norm 4096x1024",
+       "aten::native_layer_norm",
+       "",
+       {R({4096 / s, 1024}, 6), c10::List<int64_t>({1024}), R({1024}, 7), R({1024}, 8), 1e-5}},
+      {"gelu 4M", "aten::gelu", "", {R({4096 / s, 1024}, 9), std::string("none")}},
+      {"add 4M", "aten::add", "Tensor", {R({4096 / s, 1024}, 10), R({4096 / s, 1024}, 11), 1}},
+  };
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else {
+      std::fprintf(stderr, "usage: replay_bench [--quick]\n");
+      return 2;
+    }
+  }
+  const bool cuda = at::hasCUDA() && at::getNumGPUs() > 0;
+  struct Bench {
+    std::string name;
+    std::unique_ptr<CallChecker> checker;
+  };
+  std::vector<Bench> benches;
+  auto add = [&](const std::string& name, const std::string& device, bool golden) {
+    CheckerOptions options;
+    options.bench_device = device;
+    options.golden = golden;
+    auto c = CallChecker::Create(options, StandardsTable::Default());
+    if (!c.ok()) {
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), std::string(c.status().message()).c_str());
+      std::exit(1);
+    }
+    benches.push_back({name, *std::move(c)});
+  };
+  add("cpu", "cpu", true);
+  if (cuda) {
+    add("cuda", "cuda", true);
+    add("cuda, no golden", "cuda", false);
+  }
+  const int reps = quick ? 2 : 7;
+  std::printf("replay_bench: %d repetitions; bench devices: cpu%s; %d CPU threads\n", reps,
+              cuda ? ", cuda:0" : "", at::get_num_threads());
+  std::printf("%-22s %9s %10s", "call", "MB", "cpu ms");
+  if (cuda)
+    std::printf(" %10s %8s %12s %10s %10s", "cuda ms", "speedup", "no golden", "replay", "compare");
+  std::printf("  verdicts\n");
+  int failures = 0;
+  for (const Row& row : Rows(quick)) {
+    const v1::ApiCall call = parity::testing::BuildCall(row.op, row.overload, row.args);
+    const double mb = static_cast<double>(call.ByteSizeLong()) / 1e6;
+    std::vector<std::vector<double>> times(benches.size());
+    std::vector<double> replay, compare;
+    std::string verdicts;
+    for (int rep = -1; rep < reps; ++rep) {  // rep -1 warms up (kernels, cuBLAS handles)
+      for (std::size_t b = 0; b < benches.size(); ++b) {
+        const auto start = std::chrono::steady_clock::now();
+        CheckResult r = benches[b].checker->Check(call);
+        const double ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count();
+        if (rep < 0) {
+          absl::StrAppend(&verdicts, verdicts.empty() ? "" : "/",
+                          parity::server::StatusText(r.verdict.status()));
+          if (r.verdict.status() == v1::VERDICT_STATUS_REJECTED ||
+              r.verdict.status() == v1::VERDICT_STATUS_SKIP) {
+            std::fprintf(stderr, "%s on %s: %s\n", row.label.c_str(), benches[b].name.c_str(),
+                         r.verdict.message().c_str());
+            ++failures;
+          }
+          continue;
+        }
+        times[b].push_back(ms);
+        if (benches[b].name == "cuda") {
+          replay.push_back(r.verdict.replay_seconds() * 1e3);
+          compare.push_back(r.verdict.compare_seconds() * 1e3);
+        }
+      }
+    }
+    std::printf("%-22s %9.1f %10.2f", row.label.c_str(), mb, Median(times[0]));
+    if (cuda) {
+      std::printf(" %10.2f %7.1fx %12.2f %10.2f %10.2f", Median(times[1]),
+                  Median(times[0]) / Median(times[1]), Median(times[2]), Median(replay),
+                  Median(compare));
+    }
+    std::printf("  %s\n", verdicts.c_str());
+  }
+  return failures == 0 ? 0 : 1;
+}
