@@ -3,17 +3,20 @@
 // it does only what must be synchronous; protobuf building and I/O happen on the sender thread.
 // No exception leaves these callbacks.
 #include <ATen/SequenceNumber.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 #include <c10/core/Event.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <chrono>
+#include <unordered_map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/agent_core.h"
 #include "common/log.h"
 #include "common/op_registry.h"
+#include "common/torch/written_arguments.h"
 
 namespace parity::agent {
 namespace {
@@ -40,7 +43,25 @@ ThreadState& State() {
 struct CallContext : at::ObserverContext {
   std::unique_ptr<CapturedCall> call;
   int64_t forward_sequence = -1;
+  // For an op that returns nothing: the arguments it writes (references, not copies), whose
+  // values at exit are its results. libtorch 2.x does not keep fn.inputs() alive until then.
+  std::vector<c10::IValue> written;
 };
+
+// common::WrittenArguments of `fn`'s operator, looked up once per operator and thread.
+const std::vector<std::size_t>& WrittenArgumentsOf(const at::RecordFunction& fn,
+                                                   const std::string& key) {
+  thread_local std::unordered_map<std::string, std::vector<std::size_t>> cache;
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    std::vector<std::size_t> written;
+    if (auto handle = c10::Dispatcher::singleton().findSchema(*fn.operator_name())) {
+      written = common::WrittenArguments(handle->schema());
+    }
+    it = cache.emplace(key, std::move(written)).first;
+  }
+  return it->second;
+}
 
 bool IsEngineWrapper(const char* name) {
   return absl::StartsWith(name, "autograd::engine::evaluate_function");
@@ -234,6 +255,9 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
   for (const c10::IValue& v : inputs) call->inputs.push_back(Snapshot(v, *call));
   call->bytes = bytes;
   auto ctx = std::make_unique<CallContext>();
+  for (std::size_t i : WrittenArgumentsOf(fn, absl::StrCat(op, ".", m.overload()))) {
+    if (i < inputs.size()) ctx->written.push_back(inputs[i]);
+  }
   ctx->call = std::move(call);
   ctx->forward_sequence = forward_sequence;
   return ctx;
@@ -260,7 +284,7 @@ void OnExitImpl(const at::RecordFunction& fn, at::ObserverContext* raw) {
   AgentCore* core = g_core.load(std::memory_order_acquire);
   if (ctx != nullptr && ctx->call && core != nullptr) {
     std::unique_ptr<CapturedCall> call = std::move(ctx->call);
-    for (const c10::IValue& v : fn.outputs()) {
+    for (const c10::IValue& v : fn.outputs().empty() ? ctx->written : fn.outputs()) {
       call->outputs.push_back(Snapshot(v, *call));
       call->bytes += Bytes(v);
     }

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/torch/dtype_map.h"
 #include "common/torch/torch_pch.h"
+#include "common/torch/written_arguments.h"
 #include "server/compare/judge.h"
 
 namespace parity::server {
@@ -207,7 +208,14 @@ struct CallChecker::Impl {
       if (ref != nullptr) {
         stack = (*ref)(stack);
       } else {
+        // An op that returns nothing is judged by the arguments it writes: references to them,
+        // kept across the call, become its results.
+        Stack written;
+        for (std::size_t i : common::WrittenArguments(op->schema())) {
+          if (i < stack.size()) written.push_back(stack[i]);
+        }
         op->callBoxed(stack);
+        if (!written.empty()) stack = std::move(written);
       }
       return "";
     } catch (const std::exception& e) {
@@ -401,6 +409,11 @@ CheckResult CallChecker::Check(const v1::ApiCall& call, const common::BlobSource
     for (const auto& o : bench) Flatten(o, &bench_outs);
   if (golden_error.empty())
     for (const auto& o : golden) Flatten(o, &gold_outs);
+  if (dev_outs.empty()) {
+    return finish(v1::VERDICT_STATUS_SKIP, absl::StrCat(call.op_name(),
+                                                        " returned nothing and the call carries no "
+                                                        "written arguments: nothing to compare"));
+  }
   const std::vector<c10::IValue>& shape_ref = bench_error.empty() ? bench_outs : gold_outs;
   if (shape_ref.size() != dev_outs.size()) {
     return finish(v1::VERDICT_STATUS_ERROR,

@@ -254,6 +254,15 @@ def gelu_backward_float64():
     _override("gelu_backward", off)
 
 
+def sgd_update_float16():
+    """The optimizer's update (SGD's _foreach_add_, one call for every parameter, as optimizers
+    run on GPUs) applied in float16: parameters lose 13 bits at every step (harmful)."""
+    def bad(self, other, alpha=1):
+        for param, grad in zip(self, other):
+            param.copy_(param.half() + grad.half() * alpha)
+    _override("_foreach_add_.List", bad)
+
+
 def _harmful(plant, op, phase, call_index, allowed=None):
     return Fault(plant, "harmful", op, phase, call_index, frozenset(allowed or [op]))
 
@@ -277,6 +286,7 @@ FAULTS = {
                                         0),                                     # f32 bwd reduction
     "embedding_backward_overwrite": _harmful(embedding_backward_overwrite, "aten::embedding",
                                              "backward", 0),                    # indexing bwd
+    "sgd_update_float16": _harmful(sgd_update_float16, "aten::_foreach_add_", "forward", 0),  # optim
     "gelu_one_ulp": _benign(gelu_one_ulp),                 # f32 elementwise, 1 ulp
     "mean_reordered": _benign(mean_reordered),             # f32 reduction order
     "relu_negative_zero": _benign(relu_negative_zero),     # -0.0 for 0.0

@@ -61,7 +61,9 @@ def main():
         faults.plant(args.fault)
     torch.manual_seed(0)
     model = Block()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    # foreach: the update is one _foreach_add_ over every parameter, as optimizers run on GPUs
+    # (an op that returns nothing: judged by the parameters it writes).
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, foreach=True)
     tokens = torch.randint(0, VOCAB, (BATCH, TOKENS))
     order = torch.randperm(TOKENS)
     target = torch.randn(BATCH)

@@ -150,6 +150,36 @@ TEST_P(CallCheckerTest, InPlaceAndOutVariantsCompareTheMutatedArgument) {
   EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
 }
 
+// Ops that return nothing and write their arguments (the _foreach_ ops optimizers run on GPUs,
+// fused optimizers) are judged by those arguments after the call, one output per tensor.
+TEST_P(CallCheckerTest, OpsReturningNothingAreJudgedByTheArgumentsTheyWrite) {
+  const c10::List<at::Tensor> params({R({4, 8}, 1), R({16}, 2), R({3, 3}, 3)});
+  const c10::List<at::Tensor> grads({R({4, 8}, 4), R({16}, 5), R({3, 3}, 6)});
+  const v1::ApiCall clean = MakeCall("aten::_foreach_add_", "List", {params, grads, -0.01});
+  ASSERT_EQ(clean.outputs_size(), 1);  // the written list, as the agent sends it
+  CheckResult r = Check(clean);
+  EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+  ASSERT_EQ(r.verdict.outputs_size(), 3);
+  EXPECT_THAT(r.verdict.outputs(1).shape(), ::testing::ElementsAre(16));
+  // An update applied in float16: the second parameter is off.
+  r = Check(MakeCall(
+      "aten::_foreach_add_", "List", {params, grads, -0.01}, v1::PHASE_FORWARD, [&](Stack& out) {
+        c10::List<at::Tensor> bad = out[0].toTensorList();
+        bad.set(1,
+                (params.get(1).to(at::kHalf) - 0.01 * grads.get(1).to(at::kHalf)).to(at::kFloat));
+        out[0] = bad;
+      }));
+  EXPECT_EQ(StatusText(r.verdict.status()), "error") << r.verdict.ShortDebugString();
+  EXPECT_EQ(StatusText(r.verdict.outputs(0).status()), "pass");
+  EXPECT_EQ(StatusText(r.verdict.outputs(1).status()), "error");
+  // A call that carries no outputs (an agent that did not send them): a SKIP that says so.
+  v1::ApiCall bare = clean;
+  bare.clear_outputs();
+  r = Check(bare);
+  EXPECT_EQ(StatusText(r.verdict.status()), "SKIP");
+  EXPECT_THAT(r.verdict.message(), HasSubstr("nothing to compare"));
+}
+
 TEST_P(CallCheckerTest, TuplesAndIntegerOutputsAreJudgedPerOutput) {
   const at::Tensor x = R({4, 8}, 1);
   CheckResult r = Check(MakeCall("aten::topk", "", {x, 3, 1, true, true}));

@@ -3,6 +3,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include "common/torch/value_codec.h"
+#include "common/torch/written_arguments.h"
 #include "gtest/gtest.h"
 
 namespace parity::testing {
@@ -26,8 +27,17 @@ v1::ApiCall BuildCall(const std::string& name, const std::string& overload, Stac
   Stack stack = args;
   for (auto& v : stack) {  // the device runs on its own copies (in-place ops mutate them)
     if (v.isTensor() && v.toTensor().defined()) v = v.toTensor().clone();
+    if (v.isTensorList()) {
+      c10::List<at::Tensor> copies;
+      for (const c10::IValue& t : v.toListRef()) copies.push_back(t.toTensor().clone());
+      v = copies;
+    }
   }
+  // An op that returns nothing: the arguments it writes are its results, as the agent sends.
+  Stack written;
+  for (std::size_t i : common::WrittenArguments(schema)) written.push_back(stack[i]);
   op.callBoxed(stack);
+  if (!written.empty()) stack = std::move(written);
   if (tamper) tamper(stack);
   for (const auto& out : stack) {
     absl::Status s = common::EncodeValue(out, nullptr, {}, "out", call.add_outputs());
