@@ -43,7 +43,10 @@ std::string Response(absl::string_view status, absl::string_view content_type,
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
     const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry) {
-  const std::string bind_host = host.empty() ? "0.0.0.0" : host;
+  std::string bind_host = host.empty() ? "0.0.0.0" : host;
+  if (bind_host.size() > 2 && bind_host.front() == '[' && bind_host.back() == ']') {
+    bind_host = bind_host.substr(1, bind_host.size() - 2);  // "[::1]", as in a URL
+  }
   const std::string where = absl::StrCat(bind_host, ":", port);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

@@ -21,7 +21,8 @@ namespace parity::server {
 
 class MetricsEndpoint {
  public:
-  // Listens on host:port ("" or "0.0.0.0": every IPv4 address; port 0: an ephemeral one) and
+  // Listens on host:port ("" or "0.0.0.0": every IPv4 address; "::1" or "[::1]": IPv6; port 0:
+  // an ephemeral one) and
   // serves `registry`. UNAVAILABLE, saying why, when it cannot bind.
   static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
       const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry);

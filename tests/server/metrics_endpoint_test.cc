@@ -119,6 +119,31 @@ TEST_F(MetricsEndpointTest, AStuckClientDoesNotHoldUpShutdown) {
   close(idle);
 }
 
+TEST_F(MetricsEndpointTest, ListensOnIPv6WrittenEitherWay) {
+  const int probe = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in6 any{};
+  any.sin6_family = AF_INET6;
+  any.sin6_addr = in6addr_loopback;
+  const bool ipv6 = probe >= 0 && bind(probe, reinterpret_cast<sockaddr*>(&any), sizeof(any)) == 0;
+  if (probe >= 0) close(probe);
+  if (!ipv6) GTEST_SKIP() << "this host has no IPv6 loopback";
+  for (const std::string host : {"::1", "[::1]"}) {
+    SCOPED_TRACE(host);
+    auto e = MetricsEndpoint::Start(host, 0, registry_);
+    ASSERT_TRUE(e.ok()) << e.status();
+    const int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in6 addr = any;
+    addr.sin6_port = htons(static_cast<uint16_t>((*e)->port()));
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    const std::string req = "GET /metrics HTTP/1.1\r\n\r\n";
+    ASSERT_EQ(send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+    char buf[64] = {};
+    EXPECT_GT(recv(fd, buf, sizeof(buf) - 1, MSG_WAITALL), 0);
+    EXPECT_THAT(std::string(buf), StartsWith("HTTP/1.1 200 OK"));
+    close(fd);
+  }
+}
+
 TEST_F(MetricsEndpointTest, ABusyPortOrABadHostIsAClearError) {
   auto second = MetricsEndpoint::Start("127.0.0.1", endpoint_->port(), registry_);
   ASSERT_FALSE(second.ok());
