@@ -93,7 +93,7 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   // Small ops gain from a few workers while large ones already use libtorch's intra-op threads.
   // The same with a CUDA bench: a check is CPU-bound there too (decode, the float64 golden on
-  // the CPU and the compare: on an H100 host, replay_bench measured a CUDA bench at 0.6-1.0x
+  // the CPU and the compare: on an H100 host, replay_bench measured a CUDA bench at 0.5-1.2x
   // the speed of the host's 16-core CPU bench).
   s->workers_ =
       o.workers > 0 ? static_cast<int>(o.workers) : static_cast<int>(std::clamp(cores / 2, 1u, 4u));
