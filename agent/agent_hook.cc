@@ -9,7 +9,6 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <chrono>
-#include <unordered_map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -47,21 +46,6 @@ struct CallContext : at::ObserverContext {
   // values at exit are its results. libtorch 2.x does not keep fn.inputs() alive until then.
   std::vector<c10::IValue> written;
 };
-
-// common::WrittenArguments of `fn`'s operator, looked up once per operator and thread.
-const std::vector<std::size_t>& WrittenArgumentsOf(const at::RecordFunction& fn,
-                                                   const std::string& key) {
-  thread_local std::unordered_map<std::string, std::vector<std::size_t>> cache;
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    std::vector<std::size_t> written;
-    if (auto handle = c10::Dispatcher::singleton().findSchema(*fn.operator_name())) {
-      written = common::WrittenArguments(handle->schema());
-    }
-    it = cache.emplace(key, std::move(written)).first;
-  }
-  return it->second;
-}
 
 bool IsEngineWrapper(const char* name) {
   return absl::StartsWith(name, "autograd::engine::evaluate_function");
@@ -205,7 +189,8 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
   auto call = std::make_unique<CapturedCall>();
   v1::ApiCall& m = call->meta;
   m.set_op_name(op);
-  m.set_overload(fn.operator_name()->overload_name);
+  const c10::OperatorName name = *fn.operator_name();  // IsOp: present
+  m.set_overload(name.overload_name);
   m.set_step(step);
   m.set_phase(backward ? v1::PHASE_BACKWARD : v1::PHASE_FORWARD);
   m.set_in_optimizer(ts.optimizer > 0);
@@ -255,8 +240,10 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
   for (const c10::IValue& v : inputs) call->inputs.push_back(Snapshot(v, *call));
   call->bytes = bytes;
   auto ctx = std::make_unique<CallContext>();
-  for (std::size_t i : WrittenArgumentsOf(fn, absl::StrCat(op, ".", m.overload()))) {
-    if (i < inputs.size()) ctx->written.push_back(inputs[i]);
+  if (auto handle = c10::Dispatcher::singleton().findSchema(name)) {
+    for (std::size_t i : common::WrittenArguments(handle->schema())) {
+      if (i < inputs.size()) ctx->written.push_back(inputs[i]);
+    }
   }
   ctx->call = std::move(call);
   ctx->forward_sequence = forward_sequence;

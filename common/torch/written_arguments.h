@@ -1,6 +1,7 @@
 // Which arguments stand for an operator's results when it returns nothing.
 #pragma once
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/function_schema.h>
 
 #include <cstddef>
@@ -20,6 +21,19 @@ inline std::vector<std::size_t> WrittenArguments(const c10::FunctionSchema& sche
     if (args[i].alias_info() != nullptr && args[i].alias_info()->isWrite()) written.push_back(i);
   }
   return written;
+}
+
+// Calls `op` on `stack` (the dispatcher's boxed convention); afterwards `stack` holds the call's
+// results: its returns, or, for an op that returns nothing, the arguments it wrote (references
+// kept across the call, so they read the written values). The server's replays and the tests'
+// device side both judge calls by these results.
+inline void CallBoxedForResults(const c10::OperatorHandle& op, std::vector<c10::IValue>& stack) {
+  std::vector<c10::IValue> written;
+  for (std::size_t i : WrittenArguments(op.schema())) {
+    if (i < stack.size()) written.push_back(stack[i]);
+  }
+  op.callBoxed(stack);
+  if (!written.empty()) stack = std::move(written);
 }
 
 }  // namespace parity::common

@@ -208,14 +208,7 @@ struct CallChecker::Impl {
       if (ref != nullptr) {
         stack = (*ref)(stack);
       } else {
-        // An op that returns nothing is judged by the arguments it writes: references to them,
-        // kept across the call, become its results.
-        Stack written;
-        for (std::size_t i : common::WrittenArguments(op->schema())) {
-          if (i < stack.size()) written.push_back(stack[i]);
-        }
-        op->callBoxed(stack);
-        if (!written.empty()) stack = std::move(written);
+        common::CallBoxedForResults(*op, stack);  // void ops: the arguments they write
       }
       return "";
     } catch (const std::exception& e) {

@@ -34,10 +34,7 @@ v1::ApiCall BuildCall(const std::string& name, const std::string& overload, Stac
     }
   }
   // An op that returns nothing: the arguments it writes are its results, as the agent sends.
-  Stack written;
-  for (std::size_t i : common::WrittenArguments(schema)) written.push_back(stack[i]);
-  op.callBoxed(stack);
-  if (!written.empty()) stack = std::move(written);
+  common::CallBoxedForResults(op, stack);
   if (tamper) tamper(stack);
   for (const auto& out : stack) {
     absl::Status s = common::EncodeValue(out, nullptr, {}, "out", call.add_outputs());
