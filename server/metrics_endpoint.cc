@@ -130,8 +130,12 @@ void MetricsEndpoint::Serve() {
     if (!Wait(listen_fd_, POLLIN, -1)) continue;  // woken to stop (the loop then ends)
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
-      // Out of file descriptors, say: back off instead of spinning on a readable socket.
-      if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) Wait(wake_read_, 0, 100);
+      // Out of file descriptors, say: back off (until stopped) instead of spinning on a
+      // readable socket.
+      if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
+        pollfd wake{wake_read_, POLLIN, 0};
+        poll(&wake, 1, 100);
+      }
       continue;
     }
     Answer(fd);

@@ -3,8 +3,6 @@
 #include <grpcpp/grpcpp.h>
 #include <prometheus/registry.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <thread>
 

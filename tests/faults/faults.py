@@ -22,7 +22,7 @@ _LIBS = []  # keep the override libraries alive
 Fault = collections.namedtuple("Fault", "plant kind op phase call_index allowed_ops")
 
 
-_DISPATCH_KEY = ["CPU"]  # the device whose kernel a fault replaces (plant's `device`)
+_dispatch_key = "CPU"  # the device whose kernel a fault replaces (plant's `device`)
 
 
 def _override(op, kernel):
@@ -30,7 +30,7 @@ def _override(op, kernel):
     with warnings.catch_warnings():
         # libtorch warns that the kernel is replaced: that is the point here.
         warnings.filterwarnings("ignore", message="Overriding a previously registered kernel")
-        lib.impl(op, kernel, _DISPATCH_KEY[0])
+        lib.impl(op, kernel, _dispatch_key)
     _LIBS.append(lib)
 
 
@@ -300,7 +300,8 @@ FAULTS = {
 def plant(name, device="cpu"):
     """Plants fault `name` in the kernel of `device` ("cpu", or "cuda" for a training on a GPU:
     gelu_tanh is written for any device; the others build CPU tensors)."""
-    _DISPATCH_KEY[0] = "CUDA" if str(device).startswith("cuda") else "CPU"
+    global _dispatch_key  # pylint: disable=global-statement
+    _dispatch_key = "CUDA" if str(device).startswith("cuda") else "CPU"
     if name not in FAULTS:
         raise SystemExit(f"unknown fault {name!r}; known: {', '.join(sorted(FAULTS))}")
     FAULTS[name].plant()
