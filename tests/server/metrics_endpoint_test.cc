@@ -15,6 +15,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/server_harness.h"
 
 namespace parity::server {
 namespace {
@@ -33,17 +34,10 @@ int Connect(int port) {
   return fd;
 }
 
-// Sends `request` and reads the answer until the server closes the connection.
 std::string Exchange(int port, const std::string& request) {
-  const int fd = Connect(port);
-  EXPECT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
-            static_cast<ssize_t>(request.size()));
-  std::string response;
-  char buf[4096];
-  ssize_t n;
-  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) response.append(buf, static_cast<size_t>(n));
-  close(fd);
-  return response;
+  absl::StatusOr<std::string> response = testing::HttpExchange(port, request);
+  EXPECT_TRUE(response.ok()) << response.status();
+  return response.ok() ? *response : "";
 }
 
 std::string Get(int port, const std::string& path, const std::string& method = "GET") {

@@ -118,7 +118,7 @@ grpc::Status TestStream::Close() {
   return status_;
 }
 
-absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
+absl::StatusOr<std::string> HttpExchange(int port, const std::string& request) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -128,9 +128,8 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
     ::close(fd);
     return absl::UnavailableError(absl::StrCat("connect to port ", port, " failed"));
   }
-  const std::string req =
-      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-  if (::write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
+  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
     ::close(fd);
     return absl::UnavailableError("short write");
   }
@@ -139,9 +138,17 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
   ssize_t n;
   while ((n = ::read(fd, buf, sizeof(buf))) > 0) response.append(buf, static_cast<size_t>(n));
   ::close(fd);
-  const std::size_t body = response.find("\r\n\r\n");
+  return response;
+}
+
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
+  absl::StatusOr<std::string> response = HttpExchange(
+      port,
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"));
+  if (!response.ok()) return response;
+  const std::size_t body = response->find("\r\n\r\n");
   if (body == std::string::npos) return absl::DataLossError("no HTTP body");
-  return response.substr(body + 4);
+  return response->substr(body + 4);
 }
 
 std::string ReadAll(const std::string& path) {

@@ -58,6 +58,10 @@ class TestStream {
   bool writes_done_ = false;
 };
 
+// Sends `request` to 127.0.0.1:port and returns everything the server sends back until it
+// closes the connection (status line, headers, body).
+absl::StatusOr<std::string> HttpExchange(int port, const std::string& request);
+
 // GET http://127.0.0.1:port/path, returns the body.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
 
