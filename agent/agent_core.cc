@@ -45,7 +45,16 @@ AgentCore::~AgentCore() { Stop(); }
 void AgentCore::Start() {
   if (started_.exchange(true)) return;
   const int32_t rank = EnvInt("RANK", 0);
-  const int32_t world = EnvInt("WORLD_SIZE", 1);
+  int32_t world = EnvInt("WORLD_SIZE", 0);
+  if (world <= rank) {
+    // The server refuses a Hello whose rank is outside its world: a launcher that sets RANK
+    // alone (or a WORLD_SIZE that does not fit) gets the smallest world that holds this rank.
+    if (world > 0) {
+      common::LogWarning(absl::StrCat("RANK ", rank, " is not below WORLD_SIZE ", world,
+                                      ": reporting a world of ", rank + 1));
+    }
+    world = rank + 1;
+  }
   if (!filter_.RankSelected(rank)) {
     common::LogInfo(absl::StrCat("rank ", rank, " is not in the config's rank list: not checked"));
     return;

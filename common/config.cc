@@ -351,6 +351,8 @@ absl::StatusOr<Parsed<ServerConfig>> ParseServerConfig(absl::string_view json_te
   p.Bool("allow_plaintext_non_loopback", &o.allow_plaintext_non_loopback);
   p.Bytes("max_message_bytes", &o.max_message_bytes);
   p.UInt32("max_streams", &o.max_streams, 1, 1u << 20);
+  p.Bytes("max_partial_blob_bytes", &o.max_partial_blob_bytes);
+  p.UInt32("shutdown_grace_ms", &o.shutdown_grace_ms, 0, 3600000);
   ConfigReader lim = p.Section("limits");
   ReadDecodeLimits(lim, &o.limits);
   lim.Finish();

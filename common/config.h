@@ -80,6 +80,8 @@ struct ServerOptions {
   bool allow_plaintext_non_loopback = false;
   uint64_t max_message_bytes = uint64_t{64} << 20;
   uint32_t max_streams = 1024;
+  uint64_t max_partial_blob_bytes = uint64_t{4} << 30;  // all streams' incomplete chunked tensors
+  uint32_t shutdown_grace_ms = 10000;  // SIGTERM: how long open streams may take to finish
   DecodeLimits limits;
 };
 

@@ -1,6 +1,7 @@
 // Caps that every decoder enforces before allocating anything.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace parity::common {
@@ -15,5 +16,11 @@ struct DecodeLimits {
   uint32_t max_list_length = 65536;               // items in one list
   uint32_t max_string_bytes = 65536;              // one string value
 };
+
+// Longest ApiCall strings the server accepts (a call over them is rejected with
+// RESOURCE_EXHAUSTED): names of ops, overloads and autograd nodes; module paths; skip reasons.
+inline constexpr std::size_t kMaxNameBytes = 256;
+inline constexpr std::size_t kMaxModulePathBytes = 1024;
+inline constexpr std::size_t kMaxSkipReasonBytes = 4096;
 
 }  // namespace parity::common

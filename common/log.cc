@@ -8,6 +8,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/text.h"
 
 namespace parity::common {
 namespace {
@@ -60,9 +62,20 @@ void Log(LogLevel level, absl::string_view message) {
   localtime_r(&t, &tm);
   char when[32];
   std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+  // One record per call: a message's own newlines start indented continuation lines (a table),
+  // and every other control character is escaped, so no text inside a message (a client's
+  // hostname, say) can begin a line that looks like a record of its own.
+  std::string body;
+  body.reserve(message.size());
+  bool first = true;
+  for (absl::string_view line : absl::StrSplit(message, '\n')) {
+    if (!first) body += "\n    ";
+    first = false;
+    body += EscapeControl(line);
+  }
   std::lock_guard<std::mutex> lock(g_mu);
   const std::string line =
-      absl::StrCat("[", Prefix(), " ", when, " ", LevelName(level), "] ", message, "\n");
+      absl::StrCat("[", Prefix(), " ", when, " ", LevelName(level), "] ", body, "\n");
   // write(2), not stdio: safe to call late in process exit and never interleaved mid-line.
   ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;

@@ -28,8 +28,8 @@ absl::StatusOr<TensorExtent> CheckTensor(const v1::Tensor& t, const DecodeLimits
         absl::StrCat(path, ".dtype: unknown or unspecified dtype ", static_cast<int>(t.dtype())));
   }
   if (static_cast<uint32_t>(t.shape_size()) > limits.max_dims) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ".shape: ", t.shape_size(), " dimensions exceed the limit of ", limits.max_dims));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        path, ".shape: ", t.shape_size(), " dimensions exceed max_dims ", limits.max_dims));
   }
   TensorExtent extent;
   extent.element_size = ElementSize(t.dtype());

@@ -41,7 +41,9 @@ class ParityServer {
   absl::Status Start();
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }  // -1 when disabled
-  std::string address() const;                        // "host:port" as bound
+  // Bytes held in chunked tensors whose call has not arrived, over all streams.
+  uint64_t partial_blob_bytes() const { return service_->partial_blob_bytes(); }
+  std::string address() const;  // "host:port" as bound
 
   // Stops accepting streams, lets open ones finish within `grace` (then cancels them), finishes
   // queued calls and flushes the result files. Idempotent; thread-safe.

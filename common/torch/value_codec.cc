@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "common/tensor_check.h"
 #include "common/torch/dtype_map.h"
+#include "common/torch/tensor_stats.h"
 #include "common/torch/torch_pch.h"
 
 namespace parity::common {
@@ -116,40 +117,6 @@ std::optional<c10::MemoryFormat> FromWireMemoryFormat(v1::MemoryFormat format) {
   }
 }
 
-// Statistics of the finite elements, computed in slices so a huge tensor never needs a float64
-// copy of itself.
-void ComputeStats(const at::Tensor& contiguous, v1::TensorStats* stats) {
-  at::Tensor flat = contiguous.reshape({-1});
-  if (flat.is_complex()) flat = at::view_as_real(flat).reshape({-1});
-  const int64_t n = flat.numel();
-  constexpr int64_t kSlice = int64_t{1} << 22;
-  double min = std::numeric_limits<double>::infinity();
-  double max = -min;
-  double sum = 0, sum_sq = 0;
-  int64_t finite = 0, nans = 0, infs = 0;
-  for (int64_t begin = 0; begin < n; begin += kSlice) {
-    at::Tensor s = flat.slice(0, begin, std::min(n, begin + kSlice)).to(at::kDouble);
-    at::Tensor is_finite = at::isfinite(s);
-    nans += at::isnan(s).sum().item<int64_t>();
-    infs += at::isinf(s).sum().item<int64_t>();
-    at::Tensor f = s.masked_select(is_finite);
-    if (f.numel() == 0) continue;
-    finite += f.numel();
-    min = std::min(min, f.min().item<double>());
-    max = std::max(max, f.max().item<double>());
-    sum += f.sum().item<double>();
-    sum_sq += (f * f).sum().item<double>();
-  }
-  stats->set_nan_count(static_cast<uint64_t>(nans));
-  stats->set_inf_count(static_cast<uint64_t>(infs));
-  if (finite > 0) {
-    stats->set_min(min);
-    stats->set_max(max);
-    stats->set_mean(sum / static_cast<double>(finite));
-    stats->set_l2_norm(std::sqrt(sum_sq));
-  }
-}
-
 absl::Status EncodeTensor(const at::Tensor& tensor, const EncodeOptions& options,
                           absl::string_view path, v1::Tensor* out) {
   if (!tensor.defined()) {
@@ -197,7 +164,7 @@ absl::Status EncodeTensor(const at::Tensor& tensor, const EncodeOptions& options
     out->set_blob_id(options.blob_sink->AddBlob(std::move(payload)));
   } else {
     out->set_form(v1::DATA_FORM_STATS_ONLY);
-    ComputeStats(host, out->mutable_stats());
+    *out->mutable_stats() = TensorStatistics(host);
   }
   return absl::OkStatus();
 }

@@ -278,6 +278,8 @@ OutputJudgement JudgeOutput(const HostTensor& device, const HostTensor* bench,
       j.failed_metric = two_way_metric;
       Note(&j.message, two_way_message);
       break;
+    case Standard::kStatistics:  // chosen by the checker for stats-only outputs, not by the table
+      break;
   }
   // Inconclusive reference: the bench itself disagrees with the golden on inf/NaN positions, so
   // the golden may be the odd one out (e.g. an op that overflows at this dtype by design).

@@ -27,8 +27,10 @@ struct OutputJudgement {
   std::string message;                // newline-joined notes
   std::optional<PairMetrics> device;  // device vs golden (or vs bench without golden)
   std::optional<PairMetrics> bench;   // bench vs golden, when both exist
-  // Three-way ratios (benchmark / ULP standards), by metric name.
+  // Three-way ratios (benchmark / ULP / statistics standards), by metric name.
   std::vector<std::pair<std::string, Ratio>> ratios;
+  // Named values of the statistics standard (no PairMetrics there).
+  std::vector<std::pair<std::string, double>> statistics;
   // msprobe's two-way status of the device metrics (the details CSV's Status column).
   v1::VerdictStatus two_way_status = v1::VERDICT_STATUS_PASS;
 };

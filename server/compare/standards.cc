@@ -26,6 +26,8 @@ absl::string_view StandardName(Standard s) {
       return "thousandth";
     case Standard::kTwoWay:
       return "two_way";
+    case Standard::kStatistics:
+      return "statistics";
   }
   return "unknown";
 }
@@ -44,6 +46,8 @@ absl::string_view StandardDisplayName(Standard s) {
       return "双千指标法";
     case Standard::kTwoWay:
       return "两方比对法";
+    case Standard::kStatistics:
+      return "统计量比对法";
   }
   return "";
 }

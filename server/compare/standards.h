@@ -21,6 +21,7 @@ enum class Standard {
   kUlp,                // ULP误差比对法
   kThousandth,         // 双千指标法
   kTwoWay,             // msprobe's legacy chain, when no golden can be made
+  kStatistics,         // a device output sent as statistics only (too large to send)
 };
 
 // "benchmark", "absolute_threshold", ... (the wire/JSON-lines name).

@@ -7,14 +7,18 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <tuple>
 #include <unordered_set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/text.h"
 #include "common/torch/dtype_map.h"
+#include "common/torch/tensor_stats.h"
 #include "common/torch/torch_pch.h"
 #include "common/torch/written_arguments.h"
 #include "server/compare/judge.h"
+#include "server/compare/statistics.h"
 
 namespace parity::server {
 namespace {
@@ -141,6 +145,62 @@ std::optional<HostCopy> ToHost(const at::Tensor& t) {
   return h;
 }
 
+std::string ErrorText(const std::exception& e);
+
+// Every string of the call under its cap (common/limits.h): RESOURCE_EXHAUSTED naming the field.
+absl::Status CheckCallStrings(const v1::ApiCall& call) {
+  const std::tuple<const char*, const std::string*, std::size_t> fields[] = {
+      {"op_name", &call.op_name(), common::kMaxNameBytes},
+      {"overload", &call.overload(), common::kMaxNameBytes},
+      {"forward_op_name", &call.forward_op_name(), common::kMaxNameBytes},
+      {"forward_overload", &call.forward_overload(), common::kMaxNameBytes},
+      {"autograd_node", &call.autograd_node(), common::kMaxNameBytes},
+      {"module_path", &call.module_path(), common::kMaxModulePathBytes},
+      {"skip_reason", &call.skip_reason(), common::kMaxSkipReasonBytes},
+  };
+  for (const auto& [name, value, cap] : fields) {
+    if (value->size() > cap) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("ApiCall.", name, ": ", value->size(), " bytes, at most ", cap));
+    }
+  }
+  // Names end up in file names' rows, logs and metric labels: no operator is named with control
+  // characters, so a name holding one is malformed.
+  for (const auto& [name, value, cap] : fields) {
+    if (cap == common::kMaxNameBytes && common::EscapeControl(*value) != *value) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ApiCall.", name, ": \"", common::EscapeControl(*value), "\" holds control characters"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Makes `inputs` a full argument stack for `schema`: checks each value's type against its
+// argument and appends the defaults of trailing arguments the call omitted. INVALID_ARGUMENT
+// naming the argument when one is missing without a default, when there are more values than
+// arguments, or when a type does not fit.
+absl::Status NormalizeArguments(const c10::FunctionSchema& schema, Stack& inputs) {
+  const auto& args = schema.arguments();
+  if (inputs.size() > args.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the call has ", inputs.size(), " arguments, ",
+                                                   toString(schema), " takes ", args.size()));
+  }
+  for (std::size_t i = inputs.size(); i < args.size(); ++i) {
+    if (!args[i].default_value()) {
+      return absl::InvalidArgumentError(absl::StrCat("argument ", i, " (", args[i].name(), ") of ",
+                                                     toString(schema),
+                                                     " is missing and has no default"));
+    }
+  }
+  try {
+    schema.checkAndNormalizeInputs(inputs, {});  // also appends the defaults
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("arguments do not match ", toString(schema), ": ", ErrorText(e)));
+  }
+  return absl::OkStatus();
+}
+
 std::string ErrorText(const std::exception& e) {
   if (const auto* c10e = dynamic_cast<const c10::Error*>(&e)) {
     return c10e->what_without_backtrace();
@@ -193,6 +253,36 @@ void UseFullPrecisionOnCuda() {
   ctx.setBenchmarkCuDNN(false);
 }
 
+// A device output sent as statistics only, judged by the same statistics of the bench and golden
+// outputs (`bench`, `golden` may be null or not tensors when that replay failed).
+void JudgeStatsOnly(const v1::Tensor& device, const c10::IValue* bench, const c10::IValue* golden,
+                    const StandardsTable& table, CheckedOutput* out) {
+  auto stats = [](const c10::IValue* v) -> std::optional<v1::TensorStats> {
+    if (v == nullptr || !v->isTensor() || !v->toTensor().defined()) return std::nullopt;
+    return common::TensorStatistics(v->toTensor());
+  };
+  const std::optional<v1::TensorStats> b = stats(bench), g = stats(golden);
+  uint64_t numel = 1;
+  for (int64_t d : device.shape()) numel *= static_cast<uint64_t>(d);
+  OutputJudgement j = JudgeStatistics(device.stats(), b ? &*b : nullptr, g ? &*g : nullptr,
+                                      device.dtype(), numel, table);
+  v1::OutputVerdict& ov = out->verdict;
+  ov.set_status(j.status);
+  ov.set_standard(std::string(StandardName(j.standard)));
+  ov.set_dtype(device.dtype());
+  for (int64_t d : device.shape()) ov.add_shape(d);
+  ov.set_failed_metric(j.failed_metric);
+  ov.set_message(j.message);
+  for (const auto& [name, value] : j.statistics) (*ov.mutable_metrics())[name] = value;
+  for (const auto& [name, r] : j.ratios) (*ov.mutable_metrics())["ratio_" + name] = r.value;
+  out->two_way_status = j.two_way_status;
+  out->ratios = j.ratios;
+  if (bench != nullptr && bench->isTensor() && bench->toTensor().defined()) {
+    out->bench_dtype =
+        common::ToWireDType(bench->toTensor().scalar_type()).value_or(v1::DTYPE_UNSPECIFIED);
+  }
+}
+
 }  // namespace
 
 struct CallChecker::Impl {
@@ -208,6 +298,11 @@ struct CallChecker::Impl {
       if (ref != nullptr) {
         stack = (*ref)(stack);
       } else {
+        // Never a short stack: NormalizeArguments filled it to the schema's length.
+        if (stack.size() != op->schema().arguments().size()) {
+          return absl::StrCat("internal: ", stack.size(), " values for ",
+                              op->schema().arguments().size(), " arguments; not called");
+        }
         common::CallBoxedForResults(*op, stack);  // void ops: the arguments they write
       }
       return "";
@@ -274,7 +369,13 @@ CheckResult CallChecker::Check(const v1::ApiCall& call, const common::BlobSource
     return result;
   };
 
-  if (!call.skip_reason().empty()) return finish(v1::VERDICT_STATUS_SKIP, call.skip_reason());
+  if (absl::Status s = CheckCallStrings(call); !s.ok()) {
+    return finish(v1::VERDICT_STATUS_REJECTED, std::string(s.message()),
+                  static_cast<int>(s.code()));
+  }
+  if (!call.skip_reason().empty()) {
+    return finish(v1::VERDICT_STATUS_SKIP, common::EscapeControl(call.skip_reason()));
+  }
   if (std::string why = SkipReasonForOp(call.op_name()); !why.empty()) {
     return finish(v1::VERDICT_STATUS_SKIP, why);
   }
@@ -294,7 +395,8 @@ CheckResult CallChecker::Check(const v1::ApiCall& call, const common::BlobSource
               : absl::StrCat("unknown operator \"", call.op_name(),
                              "\": the bench's libtorch does not have it and no reference "
                              "implementation is registered");
-      return finish(v1::VERDICT_STATUS_SKIP, why, static_cast<int>(absl::StatusCode::kNotFound));
+      return finish(v1::VERDICT_STATUS_SKIP, why,
+                    static_cast<int>(absl::StatusCode::kUnimplemented));
     }
   }
 
@@ -325,15 +427,13 @@ CheckResult CallChecker::Check(const v1::ApiCall& call, const common::BlobSource
     }
   }
   if (op) {
-    // Argument types must fit the schema before anything is dispatched.
-    Stack probe = inputs;
-    try {
-      op->schema().checkAndNormalizeInputs(probe, {});
-    } catch (const std::exception& e) {
-      return finish(
-          v1::VERDICT_STATUS_REJECTED,
-          absl::StrCat("arguments do not match ", toString(op->schema()), ": ", ErrorText(e)),
-          static_cast<int>(absl::StatusCode::kInvalidArgument));
+    // Argument types must fit the schema before anything is dispatched, and the stack must hold
+    // every argument: trailing arguments the call omits take the schema's defaults (a kernel
+    // reads its arguments from fixed stack positions, so a short stack would read memory in
+    // front of it).
+    if (absl::Status s = NormalizeArguments(op->schema(), inputs); !s.ok()) {
+      return finish(v1::VERDICT_STATUS_REJECTED, std::string(s.message()),
+                    static_cast<int>(s.code()));
     }
   }
 
@@ -397,7 +497,11 @@ CheckResult CallChecker::Check(const v1::ApiCall& call, const common::BlobSource
   }
 
   std::vector<c10::IValue> dev_outs, bench_outs, gold_outs;
-  for (const auto& o : device_raw) Flatten(o, &dev_outs);
+  std::vector<int> raw_index;  // flat output -> the call's output it came from
+  for (std::size_t k = 0; k < device_raw.size(); ++k) {
+    Flatten(device_raw[k], &dev_outs);
+    raw_index.resize(dev_outs.size(), static_cast<int>(k));
+  }
   if (bench_error.empty())
     for (const auto& o : bench) Flatten(o, &bench_outs);
   if (golden_error.empty())
@@ -427,9 +531,14 @@ CheckResult CallChecker::Check(const v1::ApiCall& call, const common::BlobSource
     const c10::IValue& d = dev_outs[i];
     const c10::IValue* b = bench_outs.empty() ? nullptr : &bench_outs[i];
     const c10::IValue* g = gold_outs.empty() ? nullptr : &gold_outs[i];
-    if (i < output_skip.size() && !output_skip[i].empty()) {
+    const int k = raw_index[i];
+    const v1::Value& wire = call.outputs(k);
+    if (!output_skip[k].empty() && wire.has_tensor() &&
+        wire.tensor().form() == v1::DATA_FORM_STATS_ONLY) {
+      JudgeStatsOnly(wire.tensor(), b, g, *impl_->standards, &out);
+    } else if (!output_skip[k].empty()) {
       ov.set_status(v1::VERDICT_STATUS_SKIP);
-      ov.set_message(output_skip[i]);
+      ov.set_message(output_skip[k]);
     } else if (d.isTensor()) {
       const at::Tensor& dt = d.toTensor();
       if (!dt.defined()) {

@@ -340,8 +340,9 @@ std::vector<std::string> PrecisionDetailsRow(const std::string& name, const Chec
 }
 
 absl::string_view DisplayStandard(const std::string& name) {
-  for (Standard s : {Standard::kBenchmark, Standard::kAbsoluteThreshold, Standard::kBinary,
-                     Standard::kUlp, Standard::kThousandth, Standard::kTwoWay}) {
+  for (Standard s :
+       {Standard::kBenchmark, Standard::kAbsoluteThreshold, Standard::kBinary, Standard::kUlp,
+        Standard::kThousandth, Standard::kTwoWay, Standard::kStatistics}) {
     if (name == StandardName(s)) return StandardDisplayName(s);
   }
   return name;

@@ -12,6 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/status_macros.h"
+#include "common/text.h"
 #include "common/wire.h"
 #include "server/metrics.h"
 
@@ -40,6 +42,8 @@ namespace {
 struct Peek {
   int kind = 0;
   v1::Phase phase = v1::PHASE_UNSPECIFIED;
+  uint64_t sequence = 0;
+  bool well_formed = false;  // every field of the ApiCall was read or skipped cleanly
 };
 
 Peek PeekMessage(grpc::ByteBuffer& buffer) {
@@ -62,10 +66,14 @@ Peek PeekMessage(grpc::ByteBuffer& buffer) {
       uint32_t phase = 0;
       if (!in.ReadVarint32(&phase)) break;
       if (v1::Phase_IsValid(static_cast<int>(phase))) peek.phase = static_cast<v1::Phase>(phase);
+    } else if (t == WireFormatLite::MakeTag(v1::ApiCall::kSequenceFieldNumber,
+                                            WireFormatLite::WIRETYPE_VARINT)) {
+      if (!in.ReadVarint64(&peek.sequence)) break;
     } else if (!WireFormatLite::SkipField(&in, t)) {
-      break;  // malformed: the worker's parse says so
+      return peek;  // malformed: the worker's parse says so
     }
   }
+  peek.well_formed = in.ConsumedEntireMessage();
   return peek;
 }
 
@@ -76,7 +84,55 @@ absl::Status NotAMessage(uint64_t index, std::size_t bytes) {
       "release, or something other than a Parity agent?"));
 }
 
+std::atomic<uint64_t> g_fail_blob_growth_above{0};
+
+// Appends a chunk's bytes to its blob: the blob grows as bytes arrive (never to the announced
+// total at once, so an announcement costs nothing until the bytes are there).
+void AppendToBlob(std::string& blob, absl::string_view bytes) {
+  const uint64_t limit = g_fail_blob_growth_above.load(std::memory_order_relaxed);
+  if (limit != 0 && blob.size() + bytes.size() > limit) throw std::bad_alloc();
+  blob.append(bytes.data(), bytes.size());
+}
+
+absl::Status HelloStringTooLong(absl::string_view field, std::size_t bytes) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("Hello.", field, ": ", bytes, " bytes, at most ", kMaxHelloStringBytes));
+}
+
+// The rules a Hello must follow beyond its protocol version.
+absl::Status ValidateHello(const v1::Hello& h) {
+  if (h.world_size() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Hello.world_size: must be at least 1, got ", h.world_size()));
+  }
+  if (h.rank() < 0 || h.rank() >= h.world_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("Hello.rank: ", h.rank(), " is not in 0..",
+                                                   h.world_size() - 1, " (world_size ",
+                                                   h.world_size(), ")"));
+  }
+  if (h.local_rank() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Hello.local_rank: must not be negative, got ", h.local_rank()));
+  }
+  const std::pair<absl::string_view, const std::string*> strings[] = {
+      {"run_id", &h.run_id()},
+      {"hostname", &h.hostname()},
+      {"agent_version", &h.agent_version()},
+      {"framework_version", &h.framework_version()},
+      {"device_type", &h.device_type()},
+      {"config_digest", &h.config_digest()},
+  };
+  for (const auto& [name, value] : strings) {
+    if (value->size() > kMaxHelloStringBytes) return HelloStringTooLong(name, value->size());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+void CheckService::FailBlobGrowthAboveForTesting(uint64_t bytes) {
+  g_fail_blob_growth_above.store(bytes);
+}
 
 // One agent stream. Every member shared between reactions (gRPC threads) and workers is guarded
 // by mu_. The reactor deletes itself in OnDone, which gRPC calls only after Finish(); Finish is
@@ -119,7 +175,19 @@ class CheckService::Reactor final
       }
       holds_ = 1;  // this reaction's hold on the next read
     }
-    absl::Status s = Handle();
+    const std::size_t bytes = in_.Length();
+    absl::Status s;
+    try {
+      s = Handle();
+    } catch (const std::bad_alloc&) {
+      // Out of memory for this message: this stream ends with a status, the server goes on.
+      s = absl::ResourceExhaustedError(absl::StrCat("out of memory while receiving message ",
+                                                    messages_ + 1, " on this stream (", bytes,
+                                                    " bytes); the stream ends"));
+    } catch (const std::exception& e) {
+      s = absl::InternalError(
+          absl::StrCat("while receiving message ", messages_ + 1, ": ", e.what()));
+    }
     ++messages_;
     std::unique_lock<std::mutex> lock(mu_);
     if (!s.ok()) {
@@ -146,6 +214,7 @@ class CheckService::Reactor final
   void OnCancel() override {}
 
   void OnDone() override {
+    service_->partial_blob_bytes_.fetch_sub(pending_blob_bytes_);  // blobs of no call
     if (service_->metrics_) service_->metrics_->AgentDisconnected();
     if (!refused_) service_->active_.fetch_sub(1);
     delete this;
@@ -179,14 +248,15 @@ class CheckService::Reactor final
       finish = true;
     }
     const absl::Status status = error_;
+    const std::string who = who_;
     lock.unlock();
     if (finish) {
       if (!status.ok() && service_->metrics_) {
         service_->metrics_->StreamError(absl::StatusCodeToString(status.code()));
       }
       if (!status.ok()) {
-        common::LogWarning(absl::StrCat("stream from ", peer_, " (rank ", origin_.rank,
-                                        ") ended: ", status.ToString()));
+        common::LogWarning(
+            absl::StrCat("stream from ", peer_, " (", who, ") ended: ", status.ToString()));
       }
       Finish(ToGrpcStatus(status));
       return;
@@ -205,7 +275,9 @@ class CheckService::Reactor final
     if (peek.kind == v1::AgentMessage::kCall) {
       if (!hello_) return NeedHello("ApiCall");
       if (service_->metrics_) service_->metrics_->CallReceived(peek.phase);
-      return OnCall(std::make_shared<grpc::ByteBuffer>(std::move(in_)), nullptr);
+      // A malformed call has no sequence to check: its worker reports the bytes as malformed.
+      return OnCall(peek.well_formed ? std::optional<uint64_t>(peek.sequence) : std::nullopt,
+                    std::make_shared<grpc::ByteBuffer>(std::move(in_)), nullptr);
     }
     v1::AgentMessage m;
     const bool parsed = common::Parse(in_, &m);
@@ -220,7 +292,8 @@ class CheckService::Reactor final
         auto call = std::make_shared<v1::ApiCall>();
         call->Swap(m.mutable_call());
         if (service_->metrics_) service_->metrics_->CallReceived(call->phase());
-        return OnCall(nullptr, std::move(call));
+        const uint64_t sequence = call->sequence();
+        return OnCall(sequence, nullptr, std::move(call));
       }
       case v1::AgentMessage::kChunk:
         if (!hello_) return NeedHello("TensorChunk");
@@ -252,6 +325,7 @@ class CheckService::Reactor final
           "unsupported protocol version ", hello.protocol_version(), ": this server speaks ",
           kProtocolVersion, "; use an agent and server of the same release"));
     }
+    PARITY_RETURN_IF_ERROR(ValidateHello(hello));
     const auto& ranks = service_->options_.rank_list;
     if (!ranks.empty() && ranks.count(hello.rank()) == 0) {
       return absl::PermissionDeniedError(absl::StrCat(
@@ -262,13 +336,15 @@ class CheckService::Reactor final
     origin_.run_id = hello.run_id();
     origin_.hostname = hello.hostname();
     common::LogInfo(absl::StrCat("agent connected: rank ", hello.rank(), " of ", hello.world_size(),
-                                 ", host ", hello.hostname(), ", pid ", hello.pid(), ", run ",
-                                 hello.run_id(), ", from ", peer_));
+                                 ", host ", common::Printable(hello.hostname()), ", pid ",
+                                 hello.pid(), ", run ", common::Printable(hello.run_id()),
+                                 ", from ", peer_));
     v1::ServerMessage reply;
     *reply.mutable_server_info() = service_->options_.server_info;
     reply.mutable_server_info()->set_protocol_version(kProtocolVersion);
     reply.mutable_server_info()->set_session_id(absl::StrCat(session_));
     std::lock_guard<std::mutex> lock(mu_);
+    who_ = absl::StrCat("rank ", hello.rank());
     outbox_.push_back(common::Serialize(reply));
     return absl::OkStatus();
   }
@@ -279,6 +355,12 @@ class CheckService::Reactor final
       return absl::ResourceExhaustedError(
           absl::StrCat("chunked tensor ", chunk.blob_id(), ": total_bytes ", chunk.total_bytes(),
                        " exceeds max_tensor_bytes ", limits.max_tensor_bytes));
+    }
+    const auto [total, first] = blob_totals_.emplace(chunk.blob_id(), chunk.total_bytes());
+    if (!first && total->second != chunk.total_bytes()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "chunked tensor ", chunk.blob_id(), ": total_bytes ", chunk.total_bytes(),
+          " in this chunk, ", total->second, " in its first (it must be the same in every chunk)"));
     }
     std::string& blob = blobs_->blobs()[chunk.blob_id()];
     if (chunk.offset() != blob.size()) {
@@ -291,14 +373,22 @@ class CheckService::Reactor final
           "chunked tensor ", chunk.blob_id(), ": chunk ends at ",
           chunk.offset() + chunk.data().size(), ", past total_bytes ", chunk.total_bytes()));
     }
-    pending_blob_bytes_ += chunk.data().size();
-    if (pending_blob_bytes_ > limits.max_call_bytes) {
+    const uint64_t n = chunk.data().size();
+    if (pending_blob_bytes_ + n > limits.max_call_bytes) {
       return absl::ResourceExhaustedError(
-          absl::StrCat("chunked tensors awaiting their call: ", pending_blob_bytes_,
+          absl::StrCat("chunked tensors awaiting their call: ", pending_blob_bytes_ + n,
                        " bytes exceed max_call_bytes ", limits.max_call_bytes));
     }
-    if (blob.empty()) blob.reserve(chunk.total_bytes());
-    blob.append(chunk.data());
+    const uint64_t cap = service_->options_.max_partial_blob_bytes;
+    const uint64_t all = service_->partial_blob_bytes_.fetch_add(n) + n;
+    if (all > cap) {
+      service_->partial_blob_bytes_.fetch_sub(n);
+      return absl::ResourceExhaustedError(
+          absl::StrCat("chunked tensors awaiting their calls on all streams would hold ", all,
+                       " bytes, over parity.max_partial_blob_bytes ", cap, "; this stream ends"));
+    }
+    pending_blob_bytes_ += n;  // counted in the server-wide total until the call arrives
+    AppendToBlob(blob, chunk.data());
     return absl::OkStatus();
   }
 
@@ -318,10 +408,31 @@ class CheckService::Reactor final
   }
 
   // One call: `raw` (parsed by the worker) or `call` (already parsed).
-  absl::Status OnCall(std::shared_ptr<grpc::ByteBuffer> raw, std::shared_ptr<v1::ApiCall> call) {
-    // Chunks sent since the previous call belong to this one.
+  absl::Status OnCall(std::optional<uint64_t> sequence, std::shared_ptr<grpc::ByteBuffer> raw,
+                      std::shared_ptr<v1::ApiCall> call) {
+    if (sequence) {
+      if (*sequence == 0 || *sequence <= last_sequence_) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "ApiCall.sequence ", *sequence, " after ", last_sequence_,
+            " on this stream: sequence numbers must increase from one call to the next, "
+            "starting above 0"));
+      }
+      last_sequence_ = *sequence;
+    }
+    // Chunks sent since the previous call belong to this one, and must all be complete.
+    for (const auto& [id, total] : blob_totals_) {
+      const std::string* blob = blobs_->FindBlob(id);
+      const uint64_t have = blob == nullptr ? 0 : blob->size();
+      if (have != total) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "chunked tensor ", id, ": ", have, " of its ", total, " bytes arrived before call ",
+            sequence.value_or(0), " (every chunk of a tensor comes before the call that uses it)"));
+      }
+    }
     std::shared_ptr<BlobStore> blobs = std::move(blobs_);
     blobs_ = std::make_shared<BlobStore>();
+    blob_totals_.clear();
+    service_->partial_blob_bytes_.fetch_sub(pending_blob_bytes_);  // now the work queue's bytes
     pending_blob_bytes_ = 0;
     const uint64_t bytes = blobs->bytes() + (raw ? raw->Length() : call->ByteSizeLong());
     uint64_t index;
@@ -334,19 +445,32 @@ class CheckService::Reactor final
     WorkItem item;
     item.bytes = bytes;
     item.run = [this, index, message = messages_, raw, call, blobs]() mutable {
-      if (raw) {
-        v1::AgentMessage m;
-        if (!common::Parse(*raw, &m)) {
-          Deliver(index, std::nullopt, NotAMessage(message, raw->Length()));
-          return;
+      std::optional<grpc::ByteBuffer> verdict;
+      absl::Status error;
+      try {
+        if (raw) {
+          v1::AgentMessage m;
+          if (!common::Parse(*raw, &m)) {
+            Deliver(index, std::nullopt, NotAMessage(message, raw->Length()));
+            return;
+          }
+          raw.reset();  // the bytes, now copied into the message
+          call = std::make_shared<v1::ApiCall>();
+          call->Swap(m.mutable_call());
         }
-        raw.reset();  // the bytes, now copied into the message
-        call = std::make_shared<v1::ApiCall>();
-        call->Swap(m.mutable_call());
+        v1::ServerMessage msg;
+        *msg.mutable_verdict() = service_->handler_(origin_, *call, *blobs);
+        verdict = common::Serialize(msg);
+      } catch (const std::bad_alloc&) {
+        error = absl::ResourceExhaustedError(absl::StrCat("out of memory while checking message ",
+                                                          message + 1, "; the stream ends"));
+      } catch (const std::exception& e) {
+        error = absl::InternalError(
+            absl::StrCat("while checking message ", message + 1, ": ", e.what()));
       }
-      v1::ServerMessage msg;
-      *msg.mutable_verdict() = service_->handler_(origin_, *call, *blobs);
-      Deliver(index, common::Serialize(msg), absl::OkStatus());
+      raw.reset();
+      blobs.reset();  // memory back before the verdict goes out
+      Deliver(index, std::move(verdict), error);
     };
     const bool queued = service_->queue_->PushOrPark(std::move(item), [this] { Resume(); });
     if (queued) {
@@ -396,7 +520,9 @@ class CheckService::Reactor final
   bool hello_ = false;
   CallOrigin origin_;  // written at Hello, read by workers after (the queue orders the accesses)
   std::shared_ptr<BlobStore> blobs_ = std::make_shared<BlobStore>();
-  uint64_t pending_blob_bytes_ = 0;
+  std::map<uint64_t, uint64_t> blob_totals_;  // total_bytes of each blob of the coming call
+  uint64_t pending_blob_bytes_ = 0;           // bytes in blobs_, also in the service's total
+  uint64_t last_sequence_ = 0;
   v1::AgentStats last_stats_;
 
   std::mutex mu_;
@@ -415,6 +541,7 @@ class CheckService::Reactor final
   int holds_ = 0;
   bool finished_ = false;
   absl::Status error_;
+  std::string who_ = "before its Hello";  // for logs
 };
 
 CheckService::CheckService(ServiceOptions options, CallHandler handler, WorkQueue* queue,

@@ -46,7 +46,12 @@ struct ServiceOptions {
   std::set<int64_t> rank_list;  // empty = every rank
   uint32_t max_streams = 1024;  // concurrent agent streams
   common::DecodeLimits limits;  // chunk reassembly caps (tensor and call bytes)
+  // Bytes all streams together may hold in chunked tensors whose call has not arrived yet.
+  uint64_t max_partial_blob_bytes = uint64_t{4} << 30;
 };
+
+// Longest string a Hello field may hold (run_id, hostname, versions, device type, digest).
+inline constexpr std::size_t kMaxHelloStringBytes = 256;
 
 // The Check method is registered raw (ByteBuffer in and out): the reactor reads only the first
 // tag of each message, and an ApiCall, which carries the tensors, is parsed by the worker that
@@ -63,6 +68,12 @@ class CheckService final
       grpc::CallbackServerContext* context) override;
 
   int active_streams() const { return active_.load(); }
+  // Bytes held in chunked tensors awaiting their call, over all streams.
+  uint64_t partial_blob_bytes() const { return partial_blob_bytes_.load(); }
+
+  // From now on, growing a chunked tensor past `bytes` throws std::bad_alloc, as a real
+  // allocation failure would (0 = never). Process-wide.
+  static void FailBlobGrowthAboveForTesting(uint64_t bytes);
 
  private:
   class Reactor;
@@ -72,6 +83,7 @@ class CheckService final
   ServerMetrics* const metrics_;
   std::atomic<int> active_{0};
   std::atomic<uint64_t> session_counter_{0};
+  std::atomic<uint64_t> partial_blob_bytes_{0};
 };
 
 // The one place an absl::Status becomes a grpc::Status (messages truncated to 1 KiB).

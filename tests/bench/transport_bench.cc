@@ -394,6 +394,7 @@ double StreamSeconds(int port, const std::string& client_tls, const std::vector<
     v1::AgentMessage m;
     m.mutable_hello()->set_protocol_version(parity::server::kProtocolVersion);
     m.mutable_hello()->set_run_id("transport_bench");
+    m.mutable_hello()->set_world_size(1);
     hello = m.SerializeAsString();
     sent.push_back(&hello);
   }

@@ -61,10 +61,11 @@ TEST(ValueDecoderTest, RejectsHugeShapesBeforeAllocating) {
   EXPECT_TRUE(Decode(FloatTensor({0, int64_t{1} << 62}, 0)).ok());
 }
 
+// A cap like the others: RESOURCE_EXHAUSTED, as docs/configuration.md says of every limit.
 TEST(ValueDecoderTest, RejectsTooManyDims) {
   absl::Status s = Decode(FloatTensor(std::vector<int64_t>(17, 1), 4));
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("17 dimensions exceed the limit of 16"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("17 dimensions exceed max_dims 16"));
 }
 
 TEST(ValueDecoderTest, RejectsUnknownAndUnspecifiedDType) {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/torch/torch_pch.h"
+#include "common/torch/value_codec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/compare/judge.h"
@@ -212,7 +213,7 @@ TEST_P(CallCheckerTest, MalformedCallsGetClearStatuses) {
   c.set_op_name("aten::no_such_op");
   CheckResult r = Check(c);
   EXPECT_EQ(StatusText(r.verdict.status()), "SKIP");
-  EXPECT_EQ(r.verdict.error_code(), static_cast<int>(absl::StatusCode::kNotFound));
+  EXPECT_EQ(r.verdict.error_code(), static_cast<int>(absl::StatusCode::kUnimplemented));
   EXPECT_THAT(r.verdict.message(), HasSubstr("unknown operator \"aten::no_such_op\""));
   c = good;
   c.set_overload("Bogus");
@@ -237,6 +238,24 @@ TEST_P(CallCheckerTest, MalformedCallsGetClearStatuses) {
   r = Check(c);
   EXPECT_EQ(r.verdict.status(), v1::VERDICT_STATUS_REJECTED);
   EXPECT_THAT(r.verdict.message(), HasSubstr("arguments do not match aten::add.Tensor"));
+  // Strings over their caps, and names holding control characters (they would forge lines in
+  // the CSVs and logs).
+  c = good;
+  c.set_module_path(std::string(2000, 'm'));
+  r = Check(c);
+  EXPECT_EQ(r.verdict.status(), v1::VERDICT_STATUS_REJECTED);
+  EXPECT_EQ(r.verdict.error_code(), static_cast<int>(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(r.verdict.message(), HasSubstr("ApiCall.module_path: 2000 bytes, at most 1024"));
+  c = good;
+  c.set_overload("Tensor\nforged,row");
+  r = Check(c);
+  EXPECT_EQ(r.verdict.status(), v1::VERDICT_STATUS_REJECTED);
+  EXPECT_EQ(r.verdict.error_code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(r.verdict.message(), HasSubstr("ApiCall.overload: \"Tensor\\nforged,row\" holds"));
+  c = good;
+  c.set_skip_reason("why\r\nnot");
+  r = Check(c);
+  EXPECT_EQ(r.verdict.message(), "why\\r\\nnot");
   // Output structure differs from the bench's.
   c = good;
   c.add_outputs()->set_int_value(1);
@@ -249,6 +268,89 @@ TEST_P(CallCheckerTest, MalformedCallsGetClearStatuses) {
   r = Check(c);
   EXPECT_EQ(StatusText(r.verdict.status()), "error");
   EXPECT_THAT(r.verdict.outputs(0).message(), HasSubstr("The shape of bench(2, 3) and npu(3, 2)"));
+}
+
+// An output too large to send travels as statistics only (DATA_FORM_STATS_ONLY); the server
+// compares them with the same statistics of its bench and golden outputs.
+TEST_P(CallCheckerTest, StatsOnlyOutputsAreJudgedByTheirStatistics) {
+  const at::Tensor x = R({64, 128}, 5) * 2;
+  auto stats_only = [](v1::ApiCall call) {
+    for (v1::Value& out : *call.mutable_outputs()) {
+      v1::Tensor& t = *out.mutable_tensor();
+      at::Tensor device = at::from_blob(t.mutable_data()->data(), {64, 128}).clone();
+      common::EncodeOptions opts;
+      opts.max_inline_tensor_bytes = 0;  // no sink: larger tensors go as statistics only
+      opts.max_tensor_bytes = 0;
+      v1::Value summary;
+      EXPECT_TRUE(common::EncodeValue(device, nullptr, opts, "out", &summary).ok());
+      EXPECT_EQ(summary.tensor().form(), v1::DATA_FORM_STATS_ONLY);
+      out = summary;
+    }
+    return call;
+  };
+  CheckResult r = Check(stats_only(MakeCall("aten::gelu", "", {x, std::string("none")})));
+  EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+  ASSERT_EQ(r.verdict.outputs_size(), 1);
+  EXPECT_EQ(r.verdict.outputs(0).standard(), "statistics");
+  EXPECT_THAT(r.verdict.outputs(0).message(), HasSubstr("statistics only"));
+  EXPECT_EQ(r.verdict.outputs(0).metrics().count("stats_l2_norm_error"), 1u);
+  // gelu with the tanh approximation: the L2 norm moves ~1e-3, past float32's floor.
+  r = Check(stats_only(MakeCall("aten::gelu", "", {x, std::string("none")}, v1::PHASE_FORWARD,
+                                [&](Stack& out) { out[0] = at::gelu(x, "tanh"); })));
+  EXPECT_EQ(StatusText(r.verdict.status()), "error") << r.verdict.ShortDebugString();
+  EXPECT_THAT(r.verdict.outputs(0).failed_metric(), ::testing::StartsWith("stats_"));
+  // A NaN the bench does not produce.
+  r = Check(stats_only(
+      MakeCall("aten::gelu", "", {x, std::string("none")}, v1::PHASE_FORWARD, [&](Stack& out) {
+        at::Tensor t = out[0].toTensor().clone();
+        t.view(-1)[7] = std::nan("");
+        out[0] = t;
+      })));
+  EXPECT_EQ(StatusText(r.verdict.status()), "error");
+  EXPECT_EQ(r.verdict.outputs(0).failed_metric(), "stats_inf_nan_count");
+}
+
+// A client in another language may omit trailing arguments that have schema defaults; the server
+// fills them in, so the kernel always gets the schema's full stack (a short one made kernels read
+// memory in front of the stack: "Expected Tensor but got InvalidTag(49)").
+TEST_P(CallCheckerTest, OmittedDefaultedArgumentsTakeTheSchemaDefaults) {
+  const at::Tensor x = R({4, 8}, 1), w = R({6, 8}, 2), y = R({4, 8}, 3);
+  struct Case {
+    std::string name, overload;
+    Stack full;
+    int keep;  // inputs actually sent
+  };
+  const std::vector<Case> cases = {
+      {"aten::linear", "", {x, w, at::Tensor()}, 2},       // bias=None
+      {"aten::gelu", "", {x, std::string("none")}, 1},     // approximate="none"
+      {"aten::add", "Tensor", {x, y, 1}, 2},               // alpha=1
+      {"aten::softmax", "int", {x, 1, c10::IValue()}, 2},  // dtype=None
+      {"aten::sum", "dim_IntList", {x, c10::List<int64_t>({1}), false, c10::IValue()}, 2},
+      {"aten::leaky_relu", "", {x, 0.01}, 1},  // negative_slope=0.01
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name + "." + c.overload);
+    v1::ApiCall call = MakeCall(c.name, c.overload, c.full);
+    while (call.inputs_size() > c.keep) call.mutable_inputs()->RemoveLast();
+    CheckResult r = Check(call);
+    EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+    ASSERT_EQ(r.verdict.outputs_size(), 1);
+    EXPECT_NE(r.verdict.outputs(0).standard(), "");
+  }
+  // A missing argument without a default, and one argument too many, are refused before any
+  // kernel runs.
+  v1::ApiCall mm = MakeCall("aten::mm", "", {x, w.t().contiguous()});
+  mm.mutable_inputs()->RemoveLast();
+  CheckResult r = Check(mm);
+  EXPECT_EQ(r.verdict.status(), v1::VERDICT_STATUS_REJECTED);
+  EXPECT_EQ(r.verdict.error_code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(r.verdict.message(), HasSubstr("argument 1 (mat2) of aten::mm"));
+  EXPECT_THAT(r.verdict.message(), HasSubstr("is missing and has no default"));
+  v1::ApiCall relu = MakeCall("aten::relu", "", {x});
+  *relu.add_inputs() = relu.inputs(0);
+  r = Check(relu);
+  EXPECT_EQ(r.verdict.status(), v1::VERDICT_STATUS_REJECTED);
+  EXPECT_THAT(r.verdict.message(), HasSubstr("the call has 2 arguments, aten::relu"));
 }
 
 // The bench's own error against the golden is float32's: a TF32 bench (cuDNN's default on CUDA

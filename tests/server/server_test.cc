@@ -301,7 +301,8 @@ TEST_F(ServerTest, ProtocolErrorsEndOnlyTheirStream) {
   EXPECT_THAT(old_agent.status().error_message(), HasSubstr("unsupported protocol version 99"));
 
   TestStream no_hello(channel);
-  ASSERT_TRUE(no_hello.SendCall(testing::BuildCall("aten::relu", "", {R({3}, 1)})));
+  ASSERT_TRUE(no_hello.SendCall(
+      testing::BuildCall("aten::relu", "", {R({3}, 1)}, v1::PHASE_FORWARD, nullptr, 1)));
   EXPECT_EQ(no_hello.Close().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(no_hello.status().error_message(), HasSubstr("first message must be Hello"));
 
@@ -324,7 +325,8 @@ TEST_F(ServerTest, ProtocolErrorsEndOnlyTheirStream) {
   // A message over the server's cap is refused by gRPC itself.
   TestStream huge(channel);
   ASSERT_TRUE(huge.Hello());
-  v1::ApiCall big = testing::BuildCall("aten::relu", "", {R({3}, 1)});
+  v1::ApiCall big =
+      testing::BuildCall("aten::relu", "", {R({3}, 1)}, v1::PHASE_FORWARD, nullptr, 1);
   big.mutable_inputs(0)->mutable_tensor()->mutable_data()->assign(65 << 20, 'x');
   huge.SendCall(big);
   EXPECT_EQ(huge.Close().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);

@@ -57,11 +57,18 @@ TestStream::~TestStream() {
 }
 
 bool TestStream::Hello(int32_t rank, uint32_t protocol_version) {
+  v1::Hello hello;
+  hello.set_protocol_version(protocol_version);
+  hello.set_rank(rank);
+  hello.set_world_size(rank + 1);  // the smallest run this rank can belong to
+  hello.set_run_id("test-run");
+  hello.set_hostname("test-host");
+  return SendHello(hello);
+}
+
+bool TestStream::SendHello(const v1::Hello& hello) {
   v1::AgentMessage m;
-  m.mutable_hello()->set_protocol_version(protocol_version);
-  m.mutable_hello()->set_rank(rank);
-  m.mutable_hello()->set_run_id("test-run");
-  m.mutable_hello()->set_hostname("test-host");
+  *m.mutable_hello() = hello;
   if (!Send(m)) {
     Close();
     return false;

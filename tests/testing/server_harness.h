@@ -28,9 +28,11 @@ class TestStream {
   explicit TestStream(const std::shared_ptr<grpc::Channel>& channel);
   ~TestStream();
 
-  // Sends Hello (rank, version) and reads the ServerInfo; false with `status()` filled if the
-  // server refused.
+  // Sends Hello (rank, world_size rank + 1, version) and reads the ServerInfo; false with
+  // `status()` filled if the server refused.
   bool Hello(int32_t rank = 0, uint32_t protocol_version = 1);
+  // The same with a Hello of the caller's making.
+  bool SendHello(const v1::Hello& hello);
   bool Send(const v1::AgentMessage& message);
   // As the agent sends: the tensors go from the message's memory, which the stream keeps alive
   // until gRPC has sent them; `more` (another Send follows at once) lets gRPC hold this one

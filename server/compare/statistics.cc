@@ -1,0 +1,103 @@
+#include "server/compare/statistics.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace parity::server {
+namespace {
+
+struct Scaled {
+  const char* name;
+  double (*value)(const v1::TensorStats&);
+  double (*scale)(const v1::TensorStats&, uint64_t numel);
+};
+
+double Finite(const v1::TensorStats& s, uint64_t numel) {
+  const uint64_t bad = s.nan_count() + s.inf_count();
+  return bad >= numel ? 0 : static_cast<double>(numel - bad);
+}
+
+const Scaled kStats[] = {
+    {"mean", [](const v1::TensorStats& s) { return s.mean(); },
+     [](const v1::TensorStats& s, uint64_t n) {
+       const double finite = Finite(s, n);
+       return finite > 0 ? s.l2_norm() / std::sqrt(finite) : 0.0;
+     }},
+    {"l2_norm", [](const v1::TensorStats& s) { return s.l2_norm(); },
+     [](const v1::TensorStats& s, uint64_t) { return s.l2_norm(); }},
+    {"min", [](const v1::TensorStats& s) { return s.min(); },
+     [](const v1::TensorStats& s, uint64_t) {
+       return std::max(std::fabs(s.min()), std::fabs(s.max()));
+     }},
+    {"max", [](const v1::TensorStats& s) { return s.max(); },
+     [](const v1::TensorStats& s, uint64_t) {
+       return std::max(std::fabs(s.min()), std::fabs(s.max()));
+     }},
+};
+
+// |a - b| / scale; the plain distance when the scale is 0 (an all-zero reference).
+double Distance(double a, double b, double scale) {
+  const double d = std::fabs(a - b);
+  return scale > 0 ? d / scale : d;
+}
+
+}  // namespace
+
+OutputJudgement JudgeStatistics(const v1::TensorStats& device, const v1::TensorStats* bench,
+                                const v1::TensorStats* golden, v1::DType dtype, uint64_t numel,
+                                const StandardsTable& table) {
+  OutputJudgement j;
+  j.standard = Standard::kStatistics;
+  j.message =
+      "The device sent this output as statistics only (larger than its "
+      "parity.max_tensor_bytes): compared by min, max, mean, L2 norm and inf/NaN counts.";
+  const v1::TensorStats* reference = golden != nullptr ? golden : bench;
+  if (reference == nullptr) {
+    j.status = v1::VERDICT_STATUS_SKIP;
+    j.message = "Bench output is None, skip this test.";
+    return j;
+  }
+  auto fail = [&](const std::string& metric, const std::string& why) {
+    if (j.status != v1::VERDICT_STATUS_ERROR) j.failed_metric = metric;
+    j.status = v1::VERDICT_STATUS_ERROR;
+    absl::StrAppend(&j.message, "\n", why);
+  };
+  const v1::TensorStats& counts = bench != nullptr ? *bench : *golden;
+  j.statistics.emplace_back("stats_nan_count", static_cast<double>(device.nan_count()));
+  j.statistics.emplace_back("stats_inf_count", static_cast<double>(device.inf_count()));
+  if (device.nan_count() != counts.nan_count() || device.inf_count() != counts.inf_count()) {
+    fail("stats_inf_nan_count",
+         absl::StrCat("ERROR: inf/NaN counts differ: device ", device.inf_count(), " inf and ",
+                      device.nan_count(), " NaN, ", bench != nullptr ? "bench " : "golden ",
+                      counts.inf_count(), " inf and ", counts.nan_count(), " NaN"));
+  }
+  const DTypeConstants* c = table.Constants(dtype);
+  // A statistic of many elements is more precise than any one of them, so the floor is the
+  // dtype's relative tolerance (float32 2^-20), not the per-element ratio floor (2^-14).
+  const double floor = c != nullptr ? c->rtol : 0;
+  const double limit = table.benchmark().rmse;
+  for (const Scaled& s : kStats) {
+    const double scale = s.scale(*reference, numel);
+    const double dev = Distance(s.value(device), s.value(*reference), scale);
+    const double ref = bench != nullptr && golden != nullptr
+                           ? Distance(s.value(*bench), s.value(*golden), scale)
+                           : 0.0;
+    const Ratio r = BenchmarkRatio(dev, ref, floor, limit);
+    j.statistics.emplace_back(absl::StrCat("stats_", s.name, "_error"), dev);
+    if (bench != nullptr && golden != nullptr) {
+      j.statistics.emplace_back(absl::StrCat("bench_stats_", s.name, "_error"), ref);
+    }
+    j.ratios.emplace_back(absl::StrCat("stats_", s.name), r);
+    if (!r.pass) {
+      fail(absl::StrCat("stats_", s.name),
+           absl::StrCat("ERROR: ", s.name, " is ", dev, " from the golden (scaled), ", r.value,
+                        " times the bench's own distance or floor ", floor));
+    }
+  }
+  j.two_way_status = j.status;
+  return j;
+}
+
+}  // namespace parity::server

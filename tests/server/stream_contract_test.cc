@@ -1,0 +1,263 @@
+// The rules of the Check stream that proto/parity/v1/parity.proto states, enforced by the server:
+// sequence numbers, chunk totals and completeness, memory held for chunked tensors (announced
+// sizes reserve nothing; per-stream and server-wide caps; an allocation failure ends only its
+// stream), Hello's fields, and a shutdown that completes whatever the streams are doing.
+#include <fstream>
+#include <future>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/torch/torch_pch.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/compare/judge.h"
+#include "server/server.h"
+#include "tests/testing/op_cases.h"
+#include "tests/testing/server_harness.h"
+#include "tests/testing/test_certs.h"
+
+namespace parity::server {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::R;
+using testing::TestStream;
+
+class StreamContractTest : public ::testing::Test {
+ protected:
+  void Start(const std::function<void(common::ServerConfig&)>& tune = nullptr) {
+    common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("o_"), "");
+    if (tune) tune(config);
+    auto s = ParityServer::Create(config);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+    ASSERT_TRUE(server_->Start().ok());
+    channel_ = testing::TestChannel(server_->port(), "");
+  }
+  void TearDown() override { CheckService::FailBlobGrowthAboveForTesting(0); }
+
+  static v1::ApiCall Relu(uint64_t sequence) {
+    return testing::BuildCall("aten::relu", "", {R({8}, 1)}, v1::PHASE_FORWARD, nullptr, sequence);
+  }
+  static v1::AgentMessage Chunk(uint64_t id, uint64_t total, uint64_t offset, std::string data) {
+    v1::AgentMessage m;
+    m.mutable_chunk()->set_blob_id(id);
+    m.mutable_chunk()->set_total_bytes(total);
+    m.mutable_chunk()->set_offset(offset);
+    m.mutable_chunk()->set_data(std::move(data));
+    return m;
+  }
+
+  std::unique_ptr<ParityServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+// VmSize of this process, in bytes (the address space reserved, which is what a reservation of
+// an announced size would have grown).
+uint64_t VmSizeBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmSize:", 0) == 0) {
+      uint64_t kib = 0;
+      std::string digits;
+      for (char c : line) {
+        if (c >= '0' && c <= '9') digits.push_back(c);
+      }
+      EXPECT_TRUE(absl::SimpleAtoi(digits, &kib));
+      return kib << 10;
+    }
+  }
+  ADD_FAILURE() << "no VmSize in /proc/self/status";
+  return 0;
+}
+
+TEST_F(StreamContractTest, SequenceNumbersMustIncreaseFromAboveZero) {
+  Start();
+  struct Case {
+    std::vector<uint64_t> sequences;
+    const char* message;
+  };
+  const Case cases[] = {
+      {{0}, "ApiCall.sequence 0 after 0"},
+      {{1, 2, 2}, "ApiCall.sequence 2 after 2"},
+      {{5, 3}, "ApiCall.sequence 3 after 5"},
+  };
+  for (const Case& c : cases) {
+    TestStream s(channel_);
+    ASSERT_TRUE(s.Hello());
+    for (uint64_t seq : c.sequences) s.SendCall(Relu(seq));
+    s.WritesDone();
+    // The calls before the bad one get their verdicts; then the stream ends.
+    for (std::size_t i = 0; i + 1 < c.sequences.size(); ++i) {
+      v1::ServerMessage m;
+      ASSERT_TRUE(s.Read(&m));
+      EXPECT_EQ(m.verdict().sequence(), c.sequences[i]);
+    }
+    const grpc::Status status = s.Close();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(), HasSubstr(c.message));
+  }
+  // Gaps are fine: an agent that reconnects goes on with its own numbering.
+  TestStream s(channel_);
+  ASSERT_TRUE(s.Hello());
+  for (uint64_t seq : {7, 8, 20}) ASSERT_TRUE(s.SendCall(Relu(seq)));
+  for (uint64_t seq : {7, 8, 20}) {
+    v1::ServerMessage m;
+    ASSERT_TRUE(s.Read(&m));
+    EXPECT_EQ(m.verdict().sequence(), seq);
+  }
+  EXPECT_TRUE(s.Close().ok());
+}
+
+TEST_F(StreamContractTest, ChunkTotalsAgreeAndBlobsAreCompleteBeforeTheirCall) {
+  Start();
+  {
+    TestStream s(channel_);
+    ASSERT_TRUE(s.Hello());
+    ASSERT_TRUE(s.Send(Chunk(1, 1024, 0, std::string(256, 'a'))));
+    s.Send(Chunk(1, 256, 256, std::string(256, 'b')));  // announced 1024, now says 256
+    const grpc::Status status = s.Close();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("chunked tensor 1: total_bytes 256 in this chunk, 1024 in its first"));
+  }
+  {
+    // Announced as 1024 bytes, 256 sent, then the call: refused, not decoded from 256 bytes.
+    TestStream s(channel_);
+    ASSERT_TRUE(s.Hello());
+    ASSERT_TRUE(s.Send(Chunk(1, 1024, 0, std::string(256, 'a'))));
+    s.SendCall(Relu(1));
+    const grpc::Status status = s.Close();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("chunked tensor 1: 256 of its 1024 bytes arrived before call 1"));
+  }
+  EXPECT_EQ(server_->partial_blob_bytes(), 0u) << "the ended streams' blobs are released";
+}
+
+// An announcement costs nothing until its bytes arrive: six tensors announced at 1023 MiB with one
+// byte each used to reserve 6 GiB of address space at once.
+TEST_F(StreamContractTest, AnnouncedSizesReserveNoMemory) {
+  Start();
+  TestStream s(channel_);
+  ASSERT_TRUE(s.Hello());
+  const uint64_t before = VmSizeBytes();
+  for (uint64_t id = 1; id <= 6; ++id) ASSERT_TRUE(s.Send(Chunk(id, 1023ull << 20, 0, "x")));
+  // Measured while the stream holds them: reactions run in order, so once the seventh chunk's
+  // byte is counted the six before it have been stored.
+  ASSERT_TRUE(s.Send(Chunk(7, 1, 0, "y")));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (server_->partial_blob_bytes() < 7 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(server_->partial_blob_bytes(), 7u);
+  const uint64_t after = VmSizeBytes();
+  EXPECT_LT(after, before + (256ull << 20))
+      << "VmSize grew by " << ((after - before) >> 20) << " MiB for six one-byte chunks";
+  s.SendCall(Relu(1));  // refused: the six are incomplete
+  EXPECT_EQ(s.Close().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(StreamContractTest, PartialBlobBytesAreCappedPerServer) {
+  Start([](common::ServerConfig& c) { c.parity.max_partial_blob_bytes = 150000; });
+  // The first stream's call has a 120000-byte tensor, sent in two halves.
+  v1::ApiCall call =
+      testing::BuildCall("aten::relu", "", {R({30000}, 1)}, v1::PHASE_FORWARD, nullptr, 1);
+  const std::string payload = call.inputs(0).tensor().data();
+  ASSERT_EQ(payload.size(), 120000u);
+  v1::Tensor* t = call.mutable_inputs(0)->mutable_tensor();
+  t->clear_data();
+  t->set_form(v1::DATA_FORM_CHUNKED);
+  t->set_blob_id(1);
+  TestStream first(channel_), second(channel_);
+  ASSERT_TRUE(first.Hello(0));
+  ASSERT_TRUE(second.Hello(1));
+  ASSERT_TRUE(first.Send(Chunk(1, 120000, 0, payload.substr(0, 60000))));
+  // Wait until the first half is counted (reads are asynchronous).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (server_->partial_blob_bytes() < 60000 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(server_->partial_blob_bytes(), 60000u);
+  // 60000 + 100000 > 150000: the second stream is refused...
+  second.Send(Chunk(1, 120000, 0, std::string(100000, 'b')));
+  const grpc::Status status = second.Close();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(), HasSubstr("over parity.max_partial_blob_bytes 150000"));
+  // ...and the first goes on once the second's bytes are released.
+  ASSERT_TRUE(first.Send(Chunk(1, 120000, 60000, payload.substr(60000))));
+  ASSERT_TRUE(first.SendCall(call));
+  v1::ServerMessage m;
+  ASSERT_TRUE(first.Read(&m));
+  EXPECT_EQ(StatusText(m.verdict().status()), "pass") << m.verdict().ShortDebugString();
+  EXPECT_TRUE(first.Close().ok());
+  EXPECT_EQ(server_->partial_blob_bytes(), 0u);
+}
+
+// std::bad_alloc while a stream receives ends that stream with RESOURCE_EXHAUSTED; the server
+// goes on serving the others and still shuts down.
+TEST_F(StreamContractTest, AllocationFailureEndsOnlyItsStream) {
+  Start();
+  TestStream victim(channel_), other(channel_);
+  ASSERT_TRUE(victim.Hello(0));
+  ASSERT_TRUE(other.Hello(1));
+  CheckService::FailBlobGrowthAboveForTesting(1 << 20);
+  for (uint64_t off = 0; off < (3u << 20); off += 512 << 10) {
+    if (!victim.Send(Chunk(1, 3u << 20, off, std::string(512 << 10, 'z')))) break;
+  }
+  const grpc::Status status = victim.Close();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(), HasSubstr("out of memory while receiving message"));
+  ASSERT_TRUE(other.SendCall(Relu(1)));
+  v1::ServerMessage m;
+  ASSERT_TRUE(other.Read(&m));
+  EXPECT_EQ(StatusText(m.verdict().status()), "pass");
+  // A stream left open mid-tensor does not hold the shutdown past its grace period.
+  TestStream lingering(channel_);
+  ASSERT_TRUE(lingering.Hello(2));
+  ASSERT_TRUE(lingering.Send(Chunk(1, 1000, 0, "abc")));
+  auto done =
+      std::async(std::launch::async, [&] { server_->Shutdown(std::chrono::milliseconds(200)); });
+  EXPECT_EQ(done.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+}
+
+TEST_F(StreamContractTest, HelloFieldsAreValidated) {
+  Start();
+  auto hello = [] {
+    v1::Hello h;
+    h.set_protocol_version(1);
+    h.set_rank(0);
+    h.set_world_size(1);
+    return h;
+  };
+  struct Case {
+    std::function<void(v1::Hello&)> spoil;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {[](v1::Hello& h) { h.set_rank(-1); }, "Hello.rank: -1 is not in 0..0"},
+      {[](v1::Hello& h) { h.set_world_size(0); }, "Hello.world_size: must be at least 1, got 0"},
+      {[](v1::Hello& h) { h.set_rank(4), h.set_world_size(4); }, "Hello.rank: 4 is not in 0..3"},
+      {[](v1::Hello& h) { h.set_local_rank(-2); }, "Hello.local_rank: must not be negative"},
+      {[](v1::Hello& h) { h.set_run_id(std::string(1 << 20, 'r')); },
+       "Hello.run_id: 1048576 bytes, at most 256"},
+      {[](v1::Hello& h) { h.set_hostname(std::string(300, 'h')); },
+       "Hello.hostname: 300 bytes, at most 256"},
+  };
+  for (const Case& c : cases) {
+    v1::Hello h = hello();
+    c.spoil(h);
+    TestStream s(channel_);
+    EXPECT_FALSE(s.SendHello(h));
+    EXPECT_EQ(s.status().error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.message;
+    EXPECT_THAT(s.status().error_message(), HasSubstr(c.message));
+  }
+  TestStream s(channel_);
+  EXPECT_TRUE(s.SendHello(hello()));
+  EXPECT_TRUE(s.Close().ok());
+}
+
+}  // namespace
+}  // namespace parity::server
