@@ -154,6 +154,16 @@ std::string OpCounters() {
   return j.dump();
 }
 
+// The agent's configuration keys ([{"path": "tensor.host", "kind": "string"}, ...]): the Python
+// front-end routes keyword overrides with them.
+std::string OpConfigKeys() {
+  nlohmann::json keys = nlohmann::json::array();
+  for (const common::KeyDescription& k : common::AgentKeys()) {
+    keys.push_back({{"path", k.path}, {"kind", k.kind}, {"doc", k.doc}});
+  }
+  return keys.dump();
+}
+
 bool OpIsStarted() { return IsStarted(); }
 void OpExplicitSteps() { UseExplicitSteps(); }
 void OpStop() { Stop(); }
@@ -171,6 +181,7 @@ TORCH_LIBRARY(parity, m) {
   m.def("flush(int timeout_ms) -> bool", &parity::agent::OpFlush);
   m.def("counters() -> str", &parity::agent::OpCounters);
   m.def("is_started() -> bool", &parity::agent::OpIsStarted);
+  m.def("config_keys() -> str", &parity::agent::OpConfigKeys);
   m.def("use_explicit_steps() -> ()", &parity::agent::OpExplicitSteps);
   m.def("push_module(str path) -> ()", &parity::agent::OpPushModule);
   m.def("pop_module() -> ()", &parity::agent::OpPopModule);

@@ -5,11 +5,16 @@
 #include <fstream>
 #include <sstream>
 
+#include <openssl/sha.h>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/config_reader.h"
+#include "common/config_table.h"
 
 namespace parity::common {
 namespace {
@@ -50,25 +55,6 @@ absl::Status Summarise(const ConfigIssues& issues, absl::string_view source) {
   if (issues.errors.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       source, ": ", issues.errors.size(), " error(s):\n  ", absl::StrJoin(issues.errors, "\n  ")));
-}
-
-void ReadDecodeLimits(ConfigReader& r, DecodeLimits* l) {
-  r.Bytes("max_tensor_bytes", &l->max_tensor_bytes);
-  int64_t numel = static_cast<int64_t>(l->max_tensor_numel);
-  r.Int("max_tensor_numel", &numel, 1, int64_t{1} << 40);
-  l->max_tensor_numel = static_cast<uint64_t>(numel);
-  r.Bytes("max_call_bytes", &l->max_call_bytes);
-  r.UInt32("max_dims", &l->max_dims, 1, 64);
-  r.UInt32("max_depth", &l->max_depth, 1, 64);
-  r.UInt32("max_list_length", &l->max_list_length, 1, 1u << 24);
-  r.UInt32("max_string_bytes", &l->max_string_bytes, 1, 1u << 26);
-}
-
-std::string JoinInts(const std::vector<int64_t>& v) {
-  return v.empty() ? "[] (all)" : absl::StrCat("[", absl::StrJoin(v, ", "), "]");
-}
-std::string JoinStrings(const std::vector<std::string>& v) {
-  return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
 }
 
 }  // namespace
@@ -122,7 +108,9 @@ absl::Status ValidateAgentConfig(const AgentConfig& c) {
   } else if (c.host.find_first_of(" \t\n") != std::string::npos) {
     errors.push_back(absl::StrCat("tensor.host: not a host name or address: \"", c.host, "\""));
   }
-  if (c.port < 1 || c.port > 65535) {
+  if (c.port == -1) {
+    errors.push_back("tensor.port: the benchmark server's port is required (1-65535)");
+  } else if (c.port < 1 || c.port > 65535) {
     errors.push_back(absl::StrCat("tensor.port: must be between 1 and 65535, got ", c.port));
   }
   if (c.tls_path.empty() && !c.parity.plaintext) {
@@ -150,111 +138,6 @@ absl::Status ValidateAgentConfig(const AgentConfig& c) {
   }
   if (errors.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrJoin(errors, "\n  "));
-}
-
-absl::StatusOr<Parsed<AgentConfig>> ParseAgentConfig(absl::string_view json_text,
-                                                     absl::string_view source) {
-  absl::StatusOr<nlohmann::json> doc = ParseJson(json_text, source);
-  if (!doc.ok()) return doc.status();
-  Parsed<AgentConfig> out;
-  AgentConfig& c = out.config;
-  ConfigIssues issues;
-  ConfigReader top(&*doc, "", &issues);
-
-  top.String("task", &c.task);
-  if (c.task == "run_ut") {
-    top.Error("task",
-              "\"run_ut\" is the benchmark server's task; the agent's config needs "
-              "\"task\": \"tensor\" with a \"tensor\" section");
-  } else if (c.task != "tensor") {
-    top.Error("task", absl::StrCat("Parity's agent runs msprobe's \"tensor\" task with "
-                                   "online_run_ut; got \"",
-                                   c.task, "\""));
-  }
-  top.String("dump_path", &c.dump_path);
-  top.Choice("level", &c.level, {"L0", "L1", "L2", "mix"});
-  if (c.level != "L1") {
-    top.Warning("level",
-                "Parity checks every top-level aten operator (msprobe's L1) whatever "
-                "the level; module paths are recorded when the model is given to "
-                "start()");
-  }
-  top.IndexList("rank", &c.rank);
-  top.IndexList("step", &c.step);
-  top.Int("seed", &c.seed, 0, INT64_MAX);
-  top.Bool("is_deterministic", &c.is_deterministic);
-  for (const char* k : {"enable_dataloader", "acl_config", "framework", "async_dump"}) {
-    top.Ignored(k, "msprobe dump option with no meaning for online checking");
-  }
-  for (const char* k :
-       {"statistics", "overflow_check", "free_benchmark", "run_ut", "grad_probe", "structure"}) {
-    top.Accepted(k);  // sections of other msprobe tasks may share the file
-  }
-
-  ConfigReader t = top.Section("tensor");
-  if (!top.Has("tensor")) {
-    top.Error("tensor", "section missing: it holds host, port and tls_path");
-  }
-  t.StringList("scope", &c.scope);
-  t.StringList("list", &c.list);
-  c.online_run_ut = false;
-  t.Bool("online_run_ut", &c.online_run_ut);
-  if (!c.online_run_ut) {
-    t.Warning("online_run_ut", "false or missing: Parity always checks online");
-    c.online_run_ut = true;
-  }
-  std::string nfs;
-  t.String("nfs_path", &nfs);
-  if (!nfs.empty()) t.Error("nfs_path", kNfsHelp);
-  t.String("host", &c.host);
-  t.Int("port", &c.port, -1, 65535);
-  t.String("tls_path", &c.tls_path);
-  bool recompute = false;
-  t.Bool("online_run_ut_recompute", &recompute);
-  if (recompute) c.parity.capture_backward = false;
-  t.Ignored("data_mode", "Parity always captures inputs at entry and outputs at exit");
-  t.Ignored("file_format", "Parity writes no dump files");
-  t.Ignored("summary_mode", "Parity writes no dump files");
-  t.Finish();
-
-  ConfigReader p = top.Section("parity");
-  AgentOptions& o = c.parity;
-  p.Bytes("queue_max_bytes", &o.queue_max_bytes);
-  p.UInt32("queue_max_calls", &o.queue_max_calls, 1, 1u << 24);
-  std::string policy = o.policy == QueuePolicy::kDrop ? "drop" : "block";
-  p.Choice("policy", &policy, {"drop", "block"});
-  o.policy = policy == "block" ? QueuePolicy::kBlock : QueuePolicy::kDrop;
-  p.UInt32("block_timeout_ms", &o.block_timeout_ms);
-  p.UInt32("max_checks_per_signature", &o.max_checks_per_signature);
-  std::string period = o.budget_period == BudgetPeriod::kRun ? "run" : "step";
-  p.Choice("budget_period", &period, {"step", "run"});
-  o.budget_period = period == "step" ? BudgetPeriod::kStep : BudgetPeriod::kRun;
-  p.Bool("fail_fast", &o.fail_fast);
-  p.Bool("plaintext", &o.plaintext);
-  p.String("server_name", &o.server_name);
-  p.UInt32("connect_timeout_ms", &o.connect_timeout_ms, 1);
-  p.UInt32("reconnect_initial_ms", &o.reconnect_initial_ms, 1);
-  p.UInt32("reconnect_max_ms", &o.reconnect_max_ms, 1);
-  p.UInt32("flush_timeout_ms", &o.flush_timeout_ms);
-  p.UInt32("stats_interval_ms", &o.stats_interval_ms, 1);
-  p.Bytes("max_inline_tensor_bytes", &o.max_inline_tensor_bytes);
-  p.Bytes("max_tensor_bytes", &o.max_tensor_bytes);
-  p.Bool("checksum", &o.checksum);
-  p.Bool("capture_backward", &o.capture_backward);
-  p.StringList("white_list", &o.white_list);
-  p.StringList("black_list", &o.black_list);
-  p.String("run_id", &o.run_id);
-  p.Choice("log_level", &o.log_level, {"debug", "info", "warning", "error"});
-  p.Finish();
-  top.Finish();
-
-  if (issues.errors.empty()) {
-    absl::Status v = ValidateAgentConfig(c);
-    if (!v.ok()) issues.errors.push_back(std::string(v.message()));
-  }
-  if (absl::Status s = Summarise(issues, source); !s.ok()) return s;
-  out.warnings = std::move(issues.warnings);
-  return out;
 }
 
 // ---- server ------------------------------------------------------------------------------------
@@ -294,72 +177,530 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   return absl::InvalidArgumentError(absl::StrJoin(errors, "\n  "));
 }
 
-absl::StatusOr<Parsed<ServerConfig>> ParseServerConfig(absl::string_view json_text,
-                                                       absl::string_view source) {
+// ---- the key tables ----------------------------------------------------------------------------
+
+namespace {
+
+// Functions, not namespace-scope objects: the tables may be built while shared libraries are
+// still being initialised (LD_PRELOAD's constructor reads PARITY_CONFIG before main).
+std::vector<std::pair<std::string, QueuePolicy>> Policies() {
+  return {{"drop", QueuePolicy::kDrop}, {"block", QueuePolicy::kBlock}};
+}
+std::vector<std::pair<std::string, BudgetPeriod>> Periods() {
+  return {{"step", BudgetPeriod::kStep}, {"run", BudgetPeriod::kRun}};
+}
+std::vector<std::string> LogLevels() { return {"debug", "info", "warning", "error"}; }
+
+// Keys of other msprobe tasks that may share one file with this side's keys.
+const char* const kOtherTaskSections[] = {"statistics", "overflow_check", "free_benchmark",
+                                          "grad_probe", "structure"};
+
+const KeyTable<AgentConfig>& AgentTable() {
+  static const auto* table = [] {
+    auto* t = new KeyTable<AgentConfig>();
+    using C = AgentConfig;
+    t->Custom(
+        "task", KeyKind::kString,
+        [](ConfigReader& r, const std::string& n, C& c) {
+          r.String(n, &c.task);
+          if (c.task == "run_ut") {
+            r.Error(n,
+                    "\"run_ut\" is the benchmark server's task; the agent's config needs "
+                    "\"task\": \"tensor\" with a \"tensor\" section");
+          } else if (c.task != "tensor") {
+            r.Error(n, absl::StrCat("Parity's agent runs msprobe's \"tensor\" task with "
+                                    "online_run_ut; got \"",
+                                    c.task, "\""));
+          }
+        },
+        nullptr, "must be \"tensor\"");
+    t->String(
+        "dump_path", [](C& c) { return &c.dump_path; },
+        "accepted for compatibility; Parity writes no dump");
+    t->Custom(
+        "level", KeyKind::kChoice,
+        [](ConfigReader& r, const std::string& n, C& c) {
+          r.Choice(n, &c.level, {"L0", "L1", "L2", "mix"});
+          if (c.level != "L1") {
+            r.Warning(n,
+                      "Parity checks every top-level aten operator (msprobe's L1) whatever "
+                      "the level; module paths are recorded when the model is given to "
+                      "start()");
+          }
+        },
+        nullptr, "L0, L1, L2 or mix: Parity always checks every top-level operator (L1)");
+    t->IndexList(
+        "rank", [](C& c) { return &c.rank; }, "ranks that send calls; [] = every rank");
+    t->IndexList(
+        "step", [](C& c) { return &c.step; }, "steps that send calls; [] = every step");
+    t->Int(
+        "seed", [](C& c) { return &c.seed; }, 0, INT64_MAX, "seed used by seed_all()");
+    t->Bool(
+        "is_deterministic", [](C& c) { return &c.is_deterministic; },
+        "deterministic algorithms in seed_all()");
+    for (const char* k : {"enable_dataloader", "acl_config", "framework", "async_dump"}) {
+      t->Ignored(k, "msprobe dump option with no meaning for online checking");
+    }
+    for (const char* k : kOtherTaskSections) t->Accepted(k, "another msprobe task's section");
+    t->Accepted("run_ut", "the server's section (one file may serve both sides)");
+    t->StringList(
+        "tensor.scope", [](C& c) { return &c.scope; },
+        "[start, end]: check only calls between these two API names");
+    t->StringList(
+        "tensor.list", [](C& c) { return &c.list; },
+        "check only calls whose API name contains one of these strings");
+    t->Custom(
+        "tensor.online_run_ut", KeyKind::kBool,
+        [](ConfigReader& r, const std::string& n, C& c) {
+          if (!r.Has(n)) {
+            r.Accepted(n);
+            return;
+          }
+          bool on = true;
+          r.Bool(n, &on);
+          if (!on) r.Warning(n, "false: Parity always checks online");
+        },
+        nullptr, "Parity always checks online; false gives a warning");
+    t->Custom(
+        "tensor.nfs_path", KeyKind::kString,
+        [](ConfigReader& r, const std::string& n, C&) {
+          std::string nfs;
+          r.String(n, &nfs);
+          if (!nfs.empty()) r.Error(n, kNfsHelp);
+        },
+        nullptr, "not supported: a non-empty value is an error");
+    t->String(
+        "tensor.host", [](C& c) { return &c.host; }, "the benchmark server's address");
+    t->Custom(
+        "tensor.port", KeyKind::kInteger,
+        [](ConfigReader& r, const std::string& n, C& c) {
+          int64_t port = c.port;
+          r.Int(n, &port, INT64_MIN, INT64_MAX);
+          if (port == -1 || (port >= 1 && port <= 65535)) {
+            c.port = port;  // -1: msprobe's "unset", reported by the validation
+          } else {
+            r.Error(n, absl::StrCat("must be between 1 and 65535, got ", port));
+          }
+        },
+        [](const C& c) { return absl::StrCat(c.port); }, "the benchmark server's port, 1-65535");
+    t->Custom(
+        "tensor.tls_path", KeyKind::kString,
+        [](ConfigReader& r, const std::string& n, C& c) { r.String(n, &c.tls_path); },
+        [](const C& c) { return c.parity.plaintext ? std::string("(plaintext)") : c.tls_path; },
+        "folder with ca.crt, and client.crt + client.key for mutual TLS");
+    t->Custom(
+        "tensor.online_run_ut_recompute", KeyKind::kBool,
+        [](ConfigReader& r, const std::string& n, C& c) {
+          bool recompute = false;
+          r.Bool(n, &recompute);
+          if (recompute) c.parity.capture_backward = false;
+        },
+        nullptr, "true turns off backward capture (as in msprobe)");
+    t->Ignored("tensor.data_mode", "Parity always captures inputs at entry and outputs at exit");
+    t->Ignored("tensor.file_format", "Parity writes no dump files");
+    t->Ignored("tensor.summary_mode", "Parity writes no dump files");
+
+    t->Bytes(
+        "parity.queue_max_bytes", [](C& c) { return &c.parity.queue_max_bytes; },
+        "memory the send queue may hold");
+    t->Int(
+        "parity.queue_max_calls", [](C& c) { return &c.parity.queue_max_calls; }, 1, 1 << 24,
+        "calls the send queue may hold");
+    t->EnumChoice(
+        "parity.policy", [](C& c) { return &c.parity.policy; }, Policies(),
+        "full queue: drop the call and count it, or wait for room");
+    t->Int(
+        "parity.block_timeout_ms", [](C& c) { return &c.parity.block_timeout_ms; }, 0, UINT32_MAX,
+        "with policy block: longest wait per call; 0 = no limit");
+    t->Int(
+        "parity.max_checks_per_signature", [](C& c) { return &c.parity.max_checks_per_signature; },
+        0, UINT32_MAX,
+        "check each (op, overload, dtypes, shapes) at most this often; 0 = every call");
+    t->EnumChoice(
+        "parity.budget_period", [](C& c) { return &c.parity.budget_period; }, Periods(),
+        "the period over which that budget counts");
+    t->Bool(
+        "parity.fail_fast", [](C& c) { return &c.parity.fail_fast; },
+        "step() raises after the server reported an error");
+    t->Bool(
+        "parity.plaintext", [](C& c) { return &c.parity.plaintext; },
+        "send unencrypted (required for an empty tls_path)");
+    t->String(
+        "parity.server_name", [](C& c) { return &c.parity.server_name; },
+        "name the server certificate must carry, when it differs from host");
+    t->Int(
+        "parity.connect_timeout_ms", [](C& c) { return &c.parity.connect_timeout_ms; }, 1,
+        UINT32_MAX, "one connection attempt");
+    t->Int(
+        "parity.reconnect_initial_ms", [](C& c) { return &c.parity.reconnect_initial_ms; }, 1,
+        UINT32_MAX, "first back-off after a failed connection");
+    t->Int(
+        "parity.reconnect_max_ms", [](C& c) { return &c.parity.reconnect_max_ms; }, 1, UINT32_MAX,
+        "longest back-off");
+    t->Int(
+        "parity.flush_timeout_ms", [](C& c) { return &c.parity.flush_timeout_ms; }, 0, UINT32_MAX,
+        "the end of the session waits at most this long for undelivered calls");
+    t->Int(
+        "parity.stats_interval_ms", [](C& c) { return &c.parity.stats_interval_ms; }, 1, UINT32_MAX,
+        "how often the agent reports its counters to the server");
+    t->Bytes(
+        "parity.max_inline_tensor_bytes", [](C& c) { return &c.parity.max_inline_tensor_bytes; },
+        "larger tensors travel in chunks");
+    t->Bytes(
+        "parity.max_tensor_bytes", [](C& c) { return &c.parity.max_tensor_bytes; },
+        "larger tensors travel as statistics only");
+    t->Bool(
+        "parity.checksum", [](C& c) { return &c.parity.checksum; }, "CRC-32C on every payload");
+    t->Bool(
+        "parity.capture_backward", [](C& c) { return &c.parity.capture_backward; },
+        "capture backward operators");
+    t->StringList(
+        "parity.white_list", [](C& c) { return &c.parity.white_list; },
+        "check only these ops; [] = all");
+    t->StringList(
+        "parity.black_list", [](C& c) { return &c.parity.black_list; },
+        "never check these ops; wins over white_list");
+    t->String(
+        "parity.run_id", [](C& c) { return &c.parity.run_id; },
+        "shared by all ranks of one run; default: generated");
+    t->Choice(
+        "parity.log_level", [](C& c) { return &c.parity.log_level; }, LogLevels(),
+        "agent log verbosity");
+    return t;
+  }();
+  return *table;
+}
+
+const KeyTable<ServerConfig>& ServerTable() {
+  static const auto* table = [] {
+    auto* t = new KeyTable<ServerConfig>();
+    using C = ServerConfig;
+    t->Custom(
+        "task", KeyKind::kString,
+        [](ConfigReader& r, const std::string& n, C& c) {
+          r.String(n, &c.task);
+          if (c.task == "tensor") {
+            r.Error(n,
+                    "\"tensor\" is the agent's task; the server's config needs "
+                    "\"task\": \"run_ut\" with a \"run_ut\" section");
+          } else if (c.task != "run_ut") {
+            r.Error(
+                n, absl::StrCat("the server runs msprobe's \"run_ut\" task, got \"", c.task, "\""));
+          }
+        },
+        nullptr, "must be \"run_ut\"");
+    for (const char* k : {"dump_path", "rank", "step", "level", "seed", "is_deterministic",
+                          "enable_dataloader", "acl_config", "framework", "async_dump", "tensor"}) {
+      t->Accepted(k, "the agent's key (one file may serve both sides)");
+    }
+    for (const char* k : kOtherTaskSections) t->Accepted(k, "another msprobe task's section");
+    t->StringList(
+         "run_ut.white_list", [](C& c) { return &c.white_list; }, "check only these ops; [] = all")
+        .flag = "white_list";
+    t->StringList(
+         "run_ut.black_list", [](C& c) { return &c.black_list; },
+         "never check these ops; wins over white_list")
+        .flag = "black_list";
+    t->String(
+         "run_ut.error_data_path", [](C& c) { return &c.error_data_path; },
+         "accepted for compatibility")
+        .flag = "error_data_path";
+    t->Custom(
+         "run_ut.is_online", KeyKind::kBool,
+         [](ConfigReader& r, const std::string& n, C& c) {
+           r.Bool(n, &c.is_online);
+           if (!c.is_online) {
+             r.Warning(n, "false: Parity's server only checks online (streamed) calls");
+           }
+         },
+         nullptr, "Parity's server is always online; false gives a warning")
+        .flag = "is_online";
+    t->Custom(
+         "run_ut.nfs_path", KeyKind::kString,
+         [](ConfigReader& r, const std::string& n, C&) {
+           std::string nfs;
+           r.String(n, &nfs);
+           if (!nfs.empty()) r.Error(n, kNfsHelp);
+         },
+         nullptr, "not supported: a non-empty value is an error")
+        .flag = "nfs_path";
+    t->Custom(
+         "run_ut.host", KeyKind::kString,
+         [](ConfigReader& r, const std::string& n, C& c) { r.String(n, &c.host); },
+         [](const C& c) { return c.host.empty() ? std::string("(default)") : c.host; },
+         "address to listen on; empty: 0.0.0.0 with TLS, 127.0.0.1 in plaintext")
+        .flag = "host";
+    t->Custom(
+         "run_ut.port", KeyKind::kInteger,
+         [](ConfigReader& r, const std::string& n, C& c) {
+           r.Int(n, &c.port, -1, 65535);
+           if (c.port == -1) c.port = 59208;  // msprobe's "unset"; its documented example port
+         },
+         [](const C& c) { return absl::StrCat(c.port); },
+         "port to listen on; 0 picks a free one; -1 (msprobe's unset) means 59208")
+        .flag = "port";
+    t->IndexList(
+         "run_ut.rank_list", [](C& c) { return &c.rank_list; },
+         "ranks whose calls are checked; [] = every rank")
+        .flag = "rank_list";
+    t->Custom(
+         "run_ut.tls_path", KeyKind::kString,
+         [](ConfigReader& r, const std::string& n, C& c) { r.String(n, &c.tls_path); },
+         [](const C& c) { return c.parity.plaintext ? std::string("(plaintext)") : c.tls_path; },
+         "folder with server.crt, server.key, and ca.crt to require client certificates")
+        .flag = "tls_path";
+    t->Ignored("run_ut.precision", "Parity always writes 14 decimals, like msprobe's default");
+
+    auto parity = [](const char* name) { return absl::StrCat("parity.", name); };
+    t->String(
+         parity("output_dir"), [](C& c) { return &c.parity.output_dir; },
+         "where the CSV files and the JSON-lines record go")
+        .flag = "output_dir";
+    t->String(
+         parity("metrics_host"), [](C& c) { return &c.parity.metrics_host; },
+         "address of the Prometheus endpoint")
+        .flag = "metrics_host";
+    t->Int(
+         parity("metrics_port"), [](C& c) { return &c.parity.metrics_port; }, -1, 65535,
+         "Prometheus /metrics port; 0 picks a free one, -1 turns it off")
+        .flag = "metrics_port";
+    t->Int(
+         parity("workers"), [](C& c) { return &c.parity.workers; }, 0, 1024,
+         "replay workers; 0 = half the cores, 1 to 4")
+        .flag = "workers";
+    t->Int(
+         parity("queue_max_calls"), [](C& c) { return &c.parity.queue_max_calls; }, 1, 1 << 20,
+         "calls the work queue may hold")
+        .flag = "queue_max_calls";
+    t->Bytes(
+         parity("queue_max_bytes"), [](C& c) { return &c.parity.queue_max_bytes; },
+         "bytes the work queue may hold")
+        .flag = "queue_max_bytes";
+    t->String(
+         parity("bench_device"), [](C& c) { return &c.parity.bench_device; },
+         "auto (CUDA when present), cpu, cuda, cuda:N")
+        .flag = "bench_device";
+    t->String(
+         parity("standards_file"), [](C& c) { return &c.parity.standards_file; },
+         "API -> standard table and thresholds; empty: the built-in table")
+        .flag = "standards_file";
+    t->Bool(
+         parity("golden"), [](C& c) { return &c.parity.golden; },
+         "replay a float64 golden for the three-way standards")
+        .flag = "golden";
+    t->Bool(
+         parity("replay"), [](C& c) { return &c.parity.replay; },
+         "false: receive and decode calls but answer every one SKIP (no result files)")
+        .flag = "replay";
+    t->Bool(
+         parity("plaintext"), [](C& c) { return &c.parity.plaintext; },
+         "accept unencrypted connections (binds to loopback unless allowed otherwise)")
+        .flag = "plaintext";
+    t->Bool(
+         parity("allow_plaintext_non_loopback"),
+         [](C& c) { return &c.parity.allow_plaintext_non_loopback; },
+         "in plaintext, allow a non-loopback address")
+        .flag = "allow_plaintext_non_loopback";
+    t->Bytes(
+         parity("max_message_bytes"), [](C& c) { return &c.parity.max_message_bytes; },
+         "largest message accepted; agents chunk larger tensors")
+        .flag = "max_message_bytes";
+    t->Int(
+         parity("max_streams"), [](C& c) { return &c.parity.max_streams; }, 1, 1 << 20,
+         "concurrent agent streams")
+        .flag = "max_streams";
+    t->Bytes(
+         parity("max_partial_blob_bytes"), [](C& c) { return &c.parity.max_partial_blob_bytes; },
+         "chunked tensors awaiting their call, all streams together")
+        .flag = "max_partial_blob_bytes";
+    t->Int(
+         parity("shutdown_grace_ms"), [](C& c) { return &c.parity.shutdown_grace_ms; }, 0, 3600000,
+         "on SIGTERM, how long open streams may take to finish")
+        .flag = "shutdown_grace_ms";
+    t->Choice(
+         parity("log_level"), [](C& c) { return &c.parity.log_level; }, LogLevels(),
+         "server log verbosity")
+        .flag = "log_level";
+    auto limits = [](const char* name) { return absl::StrCat("parity.limits.", name); };
+    t->Bytes(
+         limits("max_tensor_bytes"), [](C& c) { return &c.parity.limits.max_tensor_bytes; },
+         "one tensor's payload")
+        .flag = "max_tensor_bytes";
+    t->Int(
+         limits("max_tensor_numel"), [](C& c) { return &c.parity.limits.max_tensor_numel; }, 1,
+         int64_t{1} << 40, "one tensor's elements")
+        .flag = "max_tensor_numel";
+    t->Bytes(
+         limits("max_call_bytes"), [](C& c) { return &c.parity.limits.max_call_bytes; },
+         "all tensors of one call")
+        .flag = "max_call_bytes";
+    t->Int(
+         limits("max_dims"), [](C& c) { return &c.parity.limits.max_dims; }, 1, 64, "tensor rank")
+        .flag = "max_dims";
+    t->Int(
+         limits("max_depth"), [](C& c) { return &c.parity.limits.max_depth; }, 1, 64,
+         "nesting of lists")
+        .flag = "max_depth";
+    t->Int(
+         limits("max_list_length"), [](C& c) { return &c.parity.limits.max_list_length; }, 1,
+         1 << 24, "items in one list")
+        .flag = "max_list_length";
+    t->Int(
+         limits("max_string_bytes"), [](C& c) { return &c.parity.limits.max_string_bytes; }, 1,
+         1 << 26, "one string argument")
+        .flag = "max_string_bytes";
+    return t;
+  }();
+  return *table;
+}
+
+template <typename Config>
+std::vector<KeyDescription> Describe(const KeyTable<Config>& table) {
+  const Config defaults;
+  std::vector<KeyDescription> out;
+  for (const auto& k : table.keys()) {
+    KeyDescription d;
+    d.path = k.path;
+    d.kind = KeyKindName(k.kind);
+    d.default_value = k.show ? k.show(defaults) : "";
+    d.doc = k.doc;
+    d.flag = k.flag.empty() ? "" : absl::StrCat("--", k.flag);
+    d.choices = k.choices;
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+// A flag's text as the JSON value its key expects.
+absl::StatusOr<nlohmann::json> FlagJson(const ConfigKey<ServerConfig>& key,
+                                        const std::optional<std::string>& value) {
+  const std::string flag = absl::StrCat("--", key.flag, " (", key.path, ")");
+  switch (key.kind) {
+    case KeyKind::kBool:
+      if (!value || *value == "true" || *value == "1") return nlohmann::json(true);
+      if (*value == "false" || *value == "0") return nlohmann::json(false);
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": expected true or false, got \"", *value, "\""));
+    case KeyKind::kInteger: {
+      int64_t i = 0;
+      if (value && absl::SimpleAtoi(*value, &i)) return nlohmann::json(i);
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": expected an integer, got \"", value.value_or(""), "\""));
+    }
+    case KeyKind::kStringList:
+    case KeyKind::kIndexList: {
+      nlohmann::json list = nlohmann::json::array();
+      for (absl::string_view item : absl::StrSplit(value.value_or(""), ',', absl::SkipEmpty())) {
+        int64_t i = 0;
+        if (key.kind == KeyKind::kIndexList && absl::SimpleAtoi(item, &i)) {
+          list.push_back(i);
+        } else {
+          list.push_back(std::string(absl::StripAsciiWhitespace(item)));
+        }
+      }
+      return list;
+    }
+    default:
+      if (!value) return absl::InvalidArgumentError(absl::StrCat(flag, ": needs a value"));
+      return nlohmann::json(*value);
+  }
+}
+
+// Sets `doc`'s value at the dotted `path`, creating sections (a non-object in the way is
+// replaced: the flag wins over the file).
+void SetAt(nlohmann::json& doc, const std::string& path, nlohmann::json value) {
+  nlohmann::json* at = &doc;
+  for (absl::string_view part : absl::StrSplit(path, '.')) {
+    if (!at->is_object()) *at = nlohmann::json::object();
+    at = &(*at)[std::string(part)];
+  }
+  *at = std::move(value);
+}
+
+}  // namespace
+
+const char* KeyKindName(KeyKind kind) {
+  switch (kind) {
+    case KeyKind::kBool:
+      return "bool";
+    case KeyKind::kInteger:
+      return "integer";
+    case KeyKind::kBytes:
+      return "size";
+    case KeyKind::kString:
+      return "string";
+    case KeyKind::kChoice:
+      return "choice";
+    case KeyKind::kStringList:
+      return "list of strings";
+    case KeyKind::kIndexList:
+      return "list of indices";
+    case KeyKind::kIgnored:
+      return "ignored";
+    case KeyKind::kAccepted:
+      return "accepted";
+  }
+  return "?";
+}
+
+std::vector<KeyDescription> AgentKeys() { return Describe(AgentTable()); }
+std::vector<KeyDescription> ServerKeys() { return Describe(ServerTable()); }
+
+absl::StatusOr<Parsed<AgentConfig>> ParseAgentConfig(absl::string_view json_text,
+                                                     absl::string_view source) {
   absl::StatusOr<nlohmann::json> doc = ParseJson(json_text, source);
   if (!doc.ok()) return doc.status();
-  Parsed<ServerConfig> out;
-  ServerConfig& c = out.config;
+  Parsed<AgentConfig> out;
   ConfigIssues issues;
-  ConfigReader top(&*doc, "", &issues);
-  top.String("task", &c.task);
-  if (c.task == "tensor") {
-    top.Error("task",
-              "\"tensor\" is the agent's task; the server's config needs "
-              "\"task\": \"run_ut\" with a \"run_ut\" section");
-  } else if (c.task != "run_ut") {
-    top.Error("task",
-              absl::StrCat("the server runs msprobe's \"run_ut\" task, got \"", c.task, "\""));
+  if (!doc->contains("tensor")) {
+    issues.errors.push_back("tensor: section missing: it holds host, port and tls_path");
   }
-  for (const char* k : {"dump_path", "rank", "step", "level", "seed", "is_deterministic",
-                        "enable_dataloader", "acl_config", "framework", "tensor", "statistics",
-                        "overflow_check", "free_benchmark", "grad_probe", "structure"}) {
-    top.Accepted(k);  // the agent's keys may share the file
+  AgentTable().Read(*doc, out.config, issues);
+  if (issues.errors.empty()) {
+    absl::Status v = ValidateAgentConfig(out.config);
+    if (!v.ok()) issues.errors.push_back(std::string(v.message()));
   }
+  if (absl::Status s = Summarise(issues, source); !s.ok()) return s;
+  out.warnings = std::move(issues.warnings);
+  return out;
+}
 
-  ConfigReader r = top.Section("run_ut");
-  r.StringList("white_list", &c.white_list);
-  r.StringList("black_list", &c.black_list);
-  r.String("error_data_path", &c.error_data_path);
-  r.Bool("is_online", &c.is_online);
-  if (!c.is_online) {
-    r.Warning("is_online", "false: Parity's server only checks online (streamed) calls");
+absl::StatusOr<Parsed<ServerConfig>> ParseServerConfig(absl::string_view json_text,
+                                                       absl::string_view source,
+                                                       const std::vector<FlagValue>& flags) {
+  nlohmann::json doc = nlohmann::json::object();
+  if (!absl::StripAsciiWhitespace(json_text).empty()) {
+    absl::StatusOr<nlohmann::json> parsed = ParseJson(json_text, source);
+    if (!parsed.ok()) return parsed.status();
+    doc = *std::move(parsed);
   }
-  std::string nfs;
-  r.String("nfs_path", &nfs);
-  if (!nfs.empty()) r.Error("nfs_path", kNfsHelp);
-  r.String("host", &c.host);
-  r.Int("port", &c.port, -1, 65535);
-  if (c.port == -1) c.port = 59208;  // msprobe's "unset"; its documented example port
-  r.IndexList("rank_list", &c.rank_list);
-  r.String("tls_path", &c.tls_path);
-  r.Ignored("precision", "Parity always writes 14 decimals, like msprobe's default");
-  r.Finish();
-
-  ConfigReader p = top.Section("parity");
-  ServerOptions& o = c.parity;
-  p.String("output_dir", &o.output_dir);
-  p.String("metrics_host", &o.metrics_host);
-  p.Int("metrics_port", &o.metrics_port, -1, 65535);
-  p.UInt32("workers", &o.workers, 0, 1024);
-  p.UInt32("queue_max_calls", &o.queue_max_calls, 1, 1u << 20);
-  p.Bytes("queue_max_bytes", &o.queue_max_bytes);
-  p.String("bench_device", &o.bench_device);
-  p.String("standards_file", &o.standards_file);
-  p.Bool("golden", &o.golden);
-  p.Bool("plaintext", &o.plaintext);
-  p.Bool("allow_plaintext_non_loopback", &o.allow_plaintext_non_loopback);
-  p.Bytes("max_message_bytes", &o.max_message_bytes);
-  p.UInt32("max_streams", &o.max_streams, 1, 1u << 20);
-  p.Bytes("max_partial_blob_bytes", &o.max_partial_blob_bytes);
-  p.UInt32("shutdown_grace_ms", &o.shutdown_grace_ms, 0, 3600000);
-  ConfigReader lim = p.Section("limits");
-  ReadDecodeLimits(lim, &o.limits);
-  lim.Finish();
-  p.Finish();
-  top.Finish();
-
-  if (issues.errors.empty()) CheckServerFields(c, issues.errors);
+  ConfigIssues issues;
+  for (const FlagValue& f : flags) {
+    const ConfigKey<ServerConfig>* key = nullptr;
+    for (const auto& k : ServerTable().keys()) {
+      if (!k.flag.empty() && (k.flag == f.name ||
+                              (k.kind == KeyKind::kBool && f.name == absl::StrCat("no", k.flag)))) {
+        key = &k;
+      }
+    }
+    if (key == nullptr) {
+      issues.errors.push_back(absl::StrCat("--", f.name,
+                                           ": unknown flag (parity-server --help "
+                                           "lists them)"));
+      continue;
+    }
+    absl::StatusOr<nlohmann::json> value =
+        key->flag != f.name ? absl::StatusOr<nlohmann::json>(false) : FlagJson(*key, f.value);
+    if (!value.ok()) {
+      issues.errors.push_back(std::string(value.status().message()));
+      continue;
+    }
+    SetAt(doc, key->path, *std::move(value));
+    issues.flags[key->path] = absl::StrCat("--", key->flag);
+  }
+  Parsed<ServerConfig> out;
+  ServerTable().Read(doc, out.config, issues);
+  if (issues.errors.empty()) CheckServerFields(out.config, issues.errors);
   if (absl::Status s = Summarise(issues, source); !s.ok()) return s;
   out.warnings = std::move(issues.warnings);
   return out;
@@ -377,53 +718,23 @@ absl::StatusOr<Parsed<ServerConfig>> LoadServerConfig(const std::string& path) {
   return ParseServerConfig(*text, path);
 }
 
-std::string DescribeAgentConfig(const AgentConfig& c) {
-  const AgentOptions& o = c.parity;
-  std::vector<std::string> l = {
-      absl::StrCat("tensor.host = ", c.host),
-      absl::StrCat("tensor.port = ", c.port),
-      absl::StrCat("tensor.tls_path = ", o.plaintext ? "(plaintext)" : c.tls_path),
-      absl::StrCat("rank = ", JoinInts(c.rank)),
-      absl::StrCat("step = ", JoinInts(c.step)),
-      absl::StrCat("tensor.scope = ", JoinStrings(c.scope)),
-      absl::StrCat("tensor.list = ", JoinStrings(c.list)),
-      absl::StrCat("parity.policy = ", o.policy == QueuePolicy::kDrop ? "drop" : "block"),
-      absl::StrCat("parity.queue_max_calls = ", o.queue_max_calls),
-      absl::StrCat("parity.queue_max_bytes = ", o.queue_max_bytes),
-      absl::StrCat("parity.max_checks_per_signature = ", o.max_checks_per_signature,
-                   o.max_checks_per_signature == 0 ? " (all)" : ""),
-      absl::StrCat("parity.budget_period = ",
-                   o.budget_period == BudgetPeriod::kRun ? "run" : "step"),
-      absl::StrCat("parity.capture_backward = ", o.capture_backward ? "true" : "false"),
-      absl::StrCat("parity.fail_fast = ", o.fail_fast ? "true" : "false"),
-      absl::StrCat("parity.white_list = ", JoinStrings(o.white_list)),
-      absl::StrCat("parity.black_list = ", JoinStrings(o.black_list)),
-      absl::StrCat("parity.max_inline_tensor_bytes = ", o.max_inline_tensor_bytes),
-      absl::StrCat("parity.max_tensor_bytes = ", o.max_tensor_bytes),
-  };
-  return absl::StrJoin(l, "\n");
-}
+std::string DescribeAgentConfig(const AgentConfig& c) { return AgentTable().Describe(c); }
 
-std::string DescribeServerConfig(const ServerConfig& c) {
-  const ServerOptions& o = c.parity;
-  std::vector<std::string> l = {
-      absl::StrCat("run_ut.host = ", c.host.empty() ? "(default)" : c.host),
-      absl::StrCat("run_ut.port = ", c.port),
-      absl::StrCat("run_ut.tls_path = ", o.plaintext ? "(plaintext)" : c.tls_path),
-      absl::StrCat("run_ut.rank_list = ", JoinInts(c.rank_list)),
-      absl::StrCat("run_ut.white_list = ", JoinStrings(c.white_list)),
-      absl::StrCat("run_ut.black_list = ", JoinStrings(c.black_list)),
-      absl::StrCat("parity.output_dir = ", o.output_dir),
-      absl::StrCat("parity.metrics = ",
-                   o.metrics_port < 0 ? "off" : absl::StrCat(o.metrics_host, ":", o.metrics_port)),
-      absl::StrCat("parity.bench_device = ", o.bench_device),
-      absl::StrCat("parity.workers = ", o.workers == 0 ? "auto" : absl::StrCat(o.workers)),
-      absl::StrCat("parity.queue_max_calls = ", o.queue_max_calls),
-      absl::StrCat("parity.queue_max_bytes = ", o.queue_max_bytes),
-      absl::StrCat("parity.max_message_bytes = ", o.max_message_bytes),
-      absl::StrCat("parity.golden = ", o.golden ? "true" : "false"),
-  };
-  return absl::StrJoin(l, "\n");
+std::string DescribeServerConfig(const ServerConfig& c) { return ServerTable().Describe(c); }
+
+std::string AgentConfigDigest(const AgentConfig& config) {
+  AgentConfig c = config;
+  c.parity.run_id.clear();  // differs by design between runs, not between ranks of a run
+  const std::string text = DescribeAgentConfig(c);
+  unsigned char md[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), md);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 8; ++i) {
+    out.push_back(kHex[md[i] >> 4]);
+    out.push_back(kHex[md[i] & 0xF]);
+  }
+  return out;
 }
 
 }  // namespace parity::common

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 #include "absl/strings/string_view.h"
@@ -82,6 +83,8 @@ struct ServerOptions {
   uint32_t max_streams = 1024;
   uint64_t max_partial_blob_bytes = uint64_t{4} << 30;  // all streams' incomplete chunked tensors
   uint32_t shutdown_grace_ms = 10000;  // SIGTERM: how long open streams may take to finish
+  std::string log_level = "info";      // "debug", "info", "warning", "error"
+  bool replay = true;                  // false: answer every call SKIP (transport-only runs)
   DecodeLimits limits;
 };
 
@@ -106,13 +109,36 @@ struct Parsed {
   std::vector<std::string> warnings;
 };
 
+// One configuration key, as the tables in config.cc define it: for docs, --help, the Python
+// front-end and tests.
+struct KeyDescription {
+  std::string path;           // "parity.workers"
+  std::string kind;           // "bool", "integer", "size", "string", "choice", "list", ...
+  std::string default_value;  // the effective value of a config with nothing set ("" if none)
+  std::string doc;            // one line
+  std::string flag;           // the server's command-line flag, "--workers"; "" for none
+  std::vector<std::string> choices;
+};
+std::vector<KeyDescription> AgentKeys();
+std::vector<KeyDescription> ServerKeys();
+
+// A command-line flag as given: `--name=value`, `--name value` or `--name` (value absent).
+struct FlagValue {
+  std::string name;
+  std::optional<std::string> value;
+};
+
 // Parses and validates an agent config.json text. `source` names the text in errors
 // ("config.json"). Errors are INVALID_ARGUMENT listing every problem, one per line, each naming
 // the key: `tensor.port: expected an integer, got "abc"`.
 absl::StatusOr<Parsed<AgentConfig>> ParseAgentConfig(absl::string_view json_text,
                                                      absl::string_view source = "config");
+// The server's: `json_text` may be empty (no file); `flags` override the file's keys (each server
+// key has a flag of its last path component: --workers, --max_dims, --rank_list=0,1). Unknown
+// flags are errors; errors about a flag's value name the flag and its key.
 absl::StatusOr<Parsed<ServerConfig>> ParseServerConfig(absl::string_view json_text,
-                                                       absl::string_view source = "config");
+                                                       absl::string_view source = "config",
+                                                       const std::vector<FlagValue>& flags = {});
 
 // Reads `path` and parses it; NOT_FOUND / PERMISSION_DENIED name the path.
 absl::StatusOr<Parsed<AgentConfig>> LoadAgentConfig(const std::string& path);
@@ -125,6 +151,10 @@ absl::Status ValidateServerConfig(const ServerConfig& config);
 // The effective configuration as "key = value" lines, for the start-up log.
 std::string DescribeAgentConfig(const AgentConfig& config);
 std::string DescribeServerConfig(const ServerConfig& config);
+
+// A short hex digest of the agent's effective configuration (its description, run_id left out),
+// sent in Hello so that ranks started with different settings can be spotted.
+std::string AgentConfigDigest(const AgentConfig& config);
 
 // Parses "64MiB", "1GiB", "500KB", "1048576" into bytes.
 absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);

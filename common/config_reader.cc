@@ -36,12 +36,23 @@ std::string ConfigReader::Path(absl::string_view key) const {
   return prefix_.empty() ? std::string(key) : absl::StrCat(prefix_, ".", key);
 }
 
+namespace {
+
+// "parity.workers" or, for a value given on the command line, "--workers (parity.workers)".
+std::string Where(const ConfigIssues& issues, const std::string& path) {
+  // An item of a list ("rank_list[2]") belongs to its list's flag.
+  auto it = issues.flags.find(path.substr(0, path.find('[')));
+  return it == issues.flags.end() ? path : absl::StrCat(it->second, " (", path, ")");
+}
+
+}  // namespace
+
 void ConfigReader::Error(absl::string_view key, absl::string_view message) {
-  issues_->errors.push_back(absl::StrCat(Path(key), ": ", message));
+  issues_->errors.push_back(absl::StrCat(Where(*issues_, Path(key)), ": ", message));
 }
 
 void ConfigReader::Warning(absl::string_view key, absl::string_view message) {
-  issues_->warnings.push_back(absl::StrCat(Path(key), ": ", message));
+  issues_->warnings.push_back(absl::StrCat(Where(*issues_, Path(key)), ": ", message));
 }
 
 bool ConfigReader::Has(absl::string_view key) const {
@@ -183,10 +194,15 @@ void ConfigReader::IndexList(absl::string_view key, std::vector<int64_t>* out) {
 
 void ConfigReader::Choice(absl::string_view key, std::string* out,
                           std::initializer_list<const char*> choices) {
+  Choice(key, out, std::vector<std::string>(choices.begin(), choices.end()));
+}
+
+void ConfigReader::Choice(absl::string_view key, std::string* out,
+                          const std::vector<std::string>& choices) {
   const nlohmann::json* v = Get(key);
   if (v == nullptr) return;
   if (v->is_string()) {
-    for (const char* c : choices) {
+    for (const std::string& c : choices) {
       if (v->get<std::string>() == c) {
         *out = c;
         return;
@@ -194,7 +210,7 @@ void ConfigReader::Choice(absl::string_view key, std::string* out,
     }
   }
   std::vector<std::string> quoted;
-  for (const char* c : choices) quoted.push_back(absl::StrCat("\"", c, "\""));
+  for (const std::string& c : choices) quoted.push_back(absl::StrCat("\"", c, "\""));
   Error(key, absl::StrCat("expected one of ", absl::StrJoin(quoted, ", "), ", got ", Quote(*v)));
 }
 

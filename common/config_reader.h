@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -17,6 +18,9 @@ namespace parity::common {
 struct ConfigIssues {
   std::vector<std::string> errors;
   std::vector<std::string> warnings;
+  // Keys whose value came from a command-line flag, by path ("parity.workers" -> "--workers"):
+  // their messages name the flag too.
+  std::map<std::string, std::string> flags;
 };
 
 // Reads the members of one JSON object. Each getter marks its key as known, leaves the output
@@ -38,6 +42,7 @@ class ConfigReader {
   void IndexList(absl::string_view key, std::vector<int64_t>* out);
   // A string restricted to `choices`.
   void Choice(absl::string_view key, std::string* out, std::initializer_list<const char*> choices);
+  void Choice(absl::string_view key, std::string* out, const std::vector<std::string>& choices);
   // A key Parity accepts but does not use: a warning when present.
   void Ignored(absl::string_view key, absl::string_view why);
   // A key Parity accepts silently (msprobe compatibility) but does not use.

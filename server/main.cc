@@ -1,56 +1,18 @@
-// parity-server: flags and/or a msprobe-style config.json in, a running server out.
-// Precedence: built-in defaults < --config file < flags given on the command line.
+// parity-server: a command line and/or a msprobe-style config.json in, a running server out.
+// The flags come from the configuration key table (server/command_line.h).
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <string>
-#include <vector>
+#include <thread>
 
-#include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "common/grpc_tuning.h"
 #include "common/log.h"
+#include "server/command_line.h"
 #include "server/metrics.h"
 #include "server/server.h"
-
-ABSL_FLAG(std::string, config, "",
-          "msprobe-style config.json (task \"run_ut\", run_ut.host/port/rank_list/tls_path/"
-          "white_list/black_list, plus a \"parity\" section); see docs/configuration.md");
-ABSL_FLAG(std::string, host, "", "address to listen on (default 0.0.0.0; 127.0.0.1 in plaintext)");
-ABSL_FLAG(int64_t, port, 59208, "gRPC port; 0 picks a free one (printed at start-up)");
-ABSL_FLAG(std::string, tls_path, "",
-          "directory with server.crt and server.key; a ca.crt there turns on mutual TLS");
-ABSL_FLAG(bool, plaintext, false,
-          "serve without TLS (binds to loopback unless --allow_plaintext_non_loopback)");
-ABSL_FLAG(bool, allow_plaintext_non_loopback, false,
-          "allow plaintext on a non-loopback address (training data travels unencrypted)");
-ABSL_FLAG(std::string, output_dir, "./", "directory for the result CSVs and the JSON-lines file");
-ABSL_FLAG(std::string, metrics_host, "0.0.0.0", "address of the Prometheus endpoint");
-ABSL_FLAG(int64_t, metrics_port, 9464, "Prometheus /metrics port; 0 = a free one, -1 = off");
-ABSL_FLAG(int32_t, workers, 0, "replay workers (0 = 2 on CUDA, up to 4 on CPU)");
-ABSL_FLAG(std::string, bench_device, "auto", "bench device: auto (CUDA when present), cpu, cuda:N");
-ABSL_FLAG(bool, golden, true, "replay a float64 CPU golden for the three-way standards");
-ABSL_FLAG(std::string, standards_file, "",
-          "API -> standard table and thresholds (default: the table built into the server)");
-ABSL_FLAG(std::string, rank_list, "", "comma-separated ranks this server checks (default all)");
-ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
-ABSL_FLAG(bool, replay, true,
-          "replay and judge calls; false: receive and decode them but answer every call SKIP "
-          "(to test connectivity or measure the agent and the transport alone; no result files)");
-ABSL_FLAG(bool, check_config, false,
-          "read the config file and flags, report any error, print the effective settings "
-          "and exit (exit status 0 when valid)");
-ABSL_FLAG(bool, list_metrics, false,
-          "print every metric the server exports (name, type, labels, meaning; tab-separated) "
-          "and exit");
-ABSL_FLAG(std::string, port_file, "",
-          "write \"<grpc port> <metrics port>\" here once listening (for scripts using port 0)");
 
 #ifndef PARITY_VERSION
 #define PARITY_VERSION "unknown"
@@ -58,110 +20,81 @@ ABSL_FLAG(std::string, port_file, "",
 
 namespace {
 
-// The flags named on the command line (Debian's Abseil keeps IsSpecifiedOnCommandLine private),
-// so that a flag overrides the config file only when the user gave it.
-std::vector<std::string>& GivenFlags() {
-  static std::vector<std::string> given;
-  return given;
-}
-
-void RecordGivenFlags(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view a = argv[i];
-    if (a == "--") break;
-    if (!absl::ConsumePrefix(&a, "--") && !absl::ConsumePrefix(&a, "-")) continue;
-    a = a.substr(0, a.find('='));
-    GivenFlags().emplace_back(a);
-    if (absl::ConsumePrefix(&a, "no")) GivenFlags().emplace_back(a);  // --noplaintext
-  }
-}
-
-bool Given(const char* name) {
-  for (const std::string& g : GivenFlags()) {
-    if (g == name) return true;
-  }
-  return false;
-}
+using parity::common::LogError;
+using parity::common::LogInfo;
 
 int Fail(const absl::Status& s) {
-  parity::common::LogError(s.ToString());
+  LogError(s.ToString());
   return s.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+// Prints the configuration keys as tab-separated rows: path, flag, type, default, meaning.
+void ListConfig() {
+  for (const parity::common::KeyDescription& k : parity::common::ServerKeys()) {
+    std::printf("%s\t%s\t%s\t%s\t%s\n", k.path.c_str(), k.flag.c_str(), k.kind.c_str(),
+                k.default_value.c_str(), k.doc.c_str());
+  }
+}
+
+// Writes "<grpc port> <metrics port>" atomically: readers never see a half-written file.
+void WritePortFile(const std::string& path, int port, int metrics_port) {
+  const std::string tmp = path + ".tmp";
+  if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
+    std::fprintf(f, "%d %d\n", port, metrics_port);
+    std::fclose(f);
+    std::rename(tmp.c_str(), path.c_str());
+  }
+}
+
+// The handler of --replay=false: every call is received and decoded, none is checked.
+parity::server::CallHandler SkipEverything() {
+  return [](const parity::server::CallOrigin&, const parity::v1::ApiCall& call,
+            const parity::server::BlobStore&) {
+    parity::v1::Verdict v;
+    v.set_sequence(call.sequence());
+    v.set_api_name(absl::StrCat(call.op_name(), ".", call.call_index()));
+    v.set_phase(call.phase());
+    v.set_step(call.step());
+    v.set_status(parity::v1::VERDICT_STATUS_SKIP);
+    v.set_message("not replayed: parity-server --replay=false");
+    return v;
+  };
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Parity benchmark server: replays operator calls streamed by Parity agents and judges "
-      "them.\n  parity-server --tls_path=certs/ --output_dir=results/\n  parity-server "
-      "--config=config.json\n  parity-server --plaintext --port=0 --port_file=ports.txt");
-  absl::FlagsUsageConfig usage;
-  // --help lists this file's flags (Abseil's default looks for a file named like the program).
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "server/main.cc");
-  };
-  // Named from the source tree's root, not the build machine's checkout.
-  usage.normalize_filename = [](absl::string_view file) {
-    const size_t at = file.rfind("server/main.cc");
-    return std::string(at == absl::string_view::npos ? file : file.substr(at));
-  };
-  usage.version_string = [] { return std::string("parity-server " PARITY_VERSION "\n"); };
-  absl::SetFlagsUsageConfig(usage);
-  RecordGivenFlags(argc, argv);
-  absl::ParseCommandLine(argc, argv);
   parity::common::SetLogPrefix("parity-server");
-  if (absl::GetFlag(FLAGS_list_metrics)) {
+  auto line = parity::server::ParseCommandLine(argc, argv);
+  if (!line.ok()) return Fail(line.status());
+  if (line->help) {
+    std::fputs(parity::server::HelpText().c_str(), stdout);
+    return 0;
+  }
+  if (line->version) {
+    std::printf("parity-server %s\n", PARITY_VERSION);
+    return 0;
+  }
+  if (line->list_metrics) {
     for (const parity::server::MetricInfo& m : parity::server::MetricCatalogue()) {
       std::printf("%s\t%s\t%s\t%s\n", m.name, m.type, m.labels, m.help);
     }
     return 0;
   }
-  parity::common::KeepLargeAllocations(std::size_t{256} << 20);
-  parity::common::LogLevel level;
-  if (!parity::common::ParseLogLevel(absl::GetFlag(FLAGS_log_level), &level)) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("--log_level: expected debug, info, warning or error, got \"",
-                     absl::GetFlag(FLAGS_log_level), "\"")));
+  if (line->list_config) {
+    ListConfig();
+    return 0;
   }
+  auto parsed = parity::server::LoadConfiguration(*line);
+  if (!parsed.ok()) return Fail(parsed.status());
+  const parity::common::ServerConfig& config = parsed->config;
+  parity::common::LogLevel level = parity::common::LogLevel::kInfo;
+  parity::common::ParseLogLevel(config.parity.log_level, &level);  // a checked choice
   parity::common::SetLogLevel(level);
+  for (const std::string& w : parsed->warnings) parity::common::LogWarning(w);
+  parity::common::KeepLargeAllocations(std::size_t{256} << 20);
 
-  parity::common::ServerConfig config;
-  if (!absl::GetFlag(FLAGS_config).empty()) {
-    auto parsed = parity::common::LoadServerConfig(absl::GetFlag(FLAGS_config));
-    if (!parsed.ok()) return Fail(parsed.status());
-    for (const std::string& w : parsed->warnings) parity::common::LogWarning(w);
-    config = std::move(parsed->config);
-  }
-  auto& o = config.parity;
-  if (Given("host")) config.host = absl::GetFlag(FLAGS_host);
-  if (Given("port")) config.port = absl::GetFlag(FLAGS_port);
-  if (Given("tls_path")) config.tls_path = absl::GetFlag(FLAGS_tls_path);
-  if (Given("plaintext")) o.plaintext = absl::GetFlag(FLAGS_plaintext);
-  if (Given("allow_plaintext_non_loopback")) {
-    o.allow_plaintext_non_loopback = absl::GetFlag(FLAGS_allow_plaintext_non_loopback);
-  }
-  if (Given("output_dir")) o.output_dir = absl::GetFlag(FLAGS_output_dir);
-  if (Given("metrics_host")) o.metrics_host = absl::GetFlag(FLAGS_metrics_host);
-  if (Given("metrics_port")) o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
-  if (Given("workers"))
-    o.workers = static_cast<uint32_t>(std::max(0, absl::GetFlag(FLAGS_workers)));
-  if (Given("bench_device")) o.bench_device = absl::GetFlag(FLAGS_bench_device);
-  if (Given("golden")) o.golden = absl::GetFlag(FLAGS_golden);
-  if (Given("standards_file")) o.standards_file = absl::GetFlag(FLAGS_standards_file);
-  if (Given("rank_list")) {
-    config.rank_list.clear();
-    for (absl::string_view r :
-         absl::StrSplit(absl::GetFlag(FLAGS_rank_list), ',', absl::SkipWhitespace())) {
-      int64_t v;
-      if (!absl::SimpleAtoi(r, &v) || v < 0) {
-        return Fail(absl::InvalidArgumentError(
-            absl::StrCat("--rank_list: \"", r, "\" is not a rank (a non-negative integer)")));
-      }
-      config.rank_list.push_back(v);
-    }
-  }
-
-  if (absl::GetFlag(FLAGS_check_config)) {
+  if (line->check_config) {
     auto checked = parity::server::ParityServer::Create(config);
     if (!checked.ok()) return Fail(checked.status());
     std::printf("configuration OK\n%s\n", (*checked)->Describe().c_str());
@@ -176,39 +109,31 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   parity::server::CallHandler handler;
-  if (!absl::GetFlag(FLAGS_replay)) {
-    handler = [](const parity::server::CallOrigin&, const parity::v1::ApiCall& call,
-                 const parity::server::BlobStore&) {
-      parity::v1::Verdict v;
-      v.set_sequence(call.sequence());
-      v.set_api_name(absl::StrCat(call.op_name(), ".", call.call_index()));
-      v.set_phase(call.phase());
-      v.set_step(call.step());
-      v.set_status(parity::v1::VERDICT_STATUS_SKIP);
-      v.set_message("not replayed: parity-server --replay=false");
-      return v;
-    };
+  if (!config.parity.replay) {
+    handler = SkipEverything();
     parity::common::LogWarning("--replay=false: calls are received but not checked");
   }
   auto server = parity::server::ParityServer::Create(config, std::move(handler));
   if (!server.ok()) return Fail(server.status());
-  parity::common::LogInfo(absl::StrCat("configuration:\n", (*server)->Describe()));
+  LogInfo(absl::StrCat("configuration:\n", (*server)->Describe()));
   if (absl::Status s = (*server)->Start(); !s.ok()) return Fail(s);
-  if (!absl::GetFlag(FLAGS_port_file).empty()) {
-    const std::string path = absl::GetFlag(FLAGS_port_file);
-    const std::string tmp = path + ".tmp";
-    if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
-      std::fprintf(f, "%d %d\n", (*server)->port(), (*server)->metrics_port());
-      std::fclose(f);
-      std::rename(tmp.c_str(), path.c_str());  // readers never see a half-written file
-    }
+  if (!line->port_file.empty()) {
+    WritePortFile(line->port_file, (*server)->port(), (*server)->metrics_port());
   }
   int sig = 0;
   sigwait(&signals, &sig);
-  parity::common::LogInfo(absl::StrCat("signal ", sig, ": finishing open streams"));
-  (*server)->Shutdown(std::chrono::seconds(10));
-  for (const std::string& p : (*server)->ResultPaths()) {
-    parity::common::LogInfo(absl::StrCat("results: ", p));
-  }
+  const auto grace = std::chrono::milliseconds(config.parity.shutdown_grace_ms);
+  LogInfo(
+      absl::StrCat("signal ", sig, ": finishing open streams (at most ", grace.count(), " ms)"));
+  // The shutdown always ends: streams are cancelled after the grace period, and if something
+  // still holds the server 10 s later (a wedged replay), the process exits anyway; the result
+  // files are flushed after every call, so nothing checked is lost.
+  std::thread([grace] {
+    std::this_thread::sleep_for(grace + std::chrono::seconds(10));
+    LogError("shutdown did not finish in time: exiting with calls still being checked");
+    _exit(3);
+  }).detach();
+  (*server)->Shutdown(grace);
+  for (const std::string& p : (*server)->ResultPaths()) LogInfo(absl::StrCat("results: ", p));
   return 0;
 }

@@ -16,6 +16,7 @@ with ``torch.ops.load_library``. Nothing here raises into the training loop exce
 """
 
 import atexit
+import difflib
 import json
 import os
 import random
@@ -24,8 +25,6 @@ import torch
 
 __all__ = ["PrecisionDebugger", "PrecisionError", "seed_all", "counters", "load_agent"]
 
-_TOP_LEVEL = {"task", "dump_path", "level", "rank", "step", "seed", "is_deterministic"}
-_TENSOR = {"scope", "list", "online_run_ut", "host", "port", "tls_path", "data_mode"}
 
 
 class PrecisionError(RuntimeError):
@@ -66,14 +65,28 @@ def _has_op(name):
         return False
 
 
+def _key_paths():
+    """Every agent configuration key's path ("tensor.host"), from the agent's own key table."""
+    return [k["path"] for k in json.loads(load_agent().config_keys())]
+
+
 def _merge(config, overrides):
+    """Puts keyword overrides where the key table says they live: `host=` in the tensor
+    section, `policy=` in the parity section, `step=` at the top. An unknown keyword is an
+    error naming the closest keys."""
+    paths = _key_paths()
+    by_name = {p.rsplit(".", 1)[-1]: p for p in paths}
     for key, value in overrides.items():
-        if key in _TOP_LEVEL:
-            config[key] = value
-        elif key in _TENSOR:
-            config.setdefault("tensor", {})[key] = value
-        else:
-            config.setdefault("parity", {})[key] = value
+        path = key if key in paths else by_name.get(key)
+        if path is None:
+            close = difflib.get_close_matches(key, list(by_name), n=3)
+            raise TypeError(f"unknown configuration key {key!r}"
+                            + (f" (did you mean {', '.join(close)}?)" if close else ""))
+        section = config
+        *parents, name = path.split(".")
+        for part in parents:
+            section = section.setdefault(part, {})
+        section[name] = value
     return config
 
 

@@ -100,7 +100,7 @@ TEST(AgentConfigTest, ReportsEveryErrorAtOnce) {
   EXPECT_THAT(m, HasSubstr("5 error(s)"));
   EXPECT_THAT(m, HasSubstr("step[0]: expected a non-negative integer or a range \"a-b\", got -1"));
   EXPECT_THAT(m, HasSubstr("tensor.online_run_ut: expected true or false, got \"yes\""));
-  EXPECT_THAT(m, HasSubstr("tensor.port: must be between -1 and 65535, got 70000"));
+  EXPECT_THAT(m, HasSubstr("tensor.port: must be between 1 and 65535, got 70000"));
   EXPECT_THAT(m, HasSubstr("parity.policy: expected one of \"drop\", \"block\", got \"wait\""));
   EXPECT_THAT(m, HasSubstr("parity.queue_max_bytes: expected a byte size"));
 }

@@ -53,6 +53,17 @@ class StreamContractTest : public ::testing::Test {
   std::shared_ptr<grpc::Channel> channel_;
 };
 
+// Waits, up to 30 s, for `done` (the server's state after a stream ended changes on its own
+// threads, after the client has seen the end).
+bool Eventually(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
 // VmSize of this process, in bytes (the address space reserved, which is what a reservation of
 // an announced size would have grown).
 uint64_t VmSizeBytes() {
@@ -134,7 +145,8 @@ TEST_F(StreamContractTest, ChunkTotalsAgreeAndBlobsAreCompleteBeforeTheirCall) {
     EXPECT_THAT(status.error_message(),
                 HasSubstr("chunked tensor 1: 256 of its 1024 bytes arrived before call 1"));
   }
-  EXPECT_EQ(server_->partial_blob_bytes(), 0u) << "the ended streams' blobs are released";
+  EXPECT_TRUE(Eventually([&] { return server_->partial_blob_bytes() == 0; }))
+      << "the ended streams' blobs are released: " << server_->partial_blob_bytes();
 }
 
 // An announcement costs nothing until its bytes arrive: six tensors announced at 1023 MiB with one
@@ -148,11 +160,7 @@ TEST_F(StreamContractTest, AnnouncedSizesReserveNoMemory) {
   // Measured while the stream holds them: reactions run in order, so once the seventh chunk's
   // byte is counted the six before it have been stored.
   ASSERT_TRUE(s.Send(Chunk(7, 1, 0, "y")));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (server_->partial_blob_bytes() < 7 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
-  ASSERT_EQ(server_->partial_blob_bytes(), 7u);
+  ASSERT_TRUE(Eventually([&] { return server_->partial_blob_bytes() == 7; }));
   const uint64_t after = VmSizeBytes();
   EXPECT_LT(after, before + (256ull << 20))
       << "VmSize grew by " << ((after - before) >> 20) << " MiB for six one-byte chunks";
@@ -176,11 +184,7 @@ TEST_F(StreamContractTest, PartialBlobBytesAreCappedPerServer) {
   ASSERT_TRUE(second.Hello(1));
   ASSERT_TRUE(first.Send(Chunk(1, 120000, 0, payload.substr(0, 60000))));
   // Wait until the first half is counted (reads are asynchronous).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (server_->partial_blob_bytes() < 60000 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
-  ASSERT_EQ(server_->partial_blob_bytes(), 60000u);
+  ASSERT_TRUE(Eventually([&] { return server_->partial_blob_bytes() == 60000; }));
   // 60000 + 100000 > 150000: the second stream is refused...
   second.Send(Chunk(1, 120000, 0, std::string(100000, 'b')));
   const grpc::Status status = second.Close();
@@ -193,7 +197,7 @@ TEST_F(StreamContractTest, PartialBlobBytesAreCappedPerServer) {
   ASSERT_TRUE(first.Read(&m));
   EXPECT_EQ(StatusText(m.verdict().status()), "pass") << m.verdict().ShortDebugString();
   EXPECT_TRUE(first.Close().ok());
-  EXPECT_EQ(server_->partial_blob_bytes(), 0u);
+  EXPECT_TRUE(Eventually([&] { return server_->partial_blob_bytes() == 0; }));
 }
 
 // std::bad_alloc while a stream receives ends that stream with RESOURCE_EXHAUSTED; the server

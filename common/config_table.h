@@ -1,0 +1,229 @@
+// Configuration keys as one table per side (agent, server): each key's dotted path, type, range,
+// documentation line and command-line flag, bound to its member of the config struct. The table
+// drives reading a config.json, the effective-configuration lines (and their digest), the
+// server's flags and --help, the key list the Python front-end routes keyword overrides with, and
+// the test that docs/configuration.md lists exactly these keys. Internal to common/config.cc and
+// its tests; not thread-safe to build, immutable after.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/config_reader.h"
+
+namespace parity::common {
+
+// What a key holds (for docs, flags and the Python key list).
+enum class KeyKind {
+  kBool,
+  kInteger,
+  kBytes,  // an integer or "64MiB"
+  kString,
+  kChoice,  // a string from a fixed set
+  kStringList,
+  kIndexList,  // non-negative integers and "a-b" ranges
+  kIgnored,    // accepted with a warning, no effect
+  kAccepted,   // accepted silently (another msprobe task's section or key)
+};
+
+// "bool", "integer", "size", ... as docs/configuration.md writes the type.
+const char* KeyKindName(KeyKind kind);
+
+template <typename Config>
+struct ConfigKey {
+  std::string path;  // "parity.workers", "tensor.host", "rank"
+  KeyKind kind = KeyKind::kString;
+  std::string doc;                   // one line
+  std::string flag;                  // command-line flag name; empty: none
+  std::vector<std::string> choices;  // kChoice
+  // Reads the key from its section's reader (`name` is the last path component).
+  std::function<void(ConfigReader&, const std::string& name, Config&)> read;
+  // The effective value as text; empty function: not part of the description.
+  std::function<std::string(const Config&)> show;
+
+  std::string Name() const { return path.substr(path.rfind('.') + 1); }
+  std::string Section() const {
+    const std::size_t dot = path.rfind('.');
+    return dot == std::string::npos ? "" : path.substr(0, dot);
+  }
+};
+
+template <typename Config>
+class KeyTable {
+ public:
+  using Key = ConfigKey<Config>;
+
+  // Each adder takes the key's path, an accessor `[](Config& c) { return &c.member; }`, the
+  // range or choices, and the doc line; it returns the key so a flag can be set with Flag().
+  template <typename Get>
+  Key& Bool(std::string path, Get get, std::string doc) {
+    Key& k = Add(std::move(path), KeyKind::kBool, std::move(doc));
+    k.read = [get](ConfigReader& r, const std::string& n, Config& c) { r.Bool(n, get(c)); };
+    k.show = [get](const Config& c) {
+      return std::string(*get(const_cast<Config&>(c)) ? "true" : "false");
+    };
+    return k;
+  }
+  template <typename Get>
+  Key& Int(std::string path, Get get, int64_t min, int64_t max, std::string doc) {
+    Key& k = Add(std::move(path), KeyKind::kInteger, std::move(doc));
+    k.read = [get, min, max](ConfigReader& r, const std::string& n, Config& c) {
+      auto* out = get(c);
+      int64_t v = static_cast<int64_t>(*out);
+      r.Int(n, &v, min, max);
+      *out = static_cast<std::remove_reference_t<decltype(*out)>>(v);
+    };
+    k.show = [get](const Config& c) { return absl::StrCat(*get(const_cast<Config&>(c))); };
+    return k;
+  }
+  template <typename Get>
+  Key& Bytes(std::string path, Get get, std::string doc) {
+    Key& k = Add(std::move(path), KeyKind::kBytes, std::move(doc));
+    k.read = [get](ConfigReader& r, const std::string& n, Config& c) { r.Bytes(n, get(c)); };
+    k.show = [get](const Config& c) { return absl::StrCat(*get(const_cast<Config&>(c))); };
+    return k;
+  }
+  template <typename Get>
+  Key& String(std::string path, Get get, std::string doc) {
+    Key& k = Add(std::move(path), KeyKind::kString, std::move(doc));
+    k.read = [get](ConfigReader& r, const std::string& n, Config& c) { r.String(n, get(c)); };
+    k.show = [get](const Config& c) { return *get(const_cast<Config&>(c)); };
+    return k;
+  }
+  // A choice kept as text in the struct.
+  template <typename Get>
+  Key& Choice(std::string path, Get get, std::vector<std::string> choices, std::string doc) {
+    Key& k = Add(std::move(path), KeyKind::kChoice, std::move(doc));
+    k.choices = choices;
+    k.read = [get, choices](ConfigReader& r, const std::string& n, Config& c) {
+      r.Choice(n, get(c), choices);
+    };
+    k.show = [get](const Config& c) { return *get(const_cast<Config&>(c)); };
+    return k;
+  }
+  // A choice kept as an enum: `names` lists (text, value) pairs.
+  template <typename Get, typename Enum>
+  Key& EnumChoice(std::string path, Get get, std::vector<std::pair<std::string, Enum>> names,
+                  std::string doc) {
+    Key& k = Add(std::move(path), KeyKind::kChoice, std::move(doc));
+    for (const auto& [text, value] : names) k.choices.push_back(text);
+    k.read = [get, names, choices = k.choices](ConfigReader& r, const std::string& n, Config& c) {
+      std::string text;
+      for (const auto& [t, v] : names) {
+        if (v == *get(c)) text = t;
+      }
+      r.Choice(n, &text, choices);
+      for (const auto& [t, v] : names) {
+        if (t == text) *get(c) = v;
+      }
+    };
+    k.show = [get, names](const Config& c) {
+      for (const auto& [t, v] : names) {
+        if (v == *get(const_cast<Config&>(c))) return t;
+      }
+      return std::string("?");
+    };
+    return k;
+  }
+  template <typename Get>
+  Key& StringList(std::string path, Get get, std::string doc) {
+    Key& k = Add(std::move(path), KeyKind::kStringList, std::move(doc));
+    k.read = [get](ConfigReader& r, const std::string& n, Config& c) { r.StringList(n, get(c)); };
+    k.show = [get](const Config& c) {
+      return absl::StrCat("[", absl::StrJoin(*get(const_cast<Config&>(c)), ", "), "]");
+    };
+    return k;
+  }
+  template <typename Get>
+  Key& IndexList(std::string path, Get get, std::string doc) {
+    Key& k = Add(std::move(path), KeyKind::kIndexList, std::move(doc));
+    k.read = [get](ConfigReader& r, const std::string& n, Config& c) { r.IndexList(n, get(c)); };
+    k.show = [get](const Config& c) {
+      const auto& v = *get(const_cast<Config&>(c));
+      return v.empty() ? std::string("[] (all)") : absl::StrCat("[", absl::StrJoin(v, ", "), "]");
+    };
+    return k;
+  }
+  // A key of msprobe's that Parity accepts with a warning saying why it has no effect.
+  Key& Ignored(std::string path, std::string why) {
+    Key& k = Add(std::move(path), KeyKind::kIgnored, why);
+    k.read = [why](ConfigReader& r, const std::string& n, Config&) { r.Ignored(n, why); };
+    return k;
+  }
+  // A key (or section) of another msprobe task that may share the file: accepted silently.
+  Key& Accepted(std::string path, std::string doc) {
+    Key& k = Add(std::move(path), KeyKind::kAccepted, std::move(doc));
+    k.read = [](ConfigReader& r, const std::string& n, Config&) { r.Accepted(n); };
+    return k;
+  }
+  // A key read by `read` (for keys with rules of their own); `show` may be empty.
+  Key& Custom(std::string path, KeyKind kind,
+              std::function<void(ConfigReader&, const std::string&, Config&)> read,
+              std::function<std::string(const Config&)> show, std::string doc) {
+    Key& k = Add(std::move(path), kind, std::move(doc));
+    k.read = std::move(read);
+    k.show = std::move(show);
+    return k;
+  }
+
+  const std::vector<Key>& keys() const { return keys_; }
+  const Key* Find(const std::string& path) const {
+    for (const Key& k : keys_) {
+      if (k.path == path) return &k;
+    }
+    return nullptr;
+  }
+
+  // Reads every key from `doc` into `config`, in table order; problems go to `issues`, keys no
+  // row names are warnings. Sections are the keys' path prefixes; a non-object where a section
+  // belongs is an error.
+  void Read(const nlohmann::json& doc, Config& config, ConfigIssues& issues) const {
+    std::map<std::string, ConfigReader> readers;
+    readers.emplace("", ConfigReader(&doc, "", &issues));
+    for (const Key& k : keys_) {
+      k.read(ReaderFor(readers, k.Section()), k.Name(), config);
+    }
+    // Deepest sections first, so unknown keys are reported in a stable order.
+    for (auto it = readers.rbegin(); it != readers.rend(); ++it) it->second.Finish();
+  }
+
+  // "path = value" lines for every shown key.
+  std::string Describe(const Config& config) const {
+    std::vector<std::string> lines;
+    for (const Key& k : keys_) {
+      if (k.show) lines.push_back(absl::StrCat(k.path, " = ", k.show(config)));
+    }
+    return absl::StrJoin(lines, "\n");
+  }
+
+ private:
+  Key& Add(std::string path, KeyKind kind, std::string doc) {
+    Key k;
+    k.path = std::move(path);
+    k.kind = kind;
+    k.doc = std::move(doc);
+    keys_.push_back(std::move(k));
+    return keys_.back();
+  }
+
+  static ConfigReader& ReaderFor(std::map<std::string, ConfigReader>& readers,
+                                 const std::string& section) {
+    auto it = readers.find(section);
+    if (it != readers.end()) return it->second;
+    const std::size_t dot = section.rfind('.');
+    const std::string parent = dot == std::string::npos ? "" : section.substr(0, dot);
+    const std::string name = dot == std::string::npos ? section : section.substr(dot + 1);
+    ConfigReader child = ReaderFor(readers, parent).Section(name);
+    return readers.emplace(section, std::move(child)).first->second;
+  }
+
+  std::vector<Key> keys_;
+};
+
+}  // namespace parity::common
