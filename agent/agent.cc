@@ -2,6 +2,7 @@
 // the zero-code path: loaded with LD_PRELOAD and PARITY_CONFIG set, the agent starts itself.
 #include "parity/agent.h"
 
+#include <openssl/ssl.h>
 #include <pthread.h>
 #include <torch/library.h>
 
@@ -55,6 +56,16 @@ bool StartWith(absl::StatusOr<common::Parsed<common::AgentConfig>> parsed, std::
   }
   static std::once_flag once;
   std::call_once(once, [] {
+    // The agent's exit handler connects and sends over TLS (a server that comes up late, or
+    // calls still queued). atexit handlers run last-registered first, and OpenSSL registers its
+    // own cleanup when it is first initialised, which would be later (on the sender's first
+    // connection): it then ran before ours and left TLS unusable ("ca.crt: not a PEM
+    // certificate", "Could not create ssl context"). Initialised now without that cleanup, it
+    // stays usable until the process ends, whatever else initialises it afterwards (the first
+    // caller's options decide).
+    OPENSSL_init_ssl(
+        OPENSSL_INIT_NO_ATEXIT | OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS,
+        nullptr);
     std::atexit(&StopAtExit);  // before static destruction tears libtorch down
     pthread_atfork(nullptr, nullptr, &InChildAfterFork);
   });
@@ -139,6 +150,8 @@ std::string OpCounters() {
                       {"sent", c.sent},
                       {"sent_bytes", c.sent_bytes},
                       {"dropped", c.dropped},
+                      {"lost_in_flight", c.lost_in_flight},
+                      {"unencodable", c.unencodable},
                       {"sampled_out", c.sampled_out},
                       {"reconnects", c.reconnects},
                       {"verdicts", c.verdicts},

@@ -85,9 +85,10 @@ void AgentCore::Stop() {
   if (!reasons.empty()) reasons += ")";
   common::LogInfo(absl::StrCat(
       "stopped: ", c.captured, " captured, ", c.sent, " sent (", c.sent_bytes, " bytes), ", dropped,
-      " dropped", reasons, ", ", c.sampled_out, " sampled out; verdicts: ", c.pass, " pass, ",
-      c.warning, " warning, ", c.error, " error, ", c.skip, " skip, ", c.rejected, " rejected; ",
-      c.reconnects, " reconnects",
+      " dropped", reasons, ", ", c.lost_in_flight, " lost in flight, ", c.sampled_out,
+      " sampled out; verdicts: ", c.pass, " pass, ", c.warning, " warning, ", c.error, " error, ",
+      c.skip, " skip, ", c.rejected, " rejected; ", c.reconnects, " reconnects",
+      c.unencodable > 0 ? absl::StrCat("; ", c.unencodable, " sent without data") : "",
       c.unreadable > 0 ? absl::StrCat("; ", c.unreadable, " unreadable server messages") : ""));
 }
 
@@ -205,8 +206,9 @@ Counters AgentCore::GetCounters() const {
   c.sent_bytes = counters_.sent_bytes.load();
   c.dropped["queue_full"] = counters_.drop_queue_full.load();
   c.dropped["disconnected"] = counters_.drop_disconnected.load();
-  c.dropped["encode_error"] = counters_.drop_encode_error.load();
   c.dropped["stopped"] = counters_.drop_stopped.load();
+  c.lost_in_flight = counters_.lost_in_flight.load();
+  c.unencodable = counters_.unencodable.load();
   c.sampled_out = counters_.sampled_out.load();
   c.reconnects = counters_.reconnects.load();
   c.verdicts = counters_.verdicts.load();

@@ -39,8 +39,11 @@ c10::IValue ToHost(const c10::IValue& v);
 // Counters shared by the hook, the sender and the API. Relaxed atomics: they are statistics.
 struct AtomicCounters {
   std::atomic<uint64_t> captured{0}, sent{0}, sent_bytes{0}, sampled_out{0}, reconnects{0};
-  std::atomic<uint64_t> drop_queue_full{0}, drop_disconnected{0}, drop_encode_error{0},
-      drop_stopped{0};
+  std::atomic<uint64_t> drop_queue_full{0}, drop_disconnected{0}, drop_stopped{0};
+  // Written to a stream that ended before their verdicts came: lost, not dropped.
+  std::atomic<uint64_t> lost_in_flight{0};
+  // Sent without their data (a value the codec cannot encode); the server answers SKIP.
+  std::atomic<uint64_t> unencodable{0};
   std::atomic<uint64_t> verdicts{0}, pass{0}, warning{0}, error{0}, skip{0}, rejected{0},
       unreadable{0};
   std::atomic<bool> connected{false};

@@ -108,6 +108,17 @@ void Sender::Run() {
       }
       backoff_ms = o.reconnect_initial_ms;
     }
+    bool stream_ended = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stream_ended = conn_->reader_done;
+    }
+    if (stream_ended) {
+      // The server ended the stream (or died): count what it never answered, then reconnect
+      // now rather than at the next failed write.
+      Disconnect(false);
+      continue;
+    }
     std::unique_ptr<CapturedCall> call;
     if (queue_.Pop(&call, std::chrono::milliseconds(200))) {
       if (!SendCall(*call)) {
@@ -153,6 +164,7 @@ bool Sender::Connect() {
         log_once(
             absl::StrCat("TLS set-up failed, nothing will be checked: ", tls.status().ToString()),
             common::LogLevel::kError);
+        undeliverable_.store(true);  // until the files change: retried, but not waited for
         return false;
       }
       creds = tls->credentials;
@@ -160,13 +172,12 @@ bool Sender::Connect() {
     }
     channel_ = grpc::CreateCustomChannel(target, creds, args);
   }
-  const auto deadline =
-      std::chrono::system_clock::now() + std::chrono::milliseconds(cfg.parity.connect_timeout_ms);
-  if (!channel_->WaitForConnected(deadline)) {
+  if (!WaitForConnected(std::chrono::milliseconds(cfg.parity.connect_timeout_ms))) {
     // gRPC says only "unavailable"; a handshake of our own says why (refused port, untrusted
-    // server, refused client certificate, plaintext server, wrong name).
+    // server, refused client certificate, plaintext server, wrong name). Not while the session
+    // is ending: the end is bounded by flush_timeout_ms, and the diagnosis takes its own time.
     std::string why;
-    if (!cfg.parity.plaintext) {
+    if (!cfg.parity.plaintext && !closing_.load()) {
       why = common::DiagnoseTlsConnection(cfg.host, static_cast<int>(cfg.port), cfg.tls_path,
                                           cfg.parity.server_name,
                                           static_cast<int>(cfg.parity.connect_timeout_ms));
@@ -211,6 +222,13 @@ bool Sender::Connect() {
     log_once(absl::StrCat("server ", target, " refused the stream: ", s.error_message(), " (code ",
                           static_cast<int>(s.error_code()), ")"),
              common::LogLevel::kError);
+    // Refused for what this agent is (its rank, its version, its Hello): retrying will not
+    // change that, so the end of the session does not wait for it.
+    const grpc::StatusCode code = s.error_code();
+    undeliverable_.store(code == grpc::StatusCode::PERMISSION_DENIED ||
+                         code == grpc::StatusCode::FAILED_PRECONDITION ||
+                         code == grpc::StatusCode::INVALID_ARGUMENT ||
+                         code == grpc::StatusCode::UNAUTHENTICATED);
     return false;
   }
   const v1::ServerInfo& info = reply.server_info();
@@ -219,6 +237,7 @@ bool Sender::Connect() {
   Connection* raw = c.get();
   c->reader = std::thread([this, raw] { ReadLoop(raw); });
   conn_ = std::move(c);
+  undeliverable_.store(false);
   if (ever_connected_) core_->counters().reconnects.fetch_add(1);
   ever_connected_ = true;
   core_->counters().connected.store(true);
@@ -227,6 +246,19 @@ bool Sender::Connect() {
   common::LogInfo(absl::StrCat("connected to ", target, " (server ", info.server_version(),
                                ", bench ", info.bench_device(), ", rank ", rank_, ")"));
   return true;
+}
+
+bool Sender::WaitForConnected(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::system_clock::now() + timeout;
+  for (;;) {
+    // Slices of at most 100 ms, so that a stop never waits out a whole connect timeout.
+    const auto slice =
+        std::min(deadline, std::chrono::system_clock::now() + std::chrono::milliseconds(100));
+    if (channel_->WaitForConnected(slice)) return true;
+    if (std::chrono::system_clock::now() >= deadline) return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return false;
+  }
 }
 
 void Sender::ReadLoop(Connection* c) {
@@ -278,7 +310,9 @@ void Sender::Disconnect(bool goodbye) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     live_context_ = nullptr;
-    answered_ = written_;  // verdicts of a lost stream never come
+    // Verdicts of a stream that ended never come: those calls are lost, and counted so.
+    core_->counters().lost_in_flight.fetch_add(written_ - answered_);
+    answered_ = written_;
     cv_.notify_all();
   }
   core_->counters().connected.store(false);
@@ -343,7 +377,7 @@ bool Sender::SendCall(CapturedCall& call) {
     a->clear_outputs();
     a->set_skip_reason(absl::StrCat("the agent could not send this call: ", s.message()));
     sink.blobs.clear();
-    core_->counters().drop_encode_error.fetch_add(1);
+    core_->counters().unencodable.fetch_add(1);
   }
   for (const auto& [id, payload] : sink.blobs) {
     for (std::size_t off = 0; off < payload.size(); off += kChunkBytes) {
@@ -358,8 +392,8 @@ bool Sender::SendCall(CapturedCall& call) {
   // Held back only while another call is queued: the sender pops it next, and its write (or,
   // failing that, the stats below) sends both.
   if (!Write(std::move(msg), /*more=*/queue_.size() > 0)) return false;
-  // A call whose data could not be encoded went out as a record only: counted as an
-  // encode_error drop, not as sent, so that captured = sent + dropped.
+  // A call whose data could not be encoded went out as a record only: it gets a verdict (SKIP)
+  // like any other, and is counted as unencodable, not as sent.
   if (s.ok()) core_->counters().sent.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu_);
   ++written_;
@@ -375,7 +409,7 @@ v1::AgentStats Sender::Stats() const {
   auto& d = *s.mutable_dropped_calls();
   d["queue_full"] = c.drop_queue_full.load();
   d["disconnected"] = c.drop_disconnected.load();
-  d["encode_error"] = c.drop_encode_error.load();
+  s.set_lost_in_flight_calls(c.lost_in_flight.load());
   s.set_reconnects(c.reconnects.load());
   s.set_queue_depth(queue_.size());
   s.set_step(core_->step());
@@ -397,6 +431,9 @@ bool Sender::Flush(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   while (std::chrono::steady_clock::now() < deadline) {
     if (pending_.load() == 0 && answered_ >= written_) return true;
+    // Nothing can be delivered (TLS material unusable, or the server refused this agent): no
+    // point in waiting.
+    if (undeliverable_.load() && !core_->counters().connected.load()) break;
     // The queue has its own condition variable: re-check in short slices.
     cv_.wait_for(lock, std::chrono::milliseconds(20));
   }
@@ -408,6 +445,9 @@ void Sender::Stop() {
     std::lock_guard<std::mutex> lock(mu_);
     if (!started_ || stopping_) return;
   }
+  // From here on the whole stop takes flush_timeout_ms and little more: connection attempts
+  // skip their diagnosis and wait in slices, and whatever is still in flight is cancelled.
+  closing_.store(true);
   const bool flushed = Flush(std::chrono::milliseconds(core_->config().parity.flush_timeout_ms));
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -43,6 +43,8 @@ class Sender {
 
   void Run();
   bool Connect();
+  // channel_->WaitForConnected, given up early when the sender stops.
+  bool WaitForConnected(std::chrono::milliseconds timeout);
   void Disconnect(bool goodbye);
   bool SendCall(CapturedCall& call);
   // Writes `m`; its tensor bytes are sent from its own memory, which the stream keeps alive.
@@ -74,6 +76,10 @@ class Sender {
   uint64_t written_ = 0;   // calls written
   // Calls pushed and not yet written or dropped (queued, or in the sender's hands).
   std::atomic<uint64_t> pending_{0};
+  // The last connection attempt failed in a way retrying cannot fix (TLS material, a refused
+  // Hello): the end of the session does not wait for a delivery that cannot happen.
+  std::atomic<bool> undeliverable_{false};
+  std::atomic<bool> closing_{false};             // Stop() has begun
   grpc::ClientContext* live_context_ = nullptr;  // for TryCancel from Stop()
 };
 

@@ -7,11 +7,15 @@
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
+#include <pthread.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 
@@ -212,6 +216,46 @@ std::string SslFailure() {
   return reason ? reason : "unknown TLS error";
 }
 
+// Blocks SIGPIPE on this thread for its lifetime and discards one raised meanwhile. OpenSSL's
+// socket BIO writes with write(2), and a write to a peer that hung up raises SIGPIPE, whose
+// default action ends the process: a libtorch program training with the agent must not die
+// because a diagnosis wrote to a closed server. (gRPC's own sends use MSG_NOSIGNAL.)
+class ScopedNoSigpipe {
+ public:
+  ScopedNoSigpipe() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~ScopedNoSigpipe() {
+    if (!was_pending_) {
+      sigset_t pending;
+      sigpending(&pending);
+      if (sigismember(&pending, SIGPIPE) == 1) {
+        const timespec zero{0, 0};
+        sigtimedwait(&pipe_, nullptr, &zero);  // ours: consume it before unblocking
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+
+ private:
+  sigset_t pipe_, old_;
+  bool was_pending_ = false;
+};
+
+// Whether SSL_connect/SSL_read returning `rc` gave up because the socket's receive timeout
+// (SO_RCVTIMEO, set by ConnectTcp) expired: the peer said nothing, rather than something bad.
+bool TimedOut(SSL* ssl, int rc) {
+  const int e = errno;
+  const int err = SSL_get_error(ssl, rc);
+  return err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE ||
+         (err == SSL_ERROR_SYSCALL && (e == EAGAIN || e == EWOULDBLOCK));
+}
+
 std::string ExplainAlert(const std::string& reason, const std::string& tls_path,
                          bool client_certificate) {
   const std::string where = absl::StrCat(" (", reason, ")");
@@ -222,8 +266,17 @@ std::string ExplainAlert(const std::string& reason, const std::string& tls_path,
                         kClientCertFile, " and ", kClientKeyFile, ", signed by the server's ",
                         kCaFile, ", in ", tls_path, where);
   }
-  if (closed || absl::StrContains(reason, "unknown ca") ||
-      absl::StrContains(reason, "bad certificate") ||
+  if (closed) {
+    // No alert, just the end of the connection: a TLS server refusing a certificate says so.
+    return absl::StrCat(
+        "the server closed the connection during the TLS handshake without saying why: it may "
+        "have refused this agent's client certificate ",
+        tls_path, "/", kClientCertFile,
+        " (not signed by the CA it trusts, or expired), or it is "
+        "not a Parity server",
+        where);
+  }
+  if (absl::StrContains(reason, "unknown ca") || absl::StrContains(reason, "bad certificate") ||
       absl::StrContains(reason, "certificate unknown") ||
       absl::StrContains(reason, "decrypt error")) {
     return absl::StrCat("the server refused this agent's client certificate ", tls_path, "/",
@@ -271,6 +324,7 @@ std::string DiagnoseTlsConnection(const std::string& host, int port, const std::
   static const unsigned char kAlpn[] = {2, 'h', '2'};
   SSL_CTX_set_alpn_protos(ctx.get(), kAlpn, sizeof(kAlpn));
 
+  const ScopedNoSigpipe no_sigpipe;
   std::string error;
   const int fd = ConnectTcp(host, port, timeout_ms, &error);
   if (fd < 0) return error;
@@ -284,7 +338,13 @@ std::string DiagnoseTlsConnection(const std::string& host, int port, const std::
   }
   ERR_clear_error();
   std::string result;
-  if (SSL_connect(ssl.get()) != 1) {
+  const std::string silent =
+      absl::StrCat("the server at ", host, ":", port, " accepted the TCP connection but ");
+  const int connected = SSL_connect(ssl.get());
+  if (connected != 1 && TimedOut(ssl.get(), connected)) {
+    result = absl::StrCat(silent, "did not complete the TLS handshake within ", timeout_ms,
+                          " ms: it is hung (stopped, overloaded), or not a Parity server");
+  } else if (connected != 1) {
     const long verify = SSL_get_verify_result(ssl.get());  // NOLINT(runtime/int)
     if (verify == X509_V_ERR_HOSTNAME_MISMATCH || verify == X509_V_ERR_IP_ADDRESS_MISMATCH) {
       result = absl::StrCat("the server's certificate does not name \"", name,
@@ -305,6 +365,15 @@ std::string DiagnoseTlsConnection(const std::string& host, int port, const std::
     const int n = SSL_read(ssl.get(), buf, sizeof(buf));
     if (n <= 0 && SSL_get_error(ssl.get(), n) == SSL_ERROR_SSL) {
       result = ExplainAlert(SslFailure(), tls_path, material->client_certificate);
+    } else if (n <= 0 && TimedOut(ssl.get(), n)) {
+      // A gRPC server speaks first after the handshake (its HTTP/2 settings).
+      result = absl::StrCat(silent, "after the TLS handshake sent nothing for ", timeout_ms,
+                            " ms (a gRPC server sends its HTTP/2 settings at once): it is hung, "
+                            "or not a Parity server");
+    } else if (n <= 0 && SSL_get_error(ssl.get(), n) == SSL_ERROR_ZERO_RETURN) {
+      result = absl::StrCat(silent,
+                            "closed the connection after the TLS handshake: it is not a "
+                            "Parity server, or it refused this agent");
     }
   }
   ERR_clear_error();

@@ -20,10 +20,10 @@ namespace {
 
 constexpr const char* kVerdicts[] = {"pass", "warning", "error", "skip", "rejected"};
 constexpr const char* kPhases[] = {"forward", "backward", "unspecified"};
-// The agent's drop reasons; anything else an agent reports counts as "other" (the label set
-// stays closed whatever a client sends).
-constexpr const char* kDropReasons[] = {"queue_full",   "disconnected", "too_large",
-                                        "encode_error", "sampled_out",  "other"};
+// The agent's loss reasons (AgentStats: dropped_calls by reason, and lost_in_flight_calls);
+// anything else an agent reports counts as "other" (the label set stays closed whatever a
+// client sends).
+constexpr const char* kDropReasons[] = {"queue_full", "disconnected", "lost_in_flight", "other"};
 
 // Latency buckets from 100 µs to ~1 min: small elementwise ops to large matmuls on CPU.
 prometheus::Histogram::BucketBoundaries LatencyBuckets() {

@@ -404,6 +404,10 @@ class CheckService::Reactor final
       const uint64_t before = it == last_stats_.dropped_calls().end() ? 0 : it->second;
       if (n > before) m->AgentDropped(reason, n - before);
     }
+    if (stats.lost_in_flight_calls() > last_stats_.lost_in_flight_calls()) {
+      m->AgentDropped("lost_in_flight",
+                      stats.lost_in_flight_calls() - last_stats_.lost_in_flight_calls());
+    }
     last_stats_ = stats;
   }
 

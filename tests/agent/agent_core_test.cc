@@ -3,7 +3,11 @@
 // fail_fast, and a server that goes away and comes back on the same port.
 #include "agent/agent_core.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <cstdio>
@@ -114,18 +118,22 @@ class RecordingServer {
 };
 
 // Not a ParityServer: a server speaking the Check method's bytes itself, which answers Hello
-// properly and then puts `garbage` (bytes that are no ServerMessage) before each call's verdict.
+// properly and then puts `garbage` (bytes that are no ServerMessage) before each call's verdict;
+// or, with `answer_calls` false, never answers a call at all.
 class GarbledServer : public grpc::CallbackGenericService {
  public:
-  explicit GarbledServer(std::string garbage) : garbage_(std::move(garbage)) {
+  explicit GarbledServer(std::string garbage, bool answer_calls = true)
+      : garbage_(std::move(garbage)), answer_calls_(answer_calls) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     builder.RegisterCallbackGenericService(this);
     server_ = builder.BuildAndStart();
   }
-  ~GarbledServer() override { server_->Shutdown(); }
+  // Cancels open streams at once: the server dies, whatever its clients are doing.
+  ~GarbledServer() override { server_->Shutdown(std::chrono::system_clock::now()); }
   int port() const { return port_; }
   uint64_t verdicts_sent() const { return verdicts_sent_.load(); }
+  uint64_t calls_received() const { return calls_received_.load(); }
 
  private:
   class Reactor : public testing::GenericStreamReactor {
@@ -142,6 +150,8 @@ class GarbledServer : public grpc::CallbackGenericService {
         info.mutable_server_info()->set_max_message_bytes(4 << 20);
         out_.push_back(common::Serialize(info));
       } else if (m.has_call()) {
+        server_->calls_received_.fetch_add(1);
+        if (!server_->answer_calls_) return;
         grpc::Slice slice(server_->garbage_);
         out_.emplace_back(&slice, 1);
         v1::ServerMessage verdict;
@@ -166,7 +176,9 @@ class GarbledServer : public grpc::CallbackGenericService {
   }
 
   const std::string garbage_;
+  const bool answer_calls_;
   std::atomic<uint64_t> verdicts_sent_{0};
+  std::atomic<uint64_t> calls_received_{0};
   int port_ = 0;
   std::unique_ptr<grpc::Server> server_;
 };
@@ -223,11 +235,35 @@ void TrainStep(torch::Tensor& w, const torch::Tensor& x) {
   w.grad().zero_();
 }
 
-// Every captured call was either sent or counted as dropped (by reason).
+// After stop(), every captured call got a verdict, was dropped (by reason) or was lost in
+// flight.
 void ExpectEveryCallAccountedFor(const Counters& c) {
   uint64_t dropped = 0;
   for (const auto& [reason, n] : c.dropped) dropped += n;
-  EXPECT_EQ(c.captured, c.sent + dropped);
+  EXPECT_EQ(c.captured, c.verdicts + dropped + c.lost_in_flight)
+      << c.verdicts << " verdicts, " << dropped << " dropped, " << c.lost_in_flight << " lost";
+}
+
+// How long `f` takes (with a hang detector far above any expected time).
+template <typename F>
+std::chrono::milliseconds TimeOf(F f) {
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(FinishesWithin(std::chrono::seconds(300), f));
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               start);
+}
+
+// A loopback port nothing listens on (bound, read, released).
+int UnusedPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ::close(fd);
+  return ntohs(addr.sin_port);
 }
 
 TEST(AgentCoreTest, NamesCallsByOpOverloadStepIndexPhaseAndModule) {
@@ -431,6 +467,59 @@ TEST(AgentCoreTest, BlockTimeoutBoundsTheWaitOnAWedgedServer) {
   EXPECT_GT(c.dropped.at("queue_full"), 0u);
   ExpectEveryCallAccountedFor(c);
   server.Release();
+}
+
+// The end of the session takes flush_timeout_ms and little more, even while connection
+// attempts to a server that is gone would each wait out their connect timeout.
+TEST(AgentCoreTest, StopIsBoundedByTheFlushTimeoutWhenTheServerIsGone) {
+  common::AgentConfig config = Config(UnusedPort());
+  config.parity.policy = common::QueuePolicy::kDrop;
+  config.parity.connect_timeout_ms = 20000;
+  config.parity.flush_timeout_ms = 1000;
+  auto agent = StartAgent(config);
+  torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
+  TrainStep(w, torch::randn({3, 4}));
+  const std::chrono::milliseconds took = TimeOf([&] { agent->Stop(); });
+  EXPECT_LT(took.count(), 1000 + 3000) << "stop() waited out a connection attempt";
+  const Counters c = agent->GetCounters();
+  EXPECT_GT(c.dropped.at("stopped"), 0u);
+  ExpectEveryCallAccountedFor(c);
+}
+
+// Nothing can be delivered (a tls_path without ca.crt): the end of the session does not wait.
+TEST(AgentCoreTest, StopDoesNotWaitWhenNothingCanBeDelivered) {
+  common::AgentConfig config = Config(UnusedPort());
+  config.parity.plaintext = false;
+  config.tls_path = testing::MakeTempDir("parity_no_ca_");
+  config.parity.flush_timeout_ms = 60000;
+  auto agent = StartAgent(config);
+  torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
+  TrainStep(w, torch::randn({3, 4}));
+  const std::chrono::milliseconds took = TimeOf([&] { agent->Stop(); });
+  EXPECT_LT(took.count(), 10000) << "stop() waited for a delivery that could not happen";
+  ExpectEveryCallAccountedFor(agent->GetCounters());
+}
+
+// Calls written to a stream whose server dies before answering are lost in flight: counted,
+// so that captured = verdicts + dropped + lost.
+TEST(AgentCoreTest, CallsWrittenToAStreamThatDiesAreCountedAsLost) {
+  auto server = std::make_unique<GarbledServer>("", /*answer_calls=*/false);
+  common::AgentConfig config = Config(server->port());
+  config.parity.flush_timeout_ms = 500;
+  auto agent = StartAgent(config);
+  torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
+  TrainStep(w, torch::randn({3, 4}));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (server->calls_received() < 5 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_GE(server->calls_received(), 5u);
+  server.reset();  // dies with every call unanswered
+  agent->Stop();
+  const Counters c = agent->GetCounters();
+  EXPECT_GE(c.lost_in_flight, 5u);
+  EXPECT_EQ(c.verdicts, 0u);
+  ExpectEveryCallAccountedFor(c);
 }
 
 }  // namespace

@@ -27,10 +27,12 @@ def make_certs(directory):
 class Server:
     """parity-server on ephemeral ports; stop() sends SIGTERM and waits."""
 
-    def __init__(self, workdir, tls_dir=None, extra=(), nice=0):
+    def __init__(self, workdir, tls_dir=None, extra=(), nice=0, port=0):
         self.out = os.path.join(workdir, "results")
         port_file = os.path.join(workdir, "ports")
-        args = (["nice", "-n", str(nice)] if nice else []) + [SERVER, "--port=0", "--metrics_port=0", "--metrics_host=127.0.0.1",
+        if os.path.exists(port_file):
+            os.remove(port_file)
+        args = (["nice", "-n", str(nice)] if nice else []) + [SERVER, f"--port={port}", "--metrics_port=0", "--metrics_host=127.0.0.1",
                 "--host=127.0.0.1", f"--output_dir={self.out}", f"--port_file={port_file}",
                 "--bench_device=cpu", *extra]
         args.append(f"--tls_path={tls_dir}" if tls_dir else "--plaintext")

@@ -2,7 +2,10 @@
 TLS with a planted fault, LD_PRELOAD with no code change, a libtorch C++ program, and the server
 killed in the middle of a run."""
 import os
+import re
+import subprocess
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -62,6 +65,41 @@ class AgentEndToEndTest(unittest.TestCase):
         # Steps came from optimizer.step(): three of them.
         self.assertEqual({x["step"] for x in records if x["op"] == "aten::linear"}, {0, 1, 2})
         self.assertFalse(errors(server.rows("api_precision_compare_result_")))
+
+    def test_ld_preload_delivers_at_exit_to_a_server_that_comes_up_late(self):
+        # The agent is not connected when the training loop ends: its exit path must still
+        # connect over TLS (after OpenSSL would have cleaned itself up) and deliver every call.
+        port = harness.free_port()
+        config = harness.agent_config(os.path.join(self.dir, "config.json"), port,
+                                      self.client_tls, reconnect_initial_ms=50,
+                                      reconnect_max_ms=200, flush_timeout_ms=120000)
+        losses = os.path.join(self.dir, "losses.txt")
+        env = dict(os.environ, LD_PRELOAD=harness.AGENT_LIB, PARITY_CONFIG=config)
+        proc = subprocess.Popen([harness.PYTHON, harness.TRAIN, "--no-agent", "--steps", "3",
+                                 "--losses", losses], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 300
+            while not os.path.exists(losses):  # written after the loop, right before exit
+                self.assertIsNone(proc.poll(), "the training exited before the server started")
+                self.assertLess(time.monotonic(), deadline, "the training did not finish")
+                time.sleep(0.05)  # polling a file the training writes once
+            server = harness.Server(self.dir, self.server_tls, port=port)
+            try:
+                _, stderr = proc.communicate(timeout=300)
+            finally:
+                server.stop()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        self.assertEqual(proc.returncode, 0, stderr)
+        stopped = re.search(r"stopped: (\d+) captured.*verdicts: (\d+) pass", stderr)
+        self.assertIsNotNone(stopped, stderr)
+        captured = int(stopped.group(1))
+        self.assertGreater(captured, 50)
+        self.assertNotIn("not a PEM certificate", stderr)
+        records = server.records()
+        self.assertEqual(len(records), captured, stderr[-3000:])
 
     def test_cpp_program_checks_through_the_c_api(self):
         server = harness.Server(self.dir, self.server_tls)

@@ -263,5 +263,26 @@ TEST_F(StreamContractTest, HelloFieldsAreValidated) {
   EXPECT_TRUE(s.Close().ok());
 }
 
+// The agent's losses reach the metrics: dropped calls by reason and calls lost in flight, as
+// increases of its cumulative counters.
+TEST_F(StreamContractTest, AgentLossesReachTheMetrics) {
+  Start();
+  TestStream s(channel_);
+  ASSERT_TRUE(s.Hello());
+  for (uint64_t lost : {3, 5}) {
+    v1::AgentMessage m;
+    m.mutable_stats()->set_lost_in_flight_calls(lost);
+    (*m.mutable_stats()->mutable_dropped_calls())["queue_full"] = lost * 10;
+    ASSERT_TRUE(s.Send(m));
+  }
+  EXPECT_TRUE(s.Close().ok());
+  auto scrape = testing::HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_TRUE(scrape.ok()) << scrape.status();
+  EXPECT_THAT(*scrape,
+              HasSubstr("parity_server_agent_dropped_calls_total{reason=\"lost_in_flight\"} 5"));
+  EXPECT_THAT(*scrape,
+              HasSubstr("parity_server_agent_dropped_calls_total{reason=\"queue_full\"} 50"));
+}
+
 }  // namespace
 }  // namespace parity::server

@@ -17,12 +17,17 @@
 
 namespace parity::agent {
 
+// Once the session has ended, captured = verdicts + (sum of dropped) + lost_in_flight.
 struct Counters {
-  uint64_t captured = 0;                    // top-level calls that passed the filters
-  uint64_t sent = 0;                        // calls written to the server
-  uint64_t sent_bytes = 0;                  // serialized bytes written
-  std::map<std::string, uint64_t> dropped;  // by reason: queue_full, disconnected, ...
-  uint64_t sampled_out = 0;                 // skipped by the per-signature budget
+  uint64_t captured = 0;    // top-level calls that passed the filters
+  uint64_t sent = 0;        // calls written to the server
+  uint64_t sent_bytes = 0;  // serialized bytes written
+  // Calls never written, by reason: queue_full, disconnected, stopped (still queued when the
+  // session ended).
+  std::map<std::string, uint64_t> dropped;
+  uint64_t lost_in_flight = 0;  // written to a stream that ended before their verdicts
+  uint64_t unencodable = 0;     // sent without data (a value the codec cannot encode): SKIP
+  uint64_t sampled_out = 0;     // skipped by the per-signature budget
   uint64_t reconnects = 0;
   uint64_t verdicts = 0;
   uint64_t pass = 0, warning = 0, error = 0, skip = 0, rejected = 0;
