@@ -133,12 +133,13 @@ void AgentCore::RecordForward(int64_t sequence_nr, ForwardCall call) {
   forward_by_seq_[sequence_nr] = std::move(call);
 }
 
-bool AgentCore::FindForward(int64_t sequence_nr, ForwardCall* call) {
+bool AgentCore::LinkBackward(int64_t sequence_nr, ForwardCall* call) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = forward_by_seq_.upper_bound(sequence_nr);
   if (it == forward_by_seq_.begin()) return false;
   --it;
   *call = it->second;
+  ++it->second.backward_calls;
   return true;
 }
 

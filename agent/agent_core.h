@@ -70,10 +70,12 @@ class AgentCore {
   struct ForwardCall {
     std::string op, overload;
     uint64_t call_index = 0;
+    uint32_t backward_calls = 0;  // backward calls linked to it so far
   };
   void RecordForward(int64_t sequence_nr, ForwardCall call);
-  // The forward call whose autograd nodes include `sequence_nr`; false if unknown.
-  bool FindForward(int64_t sequence_nr, ForwardCall* call);
+  // The forward call whose autograd nodes include `sequence_nr`; false if unknown. Counts the
+  // link: `*call` holds in backward_calls how many backward calls were linked before this one.
+  bool LinkBackward(int64_t sequence_nr, ForwardCall* call);
   // Queues a captured call under the configured policy; counts drops.
   void Enqueue(std::unique_ptr<CapturedCall> call);
   // Cheap pre-check: would a call of `bytes` be dropped now? (Counts it as captured and dropped

@@ -200,10 +200,11 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
     m.set_autograd_node(ts.nodes.back().name);
     m.set_autograd_sequence_nr(ts.nodes.back().sequence_nr);
     AgentCore::ForwardCall fwd;
-    if (core->FindForward(ts.nodes.back().sequence_nr, &fwd)) {
+    if (core->LinkBackward(ts.nodes.back().sequence_nr, &fwd)) {
       m.set_forward_op_name(fwd.op);
       m.set_forward_overload(fwd.overload);
       m.set_call_index(fwd.call_index);
+      m.set_backward_index(fwd.backward_calls);
     } else {
       m.set_call_index(core->NextCallIndex(op));
     }

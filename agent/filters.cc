@@ -4,7 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
-#include "common/op_registry.h"
+#include "common/naming.h"
 
 namespace parity::agent {
 namespace {

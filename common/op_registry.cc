@@ -3,6 +3,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "common/naming.h"
 
 namespace parity::common {
 namespace {
@@ -46,11 +47,6 @@ const std::map<std::string, std::string, std::less<>>& SkipRegistry() {
 }
 
 }  // namespace
-
-absl::string_view BareOpName(absl::string_view op_name) {
-  const std::size_t colon = op_name.rfind("::");
-  return colon == absl::string_view::npos ? op_name : op_name.substr(colon + 2);
-}
 
 std::string SkipReasonForOp(absl::string_view op_name) {
   auto it = SkipRegistry().find(BareOpName(op_name));

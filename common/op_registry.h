@@ -11,7 +11,4 @@ namespace parity::common {
 // Why `op_name` ("aten::dropout", "dropout") is never replayed; empty if it can be.
 std::string SkipReasonForOp(absl::string_view op_name);
 
-// "aten::gelu" -> "gelu" (the namespace stripped; overloads are not part of op names here).
-absl::string_view BareOpName(absl::string_view op_name);
-
 }  // namespace parity::common

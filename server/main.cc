@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_tuning.h"
 #include "common/log.h"
+#include "common/naming.h"
 #include "server/command_line.h"
 #include "server/metrics.h"
 #include "server/server.h"
@@ -52,7 +53,7 @@ parity::server::CallHandler SkipEverything() {
             const parity::server::BlobStore&) {
     parity::v1::Verdict v;
     v.set_sequence(call.sequence());
-    v.set_api_name(absl::StrCat(call.op_name(), ".", call.call_index()));
+    v.set_api_name(parity::common::ApiName(call));
     v.set_phase(call.phase());
     v.set_step(call.step());
     v.set_status(parity::v1::VERDICT_STATUS_SKIP);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_tuning.h"
 #include "common/log.h"
+#include "common/naming.h"
 #include "common/status_macros.h"
 #include "common/tls.h"
 #include "server/compare/accumulate.h"
@@ -27,7 +28,7 @@ namespace parity::server {
 namespace {
 
 bool Listed(const std::vector<std::string>& list, absl::string_view op) {
-  const absl::string_view bare = BareOpName(op);
+  const absl::string_view bare = common::BareOpName(op);
   for (const std::string& item : list) {
     if (item == op || item == bare) return true;
   }
@@ -202,7 +203,7 @@ v1::Verdict ParityServer::Process(const CallOrigin& origin, const v1::ApiCall& c
     const bool white = !config_.white_list.empty() && !Listed(config_.white_list, call.op_name());
     if (white || Listed(config_.black_list, call.op_name())) {
       v.set_sequence(call.sequence());
-      v.set_api_name(call.op_name());
+      v.set_api_name(common::ApiName(call));
       v.set_phase(call.phase());
       v.set_step(call.step());
       v.set_status(v1::VERDICT_STATUS_SKIP);
@@ -223,7 +224,7 @@ v1::Verdict ParityServer::Process(const CallOrigin& origin, const v1::ApiCall& c
   } catch (const std::exception& e) {
     // CallChecker catches libtorch's errors itself; this is the last line of defence.
     v.set_sequence(call.sequence());
-    v.set_api_name(call.op_name());
+    v.set_api_name(common::ApiName(call));
     v.set_status(v1::VERDICT_STATUS_REJECTED);
     v.set_error_code(static_cast<int>(absl::StatusCode::kInternal));
     v.set_message(absl::StrCat("internal error while checking: ", e.what()));

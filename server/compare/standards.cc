@@ -7,6 +7,7 @@
 #include "common/config.h"
 #include "common/config_reader.h"
 #include "common/dtype.h"
+#include "common/naming.h"
 
 extern const char kParityDefaultStandardsJson[];  // generated from server/data/standards.json
 
@@ -52,14 +53,8 @@ absl::string_view StandardDisplayName(Standard s) {
   return "";
 }
 
-absl::string_view BareOpName(absl::string_view op_name) {
-  const std::size_t pos = op_name.rfind("::");
-  if (pos != absl::string_view::npos) op_name.remove_prefix(pos + 2);
-  return op_name;
-}
-
 Standard StandardsTable::Lookup(absl::string_view op_name, int input_rank) const {
-  const absl::string_view bare = BareOpName(op_name);
+  const absl::string_view bare = common::BareOpName(op_name);
   auto it = by_name_.find(bare);
   if (it == by_name_.end() && !bare.empty() && bare.back() == '_') {
     it = by_name_.find(bare.substr(0, bare.size() - 1));  // in-place form of a listed op

@@ -74,7 +74,4 @@ class StandardsTable {
   double thousandth_pass_ = 0.999;
 };
 
-// "aten::mul_" -> "mul_"; "mul" stays.
-absl::string_view BareOpName(absl::string_view op_name);
-
 }  // namespace parity::server

@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/naming.h"
 #include "common/text.h"
 #include "common/torch/dtype_map.h"
 #include "common/torch/tensor_stats.h"
@@ -360,8 +361,7 @@ CheckResult CallChecker::Check(const v1::ApiCall& call, const common::BlobSource
   v.set_phase(call.phase());
   v.set_step(call.step());
   v.set_module_path(call.module_path());
-  v.set_api_name(absl::StrCat(call.op_name(), call.overload().empty() ? "" : ".", call.overload(),
-                              ".", call.call_index()));
+  v.set_api_name(common::ApiName(call));
   auto finish = [&](v1::VerdictStatus status, std::string message, int code = 0) {
     v.set_status(status);
     v.set_message(std::move(message));

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/dtype.h"
+#include "common/naming.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -54,16 +55,6 @@ std::string Status(v1::VerdictStatus s) {
   if (s == v1::VERDICT_STATUS_REJECTED) return "SKIP";  // not checked: malformed
   if (s == v1::VERDICT_STATUS_UNSPECIFIED) return kSpace;
   return std::string(StatusText(s));
-}
-
-// "aten::gelu.3" for a forward call; a backward call is named after its forward call, as in
-// msprobe ("aten::gelu.3.backward.output.0").
-std::string ApiBase(const v1::ApiCall& call) {
-  const bool linked = call.phase() == v1::PHASE_BACKWARD && !call.forward_op_name().empty();
-  const std::string& op = linked ? call.forward_op_name() : call.op_name();
-  const std::string& bare = linked ? call.forward_overload() : call.overload();
-  const std::string overload = bare.empty() ? "" : "." + bare;
-  return absl::StrCat(op, overload, ".", call.call_index());
 }
 
 absl::string_view PhaseWord(v1::Phase p) {
@@ -357,7 +348,7 @@ nlohmann::json Finite(double v) {
 absl::Status ResultWriter::Write(const CallOrigin& origin, const v1::ApiCall& call,
                                  const CheckResult& result) {
   const v1::Verdict& v = result.verdict;
-  const std::string base = ApiBase(call);
+  const std::string base = common::ApiName(call);
   const absl::string_view phase = PhaseWord(call.phase());
   const bool backward = call.phase() == v1::PHASE_BACKWARD;
 
@@ -365,7 +356,7 @@ absl::Status ResultWriter::Write(const CallOrigin& origin, const v1::ApiCall& ca
   std::vector<v1::VerdictStatus> two_way;
   std::string acc_details, prec_details;
   for (const CheckedOutput& out : result.outputs) {
-    const std::string name = absl::StrCat(base, ".", phase, ".output.", out.verdict.index());
+    const std::string name = common::OutputName(call, out.verdict.index());
     acc_details += CsvRow(AccuracyDetailsRow(name, out));
     prec_details += CsvRow(PrecisionDetailsRow(name, out, DisplayStandard(out.verdict.standard())));
     two_way.push_back(out.has_device_metrics ? out.two_way_status : out.verdict.status());
@@ -392,7 +383,11 @@ absl::Status ResultWriter::Write(const CallOrigin& origin, const v1::ApiCall& ca
   j["overload"] = call.overload();
   j["call_index"] = call.call_index();
   j["phase"] = std::string(phase);
-  if (!call.forward_op_name().empty()) j["forward_op"] = call.forward_op_name();
+  if (!call.forward_op_name().empty()) {
+    j["forward_op"] = call.forward_op_name();
+    j["forward_api"] = common::ForwardApiName(call);
+    j["backward_index"] = call.backward_index();
+  }
   if (!call.autograd_node().empty()) j["autograd_node"] = call.autograd_node();
   j["module_path"] = call.module_path();
   j["in_optimizer"] = call.in_optimizer();

@@ -117,15 +117,20 @@ class FaultSuiteTest(unittest.TestCase):
                                  "the first error must name the faulty call")
 
     def test_backward_calls_carry_their_forward_calls_name(self):
-        # The result files pair a forward row and its backward row by API name (msprobe's
-        # "aten::softmax.int.0.forward" / ".backward"): the overload must survive the link.
+        # A backward call is named after the forward call whose autograd node ran it
+        # ("aten::softmax.int.0.backward.0"): the overload survives the link, and the several
+        # backward calls of one forward call (linear: t, mm, mm, sum) get names of their own.
         clean = self.by_rank.get(0, [])
         forward = {(x["step"], x["api"]) for x in clean if x["phase"] == "forward"}
         linked = [x for x in clean if x["phase"] == "backward" and x.get("forward_op")]
         self.assertGreater(len(linked), 10)
-        self.assertIn((0, "aten::softmax.int.0"), {(x["step"], x["api"]) for x in linked})
+        self.assertIn((0, "aten::softmax.int.0.backward.0"),
+                      {(x["step"], x["api"]) for x in linked})
         for x in linked:
-            self.assertIn((x["step"], x["api"]), forward, x["op"])
+            self.assertIn((x["step"], x["forward_api"]), forward, x["op"])
+            self.assertEqual(x["api"], f"{x['forward_api']}.backward.{x['backward_index']}")
+        names = [(x["step"], x["api"]) for x in clean]
+        self.assertEqual(len(names), len(set(names)), "API names are unique within a step")
 
     def test_no_false_errors(self):
         for row in self.table:

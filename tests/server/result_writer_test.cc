@@ -73,10 +73,10 @@ TEST(ResultWriterTest, WritesMsprobeHeadersAndCells) {
                                 "API name,Forward Test Success,Backward Test "
                                 "Success,Message",
                                 "aten::gelu.4,Warning, ,output 0: rmse (benchmark)",
-                                "aten::gelu.4, ,Warning, "));
+                                "aten::gelu.4.backward.0, ,Warning, "));
   rows = Rows(base + "api_precision_compare_result_20261122101010_rank2.csv");
   EXPECT_THAT(rows, ElementsAre(::testing::_, "aten::gelu.4,error, ,output 0: rmse (benchmark)",
-                                "aten::gelu.4, ,pass, "));
+                                "aten::gelu.4.backward.0, ,pass, "));
   rows = Rows(base + "accuracy_checking_details_20261122101010_rank2.csv");
   ASSERT_EQ(rows.size(), 3u);
   std::vector<std::string> header = absl::StrSplit(rows[0], ',');
@@ -86,7 +86,7 @@ TEST(ResultWriterTest, WritesMsprobeHeadersAndCells) {
             "aten::gelu.4.forward.output.0,torch.float16,torch.float16,\"(2, 3)\","
             "0.50000000000000,0.33333333333333, , , , , ,inf, , , , , , , , , ,Warning,"
             "two-way note");
-  EXPECT_THAT(rows[2], ::testing::StartsWith("aten::gelu.4.backward.output.0,"));
+  EXPECT_THAT(rows[2], ::testing::StartsWith("aten::gelu.4.backward.0.output.0,"));
   rows = Rows(base + "api_precision_compare_details_20261122101010_rank2.csv");
   header = absl::StrSplit(rows[0], ',');
   EXPECT_EQ(header.size(), 28u);

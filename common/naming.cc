@@ -1,0 +1,49 @@
+#include "common/naming.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace parity::common {
+
+std::string OpName(absl::string_view op, absl::string_view overload) {
+  return overload.empty() ? std::string(op) : absl::StrCat(op, ".", overload);
+}
+
+namespace {
+
+bool Linked(const v1::ApiCall& call) {
+  return call.phase() == v1::PHASE_BACKWARD && !call.forward_op_name().empty();
+}
+
+}  // namespace
+
+std::string ForwardApiName(const v1::ApiCall& call) {
+  return Linked(call)
+             ? absl::StrCat(OpName(call.forward_op_name(), call.forward_overload()), ".",
+                            call.call_index())
+             : absl::StrCat(OpName(call.op_name(), call.overload()), ".", call.call_index());
+}
+
+std::string ApiName(const v1::ApiCall& call) {
+  std::string name = ForwardApiName(call);
+  if (Linked(call)) absl::StrAppend(&name, ".backward.", call.backward_index());
+  return name;
+}
+
+std::string OutputName(const v1::ApiCall& call, uint32_t index) {
+  if (Linked(call)) return absl::StrCat(ApiName(call), ".output.", index);
+  return absl::StrCat(ApiName(call), call.phase() == v1::PHASE_BACKWARD ? ".backward" : ".forward",
+                      ".output.", index);
+}
+
+std::string LogName(const v1::ApiCall& call) {
+  if (Linked(call))
+    return absl::StrCat(ApiName(call), " (", OpName(call.op_name(), call.overload()), ")");
+  return absl::StrCat(ApiName(call), call.phase() == v1::PHASE_BACKWARD ? " backward" : " forward");
+}
+
+absl::string_view BareOpName(absl::string_view op_name) {
+  const std::size_t colon = op_name.rfind("::");
+  return colon == absl::string_view::npos ? op_name : op_name.substr(colon + 2);
+}
+
+}  // namespace parity::common
