@@ -19,6 +19,7 @@
 #include "server/metrics_endpoint.h"
 #include "server/replay/call_checker.h"
 #include "server/results/result_writer.h"
+#include "server/results/verdict_text.h"
 
 #ifndef PARITY_VERSION
 #define PARITY_VERSION "unknown"
@@ -211,16 +212,17 @@ v1::Verdict ParityServer::Process(const CallOrigin& origin, const v1::ApiCall& c
       metrics_->CallChecked(call.phase(), v.status(), call.op_name(), 0, 0);
       return v;
     }
-    CheckResult result = checker_->Check(call, &blobs);
-    absl::Status written = writer_->Write(origin, call, result);
+    const CallCheck check = checker_->Check(call, &blobs);
+    v1::Verdict verdict = ToVerdict(call, check);
+    absl::Status written = writer_->Write(origin, call, check, verdict);
     uint64_t suppressed = 0;
     if (!written.ok() && write_errors.Allow(&suppressed)) {
       common::LogError(absl::StrCat("result files: ", written.ToString(), " (", suppressed,
                                     " more suppressed)"));
     }
-    metrics_->CallChecked(call.phase(), result.verdict.status(), call.op_name(),
-                          result.verdict.replay_seconds(), result.verdict.compare_seconds());
-    return std::move(result.verdict);
+    metrics_->CallChecked(call.phase(), check.status, call.op_name(), check.replay_seconds,
+                          check.compare_seconds);
+    return verdict;
   } catch (const std::exception& e) {
     // CallChecker catches libtorch's errors itself; this is the last line of defence.
     v.set_sequence(call.sequence());

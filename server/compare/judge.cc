@@ -18,11 +18,10 @@ int Severity(v1::VerdictStatus s) {
 }
 
 // Raises the output's status to `status` (never lowers it); the first metric to raise it is kept.
-void Fail(OutputJudgement& j, v1::VerdictStatus status, absl::string_view metric,
-          absl::string_view why) {
+void Fail(OutputJudgement& j, v1::VerdictStatus status, Metric metric, absl::string_view why) {
   if (Severity(status) > Severity(j.status)) {
     j.status = status;
-    j.failed_metric = std::string(metric);
+    j.failed_metric = metric;
   }
   Note(&j.message, why);
 }
@@ -36,13 +35,13 @@ bool IsLowPrecision(v1::DType d) { return d == v1::DTYPE_FLOAT16 || d == v1::DTY
 void JudgeAbsoluteThreshold(OutputJudgement& j, const PairMetrics& m, const PairMetrics* bench) {
   auto worse = [&](double dev, double ref) { return dev != 0 && (bench == nullptr || dev > ref); };
   if (worse(m.inf_nan_error_rate, bench ? bench->inf_nan_error_rate : 0)) {
-    Fail(j, v1::VERDICT_STATUS_ERROR, "inf_nan_error_rate", "ERROR: inf/nan错误率超过阈值");
+    Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kInfNanErrorRate, "ERROR: inf/nan错误率超过阈值");
   }
   if (worse(m.rel_error_rate, bench ? bench->rel_error_rate : 0)) {
-    Fail(j, v1::VERDICT_STATUS_ERROR, "rel_error_rate", "ERROR: 相对误差错误率超过阈值");
+    Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kRelErrorRate, "ERROR: 相对误差错误率超过阈值");
   }
   if (worse(m.abs_error_rate, bench ? bench->abs_error_rate : 0)) {
-    Fail(j, v1::VERDICT_STATUS_ERROR, "abs_error_rate", "ERROR: 绝对误差错误率超过阈值");
+    Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kAbsErrorRate, "ERROR: 绝对误差错误率超过阈值");
   }
 }
 
@@ -60,49 +59,56 @@ void JudgeUlp(OutputJudgement& j, v1::DType dtype, const PairMetrics& dev, const
     // flags a device identical to the bench whenever the op's own rounding is large).
     Ratio r = BenchmarkRatio(dev.ulp_over_threshold_ratio, bench->ulp_over_threshold_ratio,
                              c.minimum_err, rules.share_ratio);
-    j.ratios.emplace_back("ulp_share", r);
+    j.ratios.emplace_back(Metric::kUlpShare, r);
     pass = pass || (std::isfinite(r.value) && r.pass);
   }
   if (std::isnan(dev.ulp_mean) && !(bench != nullptr && std::isnan(bench->ulp_mean))) {
     pass = false;  // inf/NaN where the bench has none
   }
-  if (!pass) Fail(j, v1::VERDICT_STATUS_ERROR, "ulp_error", "ERROR: ULP误差不满足标准");
+  if (!pass) Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kUlpError, "ERROR: ULP误差不满足标准");
 }
 
 void JudgeBenchmark(OutputJudgement& j, const PairMetrics& dev, const PairMetrics& bench,
                     const DTypeConstants& c, const BenchmarkRatioThresholds& t) {
   struct Item {
-    const char* name;
+    Metric metric;
     double dev, bench, limit;
     const char* error;
     bool decides;
   };
   const Item items[] = {
-      {"small_value_error_ratio", dev.small_value_error_ratio, bench.small_value_error_ratio,
+      {Metric::kSmallValueErrorRatio, dev.small_value_error_ratio, bench.small_value_error_ratio,
        t.small_value_error_ratio, "ERROR: 小值域错误比值超过阈值", true},
-      {"rmse", dev.rmse, bench.rmse, t.rmse, "ERROR: 均方根误差比值超过阈值", true},
-      {"max_rel_error", dev.max_rel_error, bench.max_rel_error, t.max_rel_error,
+      {Metric::kRmse, dev.rmse, bench.rmse, t.rmse, "ERROR: 均方根误差比值超过阈值", true},
+      {Metric::kMaxRelError, dev.max_rel_error, bench.max_rel_error, t.max_rel_error,
        "ERROR: 相对误差最大值比值超过阈值", true},
-      {"mean_rel_error", dev.mean_rel_error, bench.mean_rel_error, t.mean_rel_error,
+      {Metric::kMeanRelError, dev.mean_rel_error, bench.mean_rel_error, t.mean_rel_error,
        "ERROR: 相对误差平均值比值超过阈值", true},
       // Error balance is reported but does not decide (as in msprobe).
-      {"error_balance", dev.error_balance, bench.error_balance, t.error_balance, "", false},
+      {Metric::kErrorBalance, dev.error_balance, bench.error_balance, t.error_balance, "", false},
   };
   // Parity addition: msprobe's benchmark metrics mask inf/NaN positions, so a device that turns
   // finite results into NaN/inf (an overflowing softmax, say) would pass. More inf/NaN errors
   // than the bench has is an error.
   if (dev.inf_nan_error_rate > bench.inf_nan_error_rate) {
-    Fail(j, v1::VERDICT_STATUS_ERROR, "inf_nan_error_rate",
+    Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kInfNanErrorRate,
          "ERROR: inf/nan错误率超过标杆 (inf/NaN where the bench has finite values)");
   }
   for (const Item& it : items) {
     Ratio r = BenchmarkRatio(it.dev, it.bench, c.minimum_err, it.limit);
-    j.ratios.emplace_back(it.name, r);
-    if (!r.pass && it.decides) Fail(j, v1::VERDICT_STATUS_ERROR, it.name, it.error);
+    j.ratios.emplace_back(it.metric, r);
+    if (!r.pass && it.decides) Fail(j, v1::VERDICT_STATUS_ERROR, it.metric, it.error);
   }
 }
 
 }  // namespace
+
+const Ratio* OutputJudgement::FindRatio(Metric m) const {
+  for (const auto& [metric, r] : ratios) {
+    if (metric == m) return &r;
+  }
+  return nullptr;
+}
 
 Ratio BenchmarkRatio(double tested, double bench, double floor, double limit) {
   Ratio r;
@@ -150,23 +156,23 @@ v1::VerdictStatus Aggregate(const std::vector<v1::VerdictStatus>& statuses) {
 }
 
 v1::VerdictStatus TwoWayChain(const PairMetrics& m, v1::DType dtype, const TwoWayThresholds& t,
-                              std::string* failed_metric, std::string* message) {
-  auto fail = [&](v1::VerdictStatus s, const char* metric, absl::string_view why) {
+                              Metric* failed_metric, std::string* message) {
+  auto fail = [&](v1::VerdictStatus s, Metric metric, absl::string_view why) {
     *failed_metric = metric;
     Note(message, why);
     return s;
   };
   if (!m.has_float_metrics) {
-    return m.mismatch_rate == 0
-               ? v1::VERDICT_STATUS_PASS
-               : fail(v1::VERDICT_STATUS_ERROR, "mismatch_rate", "ERROR: 二进制一致错误率超过阈值");
+    return m.mismatch_rate == 0 ? v1::VERDICT_STATUS_PASS
+                                : fail(v1::VERDICT_STATUS_ERROR, Metric::kMismatchRate,
+                                       "ERROR: 二进制一致错误率超过阈值");
   }
   if (m.cosine_one_side_zero) {
-    return fail(v1::VERDICT_STATUS_ERROR, "cosine",
+    return fail(v1::VERDICT_STATUS_ERROR, Metric::kCosine,
                 "Cosine similarity is not computed: one side is all zeros and the other is not.");
   }
   if (!m.cosine_blank && !(m.cosine > t.cosine)) {
-    return fail(v1::VERDICT_STATUS_ERROR, "cosine",
+    return fail(v1::VERDICT_STATUS_ERROR, Metric::kCosine,
                 absl::StrCat("Cosine similarity is less than ", t.cosine, "."));
   }
   if (m.max_abs_error < t.max_abs_error) {
@@ -176,19 +182,20 @@ v1::VerdictStatus TwoWayChain(const PairMetrics& m, v1::DType dtype, const TwoWa
   }
   if (IsLowPrecision(dtype)) {
     if (!(m.hundredth_ratio > t.hundredth)) {
-      return fail(v1::VERDICT_STATUS_ERROR, "hundredth_ratio", "ERROR: 双百指标不达标");
+      return fail(v1::VERDICT_STATUS_ERROR, Metric::kHundredthRatio, "ERROR: 双百指标不达标");
     }
     return m.thousandth_ratio > t.thousandth
                ? v1::VERDICT_STATUS_PASS
-               : fail(v1::VERDICT_STATUS_WARNING, "thousandth_ratio", "WARNING: 双千指标不达标");
+               : fail(v1::VERDICT_STATUS_WARNING, Metric::kThousandthRatio,
+                      "WARNING: 双千指标不达标");
   }
   if (dtype == v1::DTYPE_FLOAT32 || dtype == v1::DTYPE_FLOAT64) {
     if (!(m.thousandth_ratio > t.thousandth)) {
-      return fail(v1::VERDICT_STATUS_ERROR, "thousandth_ratio", "ERROR: 双千指标不达标");
+      return fail(v1::VERDICT_STATUS_ERROR, Metric::kThousandthRatio, "ERROR: 双千指标不达标");
     }
     return m.ten_thousandth_ratio > t.ten_thousandth
                ? v1::VERDICT_STATUS_PASS
-               : fail(v1::VERDICT_STATUS_WARNING, "ten_thousandth_ratio",
+               : fail(v1::VERDICT_STATUS_WARNING, Metric::kTenThousandthRatio,
                       "WARNING: 双万指标不达标");
   }
   return v1::VERDICT_STATUS_PASS;
@@ -211,12 +218,13 @@ OutputJudgement JudgeOutput(const HostTensor& device, const HostTensor* bench,
   absl::StatusOr<PairMetrics> dev = ComputeMetrics(device, *reference, c ? *c : kNone);
   if (!dev.ok()) {
     j.status = v1::VERDICT_STATUS_ERROR;
-    j.failed_metric = "structure";
+    j.failed_metric = Metric::kStructure;
     j.message = std::string(dev.status().message());
     return j;
   }
   j.device = *dev;
-  std::string two_way_metric, two_way_message;
+  Metric two_way_metric = Metric::kNone;
+  std::string two_way_message;
   j.two_way_status =
       TwoWayChain(*dev, device.dtype, table.two_way(), &two_way_metric, &two_way_message);
   if (golden != nullptr && bench != nullptr && floating) {
@@ -259,12 +267,12 @@ OutputJudgement JudgeOutput(const HostTensor& device, const HostTensor* bench,
       break;
     case Standard::kBinary:
       if (dev->mismatch_rate != 0) {
-        Fail(j, v1::VERDICT_STATUS_ERROR, "mismatch_rate", "ERROR: 二进制一致错误率超过阈值");
+        Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kMismatchRate, "ERROR: 二进制一致错误率超过阈值");
       }
       break;
     case Standard::kThousandth:
       if (!(dev->thousandth_ratio >= table.thousandth_pass())) {
-        Fail(j, v1::VERDICT_STATUS_ERROR, "thousandth_ratio", "ERROR: 双千指标不达标");
+        Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kThousandthRatio, "ERROR: 双千指标不达标");
       }
       break;
     case Standard::kUlp:
@@ -278,7 +286,9 @@ OutputJudgement JudgeOutput(const HostTensor& device, const HostTensor* bench,
       j.failed_metric = two_way_metric;
       Note(&j.message, two_way_message);
       break;
-    case Standard::kStatistics:  // chosen by the checker for stats-only outputs, not by the table
+    case Standard::kStatistics:  // chosen by the checker, never by the table
+    case Standard::kExact:
+    case Standard::kNone:
       break;
   }
   // Inconclusive reference: the bench itself disagrees with the golden on inf/NaN positions, so

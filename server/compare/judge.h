@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "parity/v1/parity.pb.h"
+#include "server/compare/metric.h"
 #include "server/compare/metrics.h"
 #include "server/compare/standards.h"
 
@@ -19,26 +20,37 @@ struct Ratio {
 };
 Ratio BenchmarkRatio(double tested, double bench, double floor, double limit);
 
-// Everything decided about one output.
+// What the statistics standard computed (an output sent as statistics only).
+struct StatisticsDetail {
+  uint64_t nan_count = 0, inf_count = 0;  // the device's
+  // Per statistic (kStatsMean, kStatsL2Norm, kStatsMin, kStatsMax): the device's scaled
+  // distance to the golden, and the bench's when both replays ran.
+  std::vector<std::pair<Metric, double>> device_error, bench_error;
+};
+
+// Everything decided about one output, typed: the standard stays an enum and the metrics a
+// struct up to where text is written (the verdict's map, the CSVs, the JSON-lines record).
 struct OutputJudgement {
   v1::VerdictStatus status = v1::VERDICT_STATUS_PASS;
-  Standard standard = Standard::kBenchmark;
-  std::string failed_metric;          // first metric that decided a non-pass status
-  std::string message;                // newline-joined notes
-  std::optional<PairMetrics> device;  // device vs golden (or vs bench without golden)
-  std::optional<PairMetrics> bench;   // bench vs golden, when both exist
-  // Three-way ratios (benchmark / ULP / statistics standards), by metric name.
-  std::vector<std::pair<std::string, Ratio>> ratios;
-  // Named values of the statistics standard (no PairMetrics there).
-  std::vector<std::pair<std::string, double>> statistics;
+  Standard standard = Standard::kNone;
+  Metric failed_metric = Metric::kNone;  // the first metric that decided a non-pass status
+  std::string message;                   // newline-joined notes
+  std::optional<PairMetrics> device;     // device vs golden (or vs bench without golden)
+  std::optional<PairMetrics> bench;      // bench vs golden, when both exist
+  // Three-way ratios (benchmark, ULP, statistics standards).
+  std::vector<std::pair<Metric, Ratio>> ratios;
+  std::optional<StatisticsDetail> statistics;
   // msprobe's two-way status of the device metrics (the details CSV's Status column).
   v1::VerdictStatus two_way_status = v1::VERDICT_STATUS_PASS;
+
+  // The ratio of `m`, or null.
+  const Ratio* FindRatio(Metric m) const;
 };
 
 // msprobe's legacy chain on device-vs-reference metrics (cosine, max abs, hundredth/thousandth/
 // ten-thousandth ratios). Sets `failed_metric` and `message` when not pass.
 v1::VerdictStatus TwoWayChain(const PairMetrics& m, v1::DType device_dtype,
-                              const TwoWayThresholds& t, std::string* failed_metric,
+                              const TwoWayThresholds& t, Metric* failed_metric,
                               std::string* message);
 
 // Judges one output. `bench` and `golden` may be null when that replay could not run (the

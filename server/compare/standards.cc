@@ -29,6 +29,10 @@ absl::string_view StandardName(Standard s) {
       return "two_way";
     case Standard::kStatistics:
       return "statistics";
+    case Standard::kExact:
+      return "exact";
+    case Standard::kNone:
+      return "";
   }
   return "unknown";
 }
@@ -49,6 +53,10 @@ absl::string_view StandardDisplayName(Standard s) {
       return "两方比对法";
     case Standard::kStatistics:
       return "统计量比对法";
+    case Standard::kExact:
+      return "二进制一致法";
+    case Standard::kNone:
+      return "";
   }
   return "";
 }

@@ -22,6 +22,8 @@ enum class Standard {
   kThousandth,         // 双千指标法
   kTwoWay,             // msprobe's legacy chain, when no golden can be made
   kStatistics,         // a device output sent as statistics only (too large to send)
+  kExact,              // a non-tensor output (a Python scalar, a string): equal or not
+  kNone,               // not judged (a skipped output)
 };
 
 // "benchmark", "absolute_threshold", ... (the wire/JSON-lines name).

@@ -9,7 +9,7 @@ namespace parity::server {
 namespace {
 
 struct Scaled {
-  const char* name;
+  Metric metric;
   double (*value)(const v1::TensorStats&);
   double (*scale)(const v1::TensorStats&, uint64_t numel);
 };
@@ -20,18 +20,18 @@ double Finite(const v1::TensorStats& s, uint64_t numel) {
 }
 
 const Scaled kStats[] = {
-    {"mean", [](const v1::TensorStats& s) { return s.mean(); },
+    {Metric::kStatsMean, [](const v1::TensorStats& s) { return s.mean(); },
      [](const v1::TensorStats& s, uint64_t n) {
        const double finite = Finite(s, n);
        return finite > 0 ? s.l2_norm() / std::sqrt(finite) : 0.0;
      }},
-    {"l2_norm", [](const v1::TensorStats& s) { return s.l2_norm(); },
+    {Metric::kStatsL2Norm, [](const v1::TensorStats& s) { return s.l2_norm(); },
      [](const v1::TensorStats& s, uint64_t) { return s.l2_norm(); }},
-    {"min", [](const v1::TensorStats& s) { return s.min(); },
+    {Metric::kStatsMin, [](const v1::TensorStats& s) { return s.min(); },
      [](const v1::TensorStats& s, uint64_t) {
        return std::max(std::fabs(s.min()), std::fabs(s.max()));
      }},
-    {"max", [](const v1::TensorStats& s) { return s.max(); },
+    {Metric::kStatsMax, [](const v1::TensorStats& s) { return s.max(); },
      [](const v1::TensorStats& s, uint64_t) {
        return std::max(std::fabs(s.min()), std::fabs(s.max()));
      }},
@@ -59,16 +59,17 @@ OutputJudgement JudgeStatistics(const v1::TensorStats& device, const v1::TensorS
     j.message = "Bench output is None, skip this test.";
     return j;
   }
-  auto fail = [&](const std::string& metric, const std::string& why) {
+  auto fail = [&](Metric metric, const std::string& why) {
     if (j.status != v1::VERDICT_STATUS_ERROR) j.failed_metric = metric;
     j.status = v1::VERDICT_STATUS_ERROR;
     absl::StrAppend(&j.message, "\n", why);
   };
   const v1::TensorStats& counts = bench != nullptr ? *bench : *golden;
-  j.statistics.emplace_back("stats_nan_count", static_cast<double>(device.nan_count()));
-  j.statistics.emplace_back("stats_inf_count", static_cast<double>(device.inf_count()));
+  StatisticsDetail& detail = j.statistics.emplace();
+  detail.nan_count = device.nan_count();
+  detail.inf_count = device.inf_count();
   if (device.nan_count() != counts.nan_count() || device.inf_count() != counts.inf_count()) {
-    fail("stats_inf_nan_count",
+    fail(Metric::kStatsInfNanCount,
          absl::StrCat("ERROR: inf/NaN counts differ: device ", device.inf_count(), " inf and ",
                       device.nan_count(), " NaN, ", bench != nullptr ? "bench " : "golden ",
                       counts.inf_count(), " inf and ", counts.nan_count(), " NaN"));
@@ -85,15 +86,13 @@ OutputJudgement JudgeStatistics(const v1::TensorStats& device, const v1::TensorS
                            ? Distance(s.value(*bench), s.value(*golden), scale)
                            : 0.0;
     const Ratio r = BenchmarkRatio(dev, ref, floor, limit);
-    j.statistics.emplace_back(absl::StrCat("stats_", s.name, "_error"), dev);
-    if (bench != nullptr && golden != nullptr) {
-      j.statistics.emplace_back(absl::StrCat("bench_stats_", s.name, "_error"), ref);
-    }
-    j.ratios.emplace_back(absl::StrCat("stats_", s.name), r);
+    detail.device_error.emplace_back(s.metric, dev);
+    if (bench != nullptr && golden != nullptr) detail.bench_error.emplace_back(s.metric, ref);
+    j.ratios.emplace_back(s.metric, r);
     if (!r.pass) {
-      fail(absl::StrCat("stats_", s.name),
-           absl::StrCat("ERROR: ", s.name, " is ", dev, " from the golden (scaled), ", r.value,
-                        " times the bench's own distance or floor ", floor));
+      fail(s.metric,
+           absl::StrCat("ERROR: ", MetricName(s.metric), " is ", dev, " from the golden (scaled), ",
+                        r.value, " times the bench's own distance or floor ", floor));
     }
   }
   j.two_way_status = j.status;

@@ -1,14 +1,15 @@
-// Checks one ApiCall: decode, replay on the bench device and as a float64 golden on CPU through
-// the libtorch dispatcher, judge every output by its API's standard, aggregate. The only server
-// code that includes libtorch (in its .cc files); this header is torch-free.
+// Checks one ApiCall: resolve the operator, decode the call, replay it on the bench device and as
+// a float64 golden through the libtorch dispatcher, judge every output by its API's standard,
+// aggregate. The stages are in server/replay/stages.h; this header is torch-free.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/limits.h"
-#include "common/op_registry.h"
 #include "common/torch/value_codec.h"
 #include "parity/v1/parity.pb.h"
 #include "server/compare/judge.h"
@@ -22,20 +23,28 @@ struct CheckerOptions {
   common::DecodeLimits limits;
 };
 
-// Per-output details kept for the result files beyond what the Verdict carries.
-struct CheckedOutput {
-  v1::OutputVerdict verdict;
-  v1::VerdictStatus two_way_status = v1::VERDICT_STATUS_UNSPECIFIED;
-  std::string two_way_message;
-  v1::DType bench_dtype = v1::DTYPE_UNSPECIFIED;
-  bool has_device_metrics = false;
-  // Three-way ratios (benchmark, ULP standards) with their pass/fail, by metric name.
-  std::vector<std::pair<std::string, Ratio>> ratios;
+// One output of a call, typed to the end: the writers and the verdict read the judgement's enum
+// standard and metric structs; names are made only where text is written (server/verdict.h,
+// server/results/).
+struct OutputCheck {
+  uint32_t index = 0;  // position among the call's outputs, nested lists flattened
+  OutputJudgement judgement;
+  v1::DType dtype = v1::DTYPE_UNSPECIFIED;        // the device output's
+  v1::DType bench_dtype = v1::DTYPE_UNSPECIFIED;  // the bench output's, when it ran
+  std::vector<int64_t> shape;                     // the device output's
+  bool judged = false;  // compared as tensors (the two-way Status column applies)
 };
 
-struct CheckResult {
-  v1::Verdict verdict;
-  std::vector<CheckedOutput> outputs;
+// Everything decided about one call.
+struct CallCheck {
+  v1::VerdictStatus status = v1::VERDICT_STATUS_UNSPECIFIED;
+  std::string message;
+  // REJECTED: why (INVALID_ARGUMENT, RESOURCE_EXHAUSTED); SKIP of an op the bench cannot
+  // replay: UNIMPLEMENTED; else OK.
+  absl::StatusCode error_code = absl::StatusCode::kOk;
+  double replay_seconds = 0;
+  double compare_seconds = 0;
+  std::vector<OutputCheck> outputs;
 };
 
 class CallChecker {
@@ -45,10 +54,10 @@ class CallChecker {
                                                              const StandardsTable& standards);
   ~CallChecker();
 
-  // Checks one call. Never throws: malformed calls give VERDICT_STATUS_REJECTED with a gRPC
-  // code, ops that cannot be replayed give SKIP with the reason. `blobs` resolves chunked
-  // tensors (may be null). Thread-safe: many workers may share one checker.
-  CheckResult Check(const v1::ApiCall& call, const common::BlobSource* blobs = nullptr) const;
+  // Checks one call. Never throws: malformed calls are REJECTED with a code, calls that cannot
+  // be replayed are SKIP with the reason. `blobs` resolves chunked tensors (may be null).
+  // Thread-safe: many workers share one checker.
+  CallCheck Check(const v1::ApiCall& call, const common::BlobSource* blobs = nullptr) const;
 
   // "cpu" or "cuda:0".
   const std::string& bench_device() const;
@@ -58,8 +67,5 @@ class CallChecker {
   explicit CallChecker(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
-
-// Why an op is never replayed (random, uninitialised output, side effects); empty if it is.
-using common::SkipReasonForOp;
 
 }  // namespace parity::server

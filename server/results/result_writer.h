@@ -20,15 +20,9 @@
 #include "absl/status/statusor.h"
 #include "parity/v1/parity.pb.h"
 #include "server/replay/call_checker.h"
+#include "server/results/result_rows.h"
 
 namespace parity::server {
-
-// Who sent a call: the stream's Hello, kept for the JSON-lines record.
-struct CallOrigin {
-  int32_t rank = 0;
-  std::string run_id;
-  std::string hostname;
-};
 
 class ResultWriter {
  public:
@@ -39,16 +33,13 @@ class ResultWriter {
                                                               std::string timestamp = "");
   ~ResultWriter();
 
-  // Appends the rows of one checked call and flushes. Thread-safe.
-  absl::Status Write(const CallOrigin& origin, const v1::ApiCall& call, const CheckResult& result);
+  // Appends the rows of one checked call (`verdict` = ToVerdict(call, check)) and flushes.
+  // Thread-safe.
+  absl::Status Write(const CallOrigin& origin, const v1::ApiCall& call, const CallCheck& check,
+                     const v1::Verdict& verdict);
 
   // Paths of every file written so far (for logs and the demo summary).
   std::vector<std::string> Paths() const;
-
-  // The details-CSV header cells (exported for tests and docs).
-  static const std::vector<std::string>& AccuracyDetailsHeader();
-  static const std::vector<std::string>& PrecisionDetailsHeader();
-  static const std::vector<std::string>& ResultHeader(bool precision);
 
  private:
   struct RankFiles;
@@ -61,12 +52,5 @@ class ResultWriter {
   mutable std::mutex mu_;
   std::map<int32_t, std::unique_ptr<RankFiles>> ranks_ ABSL_GUARDED_BY(mu_);
 };
-
-// Formats a cell the way msprobe's csv writer does: doubles as "%.14f" ("nan", "inf", "-inf" for
-// the non-finite), and quotes cells holding a comma, quote or newline.
-std::string CsvDouble(double v);
-std::string CsvRow(const std::vector<std::string>& cells);
-// "(2, 3)", "(5,)", "()".
-std::string ShapeTuple(const google::protobuf::RepeatedField<int64_t>& shape);
 
 }  // namespace parity::server

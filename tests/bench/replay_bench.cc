@@ -24,9 +24,9 @@
 
 namespace {
 
+using parity::server::CallCheck;
 using parity::server::CallChecker;
 using parity::server::CheckerOptions;
-using parity::server::CheckResult;
 using parity::server::StandardsTable;
 using parity::testing::R;
 using parity::testing::Stack;
@@ -113,25 +113,24 @@ int main(int argc, char** argv) {
     for (int rep = -1; rep < reps; ++rep) {  // rep -1 warms up (kernels, cuBLAS handles)
       for (std::size_t b = 0; b < benches.size(); ++b) {
         const auto start = std::chrono::steady_clock::now();
-        CheckResult r = benches[b].checker->Check(call);
+        const CallCheck r = benches[b].checker->Check(call);
         const double ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                 .count();
         if (rep < 0) {
           absl::StrAppend(&verdicts, verdicts.empty() ? "" : "/",
-                          parity::server::StatusText(r.verdict.status()));
-          if (r.verdict.status() == v1::VERDICT_STATUS_REJECTED ||
-              r.verdict.status() == v1::VERDICT_STATUS_SKIP) {
+                          parity::server::StatusText(r.status));
+          if (r.status == v1::VERDICT_STATUS_REJECTED || r.status == v1::VERDICT_STATUS_SKIP) {
             std::fprintf(stderr, "%s on %s: %s\n", row.label.c_str(), benches[b].name.c_str(),
-                         r.verdict.message().c_str());
+                         r.message.c_str());
             ++failures;
           }
           continue;
         }
         times[b].push_back(ms);
         if (benches[b].name == "cuda") {
-          replay.push_back(r.verdict.replay_seconds() * 1e3);
-          compare.push_back(r.verdict.compare_seconds() * 1e3);
+          replay.push_back(r.replay_seconds * 1e3);
+          compare.push_back(r.compare_seconds * 1e3);
         }
       }
     }

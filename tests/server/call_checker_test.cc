@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/compare/judge.h"
+#include "server/results/verdict_text.h"
 #include "tests/testing/op_cases.h"
 
 namespace parity::server {
@@ -46,7 +47,16 @@ class CallCheckerTest : public ::testing::TestWithParam<std::string> {
     return testing::BuildCall(name, overload, std::move(args), phase, tamper, ++sequence_);
   }
 
-  CheckResult Check(const v1::ApiCall& call) { return checker_->Check(call); }
+  // The typed check and the verdict it becomes (what the agent receives).
+  struct Result {
+    CallCheck check;
+    v1::Verdict verdict;
+  };
+  Result Check(const v1::ApiCall& call) {
+    CallCheck check = checker_->Check(call);
+    v1::Verdict verdict = ToVerdict(call, check);
+    return {std::move(check), std::move(verdict)};
+  }
 
   std::unique_ptr<CallChecker> checker_;
   uint64_t sequence_ = 0;
@@ -59,7 +69,7 @@ TEST_P(CallCheckerTest, CleanCallsOfEveryStandardPass) {
   std::set<std::string> ops;
   for (const OpCase& c : CleanCases()) {
     SCOPED_TRACE(c.name + "." + c.overload);
-    CheckResult r = Check(MakeCall(c.name, c.overload, c.args(), c.phase));
+    Result r = Check(MakeCall(c.name, c.overload, c.args(), c.phase));
     EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
     ASSERT_GT(r.verdict.outputs_size(), 0);
     EXPECT_EQ(r.verdict.outputs(0).standard(), c.standard);
@@ -71,8 +81,8 @@ TEST_P(CallCheckerTest, CleanCallsOfEveryStandardPass) {
 TEST_P(CallCheckerTest, HarmfulFaultsAreErrorsOnTheFaultyOutput) {
   const at::Tensor x = R({16, 32}, 1), w = R({24, 32}, 2);
   // gelu evaluated with the tanh approximation when the exact form was asked for.
-  CheckResult r = Check(MakeCall("aten::gelu", "", {x * 3, std::string("none")}, v1::PHASE_FORWARD,
-                                 [&](Stack& out) { out[0] = at::gelu(x * 3, "tanh"); }));
+  Result r = Check(MakeCall("aten::gelu", "", {x * 3, std::string("none")}, v1::PHASE_FORWARD,
+                            [&](Stack& out) { out[0] = at::gelu(x * 3, "tanh"); }));
   EXPECT_EQ(StatusText(r.verdict.status()), "error") << r.verdict.ShortDebugString();
   EXPECT_EQ(r.verdict.outputs(0).standard(), "benchmark");
   // softmax without subtracting the max: overflows on large logits.
@@ -121,7 +131,7 @@ TEST_P(CallCheckerTest, HarmfulFaultsAreErrorsOnTheFaultyOutput) {
 TEST_P(CallCheckerTest, BenignDifferencesPass) {
   const at::Tensor x = R({16, 32}, 1);
   // One float32 ULP on every element of a benchmark-standard op.
-  CheckResult r =
+  Result r =
       Check(MakeCall("aten::gelu", "", {x, std::string("none")}, v1::PHASE_FORWARD, [](Stack& out) {
         at::Tensor t = out[0].toTensor();
         out[0] = at::nextafter(t, t + 1);
@@ -142,7 +152,7 @@ TEST_P(CallCheckerTest, BenignDifferencesPass) {
 
 TEST_P(CallCheckerTest, InPlaceAndOutVariantsCompareTheMutatedArgument) {
   const at::Tensor x = R({4, 8}, 1), y = R({4, 8}, 2);
-  CheckResult r = Check(MakeCall("aten::add_", "Tensor", {x, y, 1}));
+  Result r = Check(MakeCall("aten::add_", "Tensor", {x, y, 1}));
   EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
   r = Check(MakeCall("aten::mul_", "Tensor", {x, y}, v1::PHASE_FORWARD,
                      [](Stack& out) { out[0] = out[0].toTensor() + 1; }));
@@ -158,7 +168,7 @@ TEST_P(CallCheckerTest, OpsReturningNothingAreJudgedByTheArgumentsTheyWrite) {
   const c10::List<at::Tensor> grads({R({4, 8}, 4), R({16}, 5), R({3, 3}, 6)});
   const v1::ApiCall clean = MakeCall("aten::_foreach_add_", "List", {params, grads, -0.01});
   ASSERT_EQ(clean.outputs_size(), 1);  // the written list, as the agent sends it
-  CheckResult r = Check(clean);
+  Result r = Check(clean);
   EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
   ASSERT_EQ(r.verdict.outputs_size(), 3);
   EXPECT_THAT(r.verdict.outputs(1).shape(), ::testing::ElementsAre(16));
@@ -183,7 +193,7 @@ TEST_P(CallCheckerTest, OpsReturningNothingAreJudgedByTheArgumentsTheyWrite) {
 
 TEST_P(CallCheckerTest, TuplesAndIntegerOutputsAreJudgedPerOutput) {
   const at::Tensor x = R({4, 8}, 1);
-  CheckResult r = Check(MakeCall("aten::topk", "", {x, 3, 1, true, true}));
+  Result r = Check(MakeCall("aten::topk", "", {x, 3, 1, true, true}));
   EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
   ASSERT_EQ(r.verdict.outputs_size(), 2);
   EXPECT_EQ(r.verdict.outputs(1).dtype(), v1::DTYPE_INT64);
@@ -196,7 +206,7 @@ TEST_P(CallCheckerTest, TuplesAndIntegerOutputsAreJudgedPerOutput) {
 TEST_P(CallCheckerTest, SkipsRandomOpsAndAgentSkips) {
   v1::ApiCall call = MakeCall("aten::relu", "", {R({2}, 1)});
   call.set_op_name("aten::bernoulli");
-  CheckResult r = Check(call);
+  Result r = Check(call);
   EXPECT_EQ(StatusText(r.verdict.status()), "SKIP");
   EXPECT_THAT(r.verdict.message(), HasSubstr("random"));
   call = MakeCall("aten::relu", "", {R({2}, 1)});
@@ -211,7 +221,7 @@ TEST_P(CallCheckerTest, MalformedCallsGetClearStatuses) {
   // Unknown op and unknown overload.
   v1::ApiCall c = good;
   c.set_op_name("aten::no_such_op");
-  CheckResult r = Check(c);
+  Result r = Check(c);
   EXPECT_EQ(StatusText(r.verdict.status()), "SKIP");
   EXPECT_EQ(r.verdict.error_code(), static_cast<int>(absl::StatusCode::kUnimplemented));
   EXPECT_THAT(r.verdict.message(), HasSubstr("unknown operator \"aten::no_such_op\""));
@@ -288,7 +298,7 @@ TEST_P(CallCheckerTest, StatsOnlyOutputsAreJudgedByTheirStatistics) {
     }
     return call;
   };
-  CheckResult r = Check(stats_only(MakeCall("aten::gelu", "", {x, std::string("none")})));
+  Result r = Check(stats_only(MakeCall("aten::gelu", "", {x, std::string("none")})));
   EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
   ASSERT_EQ(r.verdict.outputs_size(), 1);
   EXPECT_EQ(r.verdict.outputs(0).standard(), "statistics");
@@ -332,7 +342,7 @@ TEST_P(CallCheckerTest, OmittedDefaultedArgumentsTakeTheSchemaDefaults) {
     SCOPED_TRACE(c.name + "." + c.overload);
     v1::ApiCall call = MakeCall(c.name, c.overload, c.full);
     while (call.inputs_size() > c.keep) call.mutable_inputs()->RemoveLast();
-    CheckResult r = Check(call);
+    Result r = Check(call);
     EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
     ASSERT_EQ(r.verdict.outputs_size(), 1);
     EXPECT_NE(r.verdict.outputs(0).standard(), "");
@@ -341,7 +351,7 @@ TEST_P(CallCheckerTest, OmittedDefaultedArgumentsTakeTheSchemaDefaults) {
   // kernel runs.
   v1::ApiCall mm = MakeCall("aten::mm", "", {x, w.t().contiguous()});
   mm.mutable_inputs()->RemoveLast();
-  CheckResult r = Check(mm);
+  Result r = Check(mm);
   EXPECT_EQ(r.verdict.status(), v1::VERDICT_STATUS_REJECTED);
   EXPECT_EQ(r.verdict.error_code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(r.verdict.message(), HasSubstr("argument 1 (mat2) of aten::mm"));
@@ -371,7 +381,7 @@ TEST_P(CallCheckerTest, BenchComputesFloat32InFloat32) {
     }
     c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), "").callBoxed(golden);
     const double rms = golden[0].toTensor().pow(2).mean().sqrt().item<double>();
-    CheckResult r = Check(MakeCall(name, "", args));
+    Result r = Check(MakeCall(name, "", args));
     // The device here is this CPU. mm's verdict compares its float32 accumulation with the
     // bench's (the ULP standard's share ratio): against an H100's cuBLAS, a CPU's GEMM at
     // k = 1024 is an error (6.2% of elements over 32 ULP against the GPU's 3.4%), so only the
@@ -411,12 +421,12 @@ TEST_P(CallCheckerTest, HalfPrecisionCallsFromTheGpu) {
     };
     for (const auto& [name, args] : clean) {
       const std::string overload = name == "aten::sum" ? "dim_IntList" : "";
-      CheckResult r = Check(MakeCall(name, overload, args));
+      Result r = Check(MakeCall(name, overload, args));
       EXPECT_EQ(StatusText(r.verdict.status()), "pass")
           << name << " " << r.verdict.ShortDebugString();
     }
     if (dtype == at::kHalf) {  // inputs rounded to bfloat16 first: 3 mantissa bits fewer
-      CheckResult r = Check(MakeCall("aten::mm", "", {a, b}, v1::PHASE_FORWARD, [&](Stack& out) {
+      Result r = Check(MakeCall("aten::mm", "", {a, b}, v1::PHASE_FORWARD, [&](Stack& out) {
         out[0] = at::mm(a.to(at::kBFloat16).to(dtype), b.to(at::kBFloat16).to(dtype));
       }));
       EXPECT_EQ(StatusText(r.verdict.status()), "error") << r.verdict.ShortDebugString();

@@ -57,7 +57,7 @@ TEST_P(JudgeTest, Decides) {
   OutputJudgement j = JudgeOutput(device, c.bench.empty() ? nullptr : &bench, &golden, c.standard,
                                   StandardsTable::Default());
   EXPECT_EQ(StatusText(j.status), StatusText(c.expected)) << j.message;
-  EXPECT_EQ(j.failed_metric, c.failed_metric) << j.message;
+  EXPECT_EQ(MetricName(j.failed_metric), c.failed_metric) << j.message;
 }
 
 const std::vector<double> g = Golden();
@@ -168,11 +168,12 @@ TEST(JudgeHalfPrecisionTest, BFloat16ThousandthOpsAreJudgedAgainstTheBench) {
 
 TEST(TwoWayChainTest, FollowsMsprobeOrder) {
   const TwoWayThresholds t;
-  std::string metric, message;
+  Metric metric = Metric::kNone;
+  std::string message;
   PairMetrics m;
   m.cosine = 0.98;
   EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), v1::VERDICT_STATUS_ERROR);
-  EXPECT_EQ(metric, "cosine");
+  EXPECT_EQ(metric, Metric::kCosine);
   m.cosine = 0.999;
   m.max_abs_error = 0.0005;
   m.thousandth_ratio = 0.5;  // ignored: max abs error < 0.001 passes first
@@ -180,7 +181,7 @@ TEST(TwoWayChainTest, FollowsMsprobeOrder) {
   m.max_abs_error = 0.01;
   m.hundredth_ratio = 0.98;
   EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT16, t, &metric, &message), v1::VERDICT_STATUS_ERROR);
-  EXPECT_EQ(metric, "hundredth_ratio");
+  EXPECT_EQ(metric, Metric::kHundredthRatio);
   m.hundredth_ratio = 0.995;
   m.thousandth_ratio = 0.998;
   EXPECT_EQ(TwoWayChain(m, v1::DTYPE_BFLOAT16, t, &metric, &message), v1::VERDICT_STATUS_WARNING);

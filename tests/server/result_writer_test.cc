@@ -1,11 +1,14 @@
 // Result files: msprobe's exact headers and cell formats, one row per output, resume on restart.
 #include "server/results/result_writer.h"
 
+#include <limits>
+
 #include <filesystem>
 
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/results/verdict_text.h"
 #include "tests/testing/server_harness.h"
 #include "tests/testing/test_certs.h"
 
@@ -21,30 +24,30 @@ std::vector<std::string> Rows(const std::string& path) {
 }
 
 // A checked call with one benchmark-standard output that failed on RMSE.
-CheckResult SampleResult(v1::VerdictStatus status) {
-  CheckResult r;
-  r.verdict.set_sequence(1);
-  r.verdict.set_status(status);
-  r.verdict.set_message(status == v1::VERDICT_STATUS_ERROR ? "output 0: rmse (benchmark)" : "");
-  CheckedOutput out;
-  out.verdict.set_index(0);
-  out.verdict.set_status(status);
-  out.verdict.set_standard("benchmark");
-  out.verdict.set_dtype(v1::DTYPE_FLOAT16);
-  out.verdict.add_shape(2);
-  out.verdict.add_shape(3);
-  (*out.verdict.mutable_metrics())["cosine"] = 0.5;
-  (*out.verdict.mutable_metrics())["max_abs_error"] = 1.0 / 3;
-  (*out.verdict.mutable_metrics())["rmse"] = std::numeric_limits<double>::infinity();
-  out.verdict.set_message("line one\nline, two");
+CallCheck SampleCheck(v1::VerdictStatus status) {
+  CallCheck c;
+  c.status = status;
+  c.message = status == v1::VERDICT_STATUS_ERROR ? "output 0: rmse (benchmark)" : "";
+  OutputCheck out;
+  out.index = 0;
+  out.dtype = v1::DTYPE_FLOAT16;
   out.bench_dtype = v1::DTYPE_FLOAT16;
-  out.has_device_metrics = true;
-  out.two_way_status = v1::VERDICT_STATUS_WARNING;
-  out.two_way_message = "two-way note";
-  out.ratios.push_back({"rmse", Ratio{3.0, false}});
-  out.ratios.push_back({"error_balance", Ratio{4.0, false}});
-  r.outputs.push_back(out);
-  return r;
+  out.shape = {2, 3};
+  out.judged = true;
+  OutputJudgement& j = out.judgement;
+  j.status = status;
+  j.standard = Standard::kBenchmark;
+  j.failed_metric = Metric::kRmse;
+  j.message = "line one\nline, two";
+  PairMetrics& m = j.device.emplace();
+  m.cosine = 0.5;
+  m.max_abs_error = 1.0 / 3;
+  m.rmse = std::numeric_limits<double>::infinity();
+  j.two_way_status = v1::VERDICT_STATUS_WARNING;
+  j.ratios.push_back({Metric::kRmse, Ratio{3.0, false}});
+  j.ratios.push_back({Metric::kErrorBalance, Ratio{4.0, false}});
+  c.outputs.push_back(out);
+  return c;
 }
 
 v1::ApiCall SampleCall(v1::Phase phase) {
@@ -57,15 +60,20 @@ v1::ApiCall SampleCall(v1::Phase phase) {
   return c;
 }
 
+absl::Status Write(ResultWriter& w, const CallOrigin& origin, const v1::ApiCall& call,
+                   const CallCheck& check) {
+  return w.Write(origin, call, check, ToVerdict(call, check));
+}
+
 TEST(ResultWriterTest, WritesMsprobeHeadersAndCells) {
   const std::string dir = testing::MakeTempDir("parity_rw_");
   auto w = ResultWriter::Create(dir + "/out", StandardsTable::Default(), "20261122101010");
   ASSERT_TRUE(w.ok()) << w.status();
-  ASSERT_TRUE((*w)->Write({2, "run", "h"}, SampleCall(v1::PHASE_FORWARD),
-                          SampleResult(v1::VERDICT_STATUS_ERROR))
+  ASSERT_TRUE(Write(**w, {2, "run", "h"}, SampleCall(v1::PHASE_FORWARD),
+                    SampleCheck(v1::VERDICT_STATUS_ERROR))
                   .ok());
-  ASSERT_TRUE((*w)->Write({2, "run", "h"}, SampleCall(v1::PHASE_BACKWARD),
-                          SampleResult(v1::VERDICT_STATUS_PASS))
+  ASSERT_TRUE(Write(**w, {2, "run", "h"}, SampleCall(v1::PHASE_BACKWARD),
+                    SampleCheck(v1::VERDICT_STATUS_PASS))
                   .ok());
   const std::string base = dir + "/out/";
   auto rows = Rows(base + "accuracy_checking_result_20261122101010_rank2.csv");
@@ -84,8 +92,11 @@ TEST(ResultWriterTest, WritesMsprobeHeadersAndCells) {
   EXPECT_EQ(header[4], "余弦相似度");
   EXPECT_EQ(rows[1],
             "aten::gelu.4.forward.output.0,torch.float16,torch.float16,\"(2, 3)\","
-            "0.50000000000000,0.33333333333333, , , , , ,inf, , , , , , , , , ,Warning,"
-            "two-way note");
+            "0.50000000000000,0.33333333333333,1.00000000000000,1.00000000000000,"
+            "1.00000000000000,0.00000000000000,0.00000000000000,inf,0.00000000000000,"
+            "0.00000000000000,0.00000000000000,0.00000000000000,0.00000000000000,"
+            "0.00000000000000,0.00000000000000,0.00000000000000,0.00000000000000,Warning,"
+            "\"line one\nline, two\"");
   EXPECT_THAT(rows[2], ::testing::StartsWith("aten::gelu.4.backward.0.output.0,"));
   rows = Rows(base + "api_precision_compare_details_20261122101010_rank2.csv");
   header = absl::StrSplit(rows[0], ',');
@@ -109,17 +120,17 @@ TEST(ResultWriterTest, RestartAppendsToTheNewestFileSetOfTheRank) {
   {
     auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20260101000000");
     ASSERT_TRUE(w.ok());
-    ASSERT_TRUE((*w)->Write({0, "", ""}, SampleCall(v1::PHASE_FORWARD),
-                            SampleResult(v1::VERDICT_STATUS_PASS))
-                    .ok());
+    ASSERT_TRUE(
+        Write(**w, {0, "", ""}, SampleCall(v1::PHASE_FORWARD), SampleCheck(v1::VERDICT_STATUS_PASS))
+            .ok());
   }
   auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20260202000000");
   ASSERT_TRUE(w.ok());
   ASSERT_TRUE(
-      (*w)->Write({0, "", ""}, SampleCall(v1::PHASE_FORWARD), SampleResult(v1::VERDICT_STATUS_PASS))
+      Write(**w, {0, "", ""}, SampleCall(v1::PHASE_FORWARD), SampleCheck(v1::VERDICT_STATUS_PASS))
           .ok());
   ASSERT_TRUE(
-      (*w)->Write({1, "", ""}, SampleCall(v1::PHASE_FORWARD), SampleResult(v1::VERDICT_STATUS_PASS))
+      Write(**w, {1, "", ""}, SampleCall(v1::PHASE_FORWARD), SampleCheck(v1::VERDICT_STATUS_PASS))
           .ok());
   // Rank 0 resumed its file (one header, two rows); rank 1 had none, so it starts a new set.
   EXPECT_EQ(Rows(dir + "/accuracy_checking_result_20260101000000_rank0.csv").size(), 3u);
@@ -138,12 +149,9 @@ TEST(CsvTest, FormatsLikePythonsCsvWriter) {
   EXPECT_EQ(CsvDouble(-std::numeric_limits<double>::infinity()), "-inf");
   EXPECT_EQ(CsvDouble(std::nan("")), "nan");
   EXPECT_EQ(CsvRow({"a", "b,c", "say \"hi\"", " "}), "a,\"b,c\",\"say \"\"hi\"\"\", \r\n");
-  google::protobuf::RepeatedField<int64_t> shape;
-  EXPECT_EQ(ShapeTuple(shape), "()");
-  shape.Add(0);
-  EXPECT_EQ(ShapeTuple(shape), "(0,)");
-  shape.Add(5);
-  EXPECT_EQ(ShapeTuple(shape), "(0, 5)");
+  EXPECT_EQ(ShapeTuple({}), "()");
+  EXPECT_EQ(ShapeTuple({0}), "(0,)");
+  EXPECT_EQ(ShapeTuple({0, 5}), "(0, 5)");
 }
 
 }  // namespace

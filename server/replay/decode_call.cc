@@ -1,0 +1,128 @@
+// Stages 1-3 of a check: admit the call's strings, resolve its operator, decode its values.
+#include <tuple>
+#include <unordered_set>
+
+#include "absl/strings/str_cat.h"
+#include "common/text.h"
+#include "common/torch/torch_pch.h"
+#include "server/replay/stages.h"
+
+namespace parity::server {
+namespace {
+
+std::string ErrorText(const std::exception& e) {
+  if (const auto* c10e = dynamic_cast<const c10::Error*>(&e)) {
+    return c10e->what_without_backtrace();
+  }
+  return e.what();
+}
+
+// Every operator name the dispatcher knows, to tell "unknown op" from "unknown overload". Built
+// once: a reference library loaded later would need a fresh set (they load at start-up).
+bool OpNameKnown(absl::string_view name) {
+  static const auto* names = [] {
+    auto* set = new std::unordered_set<std::string>();
+    for (const c10::OperatorName& op : c10::Dispatcher::singleton().getAllOpNames()) {
+      set->insert(op.name);
+    }
+    return set;
+  }();
+  return names->count(std::string(name)) > 0;
+}
+
+}  // namespace
+
+absl::Status CheckCallStrings(const v1::ApiCall& call) {
+  const std::tuple<const char*, const std::string*, std::size_t> fields[] = {
+      {"op_name", &call.op_name(), common::kMaxNameBytes},
+      {"overload", &call.overload(), common::kMaxNameBytes},
+      {"forward_op_name", &call.forward_op_name(), common::kMaxNameBytes},
+      {"forward_overload", &call.forward_overload(), common::kMaxNameBytes},
+      {"autograd_node", &call.autograd_node(), common::kMaxNameBytes},
+      {"module_path", &call.module_path(), common::kMaxModulePathBytes},
+      {"skip_reason", &call.skip_reason(), common::kMaxSkipReasonBytes},
+  };
+  for (const auto& [name, value, cap] : fields) {
+    if (value->size() > cap) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("ApiCall.", name, ": ", value->size(), " bytes, at most ", cap));
+    }
+  }
+  // Names end up in the result files' rows, logs and metric labels: no operator is named with
+  // control characters, so a name holding one is malformed.
+  for (const auto& [name, value, cap] : fields) {
+    if (cap == common::kMaxNameBytes && common::EscapeControl(*value) != *value) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ApiCall.", name, ": \"", common::EscapeControl(*value), "\" holds control characters"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<c10::OperatorHandle> ResolveOp(absl::string_view name, absl::string_view overload) {
+  c10::optional<c10::OperatorHandle> op =
+      c10::Dispatcher::singleton().findSchema({std::string(name), std::string(overload)});
+  if (op) return *op;
+  return absl::UnimplementedError(
+      OpNameKnown(name)
+          ? absl::StrCat("operator ", name, " has no overload \"", overload,
+                         "\" in the bench's libtorch")
+          : absl::StrCat("unknown operator \"", name,
+                         "\": the bench's libtorch does not have it and no reference library "
+                         "registers it"));
+}
+
+absl::Status NormalizeArguments(const c10::FunctionSchema& schema, Stack& inputs) {
+  const auto& args = schema.arguments();
+  if (inputs.size() > args.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the call has ", inputs.size(), " arguments, ",
+                                                   toString(schema), " takes ", args.size()));
+  }
+  for (std::size_t i = inputs.size(); i < args.size(); ++i) {
+    if (!args[i].default_value()) {
+      return absl::InvalidArgumentError(absl::StrCat("argument ", i, " (", args[i].name(), ") of ",
+                                                     toString(schema),
+                                                     " is missing and has no default"));
+    }
+  }
+  try {
+    schema.checkAndNormalizeInputs(inputs, {});  // also appends the defaults
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("arguments do not match ", toString(schema), ": ", ErrorText(e)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DecodedCall> DecodeCall(const v1::ApiCall& call, const c10::FunctionSchema& schema,
+                                       const common::DecodeLimits& limits,
+                                       const common::BlobSource* blobs) {
+  common::ValueDecoder decoder(limits, blobs);
+  DecodedCall d;
+  d.inputs.resize(call.inputs_size());
+  for (int i = 0; i < call.inputs_size(); ++i) {
+    absl::Status s = decoder.Decode(call.inputs(i), absl::StrCat("inputs[", i, "]"), &d.inputs[i]);
+    if (s.code() == absl::StatusCode::kFailedPrecondition) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(s.message(), ": the call cannot be replayed without it"));
+    }
+    if (!s.ok()) return s;
+  }
+  d.outputs.resize(call.outputs_size());
+  d.output_skip.resize(call.outputs_size());
+  for (int i = 0; i < call.outputs_size(); ++i) {
+    absl::Status s =
+        decoder.Decode(call.outputs(i), absl::StrCat("outputs[", i, "]"), &d.outputs[i]);
+    if (s.code() == absl::StatusCode::kFailedPrecondition) {
+      d.output_skip[i] = std::string(s.message());  // statistics only: judged by them
+    } else if (!s.ok()) {
+      return s;
+    }
+  }
+  // Argument types must fit the schema before anything is dispatched, and the stack must hold
+  // every argument (a kernel reads its arguments from fixed stack positions).
+  if (absl::Status s = NormalizeArguments(schema, d.inputs); !s.ok()) return s;
+  return d;
+}
+
+}  // namespace parity::server

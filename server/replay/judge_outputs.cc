@@ -1,0 +1,177 @@
+// Stage 5 of a check: every output of the device against the bench and golden replays.
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "common/torch/dtype_map.h"
+#include "common/torch/ivalue_walk.h"
+#include "common/torch/tensor_stats.h"
+#include "common/torch/torch_pch.h"
+#include "server/compare/statistics.h"
+#include "server/replay/stages.h"
+
+namespace parity::server {
+namespace {
+
+// A contiguous CPU copy and the compare engine's view of it.
+struct HostCopy {
+  at::Tensor tensor;
+  HostTensor view;
+};
+
+std::optional<HostCopy> ToHost(const c10::IValue* v) {
+  if (v == nullptr || !v->isTensor() || !v->toTensor().defined()) return std::nullopt;
+  const at::Tensor& t = v->toTensor();
+  std::optional<v1::DType> d = common::ToWireDType(t.scalar_type());
+  if (!d) return std::nullopt;
+  HostCopy h;
+  h.tensor = t.detach().resolve_conj().resolve_neg().to(at::kCPU).contiguous();
+  h.view.dtype = *d;
+  h.view.shape.assign(h.tensor.sizes().begin(), h.tensor.sizes().end());
+  h.view.data = h.tensor.data_ptr();
+  h.view.numel = h.tensor.numel();
+  return h;
+}
+
+Stack Flatten(const Stack& values) {
+  Stack out;
+  for (const c10::IValue& v : values) {
+    common::ForEachLeaf(v, [&](const c10::IValue& leaf) { out.push_back(leaf); });
+  }
+  return out;
+}
+
+OutputCheck Skipped(std::string why) {
+  OutputCheck out;
+  out.judgement.status = v1::VERDICT_STATUS_SKIP;
+  out.judgement.message = std::move(why);
+  return out;
+}
+
+// A tensor output: the compare engine's metrics and the standard's rules.
+OutputCheck JudgeTensor(const at::Tensor& device, const c10::IValue* bench,
+                        const c10::IValue* golden, Standard standard, const StandardsTable& table) {
+  const c10::IValue d(device);
+  std::optional<HostCopy> dh = ToHost(&d), bh = ToHost(bench), gh = ToHost(golden);
+  if (!dh || (!bh && !gh)) return Skipped("Bench output is None, skip this test.");
+  OutputCheck out;
+  out.judgement =
+      JudgeOutput(dh->view, bh ? &bh->view : nullptr, gh ? &gh->view : nullptr, standard, table);
+  out.dtype = dh->view.dtype;
+  out.shape = dh->view.shape;
+  out.judged = out.judgement.device.has_value();
+  if (bh) out.bench_dtype = bh->view.dtype;
+  return out;
+}
+
+// A device output sent as statistics only: by the same statistics of the bench and golden.
+OutputCheck JudgeStatsOnly(const v1::Tensor& device, const c10::IValue* bench,
+                           const c10::IValue* golden, const StandardsTable& table) {
+  auto stats = [](const c10::IValue* v) -> std::optional<v1::TensorStats> {
+    if (v == nullptr || !v->isTensor() || !v->toTensor().defined()) return std::nullopt;
+    return common::TensorStatistics(v->toTensor());
+  };
+  const std::optional<v1::TensorStats> b = stats(bench), g = stats(golden);
+  uint64_t numel = 1;
+  for (int64_t d : device.shape()) numel *= static_cast<uint64_t>(d);
+  OutputCheck out;
+  out.judgement = JudgeStatistics(device.stats(), b ? &*b : nullptr, g ? &*g : nullptr,
+                                  device.dtype(), numel, table);
+  out.dtype = device.dtype();
+  out.shape.assign(device.shape().begin(), device.shape().end());
+  if (b) {
+    out.bench_dtype =
+        common::ToWireDType(bench->toTensor().scalar_type()).value_or(v1::DTYPE_UNSPECIFIED);
+  }
+  return out;
+}
+
+// A Python scalar, string or other plain value: equal or not (the bench, at the same dtype,
+// decides when it ran).
+OutputCheck JudgeValue(const c10::IValue& device, const c10::IValue& reference) {
+  OutputCheck out;
+  OutputJudgement& j = out.judgement;
+  const bool equal = device.isDouble() && reference.isDouble()
+                         ? device.toDouble() == reference.toDouble()
+                         : device == reference;
+  j.standard = Standard::kExact;
+  j.status = equal ? v1::VERDICT_STATUS_PASS : v1::VERDICT_STATUS_ERROR;
+  j.two_way_status = j.status;
+  if (!equal) {
+    j.failed_metric = Metric::kValue;
+    j.message = "device value differs from the bench";
+  }
+  return out;
+}
+
+OutputCheck JudgeOne(const v1::Value& wire, const std::string& skip, const c10::IValue& device,
+                     const c10::IValue* bench, const c10::IValue* golden, Standard standard,
+                     const StandardsTable& table) {
+  if (!skip.empty() && wire.has_tensor() && wire.tensor().form() == v1::DATA_FORM_STATS_ONLY) {
+    return JudgeStatsOnly(wire.tensor(), bench, golden, table);
+  }
+  if (!skip.empty()) return Skipped(skip);
+  if (device.isTensor()) {
+    if (!device.toTensor().defined()) return Skipped("undefined device tensor");
+    return JudgeTensor(device.toTensor(), bench, golden, standard, table);
+  }
+  if (device.isNone()) return Skipped("Bench output is None, skip this test.");
+  return JudgeValue(device, bench != nullptr ? *bench : *golden);
+}
+
+}  // namespace
+
+void JudgeOutputs(const v1::ApiCall& call, const DecodedCall& decoded, const Replay& bench,
+                  const Replay& golden, Standard standard, const StandardsTable& table,
+                  CallCheck* check) {
+  Stack device;
+  std::vector<int> raw_index;  // flat output -> the call's output it came from
+  for (std::size_t k = 0; k < decoded.outputs.size(); ++k) {
+    common::ForEachLeaf(decoded.outputs[k], [&](const c10::IValue& leaf) {
+      device.push_back(leaf);
+      raw_index.push_back(static_cast<int>(k));
+    });
+  }
+  const Stack bench_out = bench.ran() ? Flatten(bench.results) : Stack{};
+  const Stack golden_out = golden.ran() ? Flatten(golden.results) : Stack{};
+  if (device.empty()) {
+    check->status = v1::VERDICT_STATUS_SKIP;
+    check->message = absl::StrCat(call.op_name(),
+                                  " returned nothing and the call carries no written arguments: "
+                                  "nothing to compare");
+    return;
+  }
+  const Stack& shape_ref = bench.ran() ? bench_out : golden_out;
+  if (shape_ref.size() != device.size()) {
+    check->status = v1::VERDICT_STATUS_ERROR;
+    check->message = absl::StrCat(
+        "bench and npu output structure is different: the device "
+        "returned ",
+        device.size(), " value(s), the bench ", shape_ref.size());
+    return;
+  }
+  std::vector<v1::VerdictStatus> statuses;
+  std::string summary;
+  for (std::size_t i = 0; i < device.size(); ++i) {
+    const int k = raw_index[i];
+    OutputCheck out = JudgeOne(call.outputs(k), decoded.output_skip[k], device[i],
+                               bench_out.empty() ? nullptr : &bench_out[i],
+                               golden_out.empty() ? nullptr : &golden_out[i], standard, table);
+    out.index = static_cast<uint32_t>(i);
+    const OutputJudgement& j = out.judgement;
+    if (j.status == v1::VERDICT_STATUS_ERROR && summary.empty()) {
+      summary = absl::StrCat("output ", i, ": ", MetricName(j.failed_metric), " (",
+                             StandardName(j.standard), ")");
+    }
+    statuses.push_back(j.status);
+    check->outputs.push_back(std::move(out));
+  }
+  if (!bench.ran())
+    absl::StrAppend(&summary, summary.empty() ? "" : "; ", "bench failed: ", bench.error);
+  if (!golden.ran() && golden.error != "disabled") {
+    absl::StrAppend(&summary, summary.empty() ? "" : "; ", "golden failed: ", golden.error);
+  }
+  check->status = Aggregate(statuses);
+  check->message = std::move(summary);
+}
+
+}  // namespace parity::server

@@ -1,0 +1,174 @@
+// Stage 4 of a check: the bench and golden replays through the dispatcher, and the bench device.
+#include <ATen/detail/CUDAHooksInterface.h>
+
+#include <optional>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "common/torch/ivalue_walk.h"
+#include "common/torch/torch_pch.h"
+#include "common/torch/written_arguments.h"
+#include "server/replay/stages.h"
+
+namespace parity::server {
+namespace {
+
+std::string ErrorText(const std::exception& e) {
+  if (const auto* c10e = dynamic_cast<const c10::Error*>(&e)) {
+    return c10e->what_without_backtrace();
+  }
+  return e.what();
+}
+
+// `inputs` with `tensor(t)` for every defined tensor and `device` for every Device value.
+template <typename F>
+Stack MapInputs(const Stack& inputs, const F& tensor, const c10::Device& device) {
+  Stack out;
+  out.reserve(inputs.size());
+  for (const c10::IValue& v : inputs) {
+    out.push_back(common::MapLeaves(v, [&](const c10::IValue& leaf) {
+      if (leaf.isTensor() && leaf.toTensor().defined()) return c10::IValue(tensor(leaf.toTensor()));
+      if (leaf.isDevice()) return c10::IValue(device);
+      return leaf;
+    }));
+  }
+  return out;
+}
+
+// msprobe's upcast for the golden: one raisable float dtype -> its wider type (float16/bfloat16
+// -> float32, float32 -> float64); several -> float32; none (float64 only, or no floats) ->
+// nothing.
+std::optional<at::ScalarType> GoldenTarget(const Stack& inputs) {
+  std::set<at::ScalarType> dtypes;
+  for (const c10::IValue& v : inputs) {
+    common::ForEachLeaf(v, [&](const c10::IValue& leaf) {
+      if (leaf.isTensor() && leaf.toTensor().defined() && leaf.toTensor().is_floating_point()) {
+        dtypes.insert(leaf.toTensor().scalar_type());
+      }
+    });
+  }
+  dtypes.erase(at::kDouble);
+  if (dtypes.empty()) return std::nullopt;
+  if (dtypes.size() > 1) return at::kFloat;
+  return *dtypes.begin() == at::kFloat ? at::kDouble : at::kFloat;
+}
+
+bool IsDtypeArgument(const c10::Argument& arg) {
+  const c10::TypePtr& t = arg.real_type();
+  return t->kind() == c10::TypeKind::ScalarTypeType ||
+         (t->kind() == c10::TypeKind::OptionalType &&
+          t->castRaw<c10::OptionalType>()->getElementType()->kind() ==
+              c10::TypeKind::ScalarTypeType);
+}
+
+// Runs `op` on `stack`, which then holds its results; the error text if it threw.
+Replay Run(const c10::OperatorHandle& op, Stack stack) {
+  Replay r;
+  try {
+    at::NoGradGuard no_grad;
+    // Never a short stack: DecodeCall filled it to the schema's length.
+    if (stack.size() != op.schema().arguments().size()) {
+      r.error = absl::StrCat("internal: ", stack.size(), " values for ",
+                             op.schema().arguments().size(), " arguments; not called");
+      return r;
+    }
+    common::CallBoxedForResults(op, stack);  // an op returning nothing: what it wrote
+    r.results = std::move(stack);
+  } catch (const std::exception& e) {
+    r.error = ErrorText(e);
+  }
+  return r;
+}
+
+// The bench stands in for the reference accelerator, so on CUDA it computes float32 in float32:
+// no TF32 in cuBLAS or cuDNN (PyTorch's default lets cuDNN convolutions round float32 inputs to
+// TF32's 10-bit mantissa), no reduced-precision reductions in half and bfloat16 GEMMs, and
+// deterministic cuDNN algorithms. A verdict then does not depend on whether the bench is a GPU
+// or a CPU, nor on the bench host's library defaults. Process-wide: the server replays only.
+template <typename Context>
+auto DisallowBF16Reduction(Context& ctx, int) -> decltype(ctx.setAllowBF16ReductionCuBLAS(false)) {
+  return ctx.setAllowBF16ReductionCuBLAS(false);  // newer than libtorch 1.13
+}
+template <typename Context>
+void DisallowBF16Reduction(Context&, long) {}
+
+void UseFullPrecisionOnCuda() {
+  at::Context& ctx = at::globalContext();
+  ctx.setAllowTF32CuBLAS(false);
+  ctx.setAllowTF32CuDNN(false);
+  ctx.setAllowFP16ReductionCuBLAS(false);
+  DisallowBF16Reduction(ctx, 0);
+  ctx.setDeterministicCuDNN(true);
+  ctx.setBenchmarkCuDNN(false);
+}
+
+}  // namespace
+
+Replay ReplayBench(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device) {
+  // Copies, even on the CPU: an in-place op writes its arguments.
+  return Run(op, MapInputs(
+                     inputs,
+                     [&](const at::Tensor& t) {
+                       return t.to(device, /*non_blocking=*/false, /*copy=*/true);
+                     },
+                     device));
+}
+
+Replay ReplayGolden(const c10::OperatorHandle& op, const Stack& inputs) {
+  const std::optional<at::ScalarType> target = GoldenTarget(inputs);
+  Stack golden = MapInputs(
+      inputs,
+      [&](const at::Tensor& t) {
+        if (target && t.is_floating_point() && t.scalar_type() != at::kDouble) {
+          return t.to(at::kCPU).to(*target);
+        }
+        return t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
+      },
+      c10::Device(c10::kCPU));
+  // A dtype argument naming a low-precision float (`sum(x, dtype=float16)`) is raised with the
+  // tensors, or the golden would round to it.
+  if (target) {
+    const auto& args = op.schema().arguments();
+    for (std::size_t i = 0; i < golden.size() && i < args.size(); ++i) {
+      if (IsDtypeArgument(args[i]) && golden[i].isInt()) {
+        const auto st = static_cast<at::ScalarType>(golden[i].toInt());
+        if (st == at::kHalf || st == at::kBFloat16 || st == at::kFloat) {
+          golden[i] = c10::IValue(*target);
+        }
+      }
+    }
+  }
+  return Run(op, std::move(golden));
+}
+
+absl::StatusOr<c10::Device> ResolveBenchDevice(const std::string& name) {
+  const int gpus = at::detail::getCUDAHooks().hasCUDA()
+                       ? static_cast<int>(at::detail::getCUDAHooks().getNumGPUs())
+                       : 0;
+  c10::Device device(c10::kCPU);
+  if (name == "auto") {
+    device = gpus > 0 ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  } else {
+    try {
+      device = c10::Device(name);
+    } catch (const std::exception&) {
+      return absl::InvalidArgumentError(absl::StrCat("bench_device: not a device: \"", name, "\""));
+    }
+    if (device.is_cuda()) {
+      const int index = device.has_index() ? device.index() : 0;
+      if (index >= gpus) {
+        return absl::InvalidArgumentError(absl::StrCat("bench_device: ", name,
+                                                       " asked for, but this libtorch sees ", gpus,
+                                                       " CUDA device(s)"));
+      }
+      device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+    } else if (!device.is_cpu()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bench_device: only cpu and cuda are supported, got \"", name, "\""));
+    }
+  }
+  if (device.is_cuda()) UseFullPrecisionOnCuda();
+  return device;
+}
+
+}  // namespace parity::server

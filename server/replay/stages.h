@@ -1,0 +1,70 @@
+// The stages of checking one call, in the order server/replay/call_checker.cc runs them. Each is
+// a function of its own, testable alone. Uses libtorch types: only the server's replay code
+// includes this header.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/limits.h"
+#include "common/torch/value_codec.h"
+#include "parity/v1/parity.pb.h"
+#include "server/replay/call_checker.h"
+
+namespace parity::server {
+
+using Stack = std::vector<c10::IValue>;
+
+// 1. Admit: every string under its cap (RESOURCE_EXHAUSTED), and names of ops, overloads and
+// nodes without control characters (INVALID_ARGUMENT); both name the field.
+absl::Status CheckCallStrings(const v1::ApiCall& call);
+
+// 2. Resolve: the operator this name and overload name in the bench's dispatcher (its libtorch
+// and the reference libraries it loaded). UNIMPLEMENTED, saying whether the op or only the
+// overload is unknown.
+absl::StatusOr<c10::OperatorHandle> ResolveOp(absl::string_view name, absl::string_view overload);
+
+// 3. Decode: the call's values, every size validated before allocating.
+struct DecodedCall {
+  Stack inputs;                          // the schema's full argument stack: defaults filled in
+  Stack outputs;                         // the device's outputs; None where output_skip says why
+  std::vector<std::string> output_skip;  // per output of the call: why not decoded, "" if it was
+};
+// INVALID_ARGUMENT or RESOURCE_EXHAUSTED: the call is rejected; FAILED_PRECONDITION: an input was
+// sent as statistics only, so the call cannot be replayed (SKIP).
+absl::StatusOr<DecodedCall> DecodeCall(const v1::ApiCall& call, const c10::FunctionSchema& schema,
+                                       const common::DecodeLimits& limits,
+                                       const common::BlobSource* blobs);
+// Makes `inputs` a full stack for `schema`: types checked, defaults of omitted trailing
+// arguments appended. INVALID_ARGUMENT naming the argument otherwise.
+absl::Status NormalizeArguments(const c10::FunctionSchema& schema, Stack& inputs);
+
+// 4. Replay: the results of the op on copies of the inputs (an op that returns nothing: the
+// arguments it writes), or why it could not run.
+struct Replay {
+  Stack results;
+  std::string error;  // "" when it ran
+  bool ran() const { return error.empty(); }
+};
+// At the inputs' dtypes on `device`.
+Replay ReplayBench(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device);
+// On the CPU with floating inputs upcast as msprobe does (float16/bfloat16 -> float32, float32
+// -> float64; mixed -> float32), and dtype arguments naming a low-precision float raised with
+// them.
+Replay ReplayGolden(const c10::OperatorHandle& op, const Stack& inputs);
+
+// 5. Judge: every output of the device against the bench and golden replays, by `standard`;
+// sets `check`'s outputs, status and message (a call-level error when the outputs' structure
+// differs, SKIP when there is nothing to compare).
+void JudgeOutputs(const v1::ApiCall& call, const DecodedCall& decoded, const Replay& bench,
+                  const Replay& golden, Standard standard, const StandardsTable& table,
+                  CallCheck* check);
+
+// The bench device a CheckerOptions::bench_device names; INVALID_ARGUMENT if absent.
+absl::StatusOr<c10::Device> ResolveBenchDevice(const std::string& name);
+
+}  // namespace parity::server

@@ -1,0 +1,287 @@
+#include "server/results/result_rows.h"
+
+#include <chrono>
+#include <cmath>
+#include <ctime>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/dtype.h"
+#include "common/naming.h"
+#include "nlohmann/json.hpp"
+
+namespace parity::server {
+namespace {
+
+const std::string kSpace = " ";
+
+std::string Now14() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof(buf), "%Y%m%d%H%M%S", &tm);
+  return buf;
+}
+
+std::string DTypeCell(v1::DType d) {
+  return d == v1::DTYPE_UNSPECIFIED ? kSpace : std::string(common::TorchName(d));
+}
+
+// msprobe's status words; a rejected call reads SKIP (not checked: malformed), with its message.
+std::string StatusCell(v1::VerdictStatus s) {
+  if (s == v1::VERDICT_STATUS_REJECTED) return "SKIP";
+  if (s == v1::VERDICT_STATUS_UNSPECIFIED) return kSpace;
+  return std::string(StatusText(s));
+}
+
+// A field of the device-vs-reference metrics, or " " where it was not computed.
+std::string FieldCell(const OutputJudgement& j, Metric field) {
+  if (!j.device) return kSpace;
+  const std::optional<double> v = FieldValue(*j.device, field);
+  return v ? CsvDouble(*v) : kSpace;
+}
+
+std::vector<std::string> AccuracyDetailsRow(const std::string& name, const OutputCheck& out) {
+  const OutputJudgement& j = out.judgement;
+  std::vector<std::string> row = {
+      name, DTypeCell(out.bench_dtype), DTypeCell(out.dtype),
+      out.dtype == v1::DTYPE_UNSPECIFIED ? kSpace : ShapeTuple(out.shape)};
+  for (Metric field : kPairFields) row.push_back(FieldCell(j, field));
+  row.push_back(StatusCell(out.judged ? j.two_way_status : j.status));
+  row.push_back(j.message.empty() ? kSpace : j.message);
+  return row;
+}
+
+std::vector<std::string> PrecisionDetailsRow(const std::string& name, const OutputCheck& out) {
+  const OutputJudgement& j = out.judgement;
+  const Standard standard = j.standard;
+  std::vector<std::string> row = {name};
+  // Benchmark standard: each ratio and its judgement (error balance reported, never deciding).
+  for (const auto& [metric, decides] : {std::pair{Metric::kSmallValueErrorRatio, true},
+                                        {Metric::kRmse, true},
+                                        {Metric::kMaxRelError, true},
+                                        {Metric::kMeanRelError, true},
+                                        {Metric::kErrorBalance, false}}) {
+    const Ratio* r = standard == Standard::kBenchmark ? j.FindRatio(metric) : nullptr;
+    row.push_back(r ? CsvDouble(r->value) : kSpace);
+    row.push_back(r == nullptr ? kSpace : r->pass ? "pass" : decides ? "error" : "Warning");
+  }
+  // Absolute threshold: each rate must be 0.
+  const bool absolute = standard == Standard::kAbsoluteThreshold;
+  for (Metric rate : {Metric::kInfNanErrorRate, Metric::kRelErrorRate, Metric::kAbsErrorRate}) {
+    const std::optional<double> v =
+        absolute && j.device ? FieldValue(*j.device, rate) : std::nullopt;
+    row.push_back(v ? CsvDouble(*v) : kSpace);
+    row.push_back(!v ? kSpace : *v == 0 ? "pass" : "error");
+  }
+  const bool binary = standard == Standard::kBinary || standard == Standard::kExact;
+  row.push_back(binary ? FieldCell(j, Metric::kMismatchRate) : kSpace);
+  row.push_back(binary ? StatusCell(j.status) : kSpace);
+  const bool ulp = standard == Standard::kUlp;
+  row.push_back(ulp ? FieldCell(j, Metric::kUlpMean) : kSpace);
+  row.push_back(ulp ? FieldCell(j, Metric::kUlpOverThresholdRatio) : kSpace);
+  const Ratio* share = ulp ? j.FindRatio(Metric::kUlpShare) : nullptr;
+  row.push_back(share ? CsvDouble(share->value) : kSpace);
+  row.push_back(ulp ? StatusCell(j.status) : kSpace);
+  const bool thousandth = standard == Standard::kThousandth;
+  row.push_back(thousandth ? FieldCell(j, Metric::kThousandthRatio) : kSpace);
+  row.push_back(thousandth ? StatusCell(j.status) : kSpace);
+  row.push_back(StatusCell(j.status));
+  const absl::string_view display = StandardDisplayName(standard);
+  row.push_back(display.empty() ? kSpace : std::string(display));
+  row.push_back(j.message.empty() ? kSpace : j.message);
+  return row;
+}
+
+nlohmann::json Finite(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(CsvDouble(v));
+}
+
+nlohmann::json JsonRecord(const CallOrigin& origin, const v1::ApiCall& call, const CallCheck& check,
+                          const v1::Verdict& verdict, const StandardsTable& standards) {
+  nlohmann::json j;
+  j["time"] = Now14();
+  j["rank"] = origin.rank;
+  j["run_id"] = origin.run_id;
+  j["host"] = origin.hostname;
+  j["sequence"] = call.sequence();
+  j["step"] = call.step();
+  j["api"] = common::ApiName(call);
+  j["op"] = call.op_name();
+  j["overload"] = call.overload();
+  j["call_index"] = call.call_index();
+  j["phase"] = call.phase() == v1::PHASE_BACKWARD ? "backward" : "forward";
+  if (!call.forward_op_name().empty()) {
+    j["forward_op"] = call.forward_op_name();
+    j["forward_api"] = common::ForwardApiName(call);
+    j["backward_index"] = call.backward_index();
+  }
+  if (!call.autograd_node().empty()) j["autograd_node"] = call.autograd_node();
+  j["module_path"] = call.module_path();
+  j["in_optimizer"] = call.in_optimizer();
+  j["status"] = StatusCell(check.status);
+  if (check.status == v1::VERDICT_STATUS_REJECTED) j["rejected"] = true;
+  j["message"] = check.message;
+  j["replay_seconds"] = check.replay_seconds;
+  j["compare_seconds"] = check.compare_seconds;
+  nlohmann::json outputs = nlohmann::json::array();
+  for (int i = 0; i < verdict.outputs_size(); ++i) {
+    const v1::OutputVerdict& ov = verdict.outputs(i);
+    const OutputCheck& out = check.outputs[static_cast<std::size_t>(i)];
+    nlohmann::json o;
+    o["index"] = ov.index();
+    o["status"] = StatusCell(ov.status());
+    o["standard"] = ov.standard();
+    o["dtype"] = DTypeCell(out.dtype);
+    o["bench_dtype"] = DTypeCell(out.bench_dtype);
+    o["shape"] = out.shape;
+    o["failed_metric"] = ov.failed_metric();
+    o["message"] = ov.message();
+    o["two_way_status"] = StatusCell(out.judgement.two_way_status);
+    nlohmann::json metrics = nlohmann::json::object();
+    for (const auto& [k, val] : ov.metrics()) metrics[k] = Finite(val);
+    o["metrics"] = std::move(metrics);
+    if (const DTypeConstants* c = standards.Constants(out.dtype)) {
+      o["thresholds"] = {{"small_value", c->small_value},
+                         {"small_value_atol_absolute", c->small_value_atol_absolute},
+                         {"small_value_atol_benchmark", c->small_value_atol_benchmark},
+                         {"rtol", c->rtol},
+                         {"minimum_err", c->minimum_err}};
+    }
+    outputs.push_back(std::move(o));
+  }
+  j["outputs"] = std::move(outputs);
+  return j;
+}
+
+}  // namespace
+
+std::string CsvDouble(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), "%.14f", v);
+  return buf;
+}
+
+std::string CsvRow(const std::vector<std::string>& cells) {
+  std::string row;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    if (i > 0) row.push_back(',');
+    const std::string& c = cells[i];
+    if (c.find_first_of(",\"\r\n") == std::string::npos) {
+      row += c;
+      continue;
+    }
+    row.push_back('"');
+    for (char ch : c) {
+      if (ch == '"') row.push_back('"');
+      row.push_back(ch);
+    }
+    row.push_back('"');
+  }
+  row += "\r\n";  // Python's csv.writer line terminator
+  return row;
+}
+
+std::string ShapeTuple(const std::vector<int64_t>& shape) {
+  if (shape.empty()) return "()";
+  if (shape.size() == 1) return absl::StrCat("(", shape[0], ",)");
+  return absl::StrCat("(", absl::StrJoin(shape, ", "), ")");
+}
+
+const std::vector<std::string>& ResultHeader(bool precision) {
+  static const std::vector<std::string> accuracy = {"API name", "Forward Test Success",
+                                                    "Backward Test Success", "Message"};
+  static const std::vector<std::string> api = {"API Name", "Forward Test Success",
+                                               "Backward Test Success", "Message"};
+  return precision ? api : accuracy;
+}
+
+const std::vector<std::string>& AccuracyDetailsHeader() {
+  static const std::vector<std::string> header = {"API Name",
+                                                  "Bench Dtype",
+                                                  "DEVICE Dtype",
+                                                  "Shape",
+                                                  "余弦相似度",
+                                                  "最大绝对误差",
+                                                  "双百指标",
+                                                  "双千指标",
+                                                  "双万指标",
+                                                  "二进制一致错误率",
+                                                  "误差均衡性",
+                                                  "均方根误差",
+                                                  "小值域错误占比",
+                                                  "相对误差最大值",
+                                                  "相对误差平均值",
+                                                  "inf/nan错误率",
+                                                  "相对误差错误率",
+                                                  "绝对误差错误率",
+                                                  "ULP误差最大值",
+                                                  "ULP误差平均值",
+                                                  "ULP误差大于阈值占比",
+                                                  "Status",
+                                                  "Message"};
+  return header;
+}
+
+const std::vector<std::string>& PrecisionDetailsHeader() {
+  static const std::vector<std::string> header = {"API Name",
+                                                  "小值域错误比值",
+                                                  "小值域判定结果",
+                                                  "均方根误差比值",
+                                                  "均方根误差判定结果",
+                                                  "相对误差最大值比值",
+                                                  "相对误差最大值判定结果",
+                                                  "相对误差平均值比值",
+                                                  "相对误差平均值判定结果",
+                                                  "误差均衡性比值",
+                                                  "误差均衡性判定结果",
+                                                  "inf/nan错误率",
+                                                  "inf/nan判定结果",
+                                                  "相对误差错误率",
+                                                  "相对误差判定结果",
+                                                  "绝对误差错误率",
+                                                  "绝对误差判定结果",
+                                                  "二进制一致错误率",
+                                                  "二进制一致错误率判定结果",
+                                                  "ULP误差平均值",
+                                                  "ULP误差大于阈值占比",
+                                                  "ULP误差大于阈值占比比值",
+                                                  "ULP误差判定结果",
+                                                  "双千指标",
+                                                  "双千指标判定结果",
+                                                  "比对结果",
+                                                  "比对算法",
+                                                  "Message"};
+  return header;
+}
+
+CallRows RowsOf(const CallOrigin& origin, const v1::ApiCall& call, const CallCheck& check,
+                const v1::Verdict& verdict, const StandardsTable& standards) {
+  CallRows rows;
+  const std::string api = common::ApiName(call);
+  const bool backward = call.phase() == v1::PHASE_BACKWARD;
+  std::vector<v1::VerdictStatus> two_way;
+  for (const OutputCheck& out : check.outputs) {
+    const std::string name = common::OutputName(call, out.index);
+    rows.accuracy_details += CsvRow(AccuracyDetailsRow(name, out));
+    rows.precision_details += CsvRow(PrecisionDetailsRow(name, out));
+    two_way.push_back(out.judged ? out.judgement.two_way_status : out.judgement.status);
+  }
+  auto result_row = [&](v1::VerdictStatus s) {
+    const std::string status = StatusCell(s);
+    const bool explain = s != v1::VERDICT_STATUS_PASS && !check.message.empty();
+    return CsvRow({api, backward ? kSpace : status, backward ? status : kSpace,
+                   explain ? check.message : kSpace});
+  };
+  rows.accuracy_result = result_row(check.outputs.empty() ? check.status : Aggregate(two_way));
+  rows.precision_result = result_row(check.status);
+  rows.json = JsonRecord(origin, call, check, verdict, standards)
+                  .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+              "\n";
+  return rows;
+}
+
+}  // namespace parity::server

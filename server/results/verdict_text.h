@@ -1,0 +1,19 @@
+// The typed result of a check, as text: the Verdict streamed back to the agent. Names of
+// standards and metrics are made here and in the result files, nowhere else.
+#pragma once
+
+#include "parity/v1/parity.pb.h"
+#include "server/replay/call_checker.h"
+
+namespace parity::server {
+
+// The verdict for `call`: status, message, code, times, api name, and per output its status,
+// standard, dtype, shape, failed metric, message and every metric by name (device-vs-reference
+// metrics by their names, bench-vs-golden ones as "bench_{name}", three-way ratios as
+// "ratio_{name}", the statistics standard's as "stats_*").
+v1::Verdict ToVerdict(const v1::ApiCall& call, const CallCheck& check);
+
+// One output's part of it.
+void FillOutputVerdict(const OutputCheck& out, v1::OutputVerdict* verdict);
+
+}  // namespace parity::server
