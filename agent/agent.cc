@@ -7,9 +7,9 @@
 #include <torch/library.h>
 
 #include <cstdlib>
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/agent_core.h"
 #include "common/log.h"
 #include "nlohmann/json.hpp"
@@ -17,8 +17,8 @@
 namespace parity::agent {
 namespace {
 
-std::mutex g_mu;
-AgentCore* g_active = nullptr;  // guarded by g_mu
+ABSL_CONST_INIT absl::Mutex g_mu(absl::kConstInit);  // usable before static initialisation
+AgentCore* g_active = nullptr;                       // guarded by g_mu
 // Stopped cores are kept, not destroyed: a late callback on another thread may still hold one.
 std::vector<std::unique_ptr<AgentCore>>& Retired() {
   static auto* retired = new std::vector<std::unique_ptr<AgentCore>>();
@@ -44,7 +44,7 @@ bool StartWith(absl::StatusOr<common::Parsed<common::AgentConfig>> parsed, std::
   for (const std::string& w : parsed->warnings) common::LogWarning(w);
   common::LogLevel level;
   if (common::ParseLogLevel(parsed->config.parity.log_level, &level)) common::SetLogLevel(level);
-  std::lock_guard<std::mutex> lock(g_mu);
+  absl::MutexLock lock(&g_mu);
   if (g_active != nullptr) {
     if (error) *error = "the Parity agent is already started";
     return false;
@@ -90,7 +90,7 @@ bool StartFromFile(const std::string& config_path, std::string* error) {
 void Stop() {
   AgentCore* core;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
+    absl::MutexLock lock(&g_mu);
     core = g_active;
     g_active = nullptr;
   }
@@ -98,28 +98,28 @@ void Stop() {
 }
 
 bool Step(std::string* error) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  absl::MutexLock lock(&g_mu);
   return g_active == nullptr || g_active->Step(error);
 }
 
 void UseExplicitSteps() {
-  std::lock_guard<std::mutex> lock(g_mu);
+  absl::MutexLock lock(&g_mu);
   if (g_active != nullptr) g_active->UseExplicitSteps();
 }
 
 bool Flush(uint32_t timeout_ms) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  absl::MutexLock lock(&g_mu);
   return g_active == nullptr || g_active->Flush(timeout_ms);
 }
 
 Counters GetCounters() {
-  std::lock_guard<std::mutex> lock(g_mu);
+  absl::MutexLock lock(&g_mu);
   if (g_active != nullptr) return g_active->GetCounters();
   return Retired().empty() ? Counters{} : Retired().back()->GetCounters();
 }
 
 bool IsStarted() {
-  std::lock_guard<std::mutex> lock(g_mu);
+  absl::MutexLock lock(&g_mu);
   return g_active != nullptr;
 }
 

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/sender.h"
 #include "common/log.h"
 
@@ -96,7 +97,7 @@ bool AgentCore::Step(std::string* error) {
   explicit_steps_.store(true);
   NewStep();
   if (!config_.parity.fail_fast) return true;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (first_error_.empty()) return true;
   if (error) *error = first_error_;
   return false;
@@ -111,7 +112,7 @@ void AgentCore::NewStep() {
   step_.fetch_add(1);
   budget_.NewStep();
   scope_.NewStep();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   call_index_.clear();
   forward_by_seq_.clear();
 }
@@ -121,12 +122,12 @@ bool AgentCore::Flush(uint32_t timeout_ms) {
 }
 
 uint64_t AgentCore::NextCallIndex(const std::string& op) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return call_index_[op]++;
 }
 
 void AgentCore::RecordForward(int64_t sequence_nr, ForwardCall call) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (forward_by_seq_.size() >= kMaxForwardLinks) forward_by_seq_.erase(forward_by_seq_.begin());
   // Several forward ops may start at one sequence number (ops creating no node): the last
   // one before the node's creation owns it.
@@ -134,7 +135,7 @@ void AgentCore::RecordForward(int64_t sequence_nr, ForwardCall call) {
 }
 
 bool AgentCore::LinkBackward(int64_t sequence_nr, ForwardCall* call) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = forward_by_seq_.upper_bound(sequence_nr);
   if (it == forward_by_seq_.begin()) return false;
   --it;
@@ -194,7 +195,7 @@ void AgentCore::OnVerdict(const v1::Verdict& v) {
                    v.phase() == v1::PHASE_BACKWARD ? "backward" : "forward", ", step ", v.step(),
                    v.module_path().empty() ? "" : absl::StrCat(", module ", v.module_path()), ": ",
                    failed.empty() ? v.message() : failed);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (first_error_.empty()) first_error_ = text;
   const std::string op = v.api_name().substr(0, v.api_name().rfind('.'));
   if (logged_error_ops_.emplace(op, true).second) common::LogWarning(text);  // first per op

@@ -5,12 +5,12 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/filters.h"
 #include "common/config.h"
 #include "common/torch/torch_pch.h"
@@ -108,7 +108,7 @@ class AgentCore {
   std::atomic<bool> started_{false}, stopped_{false};
   uint64_t hook_handle_ = 0;
 
-  std::mutex mu_;
+  absl::Mutex mu_;
   std::unordered_map<std::string, uint64_t> call_index_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, ForwardCall> forward_by_seq_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, bool> logged_error_ops_ ABSL_GUARDED_BY(mu_);

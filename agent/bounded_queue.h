@@ -3,14 +3,14 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace parity::agent {
 
@@ -24,20 +24,18 @@ class BoundedQueue {
 
   // Whether an item of `bytes` would fit now (a cheap pre-check before copying tensors).
   bool HasRoom(uint64_t bytes) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return RoomFor(bytes);
   }
 
   // Never waits. kFull when over either bound (an item larger than max_bytes fits only an empty
   // queue).
   PushResult TryPush(T item, uint64_t bytes) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (closed_) return PushResult::kClosed;
-      if (!RoomFor(bytes)) return PushResult::kFull;
-      Add(std::move(item), bytes);
-    }
-    cv_.notify_all();
+    absl::MutexLock lock(&mu_);
+    if (closed_) return PushResult::kClosed;
+    if (!RoomFor(bytes)) return PushResult::kFull;
+    Add(std::move(item), bytes);
+    changed_.SignalAll();
     return PushResult::kOk;
   }
 
@@ -46,61 +44,63 @@ class BoundedQueue {
   PushResult PushWait(T item, uint64_t bytes, std::chrono::milliseconds timeout,
                       const std::function<bool()>& keep_waiting) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     while (!closed_ && !RoomFor(bytes)) {
       if (!keep_waiting() ||
           (timeout.count() > 0 && std::chrono::steady_clock::now() >= deadline)) {
         return PushResult::kFull;
       }
-      cv_.wait_for(lock, std::chrono::milliseconds(100));
+      changed_.WaitWithTimeout(&mu_, absl::Milliseconds(100));
     }
     if (closed_) return PushResult::kClosed;
     Add(std::move(item), bytes);
-    lock.unlock();
-    cv_.notify_all();
+    changed_.SignalAll();
     return PushResult::kOk;
   }
 
   // Takes the oldest item; false after `timeout` or when closed and empty.
   bool Pop(T* out, std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, timeout, [&] { return !items_.empty() || closed_; })) return false;
+    absl::MutexLock lock(&mu_);
+    const absl::Time deadline = absl::Now() + absl::FromChrono(timeout);
+    while (items_.empty() && !closed_) {
+      if (changed_.WaitWithDeadline(&mu_, deadline)) break;  // timed out
+    }
     if (items_.empty()) return false;
     *out = std::move(items_.front().first);
     bytes_ -= items_.front().second;
     items_.pop_front();
-    lock.unlock();
-    cv_.notify_all();
+    changed_.SignalAll();
     return true;
   }
 
   // Removes everything (counted as dropped by the caller); returns how many.
   std::size_t Clear() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     const std::size_t n = items_.size();
     items_.clear();
     bytes_ = 0;
-    cv_.notify_all();
+    changed_.SignalAll();
     return n;
   }
 
   void Close() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      closed_ = true;
-    }
-    cv_.notify_all();
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+    changed_.SignalAll();
   }
 
   // Wakes waiters so they re-check their predicates.
-  void Wake() { cv_.notify_all(); }
+  void Wake() {
+    absl::MutexLock lock(&mu_);
+    changed_.SignalAll();
+  }
 
   std::size_t size() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return items_.size();
   }
   uint64_t bytes() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return bytes_;
   }
 
@@ -116,8 +116,8 @@ class BoundedQueue {
 
   const std::size_t max_items_;
   const uint64_t max_bytes_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable absl::Mutex mu_;
+  absl::CondVar changed_;  // signalled whenever items, bytes or closed_ change
   std::deque<std::pair<T, uint64_t>> items_ ABSL_GUARDED_BY(mu_);
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "common/naming.h"
 
 namespace parity::agent {
@@ -50,7 +51,7 @@ ScopeFilter::ScopeFilter(std::vector<std::string> scope) : scope_(std::move(scop
 
 bool ScopeFilter::Selected(absl::string_view call_name) {
   if (scope_.empty()) return true;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (done_) return false;
   if (!inside_ && call_name == scope_.front()) inside_ = true;
   if (!inside_) return false;
@@ -62,7 +63,7 @@ bool ScopeFilter::Selected(absl::string_view call_name) {
 }
 
 void ScopeFilter::NewStep() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   inside_ = false;
   done_ = false;
 }
@@ -73,7 +74,7 @@ SignatureBudget::SignatureBudget(uint32_t max_per_signature, bool per_step,
 
 bool SignatureBudget::Take(const std::string& signature) {
   if (max_ == 0) return true;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = counts_.find(signature);
   if (it == counts_.end()) {
     if (counts_.size() >= max_signatures_) return false;
@@ -87,7 +88,7 @@ bool SignatureBudget::Take(const std::string& signature) {
 
 void SignatureBudget::NewStep() {
   if (!per_step_) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   counts_.clear();
 }
 

@@ -3,13 +3,13 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "common/config.h"
 
 namespace parity::agent {
@@ -42,7 +42,7 @@ class ScopeFilter {
 
  private:
   const std::vector<std::string> scope_;
-  std::mutex mu_;
+  absl::Mutex mu_;
   bool inside_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
@@ -63,7 +63,7 @@ class SignatureBudget {
   const uint32_t max_;
   const bool per_step_;
   const std::size_t max_signatures_;
-  std::mutex mu_;
+  absl::Mutex mu_;
   std::unordered_map<std::string, uint32_t> counts_ ABSL_GUARDED_BY(mu_);
 };
 

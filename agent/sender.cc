@@ -59,7 +59,7 @@ Sender::Sender(AgentCore* core, int32_t rank, int32_t world_size)
 Sender::~Sender() { Stop(); }
 
 void Sender::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (started_) return;
   started_ = true;
   thread_ = std::thread([this] { Run(); });
@@ -83,8 +83,11 @@ PushResult Sender::Push(std::unique_ptr<CapturedCall> call) {
 }
 
 bool Sender::Waiting(std::chrono::milliseconds d) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return !cv_.wait_for(lock, d, [this] { return stopping_; });
+  absl::MutexLock lock(&mu_);
+  const absl::Time deadline = absl::Now() + absl::FromChrono(d);
+  while (!stopping_ && !cv_.WaitWithDeadline(&mu_, deadline)) {
+  }
+  return !stopping_;
 }
 
 void Sender::Run() {
@@ -95,7 +98,7 @@ void Sender::Run() {
   auto last_stats = std::chrono::steady_clock::now();
   for (;;) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (stopping_) break;
     }
     if (!conn_) {
@@ -110,7 +113,7 @@ void Sender::Run() {
     }
     bool stream_ended = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       stream_ended = conn_->reader_done;
     }
     if (stream_ended) {
@@ -126,9 +129,9 @@ void Sender::Run() {
         Disconnect(false);
       }
       // Written or counted as dropped: only now may Flush() consider it done.
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       pending_.fetch_sub(1);
-      cv_.notify_all();
+      cv_.SignalAll();
     }
     // Stats every stats_interval_ms; sooner when a held-back write has nothing left to follow it
     // (a cleared queue), since they send it.
@@ -190,7 +193,7 @@ bool Sender::Connect() {
   auto c = std::make_unique<Connection>();
   c->context = std::make_unique<grpc::ClientContext>();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (stopping_) return false;
     live_context_ = c->context.get();
   }
@@ -216,7 +219,7 @@ bool Sender::Connect() {
     c->stream->WritesDone();
     const grpc::Status s = c->stream->Finish();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       live_context_ = nullptr;
     }
     log_once(absl::StrCat("server ", target, " refused the stream: ", s.error_message(), " (code ",
@@ -256,7 +259,7 @@ bool Sender::WaitForConnected(std::chrono::milliseconds timeout) {
         std::min(deadline, std::chrono::system_clock::now() + std::chrono::milliseconds(100));
     if (channel_->WaitForConnected(slice)) return true;
     if (std::chrono::system_clock::now() >= deadline) return false;
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (stopping_) return false;
   }
 }
@@ -280,15 +283,15 @@ void Sender::ReadLoop(Connection* c) {
     }
     if (m.has_verdict()) {
       core_->OnVerdict(m.verdict());
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       ++answered_;
-      cv_.notify_all();
+      cv_.SignalAll();
     }
   }
   core_->counters().connected.store(false);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   c->reader_done = true;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void Sender::Disconnect(bool goodbye) {
@@ -296,8 +299,11 @@ void Sender::Disconnect(bool goodbye) {
   conn_->stream->WritesDone();
   {
     // The server ends the stream after its last verdict; a wedged one is cancelled.
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, std::chrono::seconds(3), [&] { return conn_->reader_done; })) {
+    absl::MutexLock lock(&mu_);
+    const absl::Time deadline = absl::Now() + absl::Seconds(3);
+    while (!conn_->reader_done && !cv_.WaitWithDeadline(&mu_, deadline)) {
+    }
+    if (!conn_->reader_done) {
       conn_->context->TryCancel();
     }
   }
@@ -308,12 +314,12 @@ void Sender::Disconnect(bool goodbye) {
         absl::StrCat("stream to the server ended: ", s.error_message(), "; reconnecting"));
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     live_context_ = nullptr;
     // Verdicts of a stream that ended never come: those calls are lost, and counted so.
     core_->counters().lost_in_flight.fetch_add(written_ - answered_);
     answered_ = written_;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   core_->counters().connected.store(false);
   conn_.reset();
@@ -395,7 +401,7 @@ bool Sender::SendCall(CapturedCall& call) {
   // A call whose data could not be encoded went out as a record only: it gets a verdict (SKIP)
   // like any other, and is counted as unencodable, not as sent.
   if (s.ok()) core_->counters().sent.fetch_add(1, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ++written_;
   return true;
 }
@@ -428,21 +434,21 @@ void Sender::SendStats(bool goodbye) {
 
 bool Sender::Flush(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (std::chrono::steady_clock::now() < deadline) {
     if (pending_.load() == 0 && answered_ >= written_) return true;
     // Nothing can be delivered (TLS material unusable, or the server refused this agent): no
     // point in waiting.
     if (undeliverable_.load() && !core_->counters().connected.load()) break;
     // The queue has its own condition variable: re-check in short slices.
-    cv_.wait_for(lock, std::chrono::milliseconds(20));
+    cv_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
   }
   return pending_.load() == 0 && answered_ >= written_;
 }
 
 void Sender::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!started_ || stopping_) return;
   }
   // From here on the whole stop takes flush_timeout_ms and little more: connection attempts
@@ -450,12 +456,12 @@ void Sender::Stop() {
   closing_.store(true);
   const bool flushed = Flush(std::chrono::milliseconds(core_->config().parity.flush_timeout_ms));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
     // A write blocked by a wedged server, or a handshake that never answers, must not hold
     // the training's exit: cancel the stream.
     if (!flushed && live_context_ != nullptr) live_context_->TryCancel();
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   queue_.Close();
   thread_.join();

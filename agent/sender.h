@@ -4,11 +4,10 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "agent/agent_core.h"
 #include "agent/bounded_queue.h"
 
@@ -68,8 +67,8 @@ class Sender {
   bool ever_connected_ = false;
   std::string last_error_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
   bool stopping_ = false;
   bool started_ = false;
   uint64_t answered_ = 0;  // verdicts received

@@ -4,18 +4,18 @@
 
 #include <cstdio>
 #include <ctime>
-#include <mutex>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "common/text.h"
 
 namespace parity::common {
 namespace {
 
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
-std::mutex g_mu;
+ABSL_CONST_INIT absl::Mutex g_mu(absl::kConstInit);  // usable before static initialisation
 std::string& Prefix() {
   static std::string* prefix = new std::string("parity");  // never destroyed: logs at exit
   return *prefix;
@@ -51,7 +51,7 @@ bool ParseLogLevel(absl::string_view text, LogLevel* out) {
 }
 
 void SetLogPrefix(absl::string_view prefix) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  absl::MutexLock lock(&g_mu);
   Prefix() = std::string(prefix);
 }
 
@@ -73,7 +73,7 @@ void Log(LogLevel level, absl::string_view message) {
     first = false;
     body += EscapeControl(line);
   }
-  std::lock_guard<std::mutex> lock(g_mu);
+  absl::MutexLock lock(&g_mu);
   const std::string line =
       absl::StrCat("[", Prefix(), " ", when, " ", LevelName(level), "] ", body, "\n");
   // write(2), not stdio: safe to call late in process exit and never interleaved mid-line.

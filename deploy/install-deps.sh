@@ -6,7 +6,7 @@ set -euo pipefail
 
 PACKAGES=(
   # toolchain
-  cmake ninja-build g++ ccache pkg-config
+  cmake ninja-build g++ ccache pkg-config clang
   # libtorch (C++) and the Python torch used by the agent's Python front-end
   libtorch-dev python3-torch python3 python3-yaml
   # transport, codec, metrics

@@ -7,6 +7,7 @@
 #include <prometheus/registry.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 #ifndef PARITY_VERSION
 #define PARITY_VERSION "unknown"
@@ -168,7 +169,7 @@ void ServerMetrics::CallChecked(v1::Phase phase, v1::VerdictStatus status, absl:
 }
 
 prometheus::Counter& ServerMetrics::OpErrors(absl::string_view op) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = op_counters_.find(op);
   if (it != op_counters_.end()) return *it->second;
   // Bounded cardinality: past the cap every new op shares one series.

@@ -6,12 +6,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "parity/v1/parity.pb.h"
 
 namespace prometheus {
@@ -79,7 +79,7 @@ class ServerMetrics {
   prometheus::Histogram* replay_seconds_;
   prometheus::Histogram* compare_seconds_;
   std::size_t max_op_labels_;
-  std::mutex mu_;
+  absl::Mutex mu_;
   std::map<std::string, prometheus::Counter*, std::less<>> op_counters_ ABSL_GUARDED_BY(mu_);
 };
 

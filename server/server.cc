@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/grpc_tuning.h"
 #include "common/log.h"
 #include "common/naming.h"
@@ -174,7 +175,7 @@ absl::Status ParityServer::Start() {
 std::string ParityServer::address() const { return absl::StrCat(host_, ":", port_); }
 
 void ParityServer::Shutdown(std::chrono::milliseconds grace) {
-  std::lock_guard<std::mutex> lock(shutdown_mu_);
+  absl::MutexLock lock(&shutdown_mu_);
   if (shut_down_) return;
   shut_down_ = true;
   if (server_) {

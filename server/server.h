@@ -4,11 +4,11 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/config.h"
 #include "server/service/check_service.h"
 
@@ -76,7 +76,7 @@ class ParityServer {
   int metrics_port_ = -1;
   int workers_ = 1;
   bool shut_down_ = false;
-  std::mutex shutdown_mu_;
+  absl::Mutex shutdown_mu_;
 };
 
 // Whether `host` names the loopback interface ("127.0.0.1", "localhost", "::1", "[::1]").

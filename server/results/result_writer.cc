@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
 
 namespace parity::server {
@@ -135,7 +136,7 @@ absl::Status ResultWriter::Write(const CallOrigin& origin, const v1::ApiCall& ca
                                  const CallCheck& check, const v1::Verdict& verdict) {
   // Every line is made before taking the lock: the lock covers only the writes.
   const CallRows rows = RowsOf(origin, call, check, verdict, standards_);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   PARITY_ASSIGN_OR_RETURN(RankFiles * f, FilesFor(origin.rank));
   // Details first, then the summary row: a crash in between never marks a call done without
   // its detail rows (msprobe wrote the summary first).
@@ -155,7 +156,7 @@ absl::Status ResultWriter::Write(const CallOrigin& origin, const v1::ApiCall& ca
 }
 
 std::vector<std::string> ResultWriter::Paths() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<std::string> out;
   for (const auto& [rank, f] : ranks_) out.insert(out.end(), f->paths.begin(), f->paths.end());
   return out;

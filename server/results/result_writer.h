@@ -12,12 +12,12 @@
 #include <cstdio>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "parity/v1/parity.pb.h"
 #include "server/replay/call_checker.h"
 #include "server/results/result_rows.h"
@@ -49,7 +49,7 @@ class ResultWriter {
   const std::string dir_;
   const StandardsTable& standards_;
   const std::string timestamp_;
-  mutable std::mutex mu_;
+  mutable absl::Mutex mu_;
   std::map<int32_t, std::unique_ptr<RankFiles>> ranks_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -50,9 +50,6 @@ struct ServiceOptions {
   uint64_t max_partial_blob_bytes = uint64_t{4} << 30;
 };
 
-// Longest string a Hello field may hold (run_id, hostname, versions, device type, digest).
-inline constexpr std::size_t kMaxHelloStringBytes = 256;
-
 // The Check method is registered raw (ByteBuffer in and out): the reactor reads only the first
 // tag of each message, and an ApiCall, which carries the tensors, is parsed by the worker that
 // replays it. The gRPC thread that reads the stream then never copies tensor bytes, so reading

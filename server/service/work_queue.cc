@@ -2,6 +2,9 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+
 namespace parity::server {
 
 WorkQueue::WorkQueue(std::size_t max_items, uint64_t max_bytes, int workers,
@@ -14,7 +17,7 @@ WorkQueue::WorkQueue(std::size_t max_items, uint64_t max_bytes, int workers,
 WorkQueue::~WorkQueue() { Stop(); }
 
 void WorkQueue::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (started_) return;
   started_ = true;
   for (int i = 0; i < workers_; ++i) threads_.emplace_back([this] { WorkerLoop(); });
@@ -22,11 +25,10 @@ void WorkQueue::Start() {
 
 void WorkQueue::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!started_ || stopping_) return;
     stopping_ = true;
   }
-  cv_.notify_all();
   for (std::thread& t : threads_) t.join();
   threads_.clear();
 }
@@ -38,7 +40,7 @@ bool WorkQueue::HasRoom(uint64_t bytes) const {
 
 bool WorkQueue::PushOrPark(WorkItem item, std::function<void()> resume) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     // Parked items go first: a new item may not overtake them (FIFO across streams).
     if (!parked_.empty() || !HasRoom(item.bytes)) {
       parked_.push_back({std::move(item), std::move(resume)});
@@ -48,12 +50,11 @@ bool WorkQueue::PushOrPark(WorkItem item, std::function<void()> resume) {
     queue_.push_back(std::move(item));
     ReportDepth();
   }
-  cv_.notify_one();
   return true;
 }
 
 std::size_t WorkQueue::parked() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return parked_.size();
 }
 
@@ -69,9 +70,14 @@ void WorkQueue::WorkerLoop() {
     WorkItem item;
     std::vector<std::function<void()>> resumes;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      // No timeout needed: Stop() and every push notify, and both change the predicate.
-      cv_.wait(lock, [this] { return !queue_.empty() || (stopping_ && parked_.empty()); });
+      absl::MutexLock lock(&mu_);
+      // No timeout needed: Stop() and every push change the condition, and the mutex re-checks
+      // it whenever it is released.
+      mu_.Await(absl::Condition(
+          +[](WorkQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
+            return !q->queue_.empty() || (q->stopping_ && q->parked_.empty());
+          },
+          this));
       if (queue_.empty()) return;  // stopping, nothing left
       item = std::move(queue_.front());
       queue_.pop_front();
@@ -87,13 +93,18 @@ void WorkQueue::WorkerLoop() {
       }
       ReportDepth();
     }
-    if (!resumes.empty()) cv_.notify_all();
     for (auto& resume : resumes) {
       if (resume) resume();
     }
-    item.run();
+    try {
+      item.run();  // must not throw; this catch keeps a worker alive if it does
+    } catch (const std::exception& e) {
+      common::LogError(absl::StrCat("a replay worker caught an exception: ", e.what()));
+    } catch (...) {
+      common::LogError("a replay worker caught an unknown exception");
+    }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       --running_;
       running_bytes_ -= item.bytes;
       ReportDepth();

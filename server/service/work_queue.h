@@ -3,15 +3,14 @@
 // more until a worker admits the parked item; HTTP/2 flow control then pushes back on the agent.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace parity::server {
 
@@ -52,8 +51,7 @@ class WorkQueue {
   const uint64_t max_bytes_;
   const int workers_;
   const std::function<void(int64_t, int64_t)> on_depth_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable absl::Mutex mu_;
   std::deque<WorkItem> queue_ ABSL_GUARDED_BY(mu_);
   std::deque<Parked> parked_ ABSL_GUARDED_BY(mu_);
   uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;

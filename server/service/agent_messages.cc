@@ -1,0 +1,89 @@
+#include "server/service/agent_messages.h"
+
+#include <grpcpp/support/proto_buffer_reader.h>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace parity::server {
+namespace {
+
+absl::Status HelloStringTooLong(absl::string_view field, std::size_t bytes) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("Hello.", field, ": ", bytes, " bytes, at most ", kMaxHelloStringBytes));
+}
+
+}  // namespace
+
+Peek PeekMessage(grpc::ByteBuffer& buffer) {
+  using google::protobuf::internal::WireFormatLite;
+  grpc::ProtoBufferReader reader(&buffer);
+  google::protobuf::io::CodedInputStream in(&reader);
+  const uint32_t tag = in.ReadTag();
+  uint32_t length = 0;
+  if (WireFormatLite::GetTagWireType(tag) != WireFormatLite::WIRETYPE_LENGTH_DELIMITED ||
+      !in.ReadVarint32(&length) ||
+      static_cast<uint64_t>(in.CurrentPosition()) + length != buffer.Length()) {
+    return {};
+  }
+  Peek peek;
+  peek.kind = static_cast<int>(WireFormatLite::GetTagFieldNumber(tag));
+  if (peek.kind != v1::AgentMessage::kCall) return peek;
+  for (uint32_t t = in.ReadTag(); t != 0; t = in.ReadTag()) {
+    if (t ==
+        WireFormatLite::MakeTag(v1::ApiCall::kPhaseFieldNumber, WireFormatLite::WIRETYPE_VARINT)) {
+      uint32_t phase = 0;
+      if (!in.ReadVarint32(&phase)) break;
+      if (v1::Phase_IsValid(static_cast<int>(phase))) peek.phase = static_cast<v1::Phase>(phase);
+    } else if (t == WireFormatLite::MakeTag(v1::ApiCall::kSequenceFieldNumber,
+                                            WireFormatLite::WIRETYPE_VARINT)) {
+      if (!in.ReadVarint64(&peek.sequence)) break;
+    } else if (!WireFormatLite::SkipField(&in, t)) {
+      return peek;  // malformed: the worker's parse says so
+    }
+  }
+  peek.well_formed = in.ConsumedEntireMessage();
+  return peek;
+}
+
+absl::Status NotAMessage(uint64_t index, std::size_t bytes) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "message ", index + 1, " on this stream (", bytes,
+      " bytes) is not a valid parity.v1.AgentMessage: is the client an agent of a different "
+      "release, or something other than a Parity agent?"));
+}
+
+// The rules a Hello must follow beyond its protocol version.
+absl::Status ValidateHello(const v1::Hello& h) {
+  if (h.world_size() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Hello.world_size: must be at least 1, got ", h.world_size()));
+  }
+  if (h.rank() < 0 || h.rank() >= h.world_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("Hello.rank: ", h.rank(), " is not in 0..",
+                                                   h.world_size() - 1, " (world_size ",
+                                                   h.world_size(), ")"));
+  }
+  if (h.local_rank() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Hello.local_rank: must not be negative, got ", h.local_rank()));
+  }
+  const std::pair<absl::string_view, const std::string*> strings[] = {
+      {"run_id", &h.run_id()},
+      {"hostname", &h.hostname()},
+      {"agent_version", &h.agent_version()},
+      {"framework_version", &h.framework_version()},
+      {"device_type", &h.device_type()},
+      {"config_digest", &h.config_digest()},
+  };
+  for (const auto& [name, value] : strings) {
+    if (value->size() > kMaxHelloStringBytes) return HelloStringTooLong(name, value->size());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace parity::server

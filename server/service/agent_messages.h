@@ -1,0 +1,36 @@
+// What the Check stream's reactor needs to know of the agent's messages before (or instead of)
+// parsing them: the kind and sequence of an ApiCall read off its bytes, and the rules of Hello.
+#pragma once
+
+#include <grpcpp/support/byte_buffer.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "parity/v1/parity.pb.h"
+
+namespace parity::server {
+
+// What the reactor reads of a serialized AgentMessage without parsing it: its kind, from the
+// first tag of a message that holds exactly one length-delimited field spanning all its bytes
+// (what every protobuf serializer writes for a oneof; else kind 0, and the message is parsed
+// whole), and for an ApiCall its phase and sequence (the tensors are skipped over, not copied).
+struct Peek {
+  int kind = 0;
+  v1::Phase phase = v1::PHASE_UNSPECIFIED;
+  uint64_t sequence = 0;
+  bool well_formed = false;  // every field of the ApiCall was read or skipped cleanly
+};
+Peek PeekMessage(grpc::ByteBuffer& buffer);
+
+// The status that ends a stream at message `index` (0-based) of `bytes` bytes that did not parse.
+absl::Status NotAMessage(uint64_t index, std::size_t bytes);
+
+// Longest string a Hello field may hold (run_id, hostname, versions, device type, digest).
+inline constexpr std::size_t kMaxHelloStringBytes = 256;
+
+// The rules a Hello must follow beyond its protocol version: 0 <= rank < world_size, local_rank
+// not negative, every string under kMaxHelloStringBytes. INVALID_ARGUMENT naming the field.
+absl::Status ValidateHello(const v1::Hello& hello);
+
+}  // namespace parity::server

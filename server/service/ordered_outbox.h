@@ -1,0 +1,50 @@
+// The messages of one Check stream in the order they must go out: a verdict for every call in
+// the order the calls arrived, whatever order the workers finish them in. Not thread-safe: the
+// stream's reactor holds its lock around every call.
+#pragma once
+
+#include <grpcpp/support/byte_buffer.h>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+
+namespace parity::server {
+
+class OrderedOutbox {
+ public:
+  // A message that goes out after everything queued so far (the ServerInfo).
+  void Push(grpc::ByteBuffer message);
+
+  // The slot of the next call, in arrival order.
+  uint64_t Reserve() { return next_slot_++; }
+
+  // Call `slot` is done: its verdict, or nothing when its message did not parse. Verdicts are
+  // released in slot order; at an empty slot the stream stops: nothing from it or after it goes
+  // out (the stream ends there, with the error).
+  void Complete(uint64_t slot, std::optional<grpc::ByteBuffer> message);
+
+  // Takes the next message to write when none is being written: true and `*out` filled, with
+  // `*more` telling whether another is ready behind it (a buffer hint lets gRPC send them
+  // together).
+  bool StartWrite(grpc::ByteBuffer* out, bool* more);
+  // The write started by StartWrite ended; after a failed one (the client is gone) nothing more
+  // is written.
+  void WriteDone(bool ok);
+
+  bool writing() const { return writing_; }
+  // Whether every reserved call has completed (its verdict released, written or not).
+  bool drained() const { return next_to_release_ == next_slot_; }
+
+ private:
+  std::deque<grpc::ByteBuffer> ready_;                             // in order, not yet written
+  std::map<uint64_t, std::optional<grpc::ByteBuffer>> completed_;  // out of order, held back
+  uint64_t next_slot_ = 0;
+  uint64_t next_to_release_ = 0;
+  bool writing_ = false;
+  bool failed_ = false;   // a write failed: the client is gone
+  bool stopped_ = false;  // an empty slot was released: nothing more goes out
+};
+
+}  // namespace parity::server

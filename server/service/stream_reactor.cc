@@ -1,0 +1,397 @@
+#include "server/service/stream_reactor.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "common/text.h"
+#include "common/wire.h"
+#include "server/metrics.h"
+#include "server/service/agent_messages.h"
+
+namespace parity::server {
+namespace {
+
+std::atomic<uint64_t> g_fail_blob_growth_above{0};
+
+// Appends a chunk's bytes to its blob: the blob grows as bytes arrive (never to the announced
+// total at once, so an announcement costs nothing until the bytes are there).
+void AppendToBlob(std::string& blob, absl::string_view bytes) {
+  const uint64_t limit = g_fail_blob_growth_above.load(std::memory_order_relaxed);
+  if (limit != 0 && blob.size() + bytes.size() > limit) throw std::bad_alloc();
+  blob.append(bytes.data(), bytes.size());
+}
+
+absl::Status NeedHello(absl::string_view what) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("protocol error: ", what, " before Hello; the first message must be Hello"));
+}
+
+}  // namespace
+
+void CheckService::FailBlobGrowthAboveForTesting(uint64_t bytes) {
+  g_fail_blob_growth_above.store(bytes);
+}
+
+CheckService::Reactor::Reactor(CheckService* service, std::string peer, uint64_t session)
+    : service_(service), peer_(std::move(peer)), session_(session) {
+  if (service_->metrics_) service_->metrics_->AgentConnected();
+}
+
+void CheckService::Reactor::Begin() {
+  {
+    absl::MutexLock lock(&mu_);
+    reading_ = true;
+  }
+  StartRead(&in_);
+}
+
+void CheckService::Reactor::Refuse(const grpc::Status& status) {
+  refused_ = true;
+  Finish(status);
+}
+
+void CheckService::Reactor::OnReadDone(bool ok) {
+  if (!ok) {  // the client half-closed, or the stream broke
+    mu_.Lock();
+    reading_ = false;
+    reads_done_ = true;
+    ActAndUnlock();
+    return;
+  }
+  if (service_->metrics_) service_->metrics_->MessageBytes(in_.Length());
+  mu_.Lock();
+  reading_ = false;
+  if (reads_done_) {  // a worker found an earlier message invalid: the stream is ending
+    in_.Clear();
+    ActAndUnlock();
+    return;
+  }
+  holds_ = 1;  // this reaction's hold on the next read
+  mu_.Unlock();
+  const std::size_t bytes = in_.Length();
+  absl::Status s;
+  try {
+    s = Handle();
+  } catch (const std::bad_alloc&) {
+    // Out of memory for this message: this stream ends with a status, the server goes on.
+    s = absl::ResourceExhaustedError(absl::StrCat("out of memory while receiving message ",
+                                                  messages_ + 1, " on this stream (", bytes,
+                                                  " bytes); the stream ends"));
+  } catch (const std::exception& e) {
+    s = absl::InternalError(
+        absl::StrCat("while receiving message ", messages_ + 1, ": ", e.what()));
+  }
+  ++messages_;
+  mu_.Lock();
+  if (!s.ok()) EndReading(s);  // a protocol violation ends this stream only
+  ReleaseHold();
+  ActAndUnlock();
+}
+
+void CheckService::Reactor::OnWriteDone(bool ok) {
+  mu_.Lock();
+  outbox_.WriteDone(ok);  // not ok: the client is gone, nothing more is written
+  ActAndUnlock();
+}
+
+void CheckService::Reactor::OnDone() {
+  service_->partial_blob_bytes_.fetch_sub(pending_blob_bytes_);  // blobs of no call
+  if (service_->metrics_) service_->metrics_->AgentDisconnected();
+  if (!refused_) service_->active_.fetch_sub(1);
+  delete this;
+}
+
+void CheckService::Reactor::ReleaseHold() {
+  if (--holds_ == 0 && !reads_done_) read_again_ = true;
+}
+
+void CheckService::Reactor::EndReading(const absl::Status& error) {
+  if (error_.ok()) error_ = error;
+  reads_done_ = true;  // read nothing more; an outstanding read is discarded
+}
+
+void CheckService::Reactor::ActAndUnlock() {
+  bool read = false, write = false, finish = false, more = false;
+  if (read_again_ && !reads_done_) {
+    read_again_ = false;
+    read = true;
+    reading_ = true;
+  }
+  write = outbox_.StartWrite(&out_, &more);
+  if (!read && !write && !outbox_.writing() && !reading_ && reads_done_ && outbox_.drained() &&
+      holds_ == 0 && !finished_) {
+    finished_ = true;
+    finish = true;
+  }
+  const absl::Status status = error_;
+  const std::string who = who_;
+  mu_.Unlock();
+  if (finish) {
+    if (!status.ok()) {
+      if (service_->metrics_) {
+        service_->metrics_->StreamError(absl::StatusCodeToString(status.code()));
+      }
+      common::LogWarning(
+          absl::StrCat("stream from ", peer_, " (", who, ") ended: ", status.ToString()));
+    }
+    Finish(ToGrpcStatus(status));
+    return;
+  }
+  // Both may be needed: a read and a write can be outstanding at once. The stream cannot
+  // finish while either is, so the reactor outlives both calls. More verdicts waiting: gRPC may
+  // hold this one and send them together.
+  if (write) StartWrite(&out_, common::WriteOptionsFor(more));
+  if (read) StartRead(&in_);
+}
+
+// An ApiCall goes to a worker unparsed (the worker parses it: the tensors are copied there, not
+// on this thread); any other message is small and parsed here.
+absl::Status CheckService::Reactor::Handle() {
+  const Peek peek = PeekMessage(in_);
+  if (peek.kind == v1::AgentMessage::kCall) {
+    if (!hello_) return NeedHello("ApiCall");
+    if (service_->metrics_) service_->metrics_->CallReceived(peek.phase);
+    // A malformed call has no sequence to check: its worker reports the bytes as malformed.
+    return OnCall(peek.well_formed ? std::optional<uint64_t>(peek.sequence) : std::nullopt,
+                  std::make_shared<grpc::ByteBuffer>(std::move(in_)), nullptr);
+  }
+  v1::AgentMessage m;
+  const bool parsed = common::Parse(in_, &m);
+  const std::size_t bytes = in_.Length();
+  in_.Clear();
+  if (!parsed) return NotAMessage(messages_, bytes);
+  if (!hello_) {
+    switch (m.kind_case()) {
+      case v1::AgentMessage::kCall:
+        return NeedHello("ApiCall");
+      case v1::AgentMessage::kChunk:
+        return NeedHello("TensorChunk");
+      case v1::AgentMessage::kStats:
+        return NeedHello("AgentStats");
+      case v1::AgentMessage::kGoodbye:
+        return NeedHello("Goodbye");
+      default:
+        break;
+    }
+  }
+  switch (m.kind_case()) {
+    case v1::AgentMessage::kHello:
+      return OnHello(m.hello());
+    case v1::AgentMessage::kCall: {
+      auto call = std::make_shared<v1::ApiCall>();
+      call->Swap(m.mutable_call());
+      if (service_->metrics_) service_->metrics_->CallReceived(call->phase());
+      const uint64_t sequence = call->sequence();
+      return OnCall(sequence, nullptr, std::move(call));
+    }
+    case v1::AgentMessage::kChunk:
+      return OnChunk(m.chunk());
+    case v1::AgentMessage::kStats:
+      OnStats(m.stats());
+      return absl::OkStatus();
+    case v1::AgentMessage::kGoodbye:
+      OnStats(m.goodbye().final_stats());
+      return absl::OkStatus();
+    default:
+      return absl::InvalidArgumentError(
+          "empty AgentMessage: none of hello, call, chunk, stats, goodbye is set (is the "
+          "agent newer than this server?)");
+  }
+}
+
+absl::Status CheckService::Reactor::OnHello(const v1::Hello& hello) {
+  if (hello_) return absl::FailedPreconditionError("protocol error: a second Hello");
+  if (hello.protocol_version() != kProtocolVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "unsupported protocol version ", hello.protocol_version(), ": this server speaks ",
+        kProtocolVersion, "; use an agent and server of the same release"));
+  }
+  PARITY_RETURN_IF_ERROR(ValidateHello(hello));
+  const auto& ranks = service_->options_.rank_list;
+  if (!ranks.empty() && ranks.count(hello.rank()) == 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "rank ", hello.rank(), " is not in this server's rank_list; another server checks it"));
+  }
+  hello_ = true;
+  origin_.rank = hello.rank();
+  origin_.run_id = hello.run_id();
+  origin_.hostname = hello.hostname();
+  common::LogInfo(absl::StrCat("agent connected: rank ", hello.rank(), " of ", hello.world_size(),
+                               ", host ", common::Printable(hello.hostname()), ", pid ",
+                               hello.pid(), ", run ", common::Printable(hello.run_id()), ", from ",
+                               peer_));
+  v1::ServerMessage reply;
+  *reply.mutable_server_info() = service_->options_.server_info;
+  reply.mutable_server_info()->set_protocol_version(kProtocolVersion);
+  reply.mutable_server_info()->set_session_id(absl::StrCat(session_));
+  grpc::ByteBuffer bytes = common::Serialize(reply);
+  absl::MutexLock lock(&mu_);
+  who_ = absl::StrCat("rank ", hello.rank());
+  outbox_.Push(std::move(bytes));
+  return absl::OkStatus();
+}
+
+absl::Status CheckService::Reactor::OnChunk(const v1::TensorChunk& chunk) {
+  const auto& limits = service_->options_.limits;
+  if (chunk.total_bytes() > limits.max_tensor_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("chunked tensor ", chunk.blob_id(), ": total_bytes ", chunk.total_bytes(),
+                     " exceeds max_tensor_bytes ", limits.max_tensor_bytes));
+  }
+  const auto [total, first] = blob_totals_.emplace(chunk.blob_id(), chunk.total_bytes());
+  if (!first && total->second != chunk.total_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunked tensor ", chunk.blob_id(), ": total_bytes ", chunk.total_bytes(),
+        " in this chunk, ", total->second, " in its first (it must be the same in every chunk)"));
+  }
+  std::string& blob = blobs_->blobs()[chunk.blob_id()];
+  if (chunk.offset() != blob.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunked tensor ", chunk.blob_id(), ": chunk at offset ", chunk.offset(),
+                     ", expected ", blob.size(), " (chunks must arrive in order)"));
+  }
+  if (chunk.offset() + chunk.data().size() > chunk.total_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunked tensor ", chunk.blob_id(), ": chunk ends at ",
+        chunk.offset() + chunk.data().size(), ", past total_bytes ", chunk.total_bytes()));
+  }
+  const uint64_t n = chunk.data().size();
+  if (pending_blob_bytes_ + n > limits.max_call_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("chunked tensors awaiting their call: ", pending_blob_bytes_ + n,
+                     " bytes exceed max_call_bytes ", limits.max_call_bytes));
+  }
+  const uint64_t cap = service_->options_.max_partial_blob_bytes;
+  const uint64_t all = service_->partial_blob_bytes_.fetch_add(n) + n;
+  if (all > cap) {
+    service_->partial_blob_bytes_.fetch_sub(n);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("chunked tensors awaiting their calls on all streams would hold ", all,
+                     " bytes, over parity.max_partial_blob_bytes ", cap, "; this stream ends"));
+  }
+  pending_blob_bytes_ += n;  // counted in the server-wide total until the call arrives
+  AppendToBlob(blob, chunk.data());
+  return absl::OkStatus();
+}
+
+void CheckService::Reactor::OnStats(const v1::AgentStats& stats) {
+  ServerMetrics* m = service_->metrics_;
+  if (m == nullptr) return;
+  // Agent counters are cumulative per stream; the server counts increases.
+  if (stats.captured_calls() > last_stats_.captured_calls()) {
+    m->AgentCaptured(stats.captured_calls() - last_stats_.captured_calls());
+  }
+  for (const auto& [reason, n] : stats.dropped_calls()) {
+    auto it = last_stats_.dropped_calls().find(reason);
+    const uint64_t before = it == last_stats_.dropped_calls().end() ? 0 : it->second;
+    if (n > before) m->AgentDropped(reason, n - before);
+  }
+  if (stats.lost_in_flight_calls() > last_stats_.lost_in_flight_calls()) {
+    m->AgentDropped("lost_in_flight",
+                    stats.lost_in_flight_calls() - last_stats_.lost_in_flight_calls());
+  }
+  last_stats_ = stats;
+}
+
+absl::Status CheckService::Reactor::AdmitCall(std::optional<uint64_t> sequence) {
+  if (sequence) {
+    if (*sequence == 0 || *sequence <= last_sequence_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ApiCall.sequence ", *sequence, " after ", last_sequence_,
+                       " on this stream: sequence numbers must increase from one call to the next, "
+                       "starting above 0"));
+    }
+    last_sequence_ = *sequence;
+  }
+  // Chunks sent since the previous call belong to this one, and must all be complete.
+  for (const auto& [id, total] : blob_totals_) {
+    const std::string* blob = blobs_->FindBlob(id);
+    const uint64_t have = blob == nullptr ? 0 : blob->size();
+    if (have != total) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "chunked tensor ", id, ": ", have, " of its ", total, " bytes arrived before call ",
+          sequence.value_or(0), " (every chunk of a tensor comes before the call that uses it)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckService::Reactor::OnCall(std::optional<uint64_t> sequence,
+                                           std::shared_ptr<grpc::ByteBuffer> raw,
+                                           std::shared_ptr<v1::ApiCall> call) {
+  PARITY_RETURN_IF_ERROR(AdmitCall(sequence));
+  std::shared_ptr<BlobStore> blobs = std::move(blobs_);
+  blobs_ = std::make_shared<BlobStore>();
+  blob_totals_.clear();
+  service_->partial_blob_bytes_.fetch_sub(pending_blob_bytes_);  // now the work queue's bytes
+  pending_blob_bytes_ = 0;
+  const uint64_t bytes = blobs->bytes() + (raw ? raw->Length() : call->ByteSizeLong());
+  uint64_t slot;
+  {
+    absl::MutexLock lock(&mu_);
+    slot = outbox_.Reserve();
+    ++holds_;  // released below if queued, else by Resume() when a worker admits the call
+  }
+  WorkItem item;
+  item.bytes = bytes;
+  item.run = [this, slot, message = messages_, raw, call, blobs] {
+    Run(slot, message, raw, call, blobs);
+  };
+  if (service_->queue_->PushOrPark(std::move(item), [this] { Resume(); })) {
+    absl::MutexLock lock(&mu_);
+    --holds_;  // cannot reach 0: this reaction still holds
+  }
+  // Else no more reads until a worker admits the call: back-pressure through flow control.
+  return absl::OkStatus();
+}
+
+// On a worker: parse (when the reactor did not), check, deliver. Never throws.
+void CheckService::Reactor::Run(uint64_t slot, uint64_t message,
+                                std::shared_ptr<grpc::ByteBuffer> raw,
+                                std::shared_ptr<v1::ApiCall> call,
+                                std::shared_ptr<BlobStore> blobs) {
+  std::optional<grpc::ByteBuffer> verdict;
+  absl::Status error;
+  try {
+    if (raw) {
+      v1::AgentMessage m;
+      if (!common::Parse(*raw, &m)) {
+        Deliver(slot, std::nullopt, NotAMessage(message, raw->Length()));
+        return;
+      }
+      raw.reset();  // the bytes, now copied into the message
+      call = std::make_shared<v1::ApiCall>();
+      call->Swap(m.mutable_call());
+    }
+    v1::ServerMessage msg;
+    *msg.mutable_verdict() = service_->handler_(origin_, *call, *blobs);
+    verdict = common::Serialize(msg);
+  } catch (const std::bad_alloc&) {
+    error = absl::ResourceExhaustedError(
+        absl::StrCat("out of memory while checking message ", message + 1, "; the stream ends"));
+  } catch (const std::exception& e) {
+    error =
+        absl::InternalError(absl::StrCat("while checking message ", message + 1, ": ", e.what()));
+  }
+  raw.reset();
+  blobs.reset();  // memory back before the verdict goes out
+  Deliver(slot, std::move(verdict), error);
+}
+
+void CheckService::Reactor::Resume() {
+  mu_.Lock();
+  ReleaseHold();
+  ActAndUnlock();
+}
+
+void CheckService::Reactor::Deliver(uint64_t slot, std::optional<grpc::ByteBuffer> verdict,
+                                    const absl::Status& error) {
+  mu_.Lock();
+  if (!error.ok()) EndReading(error);
+  outbox_.Complete(slot, std::move(verdict));
+  ActAndUnlock();
+}
+
+}  // namespace parity::server

@@ -1,0 +1,96 @@
+// One agent's Check stream on the server (private to server/service/). Reactions read messages,
+// validate them, reassemble chunked tensors and queue calls; workers check the calls; verdicts
+// go out in the order the calls arrived (OrderedOutbox).
+//
+// Threads and ownership: gRPC runs the reactions, one read at a time, so the reading side's
+// state below is touched by one thread at a time without a lock. Workers deliver verdicts and
+// admit parked calls on their own threads: everything both sides touch is guarded by mu_, and
+// each action (read, write, finish) is decided under it and started after releasing it, as the
+// last thing that thread does with the reactor. gRPC calls OnDone only after Finish(), and
+// Finish is called only when no read, write, queued call or parked call remains, so the reactor
+// deletes itself in OnDone with nothing left that could touch it.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "server/service/check_service.h"
+#include "server/service/ordered_outbox.h"
+
+namespace parity::server {
+
+class CheckService::Reactor final
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  Reactor(CheckService* service, std::string peer, uint64_t session);
+
+  void Begin();                             // starts reading
+  void Refuse(const grpc::Status& status);  // finishes at once (over max_streams)
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override {}
+  void OnDone() override;
+
+ private:
+  // ---- the reading side: reactions only -----------------------------------------------------
+  absl::Status Handle();  // one message read into in_
+  absl::Status OnHello(const v1::Hello& hello);
+  absl::Status OnChunk(const v1::TensorChunk& chunk);
+  void OnStats(const v1::AgentStats& stats);
+  // One call: `raw` (parsed later by the worker) or `call` (already parsed). `sequence` is
+  // unknown for bytes that do not parse (the worker reports them).
+  absl::Status OnCall(std::optional<uint64_t> sequence, std::shared_ptr<grpc::ByteBuffer> raw,
+                      std::shared_ptr<v1::ApiCall> call);
+  absl::Status AdmitCall(std::optional<uint64_t> sequence);  // the sequence and blob rules
+  void Run(uint64_t slot, uint64_t message, std::shared_ptr<grpc::ByteBuffer> raw,
+           std::shared_ptr<v1::ApiCall> call, std::shared_ptr<BlobStore> blobs);
+
+  // ---- both sides ---------------------------------------------------------------------------
+  void Resume();  // a worker admitted this stream's parked call
+  // Call `slot` is done: its verdict, or none with `error` (its message did not parse, or the
+  // server ran out of memory), which ends the stream after the verdicts before it.
+  void Deliver(uint64_t slot, std::optional<grpc::ByteBuffer> verdict, const absl::Status& error);
+  void ReleaseHold() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndReading(const absl::Status& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Decides the next actions under mu_, releases it, then starts them.
+  void ActAndUnlock() ABSL_UNLOCK_FUNCTION(mu_);
+
+  CheckService* const service_;
+  const std::string peer_;
+  const uint64_t session_;
+  bool refused_ = false;  // set before gRPC sees the reactor
+
+  // Reading side (reactions, serialised by gRPC).
+  grpc::ByteBuffer in_;
+  uint64_t messages_ = 0;  // messages read before in_
+  bool hello_ = false;
+  CallOrigin origin_;  // set at Hello, read by workers later (the work queue orders the accesses)
+  std::shared_ptr<BlobStore> blobs_ = std::make_shared<BlobStore>();
+  std::map<uint64_t, uint64_t> blob_totals_;  // total_bytes of each blob of the coming call
+  uint64_t pending_blob_bytes_ = 0;           // bytes in blobs_, also in the service's total
+  uint64_t last_sequence_ = 0;
+  v1::AgentStats last_stats_;
+
+  absl::Mutex mu_;
+  OrderedOutbox outbox_ ABSL_GUARDED_BY(mu_);
+  // The message being written: filled under mu_ when a write starts (OrderedOutbox allows one
+  // at a time), then gRPC's until OnWriteDone.
+  grpc::ByteBuffer out_;
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;     // a read is outstanding
+  bool read_again_ ABSL_GUARDED_BY(mu_) = false;  // start the next read
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;  // no more reads: end of stream or an error
+  // Holds on the next read: the reaction handling a message, and a call parked in the full
+  // work queue (released when a worker admits it).
+  int holds_ ABSL_GUARDED_BY(mu_) = 0;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);                    // the stream's end status
+  std::string who_ ABSL_GUARDED_BY(mu_) = "before its Hello";  // for logs
+};
+
+}  // namespace parity::server
