@@ -1,5 +1,6 @@
 // The public API (parity/agent.h), its torch.ops front door for Python (torch.ops.parity.*), and
 // the zero-code path: loaded with LD_PRELOAD and PARITY_CONFIG set, the agent starts itself.
+// One session per process (agent/session.h), kept until the process exits.
 #include "parity/agent.h"
 
 #include <openssl/ssl.h>
@@ -7,10 +8,11 @@
 #include <torch/library.h>
 
 #include <cstdlib>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "agent/agent_core.h"
+#include "agent/session.h"
 #include "common/log.h"
 #include "nlohmann/json.hpp"
 
@@ -18,42 +20,27 @@ namespace parity::agent {
 namespace {
 
 ABSL_CONST_INIT absl::Mutex g_mu(absl::kConstInit);  // usable before static initialisation
-AgentCore* g_active = nullptr;                       // guarded by g_mu
-// Stopped cores are kept, not destroyed: a late callback on another thread may still hold one.
-std::vector<std::unique_ptr<AgentCore>>& Retired() {
-  static auto* retired = new std::vector<std::unique_ptr<AgentCore>>();
-  return *retired;
+// The process's session. Never destroyed: a late callback on another thread may still hold it,
+// and the exit handler closes it before static destruction.
+Session* g_session ABSL_GUARDED_BY(g_mu) = nullptr;
+
+Session* Current() {
+  absl::MutexLock lock(&g_mu);
+  return g_session;
 }
 
-void StopAtExit() { Stop(); }
+void CloseAtExit() { Close(); }
 
 // A forked child (DataLoader workers) inherits the hook but not the sender thread: it must not
-// capture anything.
-void InChildAfterFork() {
-  AgentCore* core = g_active;
-  g_active = nullptr;
-  if (core != nullptr) RemoveHook(0);
+// capture anything, nor touch the parent's session. No lock: the child has only the forking
+// thread, and g_mu may have been held by another thread of the parent at the fork.
+void InChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  g_session = nullptr;
+  RemoveHook(0);
 }
 
-bool StartWith(absl::StatusOr<common::Parsed<common::AgentConfig>> parsed, std::string* error) {
-  if (!parsed.ok()) {
-    if (error) *error = std::string(parsed.status().message());
-    common::LogError(absl::StrCat("not started: ", parsed.status().message()));
-    return false;
-  }
-  for (const std::string& w : parsed->warnings) common::LogWarning(w);
-  common::LogLevel level;
-  if (common::ParseLogLevel(parsed->config.parity.log_level, &level)) common::SetLogLevel(level);
-  absl::MutexLock lock(&g_mu);
-  if (g_active != nullptr) {
-    if (error) *error = "the Parity agent is already started";
-    return false;
-  }
-  auto core = AgentCore::Create(std::move(parsed->config));
-  if (!core.ok()) {
-    if (error) *error = std::string(core.status().message());
-    return false;
-  }
+// Registered once, with the first session.
+void PrepareProcess() {
   static std::once_flag once;
   std::call_once(once, [] {
     // The agent's exit handler connects and sends over TLS (a server that comes up late, or
@@ -66,12 +53,44 @@ bool StartWith(absl::StatusOr<common::Parsed<common::AgentConfig>> parsed, std::
     OPENSSL_init_ssl(
         OPENSSL_INIT_NO_ATEXIT | OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS,
         nullptr);
-    std::atexit(&StopAtExit);  // before static destruction tears libtorch down
+    std::atexit(&CloseAtExit);  // before static destruction tears libtorch down
     pthread_atfork(nullptr, nullptr, &InChildAfterFork);
   });
-  g_active = core->get();
-  (*core)->Start();
-  Retired().push_back(*std::move(core));
+}
+
+// msprobe's loop calls start() every iteration: once the session exists, resume it.
+bool Resumed() {
+  Session* s = Current();
+  if (s != nullptr) s->Start();
+  return s != nullptr;
+}
+
+bool StartWith(absl::StatusOr<common::Parsed<common::AgentConfig>> parsed, std::string* error) {
+  if (!parsed.ok()) {
+    if (error) *error = std::string(parsed.status().message());
+    common::LogError(absl::StrCat("not started: ", parsed.status().message()));
+    return false;
+  }
+  for (const std::string& w : parsed->warnings) common::LogWarning(w);
+  common::LogLevel level;
+  if (common::ParseLogLevel(parsed->config.parity.log_level, &level)) common::SetLogLevel(level);
+  auto session = Session::Create(std::move(parsed->config));
+  if (!session.ok()) {
+    if (error) *error = std::string(session.status().message());
+    return false;
+  }
+  PrepareProcess();
+  Session* s = session->release();
+  {
+    absl::MutexLock lock(&g_mu);
+    if (g_session != nullptr) {  // another thread started one meanwhile: use it
+      delete s;
+      s = g_session;
+    } else {
+      g_session = s;
+    }
+  }
+  s->Start();
   return true;
 }
 
@@ -79,48 +98,44 @@ bool StartWith(absl::StatusOr<common::Parsed<common::AgentConfig>> parsed, std::
 
 bool Start(const std::string& config_json, std::string* error) {
   common::SetLogPrefix("parity-agent");
-  return StartWith(common::ParseAgentConfig(config_json, "config"), error);
+  return Resumed() || StartWith(common::ParseAgentConfig(config_json, "config"), error);
 }
 
 bool StartFromFile(const std::string& config_path, std::string* error) {
   common::SetLogPrefix("parity-agent");
-  return StartWith(common::LoadAgentConfig(config_path), error);
+  return Resumed() || StartWith(common::LoadAgentConfig(config_path), error);
 }
 
 void Stop() {
-  AgentCore* core;
-  {
-    absl::MutexLock lock(&g_mu);
-    core = g_active;
-    g_active = nullptr;
-  }
-  if (core != nullptr) core->Stop();
+  if (Session* s = Current()) s->Stop();
 }
 
 bool Step(std::string* error) {
-  absl::MutexLock lock(&g_mu);
-  return g_active == nullptr || g_active->Step(error);
+  Session* s = Current();
+  return s == nullptr || s->Step(error);
 }
 
 void UseExplicitSteps() {
-  absl::MutexLock lock(&g_mu);
-  if (g_active != nullptr) g_active->UseExplicitSteps();
+  if (Session* s = Current()) s->UseExplicitSteps();
 }
 
 bool Flush(uint32_t timeout_ms) {
-  absl::MutexLock lock(&g_mu);
-  return g_active == nullptr || g_active->Flush(timeout_ms);
+  Session* s = Current();
+  return s == nullptr || s->Flush(timeout_ms);
+}
+
+void Close() {
+  if (Session* s = Current()) s->Close();
 }
 
 Counters GetCounters() {
-  absl::MutexLock lock(&g_mu);
-  if (g_active != nullptr) return g_active->GetCounters();
-  return Retired().empty() ? Counters{} : Retired().back()->GetCounters();
+  Session* s = Current();
+  return s == nullptr ? Counters{} : s->GetCounters();
 }
 
 bool IsStarted() {
-  absl::MutexLock lock(&g_mu);
-  return g_active != nullptr;
+  Session* s = Current();
+  return s != nullptr && s->capturing();
 }
 
 void PushModule(const std::string& path) { PushModuleScope(path); }
@@ -180,6 +195,7 @@ std::string OpConfigKeys() {
 bool OpIsStarted() { return IsStarted(); }
 void OpExplicitSteps() { UseExplicitSteps(); }
 void OpStop() { Stop(); }
+void OpClose() { Close(); }
 void OpPushModule(const std::string& path) { PushModule(path); }
 void OpPopModule() { PopModule(); }
 
@@ -190,6 +206,7 @@ void OpPopModule() { PopModule(); }
 TORCH_LIBRARY(parity, m) {
   m.def("start(str config_json) -> str", &parity::agent::OpStart);
   m.def("stop() -> ()", &parity::agent::OpStop);
+  m.def("close() -> ()", &parity::agent::OpClose);
   m.def("step() -> str", &parity::agent::OpStep);
   m.def("flush(int timeout_ms) -> bool", &parity::agent::OpFlush);
   m.def("counters() -> str", &parity::agent::OpCounters);

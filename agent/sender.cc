@@ -1,15 +1,17 @@
 #include "agent/sender.h"
 
-#include <c10/core/impl/VirtualGuardImpl.h>
-
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <grpcpp/grpcpp.h>
 #include <torch/version.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "common/dtype.h"
 #include "common/grpc_tuning.h"
 #include "common/log.h"
 #include "common/tls.h"
@@ -41,7 +43,55 @@ class ChunkSink : public common::BlobSink {
   uint64_t* next_id_;
 };
 
+// The device this process trains on, as Hello names it: the accelerator its libtorch has (an
+// NPU is libtorch's PrivateUse1 backend, named by torch_npu), else "cpu".
+std::string ProcessDeviceType() {
+#if TORCH_VERSION_MAJOR >= 2
+  const std::string private_use = c10::get_privateuse1_backend(/*lower_case=*/true);
+  if (private_use != "privateuseone") return private_use;  // a backend registered its name
+#endif
+  if (at::detail::getCUDAHooks().hasCUDA() && at::detail::getCUDAHooks().getNumGPUs() > 0) {
+    return "cuda";
+  }
+  return "cpu";
+}
+
 }  // namespace
+
+SenderOptions SenderOptionsFor(const common::AgentConfig& c) {
+  const common::AgentOptions& o = c.parity;
+  SenderOptions s;
+  s.host = c.host;
+  s.port = static_cast<int>(c.port);
+  s.plaintext = o.plaintext;
+  s.tls_path = c.tls_path;
+  s.server_name = o.server_name;
+  s.connect_timeout_ms = o.connect_timeout_ms;
+  s.reconnect_initial_ms = o.reconnect_initial_ms;
+  s.reconnect_max_ms = o.reconnect_max_ms;
+  s.flush_timeout_ms = o.flush_timeout_ms;
+  s.stats_interval_ms = o.stats_interval_ms;
+  s.queue_max_bytes = o.queue_max_bytes;
+  s.queue_max_calls = o.queue_max_calls;
+  s.policy = o.policy;
+  s.block_timeout_ms = o.block_timeout_ms;
+  s.max_inline_tensor_bytes = o.max_inline_tensor_bytes;
+  s.max_tensor_bytes = o.max_tensor_bytes;
+  s.checksum = o.checksum;
+  v1::Hello& h = s.hello;
+  h.set_protocol_version(kProtocolVersion);
+  h.set_run_id(o.run_id);
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  h.set_hostname(host);
+  h.set_pid(::getpid());
+  h.set_agent_version(PARITY_VERSION);
+  h.set_framework_version(absl::StrCat("torch ", TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR, ".",
+                                       TORCH_VERSION_PATCH));
+  h.set_device_type(ProcessDeviceType());
+  h.set_config_digest(common::AgentConfigDigest(c));
+  return s;
+}
 
 struct Sender::Connection {
   std::unique_ptr<grpc::ClientContext> context;
@@ -50,13 +100,15 @@ struct Sender::Connection {
   bool reader_done = false;  // guarded by Sender::mu_
 };
 
-Sender::Sender(AgentCore* core, int32_t rank, int32_t world_size)
-    : core_(core),
-      rank_(rank),
-      world_size_(world_size),
-      queue_(core->config().parity.queue_max_calls, core->config().parity.queue_max_bytes) {}
+Sender::Sender(SenderOptions options, AgentCounters& counters,
+               std::function<void(const v1::Verdict&)> on_verdict, std::function<int64_t()> step)
+    : options_(std::move(options)),
+      counters_(counters),
+      on_verdict_(std::move(on_verdict)),
+      step_(std::move(step)),
+      queue_(options_.queue_max_calls, options_.queue_max_bytes) {}
 
-Sender::~Sender() { Stop(); }
+Sender::~Sender() { Close(); }
 
 void Sender::Start() {
   absl::MutexLock lock(&mu_);
@@ -66,15 +118,15 @@ void Sender::Start() {
 }
 
 PushResult Sender::Push(std::unique_ptr<CapturedCall> call) {
-  const auto& o = core_->config().parity;
   const uint64_t bytes = call->bytes;
   // Counted before it is visible to the sender thread, which may finish it at once.
   pending_.fetch_add(1);
   PushResult r;
-  if (o.policy == common::QueuePolicy::kBlock) {
+  if (options_.policy == common::QueuePolicy::kBlock) {
     // Exhaustive mode: wait for room, but only while the server is there to make room.
-    r = queue_.PushWait(std::move(call), bytes, std::chrono::milliseconds(o.block_timeout_ms),
-                        [this] { return core_->counters().connected.load(); });
+    r = queue_.PushWait(std::move(call), bytes,
+                        std::chrono::milliseconds(options_.block_timeout_ms),
+                        [this] { return counters_.connected(); });
   } else {
     r = queue_.TryPush(std::move(call), bytes);
   }
@@ -90,104 +142,123 @@ bool Sender::Waiting(std::chrono::milliseconds d) {
   return !stopping_;
 }
 
+void Sender::LogOnce(const std::string& message, common::LogLevel level) {
+  if (message != last_error_) common::Log(level, message);
+  last_error_ = message;
+}
+
 void Sender::Run() {
   MarkAgentThread();
-  const auto& o = core_->config().parity;
-  std::mt19937 rng(static_cast<uint32_t>(::getpid()));
-  double backoff_ms = o.reconnect_initial_ms;
   auto last_stats = std::chrono::steady_clock::now();
+  double backoff_ms = options_.reconnect_initial_ms;
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) break;
     }
-    if (!conn_) {
-      if (!Connect()) {
-        // Jittered exponential back-off, capped: many ranks must not reconnect in lock-step.
-        const double jitter = std::uniform_real_distribution<double>(0.5, 1.0)(rng);
-        if (!Waiting(std::chrono::milliseconds(static_cast<int64_t>(backoff_ms * jitter)))) break;
-        backoff_ms = std::min<double>(backoff_ms * 2, o.reconnect_max_ms);
-        continue;
-      }
-      backoff_ms = o.reconnect_initial_ms;
-    }
-    bool stream_ended = false;
-    {
-      absl::MutexLock lock(&mu_);
-      stream_ended = conn_->reader_done;
-    }
-    if (stream_ended) {
-      // The server ended the stream (or died): count what it never answered, then reconnect
-      // now rather than at the next failed write.
-      Disconnect(false);
-      continue;
-    }
-    std::unique_ptr<CapturedCall> call;
-    if (queue_.Pop(&call, std::chrono::milliseconds(200))) {
-      if (!SendCall(*call)) {
-        core_->counters().drop_disconnected.fetch_add(1);
-        Disconnect(false);
-      }
-      // Written or counted as dropped: only now may Flush() consider it done.
-      absl::MutexLock lock(&mu_);
-      pending_.fetch_sub(1);
-      cv_.SignalAll();
-    }
-    // Stats every stats_interval_ms; sooner when a held-back write has nothing left to follow it
-    // (a cleared queue), since they send it.
-    const bool stats_due = std::chrono::steady_clock::now() - last_stats >
-                           std::chrono::milliseconds(o.stats_interval_ms);
-    if (conn_ && (stats_due || (unflushed_ && queue_.size() == 0))) {
-      SendStats(false);
-      last_stats = std::chrono::steady_clock::now();
+    // Nothing may end this thread but Close(): an exception (an allocation failure encoding a
+    // call, say) is logged and the loop goes on, and the training with it.
+    try {
+      RunOnce(&last_stats, &backoff_ms);
+    } catch (const std::exception& e) {
+      common::LogError(absl::StrCat("sender: ", e.what(), "; going on"));
+    } catch (...) {
+      common::LogError("sender: unknown exception; going on");
     }
   }
-  if (conn_) Disconnect(true);
+  try {
+    if (conn_) Disconnect(/*goodbye=*/true);
+  } catch (const std::exception& e) {
+    common::LogError(absl::StrCat("sender: closing the stream: ", e.what()));
+  }
+}
+
+void Sender::RunOnce(std::chrono::steady_clock::time_point* last_stats, double* backoff_ms) {
+  if (!conn_) {
+    if (!Connect()) {
+      // Jittered exponential back-off, capped: many ranks must not reconnect in lock-step.
+      static thread_local std::mt19937 rng(static_cast<uint32_t>(::getpid()));
+      const double jitter = std::uniform_real_distribution<double>(0.5, 1.0)(rng);
+      Waiting(std::chrono::milliseconds(static_cast<int64_t>(*backoff_ms * jitter)));
+      *backoff_ms = std::min<double>(*backoff_ms * 2, options_.reconnect_max_ms);
+      return;
+    }
+    *backoff_ms = options_.reconnect_initial_ms;
+  }
+  bool stream_ended = false;
+  {
+    absl::MutexLock lock(&mu_);
+    stream_ended = conn_->reader_done;
+  }
+  if (stream_ended) {
+    // The server ended the stream (or died): count what it never answered, then reconnect now
+    // rather than at the next failed write.
+    Disconnect(false);
+    return;
+  }
+  std::unique_ptr<CapturedCall> call;
+  if (queue_.Pop(&call, std::chrono::milliseconds(200))) {
+    if (!SendCall(*call)) {
+      counters_.Dropped(DropReason::kDisconnected);
+      Disconnect(false);
+    }
+    // Written or counted as dropped: only now may Flush() consider it done.
+    absl::MutexLock lock(&mu_);
+    pending_.fetch_sub(1);
+    cv_.SignalAll();
+  }
+  // Stats every stats_interval_ms; sooner when a held-back write has nothing left to follow it
+  // (a cleared queue), since they send it.
+  const bool stats_due = std::chrono::steady_clock::now() - *last_stats >
+                         std::chrono::milliseconds(options_.stats_interval_ms);
+  if (conn_ && (stats_due || (unflushed_ && queue_.size() == 0))) {
+    SendStats(false);
+    *last_stats = std::chrono::steady_clock::now();
+  }
+}
+
+bool Sender::OpenChannel() {
+  if (channel_) return true;
+  grpc::ChannelArguments args;
+  for (const auto& [name, value] : common::StreamChannelArgs()) args.SetInt(name, value);
+  args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 16 << 20);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.reconnect_max_ms));
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (options_.plaintext) {
+    creds = grpc::InsecureChannelCredentials();
+  } else {
+    auto tls = common::LoadChannelTls(options_.tls_path);
+    if (!tls.ok()) {
+      LogOnce(absl::StrCat("TLS set-up failed, nothing will be checked: ", tls.status().ToString()),
+              common::LogLevel::kError);
+      undeliverable_.store(true);  // until the files change: retried, but not waited for
+      return false;
+    }
+    creds = tls->credentials;
+    if (!options_.server_name.empty()) args.SetSslTargetNameOverride(options_.server_name);
+  }
+  channel_ =
+      grpc::CreateCustomChannel(absl::StrCat(options_.host, ":", options_.port), creds, args);
+  return true;
 }
 
 bool Sender::Connect() {
-  const common::AgentConfig& cfg = core_->config();
-  const std::string target = absl::StrCat(cfg.host, ":", cfg.port);
-  auto log_once = [this](const std::string& msg, common::LogLevel level) {
-    if (msg != last_error_) common::Log(level, msg);
-    last_error_ = msg;
-  };
-  if (!channel_) {
-    grpc::ChannelArguments args;
-    for (const auto& [name, value] : common::StreamChannelArgs()) args.SetInt(name, value);
-    args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 16 << 20);
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(cfg.parity.reconnect_max_ms));
-    std::shared_ptr<grpc::ChannelCredentials> creds;
-    if (cfg.parity.plaintext) {
-      creds = grpc::InsecureChannelCredentials();
-    } else {
-      auto tls = common::LoadChannelTls(cfg.tls_path);
-      if (!tls.ok()) {
-        log_once(
-            absl::StrCat("TLS set-up failed, nothing will be checked: ", tls.status().ToString()),
-            common::LogLevel::kError);
-        undeliverable_.store(true);  // until the files change: retried, but not waited for
-        return false;
-      }
-      creds = tls->credentials;
-      if (!cfg.parity.server_name.empty()) args.SetSslTargetNameOverride(cfg.parity.server_name);
-    }
-    channel_ = grpc::CreateCustomChannel(target, creds, args);
-  }
-  if (!WaitForConnected(std::chrono::milliseconds(cfg.parity.connect_timeout_ms))) {
+  const std::string target = absl::StrCat(options_.host, ":", options_.port);
+  if (!OpenChannel()) return false;
+  if (!WaitForConnected(std::chrono::milliseconds(options_.connect_timeout_ms))) {
     // gRPC says only "unavailable"; a handshake of our own says why (refused port, untrusted
-    // server, refused client certificate, plaintext server, wrong name). Not while the session
-    // is ending: the end is bounded by flush_timeout_ms, and the diagnosis takes its own time.
+    // server, refused client certificate, plaintext server, wrong name, a hung server). Not
+    // while the session is ending: the end is bounded by flush_timeout_ms.
     std::string why;
-    if (!cfg.parity.plaintext && !closing_.load()) {
-      why = common::DiagnoseTlsConnection(cfg.host, static_cast<int>(cfg.port), cfg.tls_path,
-                                          cfg.parity.server_name,
-                                          static_cast<int>(cfg.parity.connect_timeout_ms));
+    if (!options_.plaintext && !closing_.load()) {
+      why = common::DiagnoseTlsConnection(options_.host, options_.port, options_.tls_path,
+                                          options_.server_name,
+                                          static_cast<int>(options_.connect_timeout_ms));
     }
-    log_once(absl::StrCat("server ", target, " unreachable", why.empty() ? "" : ": ", why,
-                          "; retrying in the background"),
-             common::LogLevel::kWarning);
+    LogOnce(absl::StrCat("server ", target, " unreachable", why.empty() ? "" : ": ", why,
+                         "; retrying in the background"),
+            common::LogLevel::kWarning);
     return false;
   }
   auto c = std::make_unique<Connection>();
@@ -197,21 +268,24 @@ bool Sender::Connect() {
     if (stopping_) return false;
     live_context_ = c->context.get();
   }
+  if (!Handshake(c)) return false;
+  Connection* raw = c.get();
+  c->reader = std::thread([this, raw] { ReadLoop(raw); });
+  conn_ = std::move(c);
+  undeliverable_.store(false);
+  if (ever_connected_) counters_.Reconnected();
+  ever_connected_ = true;
+  counters_.SetConnected(true);
+  queue_.Wake();
+  last_error_.clear();
+  return true;
+}
+
+bool Sender::Handshake(std::unique_ptr<Connection>& c) {
+  const std::string target = absl::StrCat(options_.host, ":", options_.port);
   c->stream = common::OpenCheckStream(channel_.get(), c->context.get());
   v1::AgentMessage hello;
-  v1::Hello* h = hello.mutable_hello();
-  h->set_protocol_version(kProtocolVersion);
-  h->set_run_id(cfg.parity.run_id);
-  h->set_rank(rank_);
-  h->set_world_size(world_size_);
-  char host[256] = {0};
-  ::gethostname(host, sizeof(host) - 1);
-  h->set_hostname(host);
-  h->set_pid(::getpid());
-  h->set_agent_version(PARITY_VERSION);
-  h->set_framework_version(absl::StrCat("torch ", TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR,
-                                        ".", TORCH_VERSION_PATCH));
-  h->set_device_type("cpu");
+  *hello.mutable_hello() = options_.hello;
   v1::ServerMessage reply;
   grpc::ByteBuffer reply_bytes;
   if (!c->stream->Write(common::Serialize(hello)) || !c->stream->Read(&reply_bytes) ||
@@ -222,9 +296,9 @@ bool Sender::Connect() {
       absl::MutexLock lock(&mu_);
       live_context_ = nullptr;
     }
-    log_once(absl::StrCat("server ", target, " refused the stream: ", s.error_message(), " (code ",
-                          static_cast<int>(s.error_code()), ")"),
-             common::LogLevel::kError);
+    LogOnce(absl::StrCat("server ", target, " refused the stream: ", s.error_message(), " (code ",
+                         static_cast<int>(s.error_code()), ")"),
+            common::LogLevel::kError);
     // Refused for what this agent is (its rank, its version, its Hello): retrying will not
     // change that, so the end of the session does not wait for it.
     const grpc::StatusCode code = s.error_code();
@@ -234,20 +308,18 @@ bool Sender::Connect() {
                          code == grpc::StatusCode::UNAUTHENTICATED);
     return false;
   }
+  // The server's limits: the agent honours them (ServerInfo).
   const v1::ServerInfo& info = reply.server_info();
-  max_inline_bytes_ = std::min<uint64_t>(cfg.parity.max_inline_tensor_bytes,
+  max_inline_bytes_ = std::min<uint64_t>(options_.max_inline_tensor_bytes,
                                          std::max<uint64_t>(info.max_message_bytes() / 4, 4096));
-  Connection* raw = c.get();
-  c->reader = std::thread([this, raw] { ReadLoop(raw); });
-  conn_ = std::move(c);
-  undeliverable_.store(false);
-  if (ever_connected_) core_->counters().reconnects.fetch_add(1);
-  ever_connected_ = true;
-  core_->counters().connected.store(true);
-  queue_.Wake();
-  last_error_.clear();
+  max_tensor_bytes_ = info.max_tensor_bytes() > 0
+                          ? std::min<uint64_t>(options_.max_tensor_bytes, info.max_tensor_bytes())
+                          : options_.max_tensor_bytes;
+  accepted_dtypes_.clear();
+  for (int d : info.accepted_dtypes()) accepted_dtypes_.push_back(static_cast<v1::DType>(d));
   common::LogInfo(absl::StrCat("connected to ", target, " (server ", info.server_version(),
-                               ", bench ", info.bench_device(), ", rank ", rank_, ")"));
+                               ", bench ", info.bench_device(), ", rank ", options_.hello.rank(),
+                               ")"));
   return true;
 }
 
@@ -265,30 +337,36 @@ bool Sender::WaitForConnected(std::chrono::milliseconds timeout) {
 }
 
 void Sender::ReadLoop(Connection* c) {
+  MarkAgentThread();
   grpc::ByteBuffer bytes;
   bool logged = false;
-  while (c->stream->Read(&bytes)) {
-    v1::ServerMessage m;
-    if (!common::Parse(bytes, &m)) {  // parsing reads the buffer, leaves it as it was
-      // Skipped: later verdicts still count. Logged once per connection, counted every time.
-      core_->counters().unreadable.fetch_add(1, std::memory_order_relaxed);
-      if (!logged) {
-        common::LogWarning(absl::StrCat("a message from the server (", bytes.Length(),
-                                        " bytes) did not parse; ignored, and counted as "
-                                        "unreadable (a server of another release, or not a "
-                                        "Parity server?)"));
-        logged = true;
+  try {
+    while (c->stream->Read(&bytes)) {
+      v1::ServerMessage m;
+      if (!common::Parse(bytes, &m)) {  // parsing reads the buffer, leaves it as it was
+        // Skipped: later verdicts still count. Logged once per connection, counted every time.
+        counters_.Unreadable();
+        if (!logged) {
+          common::LogWarning(absl::StrCat("a message from the server (", bytes.Length(),
+                                          " bytes) did not parse; ignored, and counted as "
+                                          "unreadable (a server of another release, or not a "
+                                          "Parity server?)"));
+          logged = true;
+        }
+        continue;
       }
-      continue;
+      if (m.has_verdict()) {
+        on_verdict_(m.verdict());
+        absl::MutexLock lock(&mu_);
+        ++answered_;
+        cv_.SignalAll();
+      }
     }
-    if (m.has_verdict()) {
-      core_->OnVerdict(m.verdict());
-      absl::MutexLock lock(&mu_);
-      ++answered_;
-      cv_.SignalAll();
-    }
+  } catch (const std::exception& e) {
+    common::LogError(absl::StrCat("verdict reader: ", e.what(), "; this stream ends"));
+    c->context->TryCancel();
   }
-  core_->counters().connected.store(false);
+  counters_.SetConnected(false);
   absl::MutexLock lock(&mu_);
   c->reader_done = true;
   cv_.SignalAll();
@@ -303,9 +381,7 @@ void Sender::Disconnect(bool goodbye) {
     const absl::Time deadline = absl::Now() + absl::Seconds(3);
     while (!conn_->reader_done && !cv_.WaitWithDeadline(&mu_, deadline)) {
     }
-    if (!conn_->reader_done) {
-      conn_->context->TryCancel();
-    }
+    if (!conn_->reader_done) conn_->context->TryCancel();
   }
   conn_->reader.join();
   const grpc::Status s = conn_->stream->Finish();
@@ -317,11 +393,11 @@ void Sender::Disconnect(bool goodbye) {
     absl::MutexLock lock(&mu_);
     live_context_ = nullptr;
     // Verdicts of a stream that ended never come: those calls are lost, and counted so.
-    core_->counters().lost_in_flight.fetch_add(written_ - answered_);
+    counters_.LostInFlight(written_ - answered_);
     answered_ = written_;
     cv_.SignalAll();
   }
-  core_->counters().connected.store(false);
+  counters_.SetConnected(false);
   conn_.reset();
 }
 
@@ -329,12 +405,11 @@ bool Sender::Write(std::shared_ptr<const v1::AgentMessage> m, bool more) {
   const grpc::ByteBuffer bytes = common::SerializeShared(std::move(m));
   unflushed_ = more;
   if (!conn_->stream->Write(bytes, common::WriteOptionsFor(more))) return false;
-  core_->counters().sent_bytes.fetch_add(bytes.Length(), std::memory_order_relaxed);
+  counters_.BytesWritten(bytes.Length());
   return true;
 }
 
 bool Sender::SendCall(CapturedCall& call) {
-  const auto& o = core_->config().parity;
   if (call.device_ready) {
     // Wait here, on the sender thread, for the device-side snapshots; then copy them to the host.
     try {
@@ -358,9 +433,10 @@ bool Sender::SendCall(CapturedCall& call) {
   ChunkSink sink(&next_blob_);
   common::EncodeOptions opts;
   opts.max_inline_tensor_bytes = max_inline_bytes_;
-  opts.max_tensor_bytes = o.max_tensor_bytes;
+  opts.max_tensor_bytes = max_tensor_bytes_;
   opts.blob_sink = &sink;
-  opts.compute_crc32c = o.checksum;
+  opts.compute_crc32c = options_.checksum;
+  opts.accepted_dtypes = accepted_dtypes_.empty() ? nullptr : &accepted_dtypes_;
   const c10::FunctionSchema* schema = nullptr;
   auto handle = c10::Dispatcher::singleton().findSchema(
       c10::OperatorName(call.meta.op_name(), call.meta.overload()));
@@ -383,7 +459,6 @@ bool Sender::SendCall(CapturedCall& call) {
     a->clear_outputs();
     a->set_skip_reason(absl::StrCat("the agent could not send this call: ", s.message()));
     sink.blobs.clear();
-    core_->counters().unencodable.fetch_add(1);
   }
   for (const auto& [id, payload] : sink.blobs) {
     for (std::size_t off = 0; off < payload.size(); off += kChunkBytes) {
@@ -399,36 +474,24 @@ bool Sender::SendCall(CapturedCall& call) {
   // failing that, the stats below) sends both.
   if (!Write(std::move(msg), /*more=*/queue_.size() > 0)) return false;
   // A call whose data could not be encoded went out as a record only: it gets a verdict (SKIP)
-  // like any other, and is counted as unencodable, not as sent.
-  if (s.ok()) core_->counters().sent.fetch_add(1, std::memory_order_relaxed);
+  // like any other, and is counted as sent without data.
+  if (s.ok()) {
+    counters_.Sent();
+  } else {
+    counters_.SentWithoutData();
+  }
   absl::MutexLock lock(&mu_);
   ++written_;
   return true;
 }
 
-v1::AgentStats Sender::Stats() const {
-  const AtomicCounters& c = core_->counters();
-  v1::AgentStats s;
-  s.set_captured_calls(c.captured.load());
-  s.set_sent_calls(c.sent.load());
-  s.set_sent_bytes(c.sent_bytes.load());
-  auto& d = *s.mutable_dropped_calls();
-  d["queue_full"] = c.drop_queue_full.load();
-  d["disconnected"] = c.drop_disconnected.load();
-  s.set_lost_in_flight_calls(c.lost_in_flight.load());
-  s.set_reconnects(c.reconnects.load());
-  s.set_queue_depth(queue_.size());
-  s.set_step(core_->step());
-  return s;
-}
-
 void Sender::SendStats(bool goodbye) {
   auto m = std::make_shared<v1::AgentMessage>();
-  if (goodbye) {
-    *m->mutable_goodbye()->mutable_final_stats() = Stats();
-  } else {
-    *m->mutable_stats() = Stats();
-  }
+  v1::AgentStats* stats =
+      goodbye ? m->mutable_goodbye()->mutable_final_stats() : m->mutable_stats();
+  counters_.FillStats(stats);
+  stats->set_queue_depth(queue_.size());
+  stats->set_step(step_());
   Write(std::move(m));
 }
 
@@ -439,27 +502,27 @@ bool Sender::Flush(std::chrono::milliseconds timeout) {
     if (pending_.load() == 0 && answered_ >= written_) return true;
     // Nothing can be delivered (TLS material unusable, or the server refused this agent): no
     // point in waiting.
-    if (undeliverable_.load() && !core_->counters().connected.load()) break;
+    if (undeliverable_.load() && !counters_.connected()) break;
     // The queue has its own condition variable: re-check in short slices.
     cv_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
   }
   return pending_.load() == 0 && answered_ >= written_;
 }
 
-void Sender::Stop() {
+void Sender::Close() {
   {
     absl::MutexLock lock(&mu_);
     if (!started_ || stopping_) return;
   }
-  // From here on the whole stop takes flush_timeout_ms and little more: connection attempts
+  // From here on the whole close takes flush_timeout_ms and little more: connection attempts
   // skip their diagnosis and wait in slices, and whatever is still in flight is cancelled.
   closing_.store(true);
-  const bool flushed = Flush(std::chrono::milliseconds(core_->config().parity.flush_timeout_ms));
+  const bool flushed = Flush(std::chrono::milliseconds(options_.flush_timeout_ms));
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    // A write blocked by a wedged server, or a handshake that never answers, must not hold
-    // the training's exit: cancel the stream.
+    // A write blocked by a wedged server, or a handshake that never answers, must not hold the
+    // training's exit: cancel the stream.
     if (!flushed && live_context_ != nullptr) live_context_->TryCancel();
     cv_.SignalAll();
   }
@@ -467,7 +530,7 @@ void Sender::Stop() {
   thread_.join();
   const uint64_t cleared = queue_.Clear();
   pending_.fetch_sub(cleared);
-  core_->counters().drop_stopped.fetch_add(cleared);
+  counters_.Dropped(DropReason::kStopped, cleared);
 }
 
 }  // namespace parity::agent

@@ -1,15 +1,29 @@
 // The agent's one sender thread: drains the queue, encodes calls (protobuf building happens
 // here, never on training threads), writes them on the Check stream, and reconnects with capped,
 // jittered exponential back-off. A second thread per connection reads the verdicts.
+//
+// It uses a synchronous stream (grpc::ClientReaderWriter over the Check method's bytes), not the
+// callback API's ClientBidiReactor: one thread owns the queue, the encoding and the writes in
+// order, and a write that waits for HTTP/2 flow control simply blocks that thread, which is the
+// back-pressure the queue needs. tests/bench/transport_bench measures both clients: the reactor
+// was no faster (docs/design.md says by how much).
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "agent/agent_core.h"
+#include "agent/agent_hook.h"
 #include "agent/bounded_queue.h"
+#include "agent/counters.h"
+#include "common/config.h"
+#include "common/log.h"
+#include "parity/v1/parity.pb.h"
 
 namespace grpc {
 class ByteBuffer;
@@ -21,19 +35,47 @@ class ClientReaderWriter;
 
 namespace parity::agent {
 
+struct SenderOptions {
+  std::string host;
+  int port = 0;
+  bool plaintext = false;
+  std::string tls_path;     // ca.crt [+ client.crt, client.key]
+  std::string server_name;  // the name the server's certificate must carry, when not `host`
+  uint32_t connect_timeout_ms = 5000;
+  uint32_t reconnect_initial_ms = 200;
+  uint32_t reconnect_max_ms = 30000;
+  uint32_t flush_timeout_ms = 30000;
+  uint32_t stats_interval_ms = 5000;
+  uint64_t queue_max_bytes = uint64_t{256} << 20;
+  uint32_t queue_max_calls = 1024;
+  common::QueuePolicy policy = common::QueuePolicy::kDrop;
+  uint32_t block_timeout_ms = 0;
+  uint64_t max_inline_tensor_bytes = uint64_t{4} << 20;
+  uint64_t max_tensor_bytes = uint64_t{256} << 20;
+  bool checksum = false;
+  v1::Hello hello;  // this process: sent at every connection (protocol version filled in)
+};
+// The sender's part of an agent configuration, and this process's identity (run id, versions,
+// device type, config digest; the caller sets rank, world size and local rank).
+SenderOptions SenderOptionsFor(const common::AgentConfig& config);
+
 class Sender {
  public:
-  Sender(AgentCore* core, int32_t rank, int32_t world_size);
-  ~Sender();  // Stop()
+  // `on_verdict` runs on the reader thread; `step` gives the step for the periodic stats.
+  Sender(SenderOptions options, AgentCounters& counters,
+         std::function<void(const v1::Verdict&)> on_verdict, std::function<int64_t()> step);
+  ~Sender();  // Close()
 
   void Start();
-  // Flushes (at most flush_timeout_ms), says Goodbye, closes the stream, joins. Idempotent.
-  void Stop();
-
+  // Queues a call under the policy (drop: never waits; block: waits for room while connected).
   PushResult Push(std::unique_ptr<CapturedCall> call);
   bool HasRoom(uint64_t bytes) const { return queue_.HasRoom(bytes); }
-  // Waits until the queue is empty and every sent call has its verdict.
+  // Waits until the queue is empty and every sent call has its verdict, at most `timeout`;
+  // returns at once when nothing can be delivered (unusable TLS files, a refused Hello).
   bool Flush(std::chrono::milliseconds timeout);
+  // Delivers what is queued (Flush, at most flush_timeout_ms), says Goodbye, closes the stream,
+  // joins. What is still queued is dropped as stopped. Idempotent.
+  void Close();
   uint64_t queue_depth() const { return queue_.size(); }
 
  private:
@@ -41,9 +83,12 @@ class Sender {
   struct Connection;
 
   void Run();
+  void RunOnce(std::chrono::steady_clock::time_point* last_stats, double* backoff_ms);
   bool Connect();
+  bool OpenChannel();
   // channel_->WaitForConnected, given up early when the sender stops.
   bool WaitForConnected(std::chrono::milliseconds timeout);
+  bool Handshake(std::unique_ptr<Connection>& c);
   void Disconnect(bool goodbye);
   bool SendCall(CapturedCall& call);
   // Writes `m`; its tensor bytes are sent from its own memory, which the stream keeps alive.
@@ -52,34 +97,40 @@ class Sender {
   bool Write(std::shared_ptr<const v1::AgentMessage> m, bool more = false);
   void SendStats(bool goodbye);
   void ReadLoop(Connection* c);
-  v1::AgentStats Stats() const;
   bool Waiting(std::chrono::milliseconds d);  // false when stopping
+  void LogOnce(const std::string& message, common::LogLevel level);
 
-  AgentCore* const core_;
-  const int32_t rank_, world_size_;
+  const SenderOptions options_;
+  AgentCounters& counters_;
+  const std::function<void(const v1::Verdict&)> on_verdict_;
+  const std::function<int64_t()> step_;
   BoundedQueue<std::unique_ptr<CapturedCall>> queue_;
+
+  // The sender thread's own.
   std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<Connection> conn_;  // sender thread only (Stop cancels through cancel_mu_)
+  std::unique_ptr<Connection> conn_;
   std::thread thread_;
-  uint64_t max_inline_bytes_ = 0;
+  uint64_t max_inline_bytes_ = 0;           // from ServerInfo
+  uint64_t max_tensor_bytes_ = 0;           // the agent's and the server's, whichever is smaller
+  std::vector<v1::DType> accepted_dtypes_;  // the server's; empty: any
   uint64_t next_blob_ = 0;
   bool unflushed_ = false;  // the last write went with `more`
   bool ever_connected_ = false;
   std::string last_error_;
 
   mutable absl::Mutex mu_;
-  absl::CondVar cv_;
-  bool stopping_ = false;
-  bool started_ = false;
-  uint64_t answered_ = 0;  // verdicts received
-  uint64_t written_ = 0;   // calls written
+  absl::CondVar cv_;  // signalled when stopping_, answered_ or a connection's end changes
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t answered_ ABSL_GUARDED_BY(mu_) = 0;  // verdicts received (all connections)
+  uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;   // calls written (all connections)
+  grpc::ClientContext* live_context_ ABSL_GUARDED_BY(mu_) = nullptr;  // for TryCancel
   // Calls pushed and not yet written or dropped (queued, or in the sender's hands).
   std::atomic<uint64_t> pending_{0};
   // The last connection attempt failed in a way retrying cannot fix (TLS material, a refused
   // Hello): the end of the session does not wait for a delivery that cannot happen.
   std::atomic<bool> undeliverable_{false};
-  std::atomic<bool> closing_{false};             // Stop() has begun
-  grpc::ClientContext* live_context_ = nullptr;  // for TryCancel from Stop()
+  std::atomic<bool> closing_{false};  // Close() has begun
 };
 
 }  // namespace parity::agent

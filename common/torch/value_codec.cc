@@ -1,5 +1,6 @@
 #include "common/torch/value_codec.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -138,6 +139,12 @@ absl::Status EncodeTensor(const at::Tensor& tensor, const EncodeOptions& options
   if (!dtype) {
     return absl::UnimplementedError(absl::StrCat(
         path, ": dtype ", c10::toString(tensor.scalar_type()), " has no wire representation"));
+  }
+  if (options.accepted_dtypes != nullptr &&
+      std::find(options.accepted_dtypes->begin(), options.accepted_dtypes->end(), *dtype) ==
+          options.accepted_dtypes->end()) {
+    return absl::UnimplementedError(absl::StrCat(path, ": dtype ", TorchName(*dtype),
+                                                 " is not among the server's accepted dtypes"));
   }
   out->set_dtype(*dtype);
   for (int64_t d : tensor.sizes()) out->add_shape(d);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 #include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
@@ -43,6 +44,9 @@ struct EncodeOptions {
   BlobSink* blob_sink = nullptr;
   bool compute_crc32c = false;
   uint32_t max_depth = 8;
+  // The dtypes the receiver accepts (ServerInfo.accepted_dtypes); null: any. A tensor of another
+  // dtype is UNIMPLEMENTED, naming it.
+  const std::vector<v1::DType>* accepted_dtypes = nullptr;
 };
 
 // Encodes `value` into `out`. `type_hint` (a schema argument's real_type(), may be null) lets an

@@ -10,6 +10,7 @@ regression task, forward and backward, SGD, 20 steps.
 training's stream).
 """
 import argparse
+import json
 import os
 import sys
 
@@ -42,6 +43,9 @@ def main():
     parser.add_argument("--losses", help="write each step's loss here (bit-exact hex)")
     parser.add_argument("--kill-at-step", type=int, default=-1,
                         help="SIGKILL the pid in $PARITY_SERVER_PID at this step (a test)")
+    parser.add_argument("--loop", choices=["once", "msprobe"], default="once",
+                        help="once: start() before the loop; msprobe: start()/stop()/step() "
+                             "every iteration, as msprobe's docs write the loop")
     args = parser.parse_args()
 
     if args.fault:
@@ -57,21 +61,26 @@ def main():
     if not args.no_agent:
         import parity  # pylint: disable=import-outside-toplevel
         debugger = parity.PrecisionDebugger(config_path=args.config)
-        debugger.start(model)
+        if args.loop == "once":
+            debugger.start(model)
     losses = []
     for step in range(args.steps):
         if step == args.kill_at_step:
             os.kill(int(os.environ["PARITY_SERVER_PID"]), 9)
+        if debugger is not None and args.loop == "msprobe":
+            debugger.start(model)
         opt.zero_grad()
         loss = torch.nn.functional.mse_loss(model(data), target)
         loss.backward()
         opt.step()
         losses.append(loss.item())
         if debugger is not None:
+            if args.loop == "msprobe":
+                debugger.stop()
             debugger.step()
     if debugger is not None:
-        debugger.stop()
-        print("parity counters:", debugger.counters())
+        debugger.close()
+        print("parity counters:", json.dumps(debugger.counters()))
     if args.losses:
         with open(args.losses, "w", encoding="utf-8") as f:
             f.write("\n".join(float(l).hex() for l in losses) + "\n")

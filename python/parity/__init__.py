@@ -1,14 +1,14 @@
 """Parity: online precision checking for PyTorch training.
 
-A drop-in for msprobe's online run_ut front-end::
+A drop-in for msprobe's online run_ut front-end; msprobe's loop works unchanged::
 
     from parity import PrecisionDebugger          # was: from msprobe.pytorch import ...
     debugger = PrecisionDebugger(config_path="config.json")
-    debugger.start(model)      # model is optional: it gives module paths in the results
     for batch in loader:
+        debugger.start(model)  # begins the session, then resumes it; model gives module paths
         loss = model(batch).sum(); loss.backward(); optimizer.step()
+        debugger.stop()        # pauses, returns at once
         debugger.step()
-    debugger.stop()
 
 The capture, queue and transport run in C++ (libparity_agent.so), loaded into this process
 with ``torch.ops.load_library``. Nothing here raises into the training loop except
@@ -117,10 +117,14 @@ def seed_all(seed=1234, mode=False):
 
 
 class PrecisionDebugger:
-    """msprobe's PrecisionDebugger API on Parity's agent.
+    """msprobe's PrecisionDebugger API on Parity's agent: one checking session per process.
 
     ``config_path`` is an msprobe config.json (task "tensor" with ``online_run_ut``); keyword
     arguments override its keys (``step=[0, 1]``, ``host="..."``, ``fail_fast=True``, ...).
+    msprobe's loop works as written: ``start()`` begins the session or resumes it, ``stop()``
+    pauses capture and returns at once, ``step()`` ends a step whether capturing or not. The
+    session ends at ``close()``, at process exit, or once the step passes the last step the
+    config's ``step`` lists.
     """
 
     def __init__(self, config_path=None, task=None, dump_path=None, level=None, model=None,
@@ -135,27 +139,27 @@ class PrecisionDebugger:
                            ("step", step)):
             if value is not None:
                 overrides[key] = value
+        self._ops = load_agent()
         self._config = _merge(config, overrides)
         self._config.setdefault("tensor", {}).setdefault("online_run_ut", True)
         self._model = model
         self._hooks = []
-        self._ops = load_agent()
-        self._started_here = False
+        self._started = False
 
     def start(self, model=None):
-        """Starts capturing (idempotent). With a model, results name module paths."""
+        """Starts capturing, or resumes after stop(). With a model, results name module paths."""
         model = model if model is not None else self._model
-        if self._ops.is_started():
-            return
-        ranks = _distributed_rank()
-        if ranks is not None:
-            os.environ["RANK"], os.environ["WORLD_SIZE"] = str(ranks[0]), str(ranks[1])
+        if not self._started:
+            ranks = _distributed_rank()
+            if ranks is not None:
+                os.environ["RANK"], os.environ["WORLD_SIZE"] = str(ranks[0]), str(ranks[1])
         error = self._ops.start(json.dumps(self._config))
         if error:
             raise ValueError("Parity configuration: " + error)
-        self._ops.use_explicit_steps()  # msprobe's API: step() marks the steps
-        self._started_here = True
-        atexit.register(self.stop)
+        if not self._started:
+            self._started = True
+            self._ops.use_explicit_steps()  # msprobe's API: step() marks the steps
+            atexit.register(self.close)
         if model is not None and not self._hooks:
             self._hook_modules(model)
 
@@ -175,13 +179,8 @@ class PrecisionDebugger:
             self._hooks.append(module.register_forward_hook(post))
 
     def stop(self):
-        """Stops capturing, sends what is queued and prints the counters (idempotent)."""
-        for h in self._hooks:
-            h.remove()
-        self._hooks = []
-        if self._started_here:
-            self._ops.stop()
-            self._started_here = False
+        """Pauses capturing and returns at once: nothing waits for the server."""
+        self._ops.stop()
 
     def step(self):
         """Ends a training step; raises PrecisionError under fail_fast after an error verdict."""
@@ -193,8 +192,20 @@ class PrecisionDebugger:
         """Waits until every captured call has its verdict; False on timeout."""
         return bool(self._ops.flush(int(timeout_s * 1000)))
 
+    def close(self):
+        """Ends the session: delivers what is queued (at most parity.flush_timeout_ms), logs the
+        counters. Runs by itself at exit. Idempotent."""
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+        self._ops.close()
+
     @staticmethod
     def counters():
+        return counters()
+
+
+def counters():
         return counters()
 
 

@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
     if (!parity::agent::Step(&error)) std::fprintf(stderr, "parity: %s\n", error.c_str());
   }
   parity::agent::Flush(30000);
-  parity::agent::Stop();
+  parity::agent::Close();  // delivers, logs the counters (it would also run at exit)
   const parity::agent::Counters c = parity::agent::GetCounters();
   std::printf("captured %llu, sent %llu, verdicts %llu (pass %llu, error %llu)\n",
               static_cast<unsigned long long>(c.captured), static_cast<unsigned long long>(c.sent),

@@ -55,7 +55,7 @@ class AgentEndToEndTest(unittest.TestCase):
             r = harness.run([harness.PYTHON, harness.TRAIN, "--no-agent", "--steps", "3"],
                             env={"LD_PRELOAD": harness.AGENT_LIB, "PARITY_CONFIG": config})
             self.assertEqual(r.returncode, 0, r.stderr)
-            self.assertIn("stopped:", r.stderr)  # counters printed at exit
+            self.assertIn("session ended at step 3:", r.stderr)  # counters printed at exit
         finally:
             server.stop()
         records = server.records()
@@ -93,7 +93,7 @@ class AgentEndToEndTest(unittest.TestCase):
             if proc.poll() is None:
                 proc.kill()
         self.assertEqual(proc.returncode, 0, stderr)
-        stopped = re.search(r"stopped: (\d+) captured.*verdicts: (\d+) pass", stderr)
+        stopped = re.search(r"session ended at step \d+: (\d+) captured", stderr)
         self.assertIsNotNone(stopped, stderr)
         captured = int(stopped.group(1))
         self.assertGreater(captured, 50)

@@ -1,0 +1,73 @@
+#include "agent/counters.h"
+
+namespace parity::agent {
+
+const char* DropReasonName(DropReason reason) {
+  switch (reason) {
+    case DropReason::kQueueFull:
+      return "queue_full";
+    case DropReason::kDisconnected:
+      return "disconnected";
+    case DropReason::kStopped:
+      return "stopped";
+  }
+  return "other";
+}
+
+void AgentCounters::Verdict(v1::VerdictStatus status) {
+  switch (status) {
+    case v1::VERDICT_STATUS_PASS:
+      Add(pass_);
+      break;
+    case v1::VERDICT_STATUS_WARNING:
+      Add(warning_);
+      break;
+    case v1::VERDICT_STATUS_ERROR:
+      Add(error_);
+      break;
+    case v1::VERDICT_STATUS_SKIP:
+      Add(skip_);
+      break;
+    default:  // REJECTED, and whatever a newer server may send
+      Add(rejected_);
+      break;
+  }
+}
+
+Counters AgentCounters::Snapshot() const {
+  auto get = [](const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); };
+  Counters c;
+  c.captured = get(captured_);
+  c.sent = get(sent_);
+  c.sent_bytes = get(sent_bytes_);
+  for (int r = 0; r < kDropReasons; ++r) {
+    c.dropped[DropReasonName(static_cast<DropReason>(r))] = get(dropped_[r]);
+  }
+  c.lost_in_flight = get(lost_in_flight_);
+  c.unencodable = get(unencodable_);
+  c.sampled_out = get(sampled_out_);
+  c.reconnects = get(reconnects_);
+  c.pass = get(pass_);
+  c.warning = get(warning_);
+  c.error = get(error_);
+  c.skip = get(skip_);
+  c.rejected = get(rejected_);
+  c.verdicts = c.pass + c.warning + c.error + c.skip + c.rejected;
+  c.unreadable = get(unreadable_);
+  c.connected = connected();
+  return c;
+}
+
+void AgentCounters::FillStats(v1::AgentStats* stats) const {
+  auto get = [](const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); };
+  stats->set_captured_calls(get(captured_));
+  stats->set_sent_calls(get(sent_));
+  stats->set_sent_bytes(get(sent_bytes_));
+  auto& d = *stats->mutable_dropped_calls();
+  d[DropReasonName(DropReason::kQueueFull)] = get(dropped_[0]);
+  d[DropReasonName(DropReason::kDisconnected)] = get(dropped_[1]);
+  stats->set_lost_in_flight_calls(get(lost_in_flight_));
+  stats->set_reconnects(get(reconnects_));
+}
+
+}  // namespace parity::agent

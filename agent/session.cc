@@ -1,0 +1,337 @@
+#include "agent/session.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "agent/sender.h"
+#include "common/log.h"
+#include "common/naming.h"
+#include "common/op_registry.h"
+
+namespace parity::agent {
+namespace {
+
+// A non-negative integer from the environment (torchrun's RANK, WORLD_SIZE, LOCAL_RANK), else
+// `fallback`.
+int32_t EnvInt(const char* name, int32_t fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);  // NOLINT(runtime/int)
+  return end != nullptr && *end == '\0' && n >= 0 ? static_cast<int32_t>(n) : fallback;
+}
+
+// op, overload, then dtype and shape of each tensor argument: what the per-signature budget
+// counts.
+std::string Signature(const CallSite& site) {
+  std::string s = absl::StrCat(site.op, ".", site.overload);
+  for (const c10::IValue& v : site.inputs) {
+    if (v.isTensor() && v.toTensor().defined()) {
+      const at::Tensor& t = v.toTensor();
+      absl::StrAppend(&s, "|", static_cast<int>(t.scalar_type()), ":");
+      for (int64_t d : t.sizes()) absl::StrAppend(&s, d, ",");
+    } else if (v.isScalar()) {
+      absl::StrAppend(&s, "|s");
+    }
+  }
+  return s;
+}
+
+// "aten::linear.1.backward.2" -> "aten::linear": a log key per op, whatever its call.
+std::string OpOfApiName(const std::string& api) {
+  std::size_t end = 0;
+  while (end != std::string::npos) {
+    const std::size_t dot = api.find('.', end);
+    const std::size_t next = dot == std::string::npos ? api.size() : dot;
+    const std::string part = api.substr(end, next - end);
+    if (!part.empty() && end > 0 && absl::ascii_isdigit(part[0])) return api.substr(0, end - 1);
+    end = dot == std::string::npos ? std::string::npos : dot + 1;
+  }
+  return api;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(common::AgentConfig config) {
+  if (absl::Status s = common::ValidateAgentConfig(config); !s.ok()) return s;
+  if (config.parity.run_id.empty()) {
+    config.parity.run_id = absl::StrCat("run-", std::time(nullptr), "-", ::getpid());
+  }
+  return std::unique_ptr<Session>(new Session(std::move(config)));
+}
+
+Session::Session(common::AgentConfig config)
+    : config_(std::move(config)),
+      rank_(EnvInt("RANK", 0)),
+      rank_selected_(CallFilter(config_).RankSelected(rank_)),
+      filter_(config_),
+      scope_(config_.scope),
+      budget_(config_.parity.max_checks_per_signature,
+              config_.parity.budget_period == common::BudgetPeriod::kStep) {}
+
+Session::~Session() { Close(); }
+
+void Session::Start() {
+  absl::MutexLock lock(&mu_);
+  if (ended_.load()) return;
+  if (!started_) {
+    started_ = true;
+    if (!rank_selected_) {
+      common::LogInfo(
+          absl::StrCat("rank ", rank_, " is not in the config's rank list: not checked"));
+      return;
+    }
+    int32_t world = EnvInt("WORLD_SIZE", 0);
+    if (world <= rank_) {
+      // The server refuses a Hello whose rank is outside its world: a launcher that sets RANK
+      // alone (or a WORLD_SIZE that does not fit) gets the smallest world that holds this rank.
+      if (world > 0) {
+        common::LogWarning(absl::StrCat("RANK ", rank_, " is not below WORLD_SIZE ", world,
+                                        ": reporting a world of ", rank_ + 1));
+      }
+      world = rank_ + 1;
+    }
+    SenderOptions options = SenderOptionsFor(config_);
+    v1::Hello& hello = options.hello;
+    hello.set_rank(rank_);
+    hello.set_world_size(world);
+    hello.set_local_rank(EnvInt("LOCAL_RANK", 0));
+    sender_ = std::make_unique<Sender>(
+        std::move(options), counters_, [this](const v1::Verdict& v) { OnVerdict(v); },
+        [this] { return names_.step(); });
+    sender_->Start();
+    common::LogInfo(absl::StrCat("capturing on rank ", rank_, "; server ", config_.host, ":",
+                                 config_.port,
+                                 config_.parity.plaintext ? " (plaintext)" : " (TLS)"));
+  }
+  if (!rank_selected_) return;
+  running_ = true;
+  UpdateHook();
+}
+
+void Session::Stop() {
+  absl::MutexLock lock(&mu_);
+  running_ = false;
+  UpdateHook();
+}
+
+void Session::UseExplicitSteps() {
+  explicit_steps_.store(true);
+  absl::MutexLock lock(&mu_);
+  UpdateHook();
+}
+
+bool Session::Step(std::string* error) {
+  explicit_steps_.store(true);
+  NewStep();
+  if (!config_.parity.fail_fast) return true;
+  absl::MutexLock lock(&mu_);
+  if (first_error_.empty()) return true;
+  if (error) *error = first_error_;
+  return false;
+}
+
+void Session::OptimizerStepDone() {
+  // Without explicit step() calls, the optimizer's step ends a training step.
+  if (!explicit_steps_.load()) NewStep();
+}
+
+void Session::NewStep() {
+  names_.NewStep();
+  budget_.NewStep();
+  scope_.NewStep();
+  absl::MutexLock lock(&mu_);
+  const std::vector<int64_t>& steps = config_.step;
+  if (!steps.empty() && names_.step() > *std::max_element(steps.begin(), steps.end())) {
+    EndAfterLastStep();
+  } else {
+    UpdateHook();
+  }
+}
+
+void Session::UpdateHook() {
+  // In unselected steps the hook costs nothing when it is off; it stays on only when steps are
+  // counted by the optimizer scopes it observes.
+  const bool want = running_ && !ended_.load() && rank_selected_ &&
+                    (!explicit_steps_.load() || filter_.StepSelected(names_.step()));
+  if (want && hook_ == 0) {
+    hook_ = InstallHook(this);
+  } else if (!want && hook_ != 0) {
+    RemoveHook(hook_);
+    hook_ = 0;
+  }
+}
+
+void Session::EndAfterLastStep() {
+  if (ended_.exchange(true)) return;
+  running_ = false;
+  UpdateHook();
+  common::LogInfo(absl::StrCat("step ", names_.step(),
+                               " is past the last configured step: "
+                               "capture ends, the rest is delivered in the background"));
+  // msprobe's rule, without its wait: the training goes on while what is queued is delivered.
+  if (sender_) {
+    closer_ = std::thread([this] {
+      sender_->Close();
+      LogSummary();
+    });
+  }
+}
+
+bool Session::Flush(uint32_t timeout_ms) {
+  return sender_ ? sender_->Flush(std::chrono::milliseconds(timeout_ms)) : true;
+}
+
+void Session::Close() {
+  std::thread closer;
+  {
+    absl::MutexLock lock(&mu_);
+    ended_.store(true);
+    running_ = false;
+    UpdateHook();
+    closer = std::move(closer_);
+  }
+  if (closer.joinable()) closer.join();
+  if (sender_) sender_->Close();  // idempotent
+  LogSummary();
+}
+
+void Session::LogSummary() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (summarised_ || !started_ || !rank_selected_) return;
+    summarised_ = true;
+  }
+  const Counters c = GetCounters();
+  uint64_t dropped = 0;
+  std::string reasons;
+  for (const auto& [reason, n] : c.dropped) {
+    dropped += n;
+    if (n > 0) absl::StrAppend(&reasons, reasons.empty() ? " (" : ", ", reason, " ", n);
+  }
+  if (!reasons.empty()) reasons += ")";
+  common::LogInfo(absl::StrCat(
+      "session ended at step ", c.step, ": ", c.captured, " captured, ", c.sent, " sent (",
+      c.sent_bytes, " bytes), ", dropped, " dropped", reasons, ", ", c.lost_in_flight,
+      " lost in flight, ", c.sampled_out, " sampled out; verdicts: ", c.pass, " pass, ", c.warning,
+      " warning, ", c.error, " error, ", c.skip, " skip, ", c.rejected, " rejected; ", c.reconnects,
+      " reconnects",
+      c.unencodable > 0 ? absl::StrCat("; ", c.unencodable, " sent without data") : "",
+      c.unreadable > 0 ? absl::StrCat("; ", c.unreadable, " unreadable server messages") : ""));
+}
+
+bool Session::Begin(const CallSite& site, v1::ApiCall* meta) {
+  if (site.backward && !config_.parity.capture_backward) return false;
+  const int64_t step = names_.step();
+  if (!filter_.StepSelected(step)) return false;
+  meta->set_op_name(site.op);
+  meta->set_overload(site.overload);
+  meta->set_step(step);
+  meta->set_phase(site.backward ? v1::PHASE_BACKWARD : v1::PHASE_FORWARD);
+  meta->set_in_optimizer(site.in_optimizer);
+  meta->set_module_path(site.module);
+  // Named before the filters decide: forward calls are linked even when not checked, so that
+  // backward names stay right.
+  if (site.backward) {
+    meta->set_autograd_node(site.node);
+    meta->set_autograd_sequence_nr(site.node_sequence_nr);
+    CallNames::Forward fwd;
+    if (names_.LinkBackward(site.node_sequence_nr, &fwd)) {
+      meta->set_forward_op_name(fwd.op);
+      meta->set_forward_overload(fwd.overload);
+      meta->set_call_index(fwd.call_index);
+      meta->set_backward_index(fwd.backward_calls);
+    } else {
+      meta->set_call_index(names_.NextCallIndex(site.op));
+    }
+  } else {
+    meta->set_call_index(names_.NextCallIndex(site.op));
+    names_.RecordForward(site.forward_sequence_nr, {site.op, site.overload, meta->call_index(), 0});
+  }
+  if (!filter_.OpSelected(site.op)) return false;
+  if (!scope_.Selected(absl::StrCat(site.op, ".", meta->call_index()))) return false;
+  meta->set_capture_unix_nanos(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+  if (std::string skip = common::SkipReasonForOp(site.op); !skip.empty()) {
+    meta->set_skip_reason(std::move(skip));  // sent without values: the server reports SKIP
+    return true;
+  }
+  if (!budget_.unlimited() && !budget_.Take(Signature(site))) {
+    counters_.SampledOut();
+    return false;
+  }
+  return true;
+}
+
+bool Session::Admit(uint64_t bytes) {
+  if (!sender_) return false;
+  if (config_.parity.policy == common::QueuePolicy::kBlock || sender_->HasRoom(bytes)) return true;
+  // Captured, and dropped before the copy: counted as both.
+  counters_.Captured();
+  counters_.Dropped(counters_.connected() ? DropReason::kQueueFull : DropReason::kDisconnected);
+  return false;
+}
+
+void Session::Capture(std::unique_ptr<CapturedCall> call) {
+  call->meta.set_sequence(sequence_.fetch_add(1) + 1);
+  counters_.Captured();
+  if (!sender_) {
+    counters_.Dropped(DropReason::kStopped);
+    return;
+  }
+  switch (sender_->Push(std::move(call))) {
+    case PushResult::kOk:
+      return;
+    case PushResult::kFull:
+      counters_.Dropped(counters_.connected() ? DropReason::kQueueFull : DropReason::kDisconnected);
+      return;
+    case PushResult::kClosed:
+      counters_.Dropped(DropReason::kStopped);
+      return;
+  }
+}
+
+void Session::OnVerdict(const v1::Verdict& v) {
+  counters_.Verdict(v.status());
+  if (v.status() != v1::VERDICT_STATUS_ERROR) return;
+  std::string failed;
+  for (const auto& o : v.outputs()) {
+    if (o.status() == v1::VERDICT_STATUS_ERROR) {
+      failed = absl::StrCat("output ", o.index(), " ", o.failed_metric(), " (", o.standard(), ")");
+      break;
+    }
+  }
+  const std::string text =
+      absl::StrCat("precision error: ", v.api_name(), " ",
+                   v.phase() == v1::PHASE_BACKWARD ? "backward" : "forward", ", step ", v.step(),
+                   v.module_path().empty() ? "" : absl::StrCat(", module ", v.module_path()), ": ",
+                   failed.empty() ? v.message() : failed);
+  absl::MutexLock lock(&mu_);
+  if (first_error_.empty()) first_error_ = text;
+  // The first error of each op is logged; the rest are counted.
+  if (logged_error_ops_.emplace(OpOfApiName(v.api_name()), true).second) {
+    common::LogWarning(text);
+  }
+}
+
+Counters Session::GetCounters() const {
+  Counters c = counters_.Snapshot();
+  c.queue_depth = sender_ ? sender_->queue_depth() : 0;
+  c.step = names_.step();
+  return c;
+}
+
+bool Session::capturing() const {
+  absl::MutexLock lock(&mu_);
+  return running_ && !ended_.load();
+}
+
+bool Session::ended() const { return ended_.load(); }
+
+}  // namespace parity::agent

@@ -1,0 +1,95 @@
+// One checking session per process (docs/design.md): the configuration, the filters, the call
+// names, the counters and the sender. msprobe's users call start()/stop()/step() every
+// iteration, so:
+//   Start()  begins the session, or resumes capture after Stop() (same stream, same step
+//            counter, same counters, same per-signature budget);
+//   Stop()   pauses capture and returns at once (nothing waits for the server);
+//   Step()   advances the step whether capturing or not;
+// and the session ends at Close() (or process exit), or once the step passes the last step the
+// config's `step` lists (msprobe's rule): then capture stops for good and what is queued is
+// delivered in the background. Implements the hook's CaptureSink. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/agent_hook.h"
+#include "agent/call_names.h"
+#include "agent/counters.h"
+#include "agent/filters.h"
+#include "common/config.h"
+#include "parity/agent.h"
+
+namespace parity::agent {
+
+class Sender;
+
+class Session final : public CaptureSink {
+ public:
+  // Validates the configuration and fills in a run id when it has none.
+  static absl::StatusOr<std::unique_ptr<Session>> Create(common::AgentConfig config);
+  ~Session() override;  // Close()
+
+  void Start();
+  void Stop();
+  // Advances the step. Under parity.fail_fast, false (and the first error verdict's text in
+  // `error`, may be null) once an error verdict has arrived.
+  bool Step(std::string* error);
+  // Steps come only from Step() from now on (otherwise each optimizer.step() ends one).
+  void UseExplicitSteps();
+  // Waits until every captured call is delivered and answered, at most `timeout_ms`.
+  bool Flush(uint32_t timeout_ms);
+  // Ends the session: delivers what is queued (at most parity.flush_timeout_ms in all, nothing
+  // when nothing can be delivered), closes the stream, logs the summary. Idempotent.
+  void Close();
+
+  Counters GetCounters() const;
+  bool capturing() const;  // started, not paused, not ended
+  bool ended() const;
+  const common::AgentConfig& config() const { return config_; }
+
+  // CaptureSink (training threads).
+  bool Begin(const CallSite& site, v1::ApiCall* meta) override;
+  bool Admit(uint64_t bytes) override;
+  void Capture(std::unique_ptr<CapturedCall> call) override;
+  void OptimizerStepDone() override;
+
+ private:
+  explicit Session(common::AgentConfig config);
+  void NewStep();
+  // Installs the hook when capture is wanted now (running, not ended, and this step selected
+  // or steps counted by the optimizer), removes it otherwise.
+  void UpdateHook() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnVerdict(const v1::Verdict& verdict);  // the sender's reader thread
+  void EndAfterLastStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LogSummary();
+
+  const common::AgentConfig config_;
+  const int32_t rank_;
+  const bool rank_selected_;
+  CallFilter filter_;
+  ScopeFilter scope_;
+  SignatureBudget budget_;
+  CallNames names_;
+  AgentCounters counters_;
+  std::unique_ptr<Sender> sender_;  // made at the first Start() on a selected rank
+  std::atomic<uint64_t> sequence_{0};
+  std::atomic<bool> explicit_steps_{false};
+  std::atomic<bool> ended_{false};
+
+  mutable absl::Mutex mu_;
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t hook_ ABSL_GUARDED_BY(mu_) = 0;   // the installed hook's handle, 0 when none
+  std::thread closer_ ABSL_GUARDED_BY(mu_);  // delivers after the last configured step
+  bool summarised_ ABSL_GUARDED_BY(mu_) = false;
+  std::string first_error_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, bool> logged_error_ops_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace parity::agent

@@ -1,0 +1,268 @@
+// What the agent's tests share: a ParityServer whose handler records what arrives, a server that
+// speaks the Check method's bytes itself (garbled or silent), the config and the training step
+// the tests run, and the loss accounting every test checks.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/session.h"
+#include "common/config.h"
+#include "common/wire.h"
+#include "gtest/gtest.h"
+#include "server/server.h"
+#include "tests/testing/generic_stream.h"
+#include "tests/testing/server_harness.h"
+#include "tests/testing/test_certs.h"
+
+namespace parity::agent::testing {
+
+struct Seen {
+  std::string op, overload, forward_op;
+  uint64_t call_index = 0;
+  v1::Phase phase = v1::PHASE_UNSPECIFIED;
+  int64_t step = 0;
+  std::string module_path;
+  int32_t rank = 0;
+};
+
+// A server whose handler records calls and judges `error_op` as error, everything else pass.
+class RecordingServer {
+ public:
+  explicit RecordingServer(int port = 0, std::string error_op = "", int workers = 2)
+      : error_op_(error_op) {
+    common::ServerConfig config =
+        parity::testing::TestServerConfig(parity::testing::MakeTempDir("parity_agent_out_"), "");
+    config.port = port;
+    config.parity.workers = static_cast<uint32_t>(workers);
+    config.parity.queue_max_calls = 2;
+    auto s = server::ParityServer::Create(
+        config, [this](const server::CallOrigin& origin, const v1::ApiCall& call,
+                       const server::BlobStore&) { return Handle(origin, call); });
+    EXPECT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+    const absl::Status started = server_->Start();
+    EXPECT_TRUE(started.ok()) << started;
+  }
+  // The server goes first: its workers may still be in Handle(), which uses the members below.
+  ~RecordingServer() {
+    Release();
+    server_.reset();
+  }
+  int port() const { return server_->port(); }
+  void Shutdown() { server_->Shutdown(std::chrono::seconds(2)); }
+  std::vector<Seen> calls() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_;
+  }
+  // A wedged server: the handler blocks until Release().
+  void Wedge() {
+    std::lock_guard<std::mutex> lock(mu_);
+    wedged_ = true;
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    wedged_ = false;
+    cv_.notify_all();
+  }
+
+ private:
+  v1::Verdict Handle(const server::CallOrigin& origin, const v1::ApiCall& call) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return !wedged_; });
+      calls_.push_back({call.op_name(), call.overload(), call.forward_op_name(), call.call_index(),
+                        call.phase(), call.step(), call.module_path(), origin.rank});
+    }
+    v1::Verdict v;
+    v.set_sequence(call.sequence());
+    v.set_api_name(
+        absl::StrCat(call.forward_op_name().empty() ? call.op_name() : call.forward_op_name(), ".",
+                     call.call_index()));
+    v.set_phase(call.phase());
+    v.set_step(call.step());
+    v.set_module_path(call.module_path());
+    const bool bad = call.op_name() == error_op_;
+    v.set_status(bad ? v1::VERDICT_STATUS_ERROR : v1::VERDICT_STATUS_PASS);
+    if (bad) {
+      v1::OutputVerdict* o = v.add_outputs();
+      o->set_status(v1::VERDICT_STATUS_ERROR);
+      o->set_failed_metric("max_rel_error");
+      o->set_standard("benchmark");
+    }
+    return v;
+  }
+
+  std::string error_op_;
+  std::unique_ptr<server::ParityServer> server_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool wedged_ = false;
+  std::vector<Seen> calls_;
+};
+
+// Not a ParityServer: a server speaking the Check method's bytes itself, which answers Hello
+// properly and then puts `garbage` (bytes that are no ServerMessage) before each call's verdict;
+// or, with `answer_calls` false, never answers a call at all.
+class GarbledServer : public grpc::CallbackGenericService {
+ public:
+  explicit GarbledServer(std::string garbage, bool answer_calls = true)
+      : garbage_(std::move(garbage)), answer_calls_(answer_calls) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterCallbackGenericService(this);
+    server_ = builder.BuildAndStart();
+  }
+  // Cancels open streams at once: the server dies, whatever its clients are doing.
+  ~GarbledServer() override { server_->Shutdown(std::chrono::system_clock::now()); }
+  int port() const { return port_; }
+  uint64_t verdicts_sent() const { return verdicts_sent_.load(); }
+  uint64_t calls_received() const { return calls_received_.load(); }
+
+ private:
+  class Reactor : public parity::testing::GenericStreamReactor {
+   public:
+    explicit Reactor(GarbledServer* server) : server_(server) {}
+
+   private:
+    void OnMessage(grpc::ByteBuffer& message) override {
+      v1::AgentMessage m;
+      ASSERT_TRUE(common::Parse(message, &m));
+      if (m.has_hello()) {
+        v1::ServerMessage info;
+        info.mutable_server_info()->set_protocol_version(m.hello().protocol_version());
+        info.mutable_server_info()->set_max_message_bytes(4 << 20);
+        out_.push_back(common::Serialize(info));
+      } else if (m.has_call()) {
+        server_->calls_received_.fetch_add(1);
+        if (!server_->answer_calls_) return;
+        grpc::Slice slice(server_->garbage_);
+        out_.emplace_back(&slice, 1);
+        v1::ServerMessage verdict;
+        verdict.mutable_verdict()->set_sequence(m.call().sequence());
+        verdict.mutable_verdict()->set_status(v1::VERDICT_STATUS_PASS);
+        out_.push_back(common::Serialize(verdict));
+        server_->verdicts_sent_.fetch_add(1);
+      }
+    }
+    std::optional<grpc::ByteBuffer> NextWrite() override {
+      if (out_.empty()) return std::nullopt;
+      grpc::ByteBuffer next = std::move(out_.front());
+      out_.pop_front();
+      return next;
+    }
+
+    GarbledServer* const server_;
+    std::deque<grpc::ByteBuffer> out_;
+  };
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext*) override {
+    return new Reactor(this);
+  }
+
+  const std::string garbage_;
+  const bool answer_calls_;
+  std::atomic<uint64_t> verdicts_sent_{0};
+  std::atomic<uint64_t> calls_received_{0};
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+// Runs `f` and aborts the test program if it has not returned after `limit`: a hang detector
+// (the limit is far above the expected time; it makes no timing claim).
+template <typename F>
+void RunWithHangDetector(std::chrono::seconds limit, F f) {
+  std::promise<void> done;
+  std::future<void> finished = done.get_future();
+  std::thread watchdog([&finished, limit] {
+    if (finished.wait_for(limit) != std::future_status::ready) {
+      std::fprintf(stderr, "HANG: the call did not return within %lld s\n",
+                   static_cast<long long>(limit.count()));
+      std::abort();
+    }
+  });
+  f();
+  done.set_value();
+  watchdog.join();
+}
+
+inline common::AgentConfig Config(int port) {
+  common::AgentConfig c;
+  c.online_run_ut = true;
+  c.host = "127.0.0.1";
+  c.port = port;
+  c.parity.plaintext = true;
+  c.parity.policy = common::QueuePolicy::kBlock;
+  c.parity.reconnect_initial_ms = 20;
+  c.parity.reconnect_max_ms = 100;
+  c.parity.connect_timeout_ms = 2000;
+  c.parity.flush_timeout_ms = 20000;
+  return c;
+}
+
+inline std::unique_ptr<Session> StartAgent(const common::AgentConfig& config) {
+  auto core = Session::Create(config);
+  EXPECT_TRUE(core.ok()) << core.status();
+  (*core)->Start();
+  return *std::move(core);
+}
+
+// One training step of a tiny model: linear -> gelu -> sum, backward.
+inline void TrainStep(torch::Tensor& w, const torch::Tensor& x) {
+  PushModuleScope("mlp");
+  torch::Tensor h = torch::gelu(torch::linear(x, w));
+  PopModuleScope();
+  torch::Tensor loss = h.sum();
+  loss.backward();
+  torch::NoGradGuard no_grad;
+  w.sub_(w.grad() * 0.1);
+  w.grad().zero_();
+}
+
+// After stop(), every captured call got a verdict, was dropped (by reason) or was lost in
+// flight.
+inline void ExpectEveryCallAccountedFor(const Counters& c) {
+  uint64_t dropped = 0;
+  for (const auto& [reason, n] : c.dropped) dropped += n;
+  EXPECT_EQ(c.captured, c.verdicts + dropped + c.lost_in_flight)
+      << c.verdicts << " verdicts, " << dropped << " dropped, " << c.lost_in_flight << " lost";
+}
+
+// How long `f` takes (with a hang detector far above any expected time).
+template <typename F>
+std::chrono::milliseconds TimeOf(F f) {
+  const auto start = std::chrono::steady_clock::now();
+  RunWithHangDetector(std::chrono::seconds(300), f);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               start);
+}
+
+// A loopback port nothing listens on (bound, read, released).
+inline int UnusedPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+}  // namespace parity::agent::testing

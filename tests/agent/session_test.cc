@@ -1,0 +1,271 @@
+// The agent's session in-process against a real ParityServer on loopback whose handler records
+// what arrives: call names (op, overload, per-step call index, phase, module, forward link),
+// fail_fast, reconnection, wedged and dying servers, and the accounting of every call.
+#include "agent/session.h"
+
+#include "gtest/gtest.h"
+#include "tests/agent/agent_testing.h"
+
+namespace parity::agent {
+namespace {
+
+using namespace testing;  // NOLINT(build/namespaces): the agent tests' own helpers
+
+TEST(SessionTest, NamesCallsByOpOverloadStepIndexPhaseAndModule) {
+  RecordingServer server;
+  auto agent = StartAgent(Config(server.port()));
+  torch::manual_seed(0);
+  torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
+  const torch::Tensor x = torch::randn({3, 4});
+  for (int step = 0; step < 2; ++step) {
+    TrainStep(w, x);
+    // Two more calls of one op in the step: call indexes 0 and 1.
+    torch::Tensor y = torch::add(x, x);
+    y = torch::add(y, x);
+    std::string error;
+    ASSERT_TRUE(agent->Step(&error)) << error;
+  }
+  ASSERT_TRUE(agent->Flush(20000));
+  agent->Close();
+
+  std::set<std::tuple<std::string, std::string, uint64_t, int, int64_t, std::string>> got;
+  std::set<std::pair<std::string, std::string>> backward_links;
+  for (const Seen& s : server.calls()) {
+    got.emplace(s.op, s.overload, s.call_index, s.phase, s.step, s.module_path);
+    if (s.phase == v1::PHASE_BACKWARD) backward_links.emplace(s.op, s.forward_op);
+    EXPECT_EQ(s.rank, 0);  // no process group: rank 0
+  }
+  for (int64_t step : {0, 1}) {
+    // Top-level calls only: linear, not the addmm/matmul inside it.
+    EXPECT_TRUE(got.count({"aten::linear", "", 0, v1::PHASE_FORWARD, step, "mlp"})) << step;
+    EXPECT_TRUE(got.count({"aten::gelu", "", 0, v1::PHASE_FORWARD, step, "mlp"})) << step;
+    EXPECT_TRUE(got.count({"aten::sum", "", 0, v1::PHASE_FORWARD, step, ""})) << step;
+    // Call indexes count per op within the step and restart at each step.
+    EXPECT_TRUE(got.count({"aten::add", "Tensor", 0, v1::PHASE_FORWARD, step, ""})) << step;
+    EXPECT_TRUE(got.count({"aten::add", "Tensor", 1, v1::PHASE_FORWARD, step, ""})) << step;
+    EXPECT_FALSE(got.count({"aten::add", "Tensor", 2, v1::PHASE_FORWARD, step, ""})) << step;
+  }
+  for (const auto& entry : got) {
+    EXPECT_NE(std::get<0>(entry), "aten::addmm") << "a nested call was captured";
+  }
+  // Backward kernels are linked to the forward call that made their autograd node.
+  EXPECT_TRUE(backward_links.count({"aten::gelu_backward", "aten::gelu"}));
+}
+
+// The sender lets gRPC hold a call back only while another is queued to follow it: the last
+// call of a burst goes out at once, not with the next message the agent happens to send (its
+// periodic stats, here an hour away), so its verdict comes back.
+TEST(SessionTest, TheLastCallOfABurstIsSentWithoutWaitingForMore) {
+  RecordingServer server;
+  common::AgentConfig config = Config(server.port());
+  config.parity.stats_interval_ms = 3600 * 1000;
+  auto agent = StartAgent(config);
+  const torch::Tensor x = torch::randn({3, 4});
+  torch::relu(x);  // a burst of one, on a quiet stream: nothing else would carry it
+  ASSERT_TRUE(agent->Flush(20000));
+  torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
+  for (int i = 0; i < 3; ++i) TrainStep(w, x);
+  ASSERT_TRUE(agent->Flush(20000));
+  const auto counters = agent->GetCounters();
+  EXPECT_GT(counters.sent, 0u);
+  EXPECT_EQ(server.calls().size(), counters.sent);
+  agent->Close();
+}
+
+TEST(SessionTest, FailFastReportsTheFirstErrorAtTheNextStep) {
+  RecordingServer server(0, "aten::gelu");
+  common::AgentConfig config = Config(server.port());
+  config.parity.fail_fast = true;
+  auto agent = StartAgent(config);
+  torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
+  const torch::Tensor x = torch::randn({3, 4});
+  TrainStep(w, x);
+  ASSERT_TRUE(agent->Flush(20000));  // the verdicts are in
+  std::string error;
+  EXPECT_FALSE(agent->Step(&error));
+  EXPECT_EQ(error,
+            "precision error: aten::gelu.0 forward, step 0, module mlp: output 0 max_rel_error "
+            "(benchmark)");
+  EXPECT_EQ(agent->GetCounters().error, 1u);
+  agent->Close();
+}
+
+TEST(SessionTest, WithoutFailFastErrorsAreCountedNotRaised) {
+  RecordingServer server(0, "aten::gelu");
+  auto agent = StartAgent(Config(server.port()));
+  torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
+  TrainStep(w, torch::randn({3, 4}));
+  ASSERT_TRUE(agent->Flush(20000));
+  EXPECT_TRUE(agent->Step(nullptr));
+  EXPECT_EQ(agent->GetCounters().error, 1u);
+  agent->Close();
+}
+
+TEST(SessionTest, ReconnectsWhenTheServerComesBackAndResumes) {
+  auto first = std::make_unique<RecordingServer>();
+  const int port = first->port();
+  auto agent = StartAgent(Config(port));
+  torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
+  const torch::Tensor x = torch::randn({3, 4});
+  TrainStep(w, x);
+  ASSERT_TRUE(agent->Flush(20000));
+  agent->Step(nullptr);
+  const size_t before = first->calls().size();
+  EXPECT_GT(before, 0u);
+  first->Shutdown();
+  first.reset();
+
+  // While the server is away the training goes on; under `block` the agent waits for room only
+  // while connected, so these calls are dropped as disconnected or sent after reconnecting.
+  TrainStep(w, x);
+  agent->Step(nullptr);
+  RecordingServer second(port);
+  // Calls made after the server is back reach it once the agent has reconnected.
+  for (int i = 0; i < 200 && agent->GetCounters().reconnects == 0; ++i) {
+    TrainStep(w, x);
+    agent->Step(nullptr);
+    agent->Flush(100);
+  }
+  TrainStep(w, x);
+  ASSERT_TRUE(agent->Flush(20000));
+  const Counters c = agent->GetCounters();
+  agent->Close();
+  EXPECT_GE(c.reconnects, 1u);
+  const std::vector<Seen> resumed = second.calls();
+  ASSERT_FALSE(resumed.empty());
+  // The steps kept counting across the outage.
+  int64_t max_step = 0;
+  for (const Seen& s : resumed) max_step = std::max(max_step, s.step);
+  EXPECT_GE(max_step, 2);
+  // Nothing is lost silently.
+  ExpectEveryCallAccountedFor(c);
+}
+
+// A message from the server that does not parse is skipped and counted; the verdicts after it
+// still arrive and the connection stays up.
+TEST(SessionTest, UnreadableServerMessagesAreCountedAndTheVerdictsAfterThemStillCount) {
+  // Field 1 with wire type 7 (no such type), then a length-delimited field cut short.
+  for (const std::string& garbage : {std::string("\x0f\x01\x02", 3), std::string("\x12\x7f", 2)}) {
+    GarbledServer server(garbage);
+    auto agent = StartAgent(Config(server.port()));
+    torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
+    TrainStep(w, torch::randn({3, 4}));
+    ASSERT_TRUE(agent->Flush(20000));  // every verdict came, though each followed garbage
+    const Counters c = agent->GetCounters();
+    agent->Close();
+    ASSERT_GT(c.sent, 0u);
+    EXPECT_EQ(server.verdicts_sent(), c.sent);
+    EXPECT_EQ(c.verdicts, c.sent);
+    EXPECT_EQ(c.pass, c.sent);
+    EXPECT_EQ(c.unreadable, c.sent);
+    EXPECT_EQ(c.reconnects, 0u);
+    EXPECT_TRUE(c.connected);
+  }
+}
+
+// A server that accepts the stream but never answers: under `drop` the training never waits,
+// and close() gives up after flush_timeout_ms, counting what it could not send.
+TEST(SessionTest, AWedgedServerNeverHangsTheTrainingUnderDrop) {
+  RecordingServer server(0, "", /*workers=*/1);
+  common::AgentConfig config = Config(server.port());
+  config.parity.policy = common::QueuePolicy::kDrop;
+  config.parity.queue_max_calls = 8;
+  config.parity.flush_timeout_ms = 500;
+  auto agent = StartAgent(config);
+  ASSERT_TRUE(agent->Flush(20000));  // connected
+  server.Wedge();
+  // Megabyte tensors, so that the server's queue, the HTTP/2 window and the agent's queue fill.
+  torch::Tensor w = torch::randn({512, 1024}, torch::requires_grad());
+  const torch::Tensor x = torch::randn({256, 1024});
+  RunWithHangDetector(std::chrono::seconds(60), [&] {
+    for (int step = 0; step < 20; ++step) {
+      TrainStep(w, x);
+      agent->Step(nullptr);
+    }
+  });
+  RunWithHangDetector(std::chrono::seconds(60), [&] { agent->Close(); });
+  const Counters c = agent->GetCounters();
+  EXPECT_GT(c.dropped.at("queue_full"), 0u);
+  ExpectEveryCallAccountedFor(c);
+  server.Release();
+}
+
+// Under `block`, block_timeout_ms bounds each wait: the training finishes against a wedged server.
+TEST(SessionTest, BlockTimeoutBoundsTheWaitOnAWedgedServer) {
+  RecordingServer server(0, "", /*workers=*/1);
+  common::AgentConfig config = Config(server.port());
+  config.parity.queue_max_calls = 4;
+  config.parity.block_timeout_ms = 50;
+  config.parity.flush_timeout_ms = 500;
+  auto agent = StartAgent(config);
+  ASSERT_TRUE(agent->Flush(20000));
+  server.Wedge();
+  torch::Tensor w = torch::randn({512, 1024}, torch::requires_grad());
+  RunWithHangDetector(std::chrono::seconds(120), [&] {
+    for (int step = 0; step < 5; ++step) {
+      TrainStep(w, torch::randn({256, 1024}));
+      agent->Step(nullptr);
+    }
+    agent->Close();
+  });
+  const Counters c = agent->GetCounters();
+  EXPECT_GT(c.dropped.at("queue_full"), 0u);
+  ExpectEveryCallAccountedFor(c);
+  server.Release();
+}
+
+// The end of the session takes flush_timeout_ms and little more, even while connection
+// attempts to a server that is gone would each wait out their connect timeout.
+TEST(SessionTest, CloseIsBoundedByTheFlushTimeoutWhenTheServerIsGone) {
+  common::AgentConfig config = Config(UnusedPort());
+  config.parity.policy = common::QueuePolicy::kDrop;
+  config.parity.connect_timeout_ms = 20000;
+  config.parity.flush_timeout_ms = 1000;
+  auto agent = StartAgent(config);
+  torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
+  TrainStep(w, torch::randn({3, 4}));
+  const std::chrono::milliseconds took = TimeOf([&] { agent->Close(); });
+  EXPECT_LT(took.count(), 1000 + 3000) << "close() waited out a connection attempt";
+  const Counters c = agent->GetCounters();
+  EXPECT_GT(c.dropped.at("stopped"), 0u);
+  ExpectEveryCallAccountedFor(c);
+}
+
+// Nothing can be delivered (a tls_path without ca.crt): the end of the session does not wait.
+TEST(SessionTest, CloseDoesNotWaitWhenNothingCanBeDelivered) {
+  common::AgentConfig config = Config(UnusedPort());
+  config.parity.plaintext = false;
+  config.tls_path = parity::testing::MakeTempDir("parity_no_ca_");
+  config.parity.flush_timeout_ms = 60000;
+  auto agent = StartAgent(config);
+  torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
+  TrainStep(w, torch::randn({3, 4}));
+  const std::chrono::milliseconds took = TimeOf([&] { agent->Close(); });
+  EXPECT_LT(took.count(), 10000) << "close() waited for a delivery that could not happen";
+  ExpectEveryCallAccountedFor(agent->GetCounters());
+}
+
+// Calls written to a stream whose server dies before answering are lost in flight: counted,
+// so that captured = verdicts + dropped + lost.
+TEST(SessionTest, CallsWrittenToAStreamThatDiesAreCountedAsLost) {
+  auto server = std::make_unique<GarbledServer>("", /*answer_calls=*/false);
+  common::AgentConfig config = Config(server->port());
+  config.parity.flush_timeout_ms = 500;
+  auto agent = StartAgent(config);
+  torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
+  TrainStep(w, torch::randn({3, 4}));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (server->calls_received() < 5 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_GE(server->calls_received(), 5u);
+  server.reset();  // dies with every call unanswered
+  agent->Close();
+  const Counters c = agent->GetCounters();
+  EXPECT_GE(c.lost_in_flight, 5u);
+  EXPECT_EQ(c.verdicts, 0u);
+  ExpectEveryCallAccountedFor(c);
+}
+
+}  // namespace
+}  // namespace parity::agent
