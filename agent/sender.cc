@@ -1,8 +1,8 @@
 #include "agent/sender.h"
 
-#include <ATen/core/dispatch/Dispatcher.h>
+#include "agent/call_encoder.h"
+
 #include <ATen/detail/CUDAHooksInterface.h>
-#include <c10/core/impl/VirtualGuardImpl.h>
 #include <grpcpp/grpcpp.h>
 #include <torch/version.h>
 #include <unistd.h>
@@ -15,7 +15,6 @@
 #include "common/grpc_tuning.h"
 #include "common/log.h"
 #include "common/tls.h"
-#include "common/torch/value_codec.h"
 #include "common/wire.h"
 #include "parity/v1/parity.grpc.pb.h"
 
@@ -26,22 +25,7 @@
 namespace parity::agent {
 namespace {
 
-constexpr uint32_t kProtocolVersion = 1;
 constexpr std::size_t kChunkBytes = 1 << 20;
-
-// Collects the payloads of tensors too large to inline.
-class ChunkSink : public common::BlobSink {
- public:
-  explicit ChunkSink(uint64_t* next_id) : next_id_(next_id) {}
-  uint64_t AddBlob(std::string payload) override {
-    blobs.emplace_back(++*next_id_, std::move(payload));
-    return *next_id_;
-  }
-  std::vector<std::pair<uint64_t, std::string>> blobs;
-
- private:
-  uint64_t* next_id_;
-};
 
 // The device this process trains on, as Hello names it: the accelerator its libtorch has (an
 // NPU is libtorch's PrivateUse1 backend, named by torch_npu), else "cpu".
@@ -79,7 +63,7 @@ SenderOptions SenderOptionsFor(const common::AgentConfig& c) {
   s.max_tensor_bytes = o.max_tensor_bytes;
   s.checksum = o.checksum;
   v1::Hello& h = s.hello;
-  h.set_protocol_version(kProtocolVersion);
+  h.set_protocol_version(common::kProtocolVersion);
   h.set_run_id(o.run_id);
   char host[256] = {0};
   ::gethostname(host, sizeof(host) - 1);
@@ -410,57 +394,13 @@ bool Sender::Write(std::shared_ptr<const v1::AgentMessage> m, bool more) {
 }
 
 bool Sender::SendCall(CapturedCall& call) {
-  if (call.device_ready) {
-    // Wait here, on the sender thread, for the device-side snapshots; then copy them to the host.
-    try {
-      // The sender's stream on that device waits for the training stream's event; the blocking
-      // copy to the host below then runs after the snapshots.
-      const c10::Event& ready = *call.device_ready;
-      c10::impl::VirtualGuardImpl impl(ready.device_type());
-      ready.block(impl.getStream(c10::Device(ready.device_type(), ready.device_index())));
-      for (auto* values : {&call.inputs, &call.outputs}) {
-        for (c10::IValue& v : *values) v = ToHost(v);
-      }
-    } catch (const std::exception& e) {
-      common::LogWarning(
-          absl::StrCat("device copy failed for ", call.meta.op_name(), ": ", e.what()));
-    }
-    call.device_ready.reset();
-  }
-  auto msg = std::make_shared<v1::AgentMessage>();
-  v1::ApiCall* a = msg->mutable_call();
-  *a = call.meta;
-  ChunkSink sink(&next_blob_);
-  common::EncodeOptions opts;
-  opts.max_inline_tensor_bytes = max_inline_bytes_;
-  opts.max_tensor_bytes = max_tensor_bytes_;
-  opts.blob_sink = &sink;
-  opts.compute_crc32c = options_.checksum;
-  opts.accepted_dtypes = accepted_dtypes_.empty() ? nullptr : &accepted_dtypes_;
-  const c10::FunctionSchema* schema = nullptr;
-  auto handle = c10::Dispatcher::singleton().findSchema(
-      c10::OperatorName(call.meta.op_name(), call.meta.overload()));
-  if (handle) schema = &handle->schema();
-  absl::Status s;
-  for (std::size_t i = 0; i < call.inputs.size() && s.ok(); ++i) {
-    const c10::Type* hint = schema && i < schema->arguments().size()
-                                ? schema->arguments()[i].real_type().get()
-                                : nullptr;
-    s = common::EncodeValue(call.inputs[i], hint, opts, absl::StrCat("inputs[", i, "]"),
-                            a->add_inputs());
-  }
-  for (std::size_t i = 0; i < call.outputs.size() && s.ok(); ++i) {
-    s = common::EncodeValue(call.outputs[i], nullptr, opts, absl::StrCat("outputs[", i, "]"),
-                            a->add_outputs());
-  }
-  if (!s.ok()) {
-    // Still sent, without data, so the result files show the call and why it was not checked.
-    a->clear_inputs();
-    a->clear_outputs();
-    a->set_skip_reason(absl::StrCat("the agent could not send this call: ", s.message()));
-    sink.blobs.clear();
-  }
-  for (const auto& [id, payload] : sink.blobs) {
+  CallEncoding encoding;
+  encoding.max_inline_tensor_bytes = max_inline_bytes_;
+  encoding.max_tensor_bytes = max_tensor_bytes_;
+  encoding.checksum = options_.checksum;
+  encoding.accepted_dtypes = accepted_dtypes_.empty() ? nullptr : &accepted_dtypes_;
+  EncodedCall encoded = EncodeCall(call, encoding, &next_blob_);
+  for (const auto& [id, payload] : encoded.blobs) {
     for (std::size_t off = 0; off < payload.size(); off += kChunkBytes) {
       auto chunk = std::make_shared<v1::AgentMessage>();
       chunk->mutable_chunk()->set_blob_id(id);
@@ -472,10 +412,10 @@ bool Sender::SendCall(CapturedCall& call) {
   }
   // Held back only while another call is queued: the sender pops it next, and its write (or,
   // failing that, the stats below) sends both.
-  if (!Write(std::move(msg), /*more=*/queue_.size() > 0)) return false;
+  if (!Write(std::move(encoded.message), /*more=*/queue_.size() > 0)) return false;
   // A call whose data could not be encoded went out as a record only: it gets a verdict (SKIP)
   // like any other, and is counted as sent without data.
-  if (s.ok()) {
+  if (encoded.with_data) {
     counters_.Sent();
   } else {
     counters_.SentWithoutData();

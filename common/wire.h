@@ -11,6 +11,9 @@
 
 namespace parity::common {
 
+// The version of proto/parity/v1/parity.proto both ends speak (Hello.protocol_version).
+inline constexpr uint32_t kProtocolVersion = 1;
+
 // The full name of parity.v1.PrecisionChecker's Check method (a test checks it against the
 // service's descriptor).
 inline constexpr char kCheckMethod[] = "/parity.v1.PrecisionChecker/Check";

@@ -73,7 +73,8 @@ const std::vector<MetricInfo>& MetricCatalogue() {
        "Time to replay one call (bench and golden)."},
       {"parity_server_compare_seconds", "histogram", "", "Time to compare one call's outputs."},
       {"parity_server_agent_dropped_calls_total", "counter", "reason",
-       "Calls the agents report they dropped (queue full, disconnected, too large, ...)."},
+       "Calls the agents report they lost: never sent (queue full, disconnected) or lost in "
+       "flight."},
       {"parity_server_agent_captured_calls_total", "counter", "",
        "Calls the agents report they captured."},
   };
@@ -121,34 +122,48 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, std::size_t max_op_
 
 ServerMetrics::~ServerMetrics() = default;
 
-absl::string_view ServerMetrics::VerdictLabel(v1::VerdictStatus s) {
+prometheus::Counter& ServerMetrics::Cached(std::atomic<prometheus::Counter*>& slot,
+                                           prometheus::Family<prometheus::Counter>* family,
+                                           const std::map<std::string, std::string>& labels) {
+  prometheus::Counter* c = slot.load(std::memory_order_acquire);
+  if (c == nullptr) {
+    // Two threads may both get here: Add returns the same series to both.
+    c = &family->Add(labels);
+    slot.store(c, std::memory_order_release);
+  }
+  return *c;
+}
+
+namespace {
+
+int PhaseIndex(v1::Phase p) { return p == v1::PHASE_FORWARD ? 0 : p == v1::PHASE_BACKWARD ? 1 : 2; }
+
+int VerdictIndex(v1::VerdictStatus s) {
   switch (s) {
     case v1::VERDICT_STATUS_PASS:
-      return kVerdicts[0];
+      return 0;
     case v1::VERDICT_STATUS_WARNING:
-      return kVerdicts[1];
+      return 1;
     case v1::VERDICT_STATUS_ERROR:
-      return kVerdicts[2];
+      return 2;
     case v1::VERDICT_STATUS_SKIP:
-      return kVerdicts[3];
+      return 3;
     default:
-      return kVerdicts[4];
+      return 4;
   }
 }
 
-absl::string_view ServerMetrics::PhaseLabel(v1::Phase p) {
-  switch (p) {
-    case v1::PHASE_FORWARD:
-      return kPhases[0];
-    case v1::PHASE_BACKWARD:
-      return kPhases[1];
-    default:
-      return kPhases[2];
-  }
+}  // namespace
+
+absl::string_view ServerMetrics::VerdictLabel(v1::VerdictStatus s) {
+  return kVerdicts[VerdictIndex(s)];
 }
+
+absl::string_view ServerMetrics::PhaseLabel(v1::Phase p) { return kPhases[PhaseIndex(p)]; }
 
 void ServerMetrics::CallReceived(v1::Phase phase) {
-  received_->Add({{"phase", std::string(PhaseLabel(phase))}}).Increment();
+  const int p = PhaseIndex(phase);
+  Cached(received_by_phase_[p], received_, {{"phase", kPhases[p]}}).Increment();
 }
 
 void ServerMetrics::MessageBytes(uint64_t bytes) {
@@ -157,9 +172,9 @@ void ServerMetrics::MessageBytes(uint64_t bytes) {
 
 void ServerMetrics::CallChecked(v1::Phase phase, v1::VerdictStatus status, absl::string_view op,
                                 double replay_seconds, double compare_seconds) {
-  checked_
-      ->Add({{"phase", std::string(PhaseLabel(phase))},
-             {"verdict", std::string(VerdictLabel(status))}})
+  const int p = PhaseIndex(phase), v = VerdictIndex(status);
+  Cached(checked_by_phase_verdict_[p][v], checked_,
+         {{"phase", kPhases[p]}, {"verdict", kVerdicts[v]}})
       .Increment();
   if (status == v1::VERDICT_STATUS_ERROR) OpErrors(op).Increment();
   if (status != v1::VERDICT_STATUS_REJECTED && status != v1::VERDICT_STATUS_SKIP) {
@@ -201,11 +216,12 @@ void ServerMetrics::AgentDisconnected() { agents_->Decrement(); }
 
 void ServerMetrics::AgentDropped(absl::string_view reason, uint64_t delta) {
   if (delta == 0) return;
-  const char* label = "other";
-  for (const char* known : kDropReasons) {
-    if (reason == known) label = known;
+  int r = 3;  // "other"
+  for (int i = 0; i < 3; ++i) {
+    if (reason == kDropReasons[i]) r = i;
   }
-  agent_dropped_->Add({{"reason", label}}).Increment(static_cast<double>(delta));
+  Cached(dropped_by_reason_[r], agent_dropped_, {{"reason", kDropReasons[r]}})
+      .Increment(static_cast<double>(delta));
 }
 
 void ServerMetrics::AgentCaptured(uint64_t delta) {

@@ -3,6 +3,8 @@
 // registry). The catalogue below is data: it drives the families, the docs and the dashboard check.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -39,7 +41,8 @@ class ServerMetrics {
  public:
   // Registers every family in `registry` and pre-creates the known series at zero.
   // `max_op_labels` bounds the `op` label of the per-op error counter: ops beyond it count
-  // as op="other". Throws nothing (prometheus-cpp errors become a failed CHECK at start-up).
+  // as op="other". prometheus-cpp throws only for invalid or duplicate names, which the
+  // catalogue's fixed names are not (a duplicate registry is a programming error).
   explicit ServerMetrics(prometheus::Registry& registry, std::size_t max_op_labels = 512);
   ~ServerMetrics();
 
@@ -62,6 +65,11 @@ class ServerMetrics {
 
  private:
   prometheus::Counter& OpErrors(absl::string_view op);
+  // The series of a family for one label set, resolved once: calls index these instead of
+  // looking labels up in the family on every call.
+  static prometheus::Counter& Cached(std::atomic<prometheus::Counter*>& slot,
+                                     prometheus::Family<prometheus::Counter>* family,
+                                     const std::map<std::string, std::string>& labels);
 
   prometheus::Family<prometheus::Counter>* received_;
   prometheus::Family<prometheus::Counter>* checked_;
@@ -78,6 +86,9 @@ class ServerMetrics {
   prometheus::Gauge* agents_;
   prometheus::Histogram* replay_seconds_;
   prometheus::Histogram* compare_seconds_;
+  std::array<std::atomic<prometheus::Counter*>, 3> received_by_phase_{};
+  std::array<std::array<std::atomic<prometheus::Counter*>, 5>, 3> checked_by_phase_verdict_{};
+  std::array<std::atomic<prometheus::Counter*>, 4> dropped_by_reason_{};
   std::size_t max_op_labels_;
   absl::Mutex mu_;
   std::map<std::string, prometheus::Counter*, std::less<>> op_counters_ ABSL_GUARDED_BY(mu_);

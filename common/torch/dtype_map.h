@@ -1,9 +1,12 @@
-// parity.v1.DType <-> at::ScalarType. Include only from torch translation units.
+// libtorch's enums <-> the wire's (parity.v1): dtypes, layouts, memory formats, each one table
+// read both ways. Include only from torch translation units.
 #pragma once
 
-#include <optional>
-
+#include <c10/core/Layout.h>
+#include <c10/core/MemoryFormat.h>
 #include <c10/core/ScalarType.h>
+
+#include <optional>
 
 #include "parity/v1/parity.pb.h"
 
@@ -11,8 +14,13 @@ namespace parity::common {
 
 // nullopt for ScalarTypes the wire format does not carry (quantized, complex32, ...).
 std::optional<v1::DType> ToWireDType(c10::ScalarType type);
-
 // nullopt for DTYPE_UNSPECIFIED or unknown values.
 std::optional<c10::ScalarType> ToScalarType(v1::DType dtype);
+
+std::optional<v1::Layout> ToWireLayout(c10::Layout layout);
+std::optional<c10::Layout> FromWireLayout(v1::Layout layout);
+
+std::optional<v1::MemoryFormat> ToWireMemoryFormat(c10::MemoryFormat format);
+std::optional<c10::MemoryFormat> FromWireMemoryFormat(v1::MemoryFormat format);
 
 }  // namespace parity::common

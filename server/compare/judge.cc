@@ -201,6 +201,73 @@ v1::VerdictStatus TwoWayChain(const PairMetrics& m, v1::DType dtype, const TwoWa
   return v1::VERDICT_STATUS_PASS;
 }
 
+namespace {
+
+// The standard that applies to this output, given the API's: a missing golden or bench, or a
+// bfloat16 output of a thousandth op, changes it (each with a note in the message).
+Standard EffectiveStandard(Standard standard, v1::DType dtype, bool have_golden, bool have_bench,
+                           std::string* message) {
+  if (!have_golden && standard != Standard::kTwoWay) {
+    Note(message, "No golden reference: judged by the two-way chain against the bench.");
+    return Standard::kTwoWay;
+  }
+  if (standard == Standard::kBenchmark && !have_bench) {
+    Note(message, "No bench result: judged by the two-way chain against the golden.");
+    return Standard::kTwoWay;
+  }
+  // A bfloat16 result carries 8 significant bits: rounding alone is off by up to 2^-9 relative,
+  // twice the thousandth standard's 1e-3, so a convolution that agrees with the bench bit for
+  // bit fails it (on an H100: thousandth ratio 0.37, device and bench alike). bfloat16 outputs
+  // of thousandth ops are judged against the bench, as every other op is.
+  if (standard == Standard::kThousandth && dtype == v1::DTYPE_BFLOAT16) {
+    Note(message, absl::StrCat("bfloat16 rounding alone exceeds the thousandth standard's "
+                               "1e-3: judged by the ",
+                               have_bench ? "benchmark standard." : "two-way chain."));
+    return have_bench ? Standard::kBenchmark : Standard::kTwoWay;
+  }
+  return standard;
+}
+
+// Applies j.standard's rules to the device metrics (and the bench's, for the three-way ones).
+void ApplyStandard(OutputJudgement& j, v1::DType dtype, const DTypeConstants& c,
+                   const StandardsTable& table, Metric two_way_metric,
+                   const std::string& two_way_message) {
+  const PairMetrics& dev = *j.device;
+  const PairMetrics* bench = j.bench ? &*j.bench : nullptr;
+  switch (j.standard) {
+    case Standard::kAbsoluteThreshold:
+      JudgeAbsoluteThreshold(j, dev, bench);
+      break;
+    case Standard::kBinary:
+      if (dev.mismatch_rate != 0) {
+        Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kMismatchRate, "ERROR: 二进制一致错误率超过阈值");
+      }
+      break;
+    case Standard::kThousandth:
+      if (!(dev.thousandth_ratio >= table.thousandth_pass())) {
+        Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kThousandthRatio, "ERROR: 双千指标不达标");
+      }
+      break;
+    case Standard::kUlp:
+      JudgeUlp(j, dtype, dev, bench, c, table.ulp());
+      break;
+    case Standard::kBenchmark:
+      JudgeBenchmark(j, dev, *bench, c, table.benchmark());
+      break;
+    case Standard::kTwoWay:
+      j.status = j.two_way_status;
+      j.failed_metric = two_way_metric;
+      Note(&j.message, two_way_message);
+      break;
+    case Standard::kStatistics:  // chosen by the checker, never by the table
+    case Standard::kExact:
+    case Standard::kNone:
+      break;
+  }
+}
+
+}  // namespace
+
 OutputJudgement JudgeOutput(const HostTensor& device, const HostTensor* bench,
                             const HostTensor* golden, Standard standard,
                             const StandardsTable& table) {
@@ -231,66 +298,20 @@ OutputJudgement JudgeOutput(const HostTensor& device, const HostTensor* bench,
     absl::StatusOr<PairMetrics> b = ComputeMetrics(*bench, *golden, *c);
     if (b.ok()) j.bench = *b;
   }
-
   // Integer and bool outputs: exact. float64/complex: two-way only (no "new standard").
   if (!floating || device.dtype == v1::DTYPE_FLOAT64) {
     j.standard = floating ? Standard::kTwoWay : Standard::kBinary;
     j.status = j.two_way_status;
     j.failed_metric = two_way_metric;
     j.message = two_way_message;
-    if (floating)
+    if (floating) {
       Note(&j.message, "The data type torch.float64 is not supported for new precision standard.");
+    }
     return j;
   }
-  const bool have_golden = golden != nullptr;
-  if (!have_golden && standard != Standard::kTwoWay) {
-    j.standard = Standard::kTwoWay;
-    Note(&j.message, "No golden reference: judged by the two-way chain against the bench.");
-  }
-  if (standard == Standard::kBenchmark && have_golden && !j.bench) {
-    j.standard = Standard::kTwoWay;
-    Note(&j.message, "No bench result: judged by the two-way chain against the golden.");
-  }
-  // A bfloat16 result carries 8 significant bits: rounding alone is off by up to 2^-9 relative,
-  // twice the thousandth standard's 1e-3, so a convolution that agrees with the bench bit for bit
-  // fails it (on an H100: thousandth ratio 0.37, device and bench alike). bfloat16 outputs of
-  // thousandth ops are judged against the bench, as every other op is.
-  if (j.standard == Standard::kThousandth && device.dtype == v1::DTYPE_BFLOAT16) {
-    j.standard = j.bench ? Standard::kBenchmark : Standard::kTwoWay;
-    Note(&j.message, absl::StrCat("bfloat16 rounding alone exceeds the thousandth standard's "
-                                  "1e-3: judged by the ",
-                                  j.bench ? "benchmark standard." : "two-way chain."));
-  }
-  switch (j.standard) {
-    case Standard::kAbsoluteThreshold:
-      JudgeAbsoluteThreshold(j, *dev, j.bench ? &*j.bench : nullptr);
-      break;
-    case Standard::kBinary:
-      if (dev->mismatch_rate != 0) {
-        Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kMismatchRate, "ERROR: 二进制一致错误率超过阈值");
-      }
-      break;
-    case Standard::kThousandth:
-      if (!(dev->thousandth_ratio >= table.thousandth_pass())) {
-        Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kThousandthRatio, "ERROR: 双千指标不达标");
-      }
-      break;
-    case Standard::kUlp:
-      JudgeUlp(j, device.dtype, *dev, j.bench ? &*j.bench : nullptr, *c, table.ulp());
-      break;
-    case Standard::kBenchmark:
-      JudgeBenchmark(j, *dev, *j.bench, *c, table.benchmark());
-      break;
-    case Standard::kTwoWay:
-      j.status = j.two_way_status;
-      j.failed_metric = two_way_metric;
-      Note(&j.message, two_way_message);
-      break;
-    case Standard::kStatistics:  // chosen by the checker, never by the table
-    case Standard::kExact:
-    case Standard::kNone:
-      break;
-  }
+  j.standard =
+      EffectiveStandard(standard, device.dtype, golden != nullptr, j.bench.has_value(), &j.message);
+  ApplyStandard(j, device.dtype, *c, table, two_way_metric, two_way_message);
   // Inconclusive reference: the bench itself disagrees with the golden on inf/NaN positions, so
   // the golden may be the odd one out (e.g. an op that overflows at this dtype by design).
   if (j.status == v1::VERDICT_STATUS_ERROR && j.bench && j.bench->inf_nan_error_rate > 0 &&

@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "server/compare/accumulate.h"
 #include "server/compare/float_types.h"
+#include "server/compare/parallel.h"
 
 namespace parity::server {
 namespace {
@@ -167,17 +168,10 @@ Accumulator AccumulateAll(v1::DType td, v1::DType rd, const void* tp, const void
     return total;
   }
   std::vector<Accumulator> parts(static_cast<size_t>(chunks));
-  std::atomic<int64_t> next{0};
-  auto work = [&] {
-    for (int64_t k; (k = next.fetch_add(1)) < chunks;) {
-      kernel(td, rd, tp, rp, k * kChunk, std::min(n, (k + 1) * kChunk), c, eps,
-             parts[static_cast<size_t>(k)]);
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
+  internal::ParallelFor(chunks, threads, [&](int64_t k) {
+    kernel(td, rd, tp, rp, k * kChunk, std::min(n, (k + 1) * kChunk), c, eps,
+           parts[static_cast<size_t>(k)]);
+  });
   for (const Accumulator& part : parts) internal::Merge(total, part);
   return total;
 }

@@ -13,6 +13,7 @@
 
 #include "common/limits.h"
 #include "common/torch/value_codec.h"
+#include "common/wire.h"
 #include "parity/v1/parity.grpc.pb.h"
 #include "server/results/result_writer.h"
 #include "server/service/work_queue.h"
@@ -21,7 +22,7 @@ namespace parity::server {
 
 class ServerMetrics;
 
-inline constexpr uint32_t kProtocolVersion = 1;
+using common::kProtocolVersion;
 
 // Reassembled chunked tensors of one call.
 class BlobStore : public common::BlobSource {

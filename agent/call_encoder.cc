@@ -1,0 +1,91 @@
+#include "agent/call_encoder.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/torch/value_codec.h"
+
+namespace parity::agent {
+namespace {
+
+// Collects the payloads of tensors too large to inline.
+class BlobCollector : public common::BlobSink {
+ public:
+  BlobCollector(uint64_t* next_id, std::vector<std::pair<uint64_t, std::string>>* blobs)
+      : next_id_(next_id), blobs_(blobs) {}
+  uint64_t AddBlob(std::string payload) override {
+    blobs_->emplace_back(++*next_id_, std::move(payload));
+    return *next_id_;
+  }
+
+ private:
+  uint64_t* next_id_;
+  std::vector<std::pair<uint64_t, std::string>>* blobs_;
+};
+
+// Waits, on this (the sender's) thread, for the call's device-side snapshots, then copies them
+// to the host.
+void CopyToHost(CapturedCall& call) {
+  if (!call.device_ready) return;
+  try {
+    // The sender's stream on that device waits for the training stream's event; the blocking
+    // copy to the host below then runs after the snapshots.
+    const c10::Event& ready = *call.device_ready;
+    c10::impl::VirtualGuardImpl impl(ready.device_type());
+    ready.block(impl.getStream(c10::Device(ready.device_type(), ready.device_index())));
+    for (auto* values : {&call.inputs, &call.outputs}) {
+      for (c10::IValue& v : *values) v = ToHost(v);
+    }
+  } catch (const std::exception& e) {
+    common::LogWarning(
+        absl::StrCat("device copy failed for ", call.meta.op_name(), ": ", e.what()));
+  }
+  call.device_ready.reset();
+}
+
+}  // namespace
+
+EncodedCall EncodeCall(CapturedCall& call, const CallEncoding& encoding, uint64_t* next_blob_id) {
+  CopyToHost(call);
+  EncodedCall out;
+  out.message = std::make_shared<v1::AgentMessage>();
+  v1::ApiCall* a = out.message->mutable_call();
+  *a = call.meta;
+  BlobCollector sink(next_blob_id, &out.blobs);
+  common::EncodeOptions opts;
+  opts.max_inline_tensor_bytes = encoding.max_inline_tensor_bytes;
+  opts.max_tensor_bytes = encoding.max_tensor_bytes;
+  opts.blob_sink = &sink;
+  opts.compute_crc32c = encoding.checksum;
+  opts.accepted_dtypes = encoding.accepted_dtypes;
+  // The schema's argument types tell an int that is really a dtype, layout or memory format.
+  const c10::FunctionSchema* schema = nullptr;
+  auto handle = c10::Dispatcher::singleton().findSchema(
+      c10::OperatorName(call.meta.op_name(), call.meta.overload()));
+  if (handle) schema = &handle->schema();
+  absl::Status s;
+  for (std::size_t i = 0; i < call.inputs.size() && s.ok(); ++i) {
+    const c10::Type* hint = schema && i < schema->arguments().size()
+                                ? schema->arguments()[i].real_type().get()
+                                : nullptr;
+    s = common::EncodeValue(call.inputs[i], hint, opts, absl::StrCat("inputs[", i, "]"),
+                            a->add_inputs());
+  }
+  for (std::size_t i = 0; i < call.outputs.size() && s.ok(); ++i) {
+    s = common::EncodeValue(call.outputs[i], nullptr, opts, absl::StrCat("outputs[", i, "]"),
+                            a->add_outputs());
+  }
+  if (!s.ok()) {
+    // Still sent, without data, so the result files show the call and why it was not checked.
+    a->clear_inputs();
+    a->clear_outputs();
+    a->set_skip_reason(absl::StrCat("the agent could not send this call: ", s.message()));
+    out.blobs.clear();
+    out.with_data = false;
+  }
+  return out;
+}
+
+}  // namespace parity::agent

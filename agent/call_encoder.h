@@ -1,0 +1,36 @@
+// A captured call made into what travels: its device snapshots copied to the host, its values
+// encoded (parity.v1.Value), its large tensors set apart as blobs to be chunked. Runs on the
+// sender thread, never on a training thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/agent_hook.h"
+#include "parity/v1/parity.pb.h"
+
+namespace parity::agent {
+
+struct CallEncoding {
+  uint64_t max_inline_tensor_bytes = uint64_t{4} << 20;     // larger: a blob (TensorChunks)
+  uint64_t max_tensor_bytes = uint64_t{256} << 20;          // larger: statistics only
+  bool checksum = false;                                    // CRC-32C of every payload
+  const std::vector<v1::DType>* accepted_dtypes = nullptr;  // the server's; null: any
+};
+
+struct EncodedCall {
+  std::shared_ptr<v1::AgentMessage> message;            // the ApiCall, sent after its blobs
+  std::vector<std::pair<uint64_t, std::string>> blobs;  // (blob id, payload), in order
+  // False when a value could not be encoded: the call then goes without values, and its
+  // skip_reason says why (the server answers SKIP).
+  bool with_data = true;
+};
+
+// Encodes `call`; blob ids come from `*next_blob_id` (incremented). Never throws for a value it
+// cannot encode (see with_data); may throw std::bad_alloc.
+EncodedCall EncodeCall(CapturedCall& call, const CallEncoding& encoding, uint64_t* next_blob_id);
+
+}  // namespace parity::agent

@@ -1,0 +1,392 @@
+#include "common/config_keys.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace parity::common {
+namespace {
+
+constexpr char kNfsHelp[] =
+    "shared-storage (NFS) mode is not supported: Parity streams calls over gRPC. Remove nfs_path "
+    "(or set it to \"\") and set host and port to the benchmark server";
+
+// Functions, not namespace-scope objects: the tables may be built while shared libraries are
+// still being initialised (LD_PRELOAD's constructor reads PARITY_CONFIG before main).
+std::vector<std::pair<std::string, QueuePolicy>> Policies() {
+  return {{"drop", QueuePolicy::kDrop}, {"block", QueuePolicy::kBlock}};
+}
+std::vector<std::pair<std::string, BudgetPeriod>> Periods() {
+  return {{"step", BudgetPeriod::kStep}, {"run", BudgetPeriod::kRun}};
+}
+std::vector<std::string> LogLevels() { return {"debug", "info", "warning", "error"}; }
+
+// Keys of other msprobe tasks that may share one file with this side's keys.
+const char* const kOtherTaskSections[] = {"statistics", "overflow_check", "free_benchmark",
+                                          "grad_probe", "structure"};
+
+}  // namespace
+
+const KeyTable<AgentConfig>& AgentTable() {
+  static const auto* table = [] {
+    auto* t = new KeyTable<AgentConfig>();
+    using C = AgentConfig;
+    t->Custom(
+        "task", KeyKind::kString,
+        [](ConfigReader& r, const std::string& n, C& c) {
+          r.String(n, &c.task);
+          if (c.task == "run_ut") {
+            r.Error(n,
+                    "\"run_ut\" is the benchmark server's task; the agent's config needs "
+                    "\"task\": \"tensor\" with a \"tensor\" section");
+          } else if (c.task != "tensor") {
+            r.Error(n, absl::StrCat("Parity's agent runs msprobe's \"tensor\" task with "
+                                    "online_run_ut; got \"",
+                                    c.task, "\""));
+          }
+        },
+        nullptr, "must be \"tensor\"");
+    t->String(
+        "dump_path", [](C& c) { return &c.dump_path; },
+        "accepted for compatibility; Parity writes no dump");
+    t->Custom(
+        "level", KeyKind::kChoice,
+        [](ConfigReader& r, const std::string& n, C& c) {
+          r.Choice(n, &c.level, {"L0", "L1", "L2", "mix"});
+          if (c.level != "L1") {
+            r.Warning(n,
+                      "Parity checks every top-level aten operator (msprobe's L1) whatever "
+                      "the level; module paths are recorded when the model is given to "
+                      "start()");
+          }
+        },
+        nullptr, "L0, L1, L2 or mix: Parity always checks every top-level operator (L1)");
+    t->IndexList(
+        "rank", [](C& c) { return &c.rank; }, "ranks that send calls; [] = every rank");
+    t->IndexList(
+        "step", [](C& c) { return &c.step; }, "steps that send calls; [] = every step");
+    t->Int(
+        "seed", [](C& c) { return &c.seed; }, 0, INT64_MAX, "seed used by seed_all()");
+    t->Bool(
+        "is_deterministic", [](C& c) { return &c.is_deterministic; },
+        "deterministic algorithms in seed_all()");
+    for (const char* k : {"enable_dataloader", "acl_config", "framework", "async_dump"}) {
+      t->Ignored(k, "msprobe dump option with no meaning for online checking");
+    }
+    for (const char* k : kOtherTaskSections) t->Accepted(k, "another msprobe task's section");
+    t->Accepted("run_ut", "the server's section (one file may serve both sides)");
+    t->StringList(
+        "tensor.scope", [](C& c) { return &c.scope; },
+        "[start, end]: check only calls between these two API names");
+    t->StringList(
+        "tensor.list", [](C& c) { return &c.list; },
+        "check only calls whose API name contains one of these strings");
+    t->Custom(
+        "tensor.online_run_ut", KeyKind::kBool,
+        [](ConfigReader& r, const std::string& n, C& c) {
+          if (!r.Has(n)) {
+            r.Accepted(n);
+            return;
+          }
+          bool on = true;
+          r.Bool(n, &on);
+          if (!on) r.Warning(n, "false: Parity always checks online");
+        },
+        nullptr, "Parity always checks online; false gives a warning");
+    t->Custom(
+        "tensor.nfs_path", KeyKind::kString,
+        [](ConfigReader& r, const std::string& n, C&) {
+          std::string nfs;
+          r.String(n, &nfs);
+          if (!nfs.empty()) r.Error(n, kNfsHelp);
+        },
+        nullptr, "not supported: a non-empty value is an error");
+    t->String(
+        "tensor.host", [](C& c) { return &c.host; }, "the benchmark server's address");
+    t->Custom(
+        "tensor.port", KeyKind::kInteger,
+        [](ConfigReader& r, const std::string& n, C& c) {
+          int64_t port = c.port;
+          r.Int(n, &port, INT64_MIN, INT64_MAX);
+          if (port == -1 || (port >= 1 && port <= 65535)) {
+            c.port = port;  // -1: msprobe's "unset", reported by the validation
+          } else {
+            r.Error(n, absl::StrCat("must be between 1 and 65535, got ", port));
+          }
+        },
+        [](const C& c) { return absl::StrCat(c.port); }, "the benchmark server's port, 1-65535");
+    t->Custom(
+        "tensor.tls_path", KeyKind::kString,
+        [](ConfigReader& r, const std::string& n, C& c) { r.String(n, &c.tls_path); },
+        [](const C& c) { return c.parity.plaintext ? std::string("(plaintext)") : c.tls_path; },
+        "folder with ca.crt, and client.crt + client.key for mutual TLS");
+    t->Custom(
+        "tensor.online_run_ut_recompute", KeyKind::kBool,
+        [](ConfigReader& r, const std::string& n, C& c) {
+          bool recompute = false;
+          r.Bool(n, &recompute);
+          if (recompute) c.parity.capture_backward = false;
+        },
+        nullptr, "true turns off backward capture (as in msprobe)");
+    t->Ignored("tensor.data_mode", "Parity always captures inputs at entry and outputs at exit");
+    t->Ignored("tensor.file_format", "Parity writes no dump files");
+    t->Ignored("tensor.summary_mode", "Parity writes no dump files");
+
+    t->Bytes(
+        "parity.queue_max_bytes", [](C& c) { return &c.parity.queue_max_bytes; },
+        "memory the send queue may hold");
+    t->Int(
+        "parity.queue_max_calls", [](C& c) { return &c.parity.queue_max_calls; }, 1, 1 << 24,
+        "calls the send queue may hold");
+    t->EnumChoice(
+        "parity.policy", [](C& c) { return &c.parity.policy; }, Policies(),
+        "full queue: drop the call and count it, or wait for room");
+    t->Int(
+        "parity.block_timeout_ms", [](C& c) { return &c.parity.block_timeout_ms; }, 0, UINT32_MAX,
+        "with policy block: longest wait per call; 0 = no limit");
+    t->Int(
+        "parity.max_checks_per_signature", [](C& c) { return &c.parity.max_checks_per_signature; },
+        0, UINT32_MAX,
+        "check each (op, overload, dtypes, shapes) at most this often; 0 = every call");
+    t->EnumChoice(
+        "parity.budget_period", [](C& c) { return &c.parity.budget_period; }, Periods(),
+        "the period over which that budget counts");
+    t->Bool(
+        "parity.fail_fast", [](C& c) { return &c.parity.fail_fast; },
+        "step() raises after the server reported an error");
+    t->Bool(
+        "parity.plaintext", [](C& c) { return &c.parity.plaintext; },
+        "send unencrypted (required for an empty tls_path)");
+    t->String(
+        "parity.server_name", [](C& c) { return &c.parity.server_name; },
+        "name the server certificate must carry, when it differs from host");
+    t->Int(
+        "parity.connect_timeout_ms", [](C& c) { return &c.parity.connect_timeout_ms; }, 1,
+        UINT32_MAX, "one connection attempt");
+    t->Int(
+        "parity.reconnect_initial_ms", [](C& c) { return &c.parity.reconnect_initial_ms; }, 1,
+        UINT32_MAX, "first back-off after a failed connection");
+    t->Int(
+        "parity.reconnect_max_ms", [](C& c) { return &c.parity.reconnect_max_ms; }, 1, UINT32_MAX,
+        "longest back-off");
+    t->Int(
+        "parity.flush_timeout_ms", [](C& c) { return &c.parity.flush_timeout_ms; }, 0, UINT32_MAX,
+        "the end of the session waits at most this long for undelivered calls");
+    t->Int(
+        "parity.stats_interval_ms", [](C& c) { return &c.parity.stats_interval_ms; }, 1, UINT32_MAX,
+        "how often the agent reports its counters to the server");
+    t->Bytes(
+        "parity.max_inline_tensor_bytes", [](C& c) { return &c.parity.max_inline_tensor_bytes; },
+        "larger tensors travel in chunks");
+    t->Bytes(
+        "parity.max_tensor_bytes", [](C& c) { return &c.parity.max_tensor_bytes; },
+        "larger tensors travel as statistics only");
+    t->Bool(
+        "parity.checksum", [](C& c) { return &c.parity.checksum; }, "CRC-32C on every payload");
+    t->Bool(
+        "parity.capture_backward", [](C& c) { return &c.parity.capture_backward; },
+        "capture backward operators");
+    t->StringList(
+        "parity.white_list", [](C& c) { return &c.parity.white_list; },
+        "check only these ops; [] = all");
+    t->StringList(
+        "parity.black_list", [](C& c) { return &c.parity.black_list; },
+        "never check these ops; wins over white_list");
+    t->String(
+        "parity.run_id", [](C& c) { return &c.parity.run_id; },
+        "shared by all ranks of one run; default: generated");
+    t->Choice(
+        "parity.log_level", [](C& c) { return &c.parity.log_level; }, LogLevels(),
+        "agent log verbosity");
+    return t;
+  }();
+  return *table;
+}
+
+const KeyTable<ServerConfig>& ServerTable() {
+  static const auto* table = [] {
+    auto* t = new KeyTable<ServerConfig>();
+    using C = ServerConfig;
+    t->Custom(
+        "task", KeyKind::kString,
+        [](ConfigReader& r, const std::string& n, C& c) {
+          r.String(n, &c.task);
+          if (c.task == "tensor") {
+            r.Error(n,
+                    "\"tensor\" is the agent's task; the server's config needs "
+                    "\"task\": \"run_ut\" with a \"run_ut\" section");
+          } else if (c.task != "run_ut") {
+            r.Error(
+                n, absl::StrCat("the server runs msprobe's \"run_ut\" task, got \"", c.task, "\""));
+          }
+        },
+        nullptr, "must be \"run_ut\"");
+    for (const char* k : {"dump_path", "rank", "step", "level", "seed", "is_deterministic",
+                          "enable_dataloader", "acl_config", "framework", "async_dump", "tensor"}) {
+      t->Accepted(k, "the agent's key (one file may serve both sides)");
+    }
+    for (const char* k : kOtherTaskSections) t->Accepted(k, "another msprobe task's section");
+    t->StringList(
+         "run_ut.white_list", [](C& c) { return &c.white_list; }, "check only these ops; [] = all")
+        .flag = "white_list";
+    t->StringList(
+         "run_ut.black_list", [](C& c) { return &c.black_list; },
+         "never check these ops; wins over white_list")
+        .flag = "black_list";
+    t->String(
+         "run_ut.error_data_path", [](C& c) { return &c.error_data_path; },
+         "accepted for compatibility")
+        .flag = "error_data_path";
+    t->Custom(
+         "run_ut.is_online", KeyKind::kBool,
+         [](ConfigReader& r, const std::string& n, C& c) {
+           r.Bool(n, &c.is_online);
+           if (!c.is_online) {
+             r.Warning(n, "false: Parity's server only checks online (streamed) calls");
+           }
+         },
+         nullptr, "Parity's server is always online; false gives a warning")
+        .flag = "is_online";
+    t->Custom(
+         "run_ut.nfs_path", KeyKind::kString,
+         [](ConfigReader& r, const std::string& n, C&) {
+           std::string nfs;
+           r.String(n, &nfs);
+           if (!nfs.empty()) r.Error(n, kNfsHelp);
+         },
+         nullptr, "not supported: a non-empty value is an error")
+        .flag = "nfs_path";
+    t->Custom(
+         "run_ut.host", KeyKind::kString,
+         [](ConfigReader& r, const std::string& n, C& c) { r.String(n, &c.host); },
+         [](const C& c) { return c.host.empty() ? std::string("(default)") : c.host; },
+         "address to listen on; empty: 0.0.0.0 with TLS, 127.0.0.1 in plaintext")
+        .flag = "host";
+    t->Custom(
+         "run_ut.port", KeyKind::kInteger,
+         [](ConfigReader& r, const std::string& n, C& c) {
+           r.Int(n, &c.port, -1, 65535);
+           if (c.port == -1) c.port = 59208;  // msprobe's "unset"; its documented example port
+         },
+         [](const C& c) { return absl::StrCat(c.port); },
+         "port to listen on; 0 picks a free one; -1 (msprobe's unset) means 59208")
+        .flag = "port";
+    t->IndexList(
+         "run_ut.rank_list", [](C& c) { return &c.rank_list; },
+         "ranks whose calls are checked; [] = every rank")
+        .flag = "rank_list";
+    t->Custom(
+         "run_ut.tls_path", KeyKind::kString,
+         [](ConfigReader& r, const std::string& n, C& c) { r.String(n, &c.tls_path); },
+         [](const C& c) { return c.parity.plaintext ? std::string("(plaintext)") : c.tls_path; },
+         "folder with server.crt, server.key, and ca.crt to require client certificates")
+        .flag = "tls_path";
+    t->Ignored("run_ut.precision", "Parity always writes 14 decimals, like msprobe's default");
+
+    auto parity = [](const char* name) { return absl::StrCat("parity.", name); };
+    t->String(
+         parity("output_dir"), [](C& c) { return &c.parity.output_dir; },
+         "where the CSV files and the JSON-lines record go")
+        .flag = "output_dir";
+    t->String(
+         parity("metrics_host"), [](C& c) { return &c.parity.metrics_host; },
+         "address of the Prometheus endpoint")
+        .flag = "metrics_host";
+    t->Int(
+         parity("metrics_port"), [](C& c) { return &c.parity.metrics_port; }, -1, 65535,
+         "Prometheus /metrics port; 0 picks a free one, -1 turns it off")
+        .flag = "metrics_port";
+    t->Int(
+         parity("workers"), [](C& c) { return &c.parity.workers; }, 0, 1024,
+         "replay workers; 0 = half the cores, 1 to 4")
+        .flag = "workers";
+    t->Int(
+         parity("queue_max_calls"), [](C& c) { return &c.parity.queue_max_calls; }, 1, 1 << 20,
+         "calls the work queue may hold")
+        .flag = "queue_max_calls";
+    t->Bytes(
+         parity("queue_max_bytes"), [](C& c) { return &c.parity.queue_max_bytes; },
+         "bytes the work queue may hold")
+        .flag = "queue_max_bytes";
+    t->String(
+         parity("bench_device"), [](C& c) { return &c.parity.bench_device; },
+         "auto (CUDA when present), cpu, cuda, cuda:N")
+        .flag = "bench_device";
+    t->String(
+         parity("standards_file"), [](C& c) { return &c.parity.standards_file; },
+         "API -> standard table and thresholds; empty: the built-in table")
+        .flag = "standards_file";
+    t->Bool(
+         parity("golden"), [](C& c) { return &c.parity.golden; },
+         "replay a float64 golden for the three-way standards")
+        .flag = "golden";
+    t->Bool(
+         parity("replay"), [](C& c) { return &c.parity.replay; },
+         "false: receive and decode calls but answer every one SKIP (no result files)")
+        .flag = "replay";
+    t->Bool(
+         parity("plaintext"), [](C& c) { return &c.parity.plaintext; },
+         "accept unencrypted connections (binds to loopback unless allowed otherwise)")
+        .flag = "plaintext";
+    t->Bool(
+         parity("allow_plaintext_non_loopback"),
+         [](C& c) { return &c.parity.allow_plaintext_non_loopback; },
+         "in plaintext, allow a non-loopback address")
+        .flag = "allow_plaintext_non_loopback";
+    t->Bytes(
+         parity("max_message_bytes"), [](C& c) { return &c.parity.max_message_bytes; },
+         "largest message accepted; agents chunk larger tensors")
+        .flag = "max_message_bytes";
+    t->Int(
+         parity("max_streams"), [](C& c) { return &c.parity.max_streams; }, 1, 1 << 20,
+         "concurrent agent streams")
+        .flag = "max_streams";
+    t->Bytes(
+         parity("max_partial_blob_bytes"), [](C& c) { return &c.parity.max_partial_blob_bytes; },
+         "chunked tensors awaiting their call, all streams together")
+        .flag = "max_partial_blob_bytes";
+    t->Int(
+         parity("shutdown_grace_ms"), [](C& c) { return &c.parity.shutdown_grace_ms; }, 0, 3600000,
+         "on SIGTERM, how long open streams may take to finish")
+        .flag = "shutdown_grace_ms";
+    t->Choice(
+         parity("log_level"), [](C& c) { return &c.parity.log_level; }, LogLevels(),
+         "server log verbosity")
+        .flag = "log_level";
+    auto limits = [](const char* name) { return absl::StrCat("parity.limits.", name); };
+    t->Bytes(
+         limits("max_tensor_bytes"), [](C& c) { return &c.parity.limits.max_tensor_bytes; },
+         "one tensor's payload")
+        .flag = "max_tensor_bytes";
+    t->Int(
+         limits("max_tensor_numel"), [](C& c) { return &c.parity.limits.max_tensor_numel; }, 1,
+         int64_t{1} << 40, "one tensor's elements")
+        .flag = "max_tensor_numel";
+    t->Bytes(
+         limits("max_call_bytes"), [](C& c) { return &c.parity.limits.max_call_bytes; },
+         "all tensors of one call")
+        .flag = "max_call_bytes";
+    t->Int(
+         limits("max_dims"), [](C& c) { return &c.parity.limits.max_dims; }, 1, 64, "tensor rank")
+        .flag = "max_dims";
+    t->Int(
+         limits("max_depth"), [](C& c) { return &c.parity.limits.max_depth; }, 1, 64,
+         "nesting of lists")
+        .flag = "max_depth";
+    t->Int(
+         limits("max_list_length"), [](C& c) { return &c.parity.limits.max_list_length; }, 1,
+         1 << 24, "items in one list")
+        .flag = "max_list_length";
+    t->Int(
+         limits("max_string_bytes"), [](C& c) { return &c.parity.limits.max_string_bytes; }, 1,
+         1 << 26, "one string argument")
+        .flag = "max_string_bytes";
+    return t;
+  }();
+  return *table;
+}
+
+}  // namespace parity::common
