@@ -15,6 +15,7 @@
 namespace parity::agent {
 
 enum class PushResult { kOk, kFull, kClosed };
+enum class PopResult { kItem, kTimeout, kClosed };
 
 template <typename T>
 class BoundedQueue {
@@ -58,19 +59,28 @@ class BoundedQueue {
     return PushResult::kOk;
   }
 
-  // Takes the oldest item; false after `timeout` or when closed and empty.
-  bool Pop(T* out, std::chrono::milliseconds timeout) {
+  // Takes the oldest item (kItem); kTimeout after `timeout`; kClosed when closed and empty.
+  PopResult Pop(T* out, std::chrono::milliseconds timeout) {
     absl::MutexLock lock(&mu_);
     const absl::Time deadline = absl::Now() + absl::FromChrono(timeout);
-    while (items_.empty() && !closed_) {
-      if (changed_.WaitWithDeadline(&mu_, deadline)) break;  // timed out
+    ++waiting_;
+    bool timed_out = false;
+    while (items_.empty() && !closed_ && !timed_out) {
+      timed_out = changed_.WaitWithDeadline(&mu_, deadline);
     }
-    if (items_.empty()) return false;
+    --waiting_;
+    if (items_.empty()) return closed_ ? PopResult::kClosed : PopResult::kTimeout;
     *out = std::move(items_.front().first);
     bytes_ -= items_.front().second;
     items_.pop_front();
     changed_.SignalAll();
-    return true;
+    return PopResult::kItem;
+  }
+
+  // Consumers blocked in Pop() now (for tests that must act while one waits).
+  int WaitingForTesting() const {
+    absl::MutexLock lock(&mu_);
+    return waiting_;
   }
 
   // Removes everything (counted as dropped by the caller); returns how many.
@@ -121,6 +131,7 @@ class BoundedQueue {
   std::deque<std::pair<T, uint64_t>> items_ ABSL_GUARDED_BY(mu_);
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  int waiting_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace parity::agent

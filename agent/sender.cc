@@ -181,7 +181,7 @@ void Sender::RunOnce(std::chrono::steady_clock::time_point* last_stats, double* 
     return;
   }
   std::unique_ptr<CapturedCall> call;
-  if (queue_.Pop(&call, std::chrono::milliseconds(200))) {
+  if (queue_.Pop(&call, std::chrono::milliseconds(200)) == PopResult::kItem) {
     if (!SendCall(*call)) {
       counters_.Dropped(DropReason::kDisconnected);
       Disconnect(false);

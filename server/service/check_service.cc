@@ -3,6 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/text.h"
 #include "server/service/stream_reactor.h"
 
 namespace parity::server {
@@ -27,6 +29,23 @@ CheckService::CheckService(ServiceOptions options, CallHandler handler, WorkQueu
       handler_(std::move(handler)),
       queue_(queue),
       metrics_(metrics) {}
+
+void CheckService::NoteConfigDigest(const std::string& run_id, int32_t rank,
+                                    const std::string& digest) {
+  if (run_id.empty() || digest.empty()) return;
+  absl::MutexLock lock(&digests_mu_);
+  constexpr std::size_t kMaxRuns = 10000;  // a long-lived server forgets the oldest runs
+  if (digests_.size() >= kMaxRuns && digests_.count(run_id) == 0) digests_.erase(digests_.begin());
+  auto [it, first] = digests_.emplace(run_id, RunDigest{digest, rank, false});
+  if (first || it->second.digest == digest || it->second.warned) return;
+  it->second.warned = true;
+  common::LogWarning(
+      absl::StrCat("run ", common::Printable(run_id), ": rank ", rank, " runs with configuration ",
+                   common::Printable(digest), ", rank ", it->second.rank, " with ",
+                   common::Printable(it->second.digest),
+                   "; ranks started with different settings check different calls (compare their "
+                   "agents' start-up lines)"));
+}
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* CheckService::Check(
     grpc::CallbackServerContext* context) {

@@ -11,6 +11,8 @@
 #include <set>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "common/limits.h"
 #include "common/torch/value_codec.h"
 #include "common/wire.h"
@@ -73,6 +75,11 @@ class CheckService final
   // allocation failure would (0 = never). Process-wide.
   static void FailBlobGrowthAboveForTesting(uint64_t bytes);
 
+  // Records the config digest a rank of `run_id` announced; logs a warning the first time a
+  // rank of a run announces another digest than the run's first rank (ranks started with
+  // different settings check different calls). Thread-safe.
+  void NoteConfigDigest(const std::string& run_id, int32_t rank, const std::string& digest);
+
  private:
   class Reactor;
   const ServiceOptions options_;
@@ -82,6 +89,13 @@ class CheckService final
   std::atomic<int> active_{0};
   std::atomic<uint64_t> session_counter_{0};
   std::atomic<uint64_t> partial_blob_bytes_{0};
+  struct RunDigest {
+    std::string digest;
+    int32_t rank = 0;
+    bool warned = false;
+  };
+  absl::Mutex digests_mu_;
+  std::map<std::string, RunDigest> digests_ ABSL_GUARDED_BY(digests_mu_);  // by run id
 };
 
 // The one place an absl::Status becomes a grpc::Status (messages truncated to 1 KiB).

@@ -215,6 +215,7 @@ absl::Status CheckService::Reactor::OnHello(const v1::Hello& hello) {
         "rank ", hello.rank(), " is not in this server's rank_list; another server checks it"));
   }
   hello_ = true;
+  service_->NoteConfigDigest(hello.run_id(), hello.rank(), hello.config_digest());
   origin_.rank = hello.rank();
   origin_.run_id = hello.run_id();
   origin_.hostname = hello.hostname();

@@ -16,7 +16,7 @@ TEST(BoundedQueueTest, DropsNewestWhenFullByCountOrBytes) {
   EXPECT_EQ(q.TryPush(2, 10), PushResult::kOk);
   EXPECT_EQ(q.TryPush(3, 10), PushResult::kFull);  // count
   int v = 0;
-  ASSERT_TRUE(q.Pop(&v, 0ms));
+  ASSERT_EQ(q.Pop(&v, 0ms), PopResult::kItem);
   EXPECT_EQ(v, 1);
   EXPECT_EQ(q.TryPush(4, 95), PushResult::kFull);  // bytes: 10 + 95 > 100
   EXPECT_FALSE(q.HasRoom(95));
@@ -42,20 +42,33 @@ TEST(BoundedQueueTest, BlockWaitsForRoomWhileAllowedAndGivesUpWhenNot) {
   EXPECT_EQ(q.PushWait(3, 1, 10s, [] { return true; }), PushResult::kOk);
   consumer.join();
   int v = 0;
-  ASSERT_TRUE(q.Pop(&v, 0ms));
+  ASSERT_EQ(q.Pop(&v, 0ms), PopResult::kItem);
   EXPECT_EQ(v, 3);
 }
 
-TEST(BoundedQueueTest, CloseWakesConsumersAndRefusesProducers) {
+// A consumer blocked in Pop() is woken by Close() (not by its one-hour timeout), and told so.
+TEST(BoundedQueueTest, CloseWakesABlockedConsumerAndRefusesProducers) {
   BoundedQueue<int> q(4, 100);
+  PopResult result = PopResult::kItem;
   std::thread consumer([&] {
     int v;
-    EXPECT_FALSE(q.Pop(&v, 30s));  // woken by Close, not by the timeout
+    result = q.Pop(&v, std::chrono::hours(1));
   });
+  while (q.WaitingForTesting() == 0) std::this_thread::yield();  // the consumer is blocked
   q.Close();
   consumer.join();
+  EXPECT_EQ(result, PopResult::kClosed);
   EXPECT_EQ(q.TryPush(1, 1), PushResult::kClosed);
   EXPECT_EQ(q.Clear(), 0u);
+}
+
+TEST(BoundedQueueTest, PopTellsATimeoutFromAnItem) {
+  BoundedQueue<int> q(4, 100);
+  int v = 0;
+  EXPECT_EQ(q.Pop(&v, 1ms), PopResult::kTimeout);
+  ASSERT_EQ(q.TryPush(7, 1), PushResult::kOk);
+  EXPECT_EQ(q.Pop(&v, 1ms), PopResult::kItem);
+  EXPECT_EQ(v, 7);
 }
 
 }  // namespace

@@ -284,5 +284,31 @@ TEST_F(StreamContractTest, AgentLossesReachTheMetrics) {
               HasSubstr("parity_server_agent_dropped_calls_total{reason=\"queue_full\"} 50"));
 }
 
+// Ranks of one run that were started with different settings are pointed out, once.
+TEST_F(StreamContractTest, RanksOfOneRunWithDifferentConfigsAreLogged) {
+  Start();
+  auto hello = [](int32_t rank, const std::string& digest) {
+    v1::Hello h;
+    h.set_protocol_version(1);
+    h.set_rank(rank);
+    h.set_world_size(4);
+    h.set_run_id("job-7");
+    h.set_config_digest(digest);
+    return h;
+  };
+  ::testing::internal::CaptureStderr();
+  std::vector<std::unique_ptr<TestStream>> streams;
+  for (const auto& [rank, digest] : std::vector<std::pair<int, std::string>>{
+           {0, "aaaa"}, {1, "aaaa"}, {2, "bbbb"}, {3, "cccc"}}) {
+    streams.push_back(std::make_unique<TestStream>(channel_));
+    ASSERT_TRUE(streams.back()->SendHello(hello(rank, digest)));
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(log, HasSubstr("run job-7: rank 2 runs with configuration bbbb, rank 0 with aaaa"));
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("rank 1 runs with")));
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("rank 3 runs with"))) << "once per run";
+  for (auto& s : streams) EXPECT_TRUE(s->Close().ok());
+}
+
 }  // namespace
 }  // namespace parity::server
