@@ -11,8 +11,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/torch/boxed_call.h"
 #include "common/torch/ivalue_walk.h"
-#include "common/torch/written_arguments.h"
 
 namespace parity::agent {
 namespace {

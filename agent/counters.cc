@@ -2,17 +2,11 @@
 
 namespace parity::agent {
 
-const char* DropReasonName(DropReason reason) {
-  switch (reason) {
-    case DropReason::kQueueFull:
-      return "queue_full";
-    case DropReason::kDisconnected:
-      return "disconnected";
-    case DropReason::kStopped:
-      return "stopped";
-  }
-  return "other";
-}
+namespace {
+constexpr const char* kDropReasonNames[kDropReasons] = {"queue_full", "disconnected", "stopped"};
+}  // namespace
+
+const char* DropReasonName(DropReason reason) { return kDropReasonNames[static_cast<int>(reason)]; }
 
 void AgentCounters::Verdict(v1::VerdictStatus status) {
   switch (status) {

@@ -11,7 +11,7 @@
 #include "agent/sender.h"
 #include "common/log.h"
 #include "common/naming.h"
-#include "common/op_registry.h"
+#include "common/skip_list.h"
 
 namespace parity::agent {
 namespace {

@@ -1,66 +1,54 @@
 #include "server/compare/metric.h"
 
+#include <iterator>
+#include <utility>
+
 namespace parity::server {
 
-absl::string_view MetricName(Metric m) {
-  switch (m) {
-    case Metric::kNone:
-      return "";
-    case Metric::kCosine:
-      return "cosine";
-    case Metric::kMaxAbsError:
-      return "max_abs_error";
-    case Metric::kHundredthRatio:
-      return "hundredth_ratio";
-    case Metric::kThousandthRatio:
-      return "thousandth_ratio";
-    case Metric::kTenThousandthRatio:
-      return "ten_thousandth_ratio";
-    case Metric::kMismatchRate:
-      return "mismatch_rate";
-    case Metric::kErrorBalance:
-      return "error_balance";
-    case Metric::kRmse:
-      return "rmse";
-    case Metric::kSmallValueErrorRatio:
-      return "small_value_error_ratio";
-    case Metric::kMaxRelError:
-      return "max_rel_error";
-    case Metric::kMeanRelError:
-      return "mean_rel_error";
-    case Metric::kInfNanErrorRate:
-      return "inf_nan_error_rate";
-    case Metric::kRelErrorRate:
-      return "rel_error_rate";
-    case Metric::kAbsErrorRate:
-      return "abs_error_rate";
-    case Metric::kUlpMax:
-      return "ulp_max";
-    case Metric::kUlpMean:
-      return "ulp_mean";
-    case Metric::kUlpOverThresholdRatio:
-      return "ulp_over_threshold_ratio";
-    case Metric::kUlpError:
-      return "ulp_error";
-    case Metric::kUlpShare:
-      return "ulp_share";
-    case Metric::kStructure:
-      return "structure";
-    case Metric::kValue:
-      return "value";
-    case Metric::kStatsInfNanCount:
-      return "stats_inf_nan_count";
-    case Metric::kStatsMean:
-      return "stats_mean";
-    case Metric::kStatsL2Norm:
-      return "stats_l2_norm";
-    case Metric::kStatsMin:
-      return "stats_min";
-    case Metric::kStatsMax:
-      return "stats_max";
+namespace {
+
+// Indexed by the enum; the static_assert below keeps the two in step.
+constexpr std::pair<Metric, absl::string_view> kMetricNames[] = {
+    {Metric::kNone, ""},
+    {Metric::kCosine, "cosine"},
+    {Metric::kMaxAbsError, "max_abs_error"},
+    {Metric::kHundredthRatio, "hundredth_ratio"},
+    {Metric::kThousandthRatio, "thousandth_ratio"},
+    {Metric::kTenThousandthRatio, "ten_thousandth_ratio"},
+    {Metric::kMismatchRate, "mismatch_rate"},
+    {Metric::kErrorBalance, "error_balance"},
+    {Metric::kRmse, "rmse"},
+    {Metric::kSmallValueErrorRatio, "small_value_error_ratio"},
+    {Metric::kMaxRelError, "max_rel_error"},
+    {Metric::kMeanRelError, "mean_rel_error"},
+    {Metric::kInfNanErrorRate, "inf_nan_error_rate"},
+    {Metric::kRelErrorRate, "rel_error_rate"},
+    {Metric::kAbsErrorRate, "abs_error_rate"},
+    {Metric::kUlpMax, "ulp_max"},
+    {Metric::kUlpMean, "ulp_mean"},
+    {Metric::kUlpOverThresholdRatio, "ulp_over_threshold_ratio"},
+    {Metric::kUlpError, "ulp_error"},
+    {Metric::kUlpShare, "ulp_share"},
+    {Metric::kStructure, "structure"},
+    {Metric::kValue, "value"},
+    {Metric::kStatsInfNanCount, "stats_inf_nan_count"},
+    {Metric::kStatsMean, "stats_mean"},
+    {Metric::kStatsL2Norm, "stats_l2_norm"},
+    {Metric::kStatsMin, "stats_min"},
+    {Metric::kStatsMax, "stats_max"},
+};
+
+constexpr bool NamesFollowTheEnum() {
+  for (size_t i = 0; i < std::size(kMetricNames); ++i) {
+    if (static_cast<size_t>(kMetricNames[i].first) != i) return false;
   }
-  return "";
+  return std::size(kMetricNames) == static_cast<size_t>(Metric::kStatsMax) + 1;
 }
+static_assert(NamesFollowTheEnum(), "kMetricNames must list every Metric in enum order");
+
+}  // namespace
+
+absl::string_view MetricName(Metric m) { return kMetricNames[static_cast<size_t>(m)].second; }
 
 std::optional<double> FieldValue(const PairMetrics& m, Metric field) {
   if (field == Metric::kMaxAbsError) return m.max_abs_error;

@@ -41,7 +41,7 @@ enum class Metric {
   kStatsMean,
   kStatsL2Norm,
   kStatsMin,
-  kStatsMax,
+  kStatsMax,  // keep last: metric.cc's name table checks it covers every enumerator
 };
 
 // "cosine", "max_abs_error", ..., "ulp_error", "stats_mean"; "" for kNone.

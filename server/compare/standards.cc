@@ -1,5 +1,7 @@
 #include "server/compare/standards.h"
 
+#include <iterator>
+
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -13,53 +15,43 @@ extern const char kParityDefaultStandardsJson[];  // generated from server/data/
 
 namespace parity::server {
 
-absl::string_view StandardName(Standard s) {
-  switch (s) {
-    case Standard::kBenchmark:
-      return "benchmark";
-    case Standard::kAbsoluteThreshold:
-      return "absolute_threshold";
-    case Standard::kBinary:
-      return "binary";
-    case Standard::kUlp:
-      return "ulp";
-    case Standard::kThousandth:
-      return "thousandth";
-    case Standard::kTwoWay:
-      return "two_way";
-    case Standard::kStatistics:
-      return "statistics";
-    case Standard::kExact:
-      return "exact";
-    case Standard::kNone:
-      return "";
-  }
-  return "unknown";
-}
+namespace {
 
-absl::string_view StandardDisplayName(Standard s) {
-  switch (s) {
-    case Standard::kBenchmark:
-      return "标杆比对法";
-    case Standard::kAbsoluteThreshold:
-      return "绝对阈值法";
-    case Standard::kBinary:
-      return "二进制一致法";
-    case Standard::kUlp:
-      return "ULP误差比对法";
-    case Standard::kThousandth:
-      return "双千指标法";
-    case Standard::kTwoWay:
-      return "两方比对法";
-    case Standard::kStatistics:
-      return "统计量比对法";
-    case Standard::kExact:
-      return "二进制一致法";
-    case Standard::kNone:
-      return "";
+struct StandardText {
+  Standard standard;
+  absl::string_view name;     // the wire's, the JSON-lines' and standards.json's
+  absl::string_view display;  // msprobe's 比对算法 column
+  bool listable;              // may list ops in standards.json
+};
+
+// Indexed by the enum: the static_assert below keeps the two in step.
+constexpr StandardText kStandardTexts[] = {
+    {Standard::kBenchmark, "benchmark", "标杆比对法", true},
+    {Standard::kAbsoluteThreshold, "absolute_threshold", "绝对阈值法", true},
+    {Standard::kBinary, "binary", "二进制一致法", true},
+    {Standard::kUlp, "ulp", "ULP误差比对法", true},
+    {Standard::kThousandth, "thousandth", "双千指标法", true},
+    {Standard::kTwoWay, "two_way", "两方比对法", true},
+    {Standard::kStatistics, "statistics", "统计量比对法", false},
+    {Standard::kExact, "exact", "二进制一致法", false},
+    {Standard::kNone, "", "", false},
+};
+
+constexpr bool TextsFollowTheEnum() {
+  for (size_t i = 0; i < std::size(kStandardTexts); ++i) {
+    if (static_cast<size_t>(kStandardTexts[i].standard) != i) return false;
   }
-  return "";
+  return std::size(kStandardTexts) == static_cast<size_t>(Standard::kNone) + 1;
 }
+static_assert(TextsFollowTheEnum(), "kStandardTexts must list every Standard in enum order");
+
+const StandardText& TextOf(Standard s) { return kStandardTexts[static_cast<size_t>(s)]; }
+
+}  // namespace
+
+absl::string_view StandardName(Standard s) { return TextOf(s).name; }
+
+absl::string_view StandardDisplayName(Standard s) { return TextOf(s).display; }
 
 Standard StandardsTable::Lookup(absl::string_view op_name, int input_rank) const {
   const absl::string_view bare = common::BareOpName(op_name);
@@ -96,16 +88,15 @@ absl::StatusOr<StandardsTable> StandardsTable::Parse(absl::string_view json_text
   top.Accepted("_comment");
   int64_t version = 1;
   top.Int("version", &version, 1, 1);
-  static const std::map<std::string, Standard> kNames = {
-      {"benchmark", Standard::kBenchmark},   {"absolute_threshold", Standard::kAbsoluteThreshold},
-      {"binary", Standard::kBinary},         {"ulp", Standard::kUlp},
-      {"thousandth", Standard::kThousandth}, {"two_way", Standard::kTwoWay}};
   std::string def = "benchmark";
   top.Choice("default_standard", &def, {"benchmark", "two_way"});
-  t.default_standard_ = kNames.at(def);
+  t.default_standard_ = def == "two_way" ? Standard::kTwoWay : Standard::kBenchmark;
 
   common::ConfigReader stds = top.Section("standards");
-  for (const auto& [name, standard] : kNames) {
+  for (const StandardText& text : kStandardTexts) {
+    if (!text.listable) continue;
+    const Standard standard = text.standard;
+    const std::string name(text.name);
     std::vector<std::string> ops;
     stds.StringList(name, &ops);
     for (const std::string& op : ops) {

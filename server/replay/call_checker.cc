@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/naming.h"
-#include "common/op_registry.h"
+#include "common/skip_list.h"
 #include "common/text.h"
 #include "common/torch/torch_pch.h"
 #include "server/replay/stages.h"

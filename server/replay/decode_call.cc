@@ -10,13 +10,6 @@
 namespace parity::server {
 namespace {
 
-std::string ErrorText(const std::exception& e) {
-  if (const auto* c10e = dynamic_cast<const c10::Error*>(&e)) {
-    return c10e->what_without_backtrace();
-  }
-  return e.what();
-}
-
 // Every operator name the dispatcher knows, to tell "unknown op" from "unknown overload". Built
 // once: a reference library loaded later would need a fresh set (they load at start-up).
 bool OpNameKnown(absl::string_view name) {

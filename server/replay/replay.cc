@@ -5,20 +5,13 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/torch/boxed_call.h"
 #include "common/torch/ivalue_walk.h"
 #include "common/torch/torch_pch.h"
-#include "common/torch/written_arguments.h"
 #include "server/replay/stages.h"
 
 namespace parity::server {
 namespace {
-
-std::string ErrorText(const std::exception& e) {
-  if (const auto* c10e = dynamic_cast<const c10::Error*>(&e)) {
-    return c10e->what_without_backtrace();
-  }
-  return e.what();
-}
 
 // `inputs` with `tensor(t)` for every defined tensor and `device` for every Device value.
 template <typename F>
@@ -103,6 +96,13 @@ void UseFullPrecisionOnCuda() {
 }
 
 }  // namespace
+
+std::string ErrorText(const std::exception& e) {
+  if (const auto* c10e = dynamic_cast<const c10::Error*>(&e)) {
+    return c10e->what_without_backtrace();
+  }
+  return e.what();
+}
 
 Replay ReplayBench(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device) {
   // Copies, even on the CPU: an in-place op writes its arguments.

@@ -67,4 +67,7 @@ void JudgeOutputs(const v1::ApiCall& call, const DecodedCall& decoded, const Rep
 // The bench device a CheckerOptions::bench_device names; INVALID_ARGUMENT if absent.
 absl::StatusOr<c10::Device> ResolveBenchDevice(const std::string& name);
 
+// A libtorch error's message without its C++ backtrace; any other exception's what().
+std::string ErrorText(const std::exception& e);
+
 }  // namespace parity::server

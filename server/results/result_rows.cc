@@ -15,15 +15,6 @@ namespace {
 
 const std::string kSpace = " ";
 
-std::string Now14() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[16];
-  std::strftime(buf, sizeof(buf), "%Y%m%d%H%M%S", &tm);
-  return buf;
-}
-
 std::string DTypeCell(v1::DType d) {
   return d == v1::DTYPE_UNSPECIFIED ? kSpace : std::string(common::TorchName(d));
 }
@@ -156,6 +147,15 @@ nlohmann::json JsonRecord(const CallOrigin& origin, const v1::ApiCall& call, con
 }
 
 }  // namespace
+
+std::string Now14() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof(buf), "%Y%m%d%H%M%S", &tm);
+  return buf;
+}
 
 std::string CsvDouble(double v) {
   if (std::isnan(v)) return "nan";

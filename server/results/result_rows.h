@@ -20,6 +20,9 @@ struct CallOrigin {
 };
 
 // A double as msprobe's csv writer prints it: "%.14f", and "nan", "inf", "-inf".
+// The local time as msprobe stamps its files and records: YYYYMMDDhhmmss.
+std::string Now14();
+
 std::string CsvDouble(double v);
 // Cells joined by commas, quoted where they hold a comma, quote or newline; ends in \r\n.
 std::string CsvRow(const std::vector<std::string>& cells);

@@ -22,15 +22,6 @@ namespace fs = std::filesystem;
 
 constexpr char kBom[] = "\xEF\xBB\xBF";
 
-std::string Now14() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[16];
-  std::strftime(buf, sizeof(buf), "%Y%m%d%H%M%S", &tm);
-  return buf;
-}
-
 }  // namespace
 
 // The five open files of one rank.

@@ -2,8 +2,8 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include "common/torch/boxed_call.h"
 #include "common/torch/value_codec.h"
-#include "common/torch/written_arguments.h"
 #include "gtest/gtest.h"
 
 namespace parity::testing {

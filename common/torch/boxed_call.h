@@ -1,4 +1,5 @@
-// Which arguments stand for an operator's results when it returns nothing.
+// Boxed calls through the dispatcher and their results: which arguments stand for an operator's
+// results when it returns nothing, and a call that collects them.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>

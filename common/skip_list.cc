@@ -1,4 +1,4 @@
-#include "common/op_registry.h"
+#include "common/skip_list.h"
 
 #include <map>
 
