@@ -1,6 +1,7 @@
 #include "agent/sender.h"
 
 #include "agent/call_encoder.h"
+#include "agent/check_stream.h"
 
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <grpcpp/grpcpp.h>
@@ -78,10 +79,8 @@ SenderOptions SenderOptionsFor(const common::AgentConfig& c) {
 }
 
 struct Sender::Connection {
-  std::unique_ptr<grpc::ClientContext> context;
-  std::unique_ptr<Stream> stream;
-  std::thread reader;
-  bool reader_done = false;  // guarded by Sender::mu_
+  std::atomic<bool> logged_unreadable{false};
+  std::unique_ptr<CheckStream> stream;  // destroyed first: its callbacks use the flag above
 };
 
 Sender::Sender(SenderOptions options, AgentCounters& counters,
@@ -169,12 +168,7 @@ void Sender::RunOnce(std::chrono::steady_clock::time_point* last_stats, double* 
     }
     *backoff_ms = options_.reconnect_initial_ms;
   }
-  bool stream_ended = false;
-  {
-    absl::MutexLock lock(&mu_);
-    stream_ended = conn_->reader_done;
-  }
-  if (stream_ended) {
+  if (conn_->stream->done()) {
     // The server ended the stream (or died): count what it never answered, then reconnect now
     // rather than at the next failed write.
     Disconnect(false);
@@ -246,15 +240,16 @@ bool Sender::Connect() {
     return false;
   }
   auto c = std::make_unique<Connection>();
-  c->context = std::make_unique<grpc::ClientContext>();
+  Connection* raw = c.get();
+  c->stream = std::make_unique<CheckStream>(
+      channel_, [this, raw](grpc::ByteBuffer& bytes) { OnServerMessage(raw, bytes); },
+      [this] { OnStreamEnd(); });
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_) return false;
-    live_context_ = c->context.get();
+    live_stream_ = c->stream.get();
+    if (stopping_) c->stream->Cancel();
   }
   if (!Handshake(c)) return false;
-  Connection* raw = c.get();
-  c->reader = std::thread([this, raw] { ReadLoop(raw); });
   conn_ = std::move(c);
   undeliverable_.store(false);
   if (ever_connected_) counters_.Reconnected();
@@ -267,19 +262,20 @@ bool Sender::Connect() {
 
 bool Sender::Handshake(std::unique_ptr<Connection>& c) {
   const std::string target = absl::StrCat(options_.host, ":", options_.port);
-  c->stream = common::OpenCheckStream(channel_.get(), c->context.get());
   v1::AgentMessage hello;
   *hello.mutable_hello() = options_.hello;
   v1::ServerMessage reply;
-  grpc::ByteBuffer reply_bytes;
-  if (!c->stream->Write(common::Serialize(hello)) || !c->stream->Read(&reply_bytes) ||
-      !common::Parse(reply_bytes, &reply) || !reply.has_server_info()) {
+  std::optional<grpc::ByteBuffer> reply_bytes;
+  if (!c->stream->Write(common::Serialize(hello), /*more=*/false) ||
+      !(reply_bytes = c->stream->AwaitFirst()) || !common::Parse(*reply_bytes, &reply) ||
+      !reply.has_server_info()) {
     c->stream->WritesDone();
-    const grpc::Status s = c->stream->Finish();
+    const grpc::Status s = c->stream->Finish(absl::Seconds(3));
     {
       absl::MutexLock lock(&mu_);
-      live_context_ = nullptr;
+      live_stream_ = nullptr;
     }
+    c.reset();
     LogOnce(absl::StrCat("server ", target, " refused the stream: ", s.error_message(), " (code ",
                          static_cast<int>(s.error_code()), ")"),
             common::LogLevel::kError);
@@ -320,62 +316,46 @@ bool Sender::WaitForConnected(std::chrono::milliseconds timeout) {
   }
 }
 
-void Sender::ReadLoop(Connection* c) {
-  MarkAgentThread();
-  grpc::ByteBuffer bytes;
-  bool logged = false;
-  try {
-    while (c->stream->Read(&bytes)) {
-      v1::ServerMessage m;
-      if (!common::Parse(bytes, &m)) {  // parsing reads the buffer, leaves it as it was
-        // Skipped: later verdicts still count. Logged once per connection, counted every time.
-        counters_.Unreadable();
-        if (!logged) {
-          common::LogWarning(absl::StrCat("a message from the server (", bytes.Length(),
-                                          " bytes) did not parse; ignored, and counted as "
-                                          "unreadable (a server of another release, or not a "
-                                          "Parity server?)"));
-          logged = true;
-        }
-        continue;
-      }
-      if (m.has_verdict()) {
-        on_verdict_(m.verdict());
-        absl::MutexLock lock(&mu_);
-        ++answered_;
-        cv_.SignalAll();
-      }
+// On a gRPC callback thread: must not block.
+void Sender::OnServerMessage(Connection* c, grpc::ByteBuffer& bytes) {
+  v1::ServerMessage m;
+  if (!common::Parse(bytes, &m)) {
+    // Skipped: later verdicts still count. Logged once per connection, counted every time.
+    counters_.Unreadable();
+    if (!c->logged_unreadable.exchange(true)) {
+      common::LogWarning(absl::StrCat("a message from the server (", bytes.Length(),
+                                      " bytes) did not parse; ignored, and counted as "
+                                      "unreadable (a server of another release, or not a "
+                                      "Parity server?)"));
     }
-  } catch (const std::exception& e) {
-    common::LogError(absl::StrCat("verdict reader: ", e.what(), "; this stream ends"));
-    c->context->TryCancel();
+    return;
   }
+  if (!m.has_verdict()) return;
+  on_verdict_(m.verdict());
+  absl::MutexLock lock(&mu_);
+  ++answered_;
+  cv_.SignalAll();
+}
+
+// On a gRPC callback thread, once per stream.
+void Sender::OnStreamEnd() {
   counters_.SetConnected(false);
   absl::MutexLock lock(&mu_);
-  c->reader_done = true;
   cv_.SignalAll();
 }
 
 void Sender::Disconnect(bool goodbye) {
   if (goodbye) SendStats(true);
   conn_->stream->WritesDone();
-  {
-    // The server ends the stream after its last verdict; a wedged one is cancelled.
-    absl::MutexLock lock(&mu_);
-    const absl::Time deadline = absl::Now() + absl::Seconds(3);
-    while (!conn_->reader_done && !cv_.WaitWithDeadline(&mu_, deadline)) {
-    }
-    if (!conn_->reader_done) conn_->context->TryCancel();
-  }
-  conn_->reader.join();
-  const grpc::Status s = conn_->stream->Finish();
+  // The server ends the stream after its last verdict; a wedged one is cancelled.
+  const grpc::Status s = conn_->stream->Finish(absl::Seconds(3));
   if (!s.ok() && !goodbye) {
     common::LogWarning(
         absl::StrCat("stream to the server ended: ", s.error_message(), "; reconnecting"));
   }
   {
     absl::MutexLock lock(&mu_);
-    live_context_ = nullptr;
+    live_stream_ = nullptr;
     // Verdicts of a stream that ended never come: those calls are lost, and counted so.
     counters_.LostInFlight(written_ - answered_);
     answered_ = written_;
@@ -386,10 +366,11 @@ void Sender::Disconnect(bool goodbye) {
 }
 
 bool Sender::Write(std::shared_ptr<const v1::AgentMessage> m, bool more) {
-  const grpc::ByteBuffer bytes = common::SerializeShared(std::move(m));
+  grpc::ByteBuffer bytes = common::SerializeShared(std::move(m));
+  const std::size_t length = bytes.Length();
   unflushed_ = more;
-  if (!conn_->stream->Write(bytes, common::WriteOptionsFor(more))) return false;
-  counters_.BytesWritten(bytes.Length());
+  if (!conn_->stream->Write(std::move(bytes), more)) return false;
+  counters_.BytesWritten(length);
   return true;
 }
 
@@ -463,7 +444,7 @@ void Sender::Close() {
     stopping_ = true;
     // A write blocked by a wedged server, or a handshake that never answers, must not hold the
     // training's exit: cancel the stream.
-    if (!flushed && live_context_ != nullptr) live_context_->TryCancel();
+    if (!flushed && live_stream_ != nullptr) live_stream_->Cancel();
     cv_.SignalAll();
   }
   queue_.Close();

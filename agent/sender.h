@@ -1,12 +1,7 @@
 // The agent's one sender thread: drains the queue, encodes calls (protobuf building happens
 // here, never on training threads), writes them on the Check stream, and reconnects with capped,
-// jittered exponential back-off. A second thread per connection reads the verdicts.
-//
-// It uses a synchronous stream (grpc::ClientReaderWriter over the Check method's bytes), not the
-// callback API's ClientBidiReactor: one thread owns the queue, the encoding and the writes in
-// order, and a write that waits for HTTP/2 flow control simply blocks that thread, which is the
-// back-pressure the queue needs. tests/bench/transport_bench measures both clients: the reactor
-// was no faster (docs/design.md says by how much).
+// jittered exponential back-off. Verdicts arrive on gRPC's callback threads (agent/check_stream.h,
+// which also says why the stream is a ClientBidiReactor and not a synchronous stream).
 #pragma once
 
 #include <atomic>
@@ -28,12 +23,11 @@
 namespace grpc {
 class ByteBuffer;
 class Channel;
-class ClientContext;
-template <class W, class R>
-class ClientReaderWriter;
 }  // namespace grpc
 
 namespace parity::agent {
+
+class CheckStream;
 
 struct SenderOptions {
   std::string host;
@@ -61,7 +55,8 @@ SenderOptions SenderOptionsFor(const common::AgentConfig& config);
 
 class Sender {
  public:
-  // `on_verdict` runs on the reader thread; `step` gives the step for the periodic stats.
+  // `on_verdict` runs on a gRPC callback thread (must not block); `step` gives the step for the
+  // periodic stats.
   Sender(SenderOptions options, AgentCounters& counters,
          std::function<void(const v1::Verdict&)> on_verdict, std::function<int64_t()> step);
   ~Sender();  // Close()
@@ -79,7 +74,6 @@ class Sender {
   uint64_t queue_depth() const { return queue_.size(); }
 
  private:
-  using Stream = grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
   struct Connection;
 
   void Run();
@@ -96,7 +90,8 @@ class Sender {
   // synchronous write otherwise waits for its own send; measured by tests/bench/transport_bench).
   bool Write(std::shared_ptr<const v1::AgentMessage> m, bool more = false);
   void SendStats(bool goodbye);
-  void ReadLoop(Connection* c);
+  void OnServerMessage(Connection* c, grpc::ByteBuffer& bytes);
+  void OnStreamEnd();
   bool Waiting(std::chrono::milliseconds d);  // false when stopping
   void LogOnce(const std::string& message, common::LogLevel level);
 
@@ -122,9 +117,9 @@ class Sender {
   absl::CondVar cv_;  // signalled when stopping_, answered_ or a connection's end changes
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t answered_ ABSL_GUARDED_BY(mu_) = 0;  // verdicts received (all connections)
-  uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;   // calls written (all connections)
-  grpc::ClientContext* live_context_ ABSL_GUARDED_BY(mu_) = nullptr;  // for TryCancel
+  uint64_t answered_ ABSL_GUARDED_BY(mu_) = 0;               // verdicts received (all connections)
+  uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;                // calls written (all connections)
+  CheckStream* live_stream_ ABSL_GUARDED_BY(mu_) = nullptr;  // for Cancel
   // Calls pushed and not yet written or dropped (queued, or in the sender's hands).
   std::atomic<uint64_t> pending_{0};
   // The last connection attempt failed in a way retrying cannot fix (TLS material, a refused

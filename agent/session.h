@@ -65,7 +65,7 @@ class Session final : public CaptureSink {
   // Installs the hook when capture is wanted now (running, not ended, and this step selected
   // or steps counted by the optimizer), removes it otherwise.
   void UpdateHook() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnVerdict(const v1::Verdict& verdict);  // the sender's reader thread
+  void OnVerdict(const v1::Verdict& verdict);  // on a gRPC callback thread: never blocks
   void EndAfterLastStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LogSummary();
 

@@ -82,15 +82,6 @@ grpc::ByteBuffer SerializeInto(const google::protobuf::MessageLite& message,
 
 }  // namespace
 
-std::unique_ptr<ByteStream> OpenCheckStream(grpc::ChannelInterface* channel,
-                                            grpc::ClientContext* context) {
-  return std::unique_ptr<ByteStream>(
-      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
-          channel,
-          grpc::internal::RpcMethod(kCheckMethod, grpc::internal::RpcMethod::BIDI_STREAMING),
-          context));
-}
-
 grpc::ByteBuffer SerializeShared(std::shared_ptr<const google::protobuf::MessageLite> message) {
   const google::protobuf::MessageLite& m = *message;
   return SerializeInto(m, std::move(message));

@@ -18,13 +18,6 @@ inline constexpr uint32_t kProtocolVersion = 1;
 // service's descriptor).
 inline constexpr char kCheckMethod[] = "/parity.v1.PrecisionChecker/Check";
 
-using ByteStream = grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
-
-// Opens the Check stream on `channel` with `context` (which must outlive the stream); the first
-// write starts it, as with the generated stub.
-std::unique_ptr<ByteStream> OpenCheckStream(grpc::ChannelInterface* channel,
-                                            grpc::ClientContext* context);
-
 // `message` serialized. Its large bytes fields (tensor data) are not copied: the buffer holds
 // slices over the message's memory and keeps the message alive until gRPC has sent them. The
 // message must not change afterwards.

@@ -9,10 +9,13 @@
 //     sync client        the same from a synchronous client that writes as the agent's sender
 //                        does (one blocking write per call, gRPC's buffer hint while more
 //                        follow): the client's share
+//     reactor client     the same work through the agent's own client (agent/check_stream.h, a
+//                        ClientBidiReactor); the sync client is the design it replaced, and
+//                        the paired ratio of the two is printed
 // each in plaintext and over mutual TLS. The server's handler answers PASS without replaying, so
 // this measures transport, the envelope, the queue and the verdict stream: what the server adds
 // on top of the socket. Then one line with real replay (CPU bench + float64 golden) for scale.
-//   transport_bench [--quick] [--only=TEXT]
+//   transport_bench [--quick] [--only=TEXT] [--reps=N]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -39,6 +42,7 @@
 #include <mutex>
 #include <optional>
 
+#include "agent/check_stream.h"
 #include "common/grpc_tuning.h"
 #include "common/log.h"
 #include "common/tls.h"
@@ -262,6 +266,45 @@ double GrpcSeconds(parity::server::ParityServer& server, const std::string& clie
   return s;
 }
 
+// The agent's client: agent/check_stream.h's reactor, driven as the sender thread drives it (each
+// message serialized as it is written, one queued behind the write in flight, gRPC's buffer hint
+// while more follow), the verdicts counted on gRPC's callback threads.
+double ReactorSeconds(int port, const std::string& client_tls,
+                      const std::vector<std::shared_ptr<const v1::AgentMessage>>& msgs) {
+  std::shared_ptr<grpc::Channel> channel = pt::TestChannel(port, client_tls);
+  channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto hello = std::make_shared<v1::AgentMessage>();
+  hello->mutable_hello()->set_protocol_version(parity::server::kProtocolVersion);
+  hello->mutable_hello()->set_run_id("transport_bench");
+  hello->mutable_hello()->set_world_size(1);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::size_t answered = 0;
+  parity::agent::CheckStream stream(channel, [&](grpc::ByteBuffer&) {
+    std::lock_guard<std::mutex> l(mu);
+    if (++answered == msgs.size()) cv.notify_all();
+  });
+  const auto start = Clock::now();
+  bool ok = stream.Write(parity::common::SerializeShared(hello), false) &&
+            stream.AwaitFirst().has_value();
+  for (std::size_t i = 0; ok && i < msgs.size(); ++i) {
+    ok = stream.Write(parity::common::SerializeShared(msgs[i]), i + 1 < msgs.size());
+  }
+  {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait_for(l, std::chrono::seconds(60), [&] { return answered == msgs.size(); });
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - start).count();
+  stream.WritesDone();
+  const grpc::Status status = stream.Finish(absl::Seconds(10));
+  if (!ok || answered != msgs.size() || !status.ok()) {
+    std::fprintf(stderr, "reactor client: %zu of %zu calls answered (%s)\n", answered, msgs.size(),
+                 status.error_message().c_str());
+    std::exit(1);
+  }
+  return s;
+}
+
 // gRPC's own floor: a generic bidi stream of the same serialized messages, sent as ByteBuffers
 // over the caller's memory (no serialization), received as ByteBuffers (no parsing), one 8-byte
 // ack per message, client and server both on the callback API with Parity's channel arguments.
@@ -449,20 +492,23 @@ double Best(int reps, F&& f) {
 int main(int argc, char** argv) {
   bool quick = false;
   std::string only;  // --only=TEXT: the paths whose name holds TEXT (and raw TCP, TLS), to profile
+  int reps_override = 0;  // --reps=N
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
     } else if (std::strncmp(argv[i], "--only=", 7) == 0) {
       only = argv[i] + 7;
+    } else if (std::strncmp(argv[i], "--reps=", 7) == 0) {
+      reps_override = std::atoi(argv[i] + 7);
     } else {
-      std::fprintf(stderr, "usage: transport_bench [--quick] [--only=TEXT]\n");
+      std::fprintf(stderr, "usage: transport_bench [--quick] [--only=TEXT] [--reps=N]\n");
       return 2;
     }
   }
   parity::common::SetLogLevel(parity::common::LogLevel::kWarning);
   parity::common::KeepLargeAllocations(std::size_t{256} << 20);  // as parity-server does
   const int calls = quick ? 24 : 600;
-  const int reps = quick ? 1 : 9;
+  const int reps = reps_override > 0 ? reps_override : quick ? 1 : 9;
   const std::vector<std::string> msgs = TypicalCalls(calls);
   const double mb = static_cast<double>(TotalBytes(msgs)) / 1e6;
 
@@ -500,11 +546,13 @@ int main(int argc, char** argv) {
        [&] { return StreamSeconds(plain_floor->port, "", msgs, false); }},
       {"Parity, plaintext", false, [&] { return StreamSeconds(plain->port(), "", msgs, true); }},
       {"  sync client", false, [&] { return GrpcSeconds(*plain, "", parsed); }},
+      {"  reactor client", false, [&] { return ReactorSeconds(plain->port(), "", parsed); }},
       {"gRPC floor, mutual TLS", true,
        [&] { return StreamSeconds(tls_floor->port, client_tls, msgs, false); }},
       {"Parity, mutual TLS", true,
        [&] { return StreamSeconds(tls->port(), client_tls, msgs, true); }},
       {"  sync client", true, [&] { return GrpcSeconds(*tls, client_tls, parsed); }},
+      {"  reactor client", true, [&] { return ReactorSeconds(tls->port(), client_tls, parsed); }},
   };
   paths.erase(std::remove_if(paths.begin(), paths.end(),
                              [&](const Path& p) {
@@ -539,6 +587,26 @@ int main(int argc, char** argv) {
     line(p.name, Median(p.seconds), Median(p.ratio), p.tls ? Median(p.tls_ratio) : -1);
   }
   std::printf("(raw TLS: mutual, %s, OpenSSL's default suite)\n", cipher.c_str());
+  // The two agent-side clients, paired run by run: > 1 means the reactor moved the calls faster.
+  for (const bool over_tls : {false, true}) {
+    const Path *sync = nullptr, *reactor = nullptr;
+    for (const Path& p : paths) {
+      if (p.tls != over_tls) continue;
+      if (std::string(p.name) == "  sync client") sync = &p;
+      if (std::string(p.name) == "  reactor client") reactor = &p;
+    }
+    if (sync == nullptr || reactor == nullptr) continue;
+    std::vector<double> speedup;
+    for (std::size_t i = 0; i < sync->seconds.size(); ++i) {
+      speedup.push_back(sync->seconds[i] / reactor->seconds[i]);
+    }
+    std::printf(
+        "reactor client / sync client, %s: %.3fx (median of %zu paired runs; min %.3f, "
+        "max %.3f)\n",
+        over_tls ? "mutual TLS" : "plaintext", Median(speedup), speedup.size(),
+        *std::min_element(speedup.begin(), speedup.end()),
+        *std::max_element(speedup.begin(), speedup.end()));
+  }
 
   // Protobuf's two copies of every tensor byte, timed alone on one thread: serializing (which
   // the agent and the sync client avoid: their tensors go out from the message's memory) and

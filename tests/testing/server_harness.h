@@ -53,7 +53,7 @@ class TestStream {
 
  private:
   grpc::ClientContext context_;
-  std::unique_ptr<common::ByteStream> stream_;
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream_;
   v1::ServerInfo info_;
   grpc::Status status_;
   bool closed_ = false;

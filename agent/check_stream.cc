@@ -1,0 +1,150 @@
+#include "agent/check_stream.h"
+
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+
+#include "common/log.h"
+#include "common/wire.h"
+
+namespace parity::agent {
+
+CheckStream::CheckStream(std::shared_ptr<grpc::ChannelInterface> channel, OnMessage on_message,
+                         std::function<void()> on_end)
+    : on_message_(std::move(on_message)), on_end_(std::move(on_end)) {
+  grpc::GenericStub stub(std::move(channel));
+  stub.PrepareBidiStreamingCall(&context_, common::kCheckMethod, grpc::StubOptions(), this);
+  StartRead(&in_);
+  StartCall();
+}
+
+CheckStream::~CheckStream() {
+  absl::MutexLock lock(&mu_);
+  if (!done_) context_.TryCancel();
+  mu_.Await(absl::Condition(&done_));  // gRPC's last callback has run: nothing touches us now
+}
+
+bool CheckStream::Write(grpc::ByteBuffer message, bool more) {
+  absl::MutexLock lock(&mu_);
+  auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !queued_.has_value() || done_ || write_failed_;
+  };
+  if (!room()) {
+    ++waiting_writes_;
+    mu_.Await(absl::Condition(&room));
+    --waiting_writes_;
+  }
+  if (done_ || write_failed_ || writes_done_) return false;
+  queued_.emplace(std::move(message), more);
+  if (!writing_) StartNextWriteLocked();
+  return true;
+}
+
+void CheckStream::StartNextWriteLocked() {
+  out_ = std::move(queued_->first);
+  const bool more = queued_->second;
+  queued_.reset();
+  writing_ = true;
+  // Starting an operation under our own lock is safe: gRPC never calls a reaction inline from
+  // StartWrite.
+  StartWrite(&out_, common::WriteOptionsFor(more));
+}
+
+void CheckStream::OnWriteDone(bool ok) {
+  absl::MutexLock lock(&mu_);
+  writing_ = false;
+  out_.Clear();
+  if (!ok) {
+    write_failed_ = true;  // the stream is ending: OnDone follows
+    queued_.reset();
+    return;
+  }
+  if (queued_.has_value()) {
+    StartNextWriteLocked();
+  } else if (writes_done_) {
+    StartWritesDone();
+  }
+}
+
+std::optional<grpc::ByteBuffer> CheckStream::AwaitFirst() {
+  absl::MutexLock lock(&mu_);
+  auto arrived = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return first_.has_value() || reading_ended_;
+  };
+  mu_.Await(absl::Condition(&arrived));
+  first_taken_ = true;
+  if (!first_.has_value()) return std::nullopt;
+  std::optional<grpc::ByteBuffer> first = std::move(first_);
+  first_.reset();
+  StartRead(&in_);  // the reads held back until the first was taken
+  return first;
+}
+
+void CheckStream::OnReadDone(bool ok) {
+  if (!ok) {
+    absl::MutexLock lock(&mu_);
+    reading_ended_ = true;
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (!first_taken_) {
+      first_ = std::move(in_);  // AwaitFirst takes it and starts the next read
+      in_ = grpc::ByteBuffer();
+      return;
+    }
+  }
+  try {
+    on_message_(in_);
+  } catch (const std::exception& e) {
+    common::LogError(absl::StrCat("reading the server's messages: ", e.what(), "; stream ends"));
+    context_.TryCancel();
+  } catch (...) {
+    common::LogError("reading the server's messages: unknown exception; stream ends");
+    context_.TryCancel();
+  }
+  in_.Clear();
+  StartRead(&in_);
+}
+
+void CheckStream::WritesDone() {
+  absl::MutexLock lock(&mu_);
+  if (writes_done_ || done_) return;
+  writes_done_ = true;
+  // With a write in flight or queued, OnWriteDone half-closes after the last one.
+  if (!writing_ && !queued_.has_value() && !write_failed_) StartWritesDone();
+}
+
+grpc::Status CheckStream::Finish(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  if (!mu_.AwaitWithTimeout(absl::Condition(&done_), timeout)) {
+    context_.TryCancel();
+    mu_.Await(absl::Condition(&done_));
+  }
+  return status_;
+}
+
+bool CheckStream::WriteWaitingForTesting() const {
+  absl::MutexLock lock(&mu_);
+  return waiting_writes_ > 0;
+}
+
+bool CheckStream::done() const {
+  absl::MutexLock lock(&mu_);
+  return done_;
+}
+
+void CheckStream::OnDone(const grpc::Status& status) {
+  if (on_end_) {
+    try {
+      on_end_();
+    } catch (...) {  // nothing may escape a reaction
+    }
+  }
+  absl::MutexLock lock(&mu_);  // the last touch: the destructor may run once this is released
+  status_ = status;
+  done_ = true;
+  reading_ended_ = true;
+}
+
+}  // namespace parity::agent
