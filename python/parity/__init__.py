@@ -206,9 +206,5 @@ class PrecisionDebugger:
 
 
 def counters():
-        return counters()
-
-
-def counters():
     """The agent's counters: captured, sent, dropped (by reason), verdicts, ..."""
     return json.loads(load_agent().counters())

@@ -1,71 +1,101 @@
-"""Agent overhead on training step time, measured side by side in one process:
-no agent -> agent loaded but stopped -> started with the per-signature budget -> started
-exhaustive (every call checked, block policy, parity-server on loopback). Two more rows split
-the exhaustive cost: "every call, drop" captures every call but never waits for the server;
-"exhaustive, no replay" sends every call (block) to a server started with --replay=false, which
-decodes and answers but does not replay: the agent's and the transport's own cost. On a machine
-where the server shares the training's cores, the difference to "exhaustive" is the replay, and
-"every call, drop, server niced" shows the remedy for drop mode: the server at nice 19.
-Each line is the median step time (forward + backward + SGD) as a ratio to "no agent".
+"""Agent overhead on training step time, every row measured in a fresh process (the agent keeps
+one session per process) against the same servers, rows interleaved round by round so that each
+ratio compares runs made moments apart:
+  no agent -> agent loaded, never started -> started with the per-signature budget -> every call
+  under policy drop -> exhaustive (every call checked, policy block, parity-server on loopback).
+Two more rows split the exhaustive cost: "exhaustive, no replay" sends every call (block) to a
+server started with --replay=false, which decodes and answers but does not replay: the agent's
+and the transport's own cost. On a machine where the server shares the training's cores, the
+difference to "exhaustive" is the replay; "every call, drop, server niced" shows the remedy for
+drop mode: the server at nice 19.
+Each mode runs in both loop styles: "once" starts the session before the loop (Parity's own
+style), "msprobe" calls PrecisionDebugger's start() / stop() / step() every iteration as msprobe's
+docs show. Each line is the median step time (forward + backward + SGD) as a ratio to "no agent".
 
-    /usr/bin/python3 tests/bench/agent_overhead.py [--quick]
+    /usr/bin/python3 tests/bench/agent_overhead.py [--quick] [--rounds N]
 """
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
-
-import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 import harness  # noqa: E402
 
-
-def mlp():
-    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(),
-                                torch.nn.Linear(512, 512), torch.nn.GELU(),
-                                torch.nn.Linear(512, 10))
-    return model, torch.randn(64, 256)
+WORKLOADS = ("mlp", "encoder")
 
 
-def encoder():
+def workload(name):
+    import torch  # pylint: disable=import-outside-toplevel
+    torch.manual_seed(0)
+    if name == "mlp":
+        model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(),
+                                    torch.nn.Linear(512, 512), torch.nn.GELU(),
+                                    torch.nn.Linear(512, 10))
+        return model, torch.randn(64, 256)
     model = torch.nn.TransformerEncoderLayer(d_model=128, nhead=4, dim_feedforward=256,
                                              dropout=0.0, batch_first=True)
     return model, torch.randn(8, 32, 128)
 
 
-def step_times(model, x, steps):
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        opt.zero_grad()
-        model(x).float().pow(2).mean().backward()
-        opt.step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times[2:])  # the first steps warm up allocators and caches
+def child(spec):
+    """One row: runs every workload in this process, prints {workload: [seconds, sent]}."""
+    import torch  # pylint: disable=import-outside-toplevel
+    torch.set_num_threads(1)  # the servers share this machine's cores
+    debugger = None
+    if spec["mode"] == "loaded":
+        import parity  # pylint: disable=import-outside-toplevel
+        parity.load_agent()
+    elif spec["config"] is not None:
+        import parity  # pylint: disable=import-outside-toplevel
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(spec["config"], f)
+        debugger = parity.PrecisionDebugger(f.name)
+        if spec["loop"] == "once":
+            debugger.start()
+    out = {}
+    sent_before = 0
+    for name in WORKLOADS:
+        model, x = workload(name)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        times = []
+        for _ in range(spec["steps"]):
+            start = time.perf_counter()
+            if debugger is not None and spec["loop"] == "msprobe":
+                debugger.start()
+            opt.zero_grad()
+            model(x).float().pow(2).mean().backward()
+            opt.step()
+            if debugger is not None and spec["loop"] == "msprobe":
+                debugger.stop()
+                debugger.step()
+            times.append(time.perf_counter() - start)
+        sent = ""
+        if debugger is not None:
+            debugger.flush(60)
+            total = debugger.counters()["sent"]
+            sent, sent_before = total - sent_before, total
+        out[name] = [statistics.median(times[2:]), sent]  # the first steps warm up caches
+    print(json.dumps(out))
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--rounds", type=int, default=0, help="rounds of every row (default 3)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        child(json.loads(args.child))
+        return
     steps = 6 if args.quick else 30
-    torch.manual_seed(0)
-    torch.set_num_threads(1)  # the server shares this machine's cores
-    workloads = {"mlp": mlp(), "encoder": encoder()}
-    results = {name: {} for name in workloads}
-    for name, (model, x) in workloads.items():
-        results[name]["no agent"] = step_times(model, x, steps)
-
-    import parity  # noqa: E402  pylint: disable=import-outside-toplevel
-    os.environ["PARITY_AGENT_LIB"] = harness.AGENT_LIB
-    ops = parity.load_agent()
-    for name, (model, x) in workloads.items():
-        results[name]["loaded, stopped"] = step_times(model, x, steps)
+    rounds = args.rounds or (1 if args.quick else 3)
 
     workdir = harness.tempdir("parity_overhead_")
     server = harness.Server(workdir, None, extra=["--workers=1", "--golden=true"])
@@ -73,47 +103,55 @@ def main():
     # should run under the drop policy: the training's threads go first when both want a core.
     niced = harness.Server(harness.tempdir("parity_overhead_niced_"), None,
                            extra=["--workers=1", "--golden=true"], nice=19)
-    sink_dir = harness.tempdir("parity_overhead_sink_")
-    sink = harness.Server(sink_dir, None, extra=["--workers=1", "--replay=false"])
+    sink = harness.Server(harness.tempdir("parity_overhead_sink_"), None,
+                          extra=["--workers=1", "--replay=false"])
+
+    def config(target, **parity_opts):
+        return {"task": "tensor",
+                "tensor": {"online_run_ut": True, "host": "127.0.0.1", "port": target.port},
+                "parity": dict(plaintext=True, log_level="warning", **parity_opts)}
+
+    rows = [("no agent", "once", None), ("loaded, never started", "once", None)]
+    modes = [
+        ("budget 1/signature", lambda: config(server, max_checks_per_signature=1,
+                                              budget_period="run")),
+        ("every call, drop", lambda: config(server, policy="drop")),
+        ("every call, drop, server niced", lambda: config(niced, policy="drop")),
+        ("exhaustive, no replay", lambda: config(sink, policy="block")),
+        ("exhaustive", lambda: config(server, policy="block")),
+    ]
+    for loop in ("once", "msprobe"):
+        rows += [(f"{name} [{loop}]", loop, make) for name, make in modes]
+    results = {row[0]: {w: [] for w in WORKLOADS} for row in rows}
+    sent = {row[0]: {w: [] for w in WORKLOADS} for row in rows}
+    env = dict(os.environ, PARITY_AGENT_LIB=harness.AGENT_LIB)
     try:
-        modes = {
-            "started, budget 1/signature": ({"max_checks_per_signature": 1,
-                                             "budget_period": "run"}, server),
-            "started, every call, drop": ({"policy": "drop"}, server),
-            "started, exhaustive, no replay": ({"policy": "block"}, sink),
-            "started, exhaustive": ({"policy": "block"}, server),
-            # Last: whatever it leaves behind must not slow the other rows.
-            "every call, drop, server niced": ({"policy": "drop"}, niced),
-        }
-        for mode, (parity_opts, target) in modes.items():
-            for name, (model, x) in workloads.items():
-                config = {"task": "tensor", "tensor": {"online_run_ut": True,
-                                                       "host": "127.0.0.1", "port": target.port},
-                          "parity": dict(plaintext=True, log_level="warning", **parity_opts)}
-                import json  # pylint: disable=import-outside-toplevel
-                error = ops.start(json.dumps(config))
-                if error:
-                    raise SystemExit(error)
-                results[name][mode] = step_times(model, x, steps)
-                ops.flush(60000)
-                counters = json.loads(ops.counters())
-                ops.stop()
-                results[name][mode + " calls"] = counters["sent"]
+        for _ in range(rounds):
+            for name, loop, make in rows:
+                spec = {"mode": "loaded" if name.startswith("loaded") else name, "loop": loop,
+                        "steps": steps, "config": make() if make else None}
+                proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child",
+                                       json.dumps(spec)], env=env, check=True,
+                                      capture_output=True, text=True, timeout=600)
+                row = json.loads(proc.stdout.strip().splitlines()[-1])
+                for w in WORKLOADS:
+                    results[name][w].append(row[w][0])
+                    if row[w][1] != "":
+                        sent[name][w].append(row[w][1])
     finally:
         server.stop()
         niced.stop()
         sink.stop()
 
-    print(f"agent overhead: median step time, fwd+bwd+SGD, {steps} steps, 1 torch thread")
-    print(f"{'workload':9} {'mode':31} {'ms/step':>9} {'ratio':>7} {'calls sent':>11}")
-    for name, r in results.items():
-        base = r["no agent"]
-        for mode in ("no agent", "loaded, stopped", "started, budget 1/signature",
-                     "started, every call, drop", "every call, drop, server niced",
-                     "started, exhaustive, no replay",
-                     "started, exhaustive"):
-            calls = r.get(mode + " calls", "")
-            print(f"{name:9} {mode:31} {r[mode] * 1e3:9.2f} {r[mode] / base:7.2f} {calls:>11}")
+    print(f"agent overhead: median step time, fwd+bwd+SGD, {steps} steps, 1 torch thread, "
+          f"median of {rounds} rounds (one process per row and round)")
+    print(f"{'workload':9} {'mode':40} {'ms/step':>9} {'ratio':>7} {'calls sent':>11}")
+    for w in WORKLOADS:
+        base = statistics.median(results["no agent"][w])
+        for name, _, _ in rows:
+            ms = statistics.median(results[name][w])
+            calls = int(statistics.median(sent[name][w])) if sent[name][w] else ""
+            print(f"{w:9} {name:40} {ms * 1e3:9.2f} {ms / base:7.2f} {calls:>11}")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,12 @@
 // Replay throughput: how long the server takes to check one call (decode, replay on the bench
 // device, float64 golden on the CPU, compare), with the bench on the CPU and, where this libtorch
 // sees a GPU, on CUDA, measured side by side in one run.
-//   replay_bench [--quick]
+//   replay_bench [--quick] [--only=TEXT]
 // For each call: repetitions alternate the checkers (CPU bench, CUDA bench, CUDA bench without the
 // golden), so all see the same machine; each column is the median time per call. The last
-// columns split the CUDA bench's time into replay (bench + golden) and compare, as the verdict
-// reports them. The device side of each call is this process on the CPU, as in the tests.
+// columns split each bench's time into replay (decode, bench and golden) and compare (judging
+// every output), as the verdict reports them. The device side of each call is this process on the
+// CPU, as in the tests.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include <ATen/Parallel.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_tuning.h"
 #include "common/torch/torch_pch.h"
 #include "server/compare/standards.h"
 #include "server/replay/call_checker.h"
@@ -66,14 +68,20 @@ std::vector<Row> Rows(bool quick) {
 
 int main(int argc, char** argv) {
   bool quick = false;
+  std::string only;  // --only=TEXT: the rows whose label holds TEXT (to profile one)
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
+    } else if (std::strncmp(argv[i], "--only=", 7) == 0) {
+      only = argv[i] + 7;
     } else {
-      std::fprintf(stderr, "usage: replay_bench [--quick]\n");
+      std::fprintf(stderr, "usage: replay_bench [--quick] [--only=TEXT]\n");
       return 2;
     }
   }
+  // As parity-server runs: large tensors stay in the heap instead of being mapped and unmapped
+  // (page faults were a third of a gelu check's time without it).
+  parity::common::KeepLargeAllocations(std::size_t{256} << 20);
   const bool cuda = at::hasCUDA() && at::getNumGPUs() > 0;
   struct Bench {
     std::string name;
@@ -99,16 +107,17 @@ int main(int argc, char** argv) {
   const int reps = quick ? 2 : 7;
   std::printf("replay_bench: %d repetitions; bench devices: cpu%s; %d CPU threads\n", reps,
               cuda ? ", cuda:0" : "", at::get_num_threads());
-  std::printf("%-22s %9s %10s", "call", "MB", "cpu ms");
+  std::printf("%-22s %9s %10s %10s %10s", "call", "MB", "cpu ms", "replay", "compare");
   if (cuda)
     std::printf(" %10s %8s %12s %10s %10s", "cuda ms", "speedup", "no golden", "replay", "compare");
   std::printf("  verdicts\n");
   int failures = 0;
   for (const Row& row : Rows(quick)) {
+    if (row.label.find(only) == std::string::npos) continue;
     const v1::ApiCall call = parity::testing::BuildCall(row.op, row.overload, row.args);
     const double mb = static_cast<double>(call.ByteSizeLong()) / 1e6;
     std::vector<std::vector<double>> times(benches.size());
-    std::vector<double> replay, compare;
+    std::vector<double> replay, compare, cpu_replay, cpu_compare;
     std::string verdicts;
     for (int rep = -1; rep < reps; ++rep) {  // rep -1 warms up (kernels, cuBLAS handles)
       for (std::size_t b = 0; b < benches.size(); ++b) {
@@ -128,13 +137,18 @@ int main(int argc, char** argv) {
           continue;
         }
         times[b].push_back(ms);
+        if (b == 0) {
+          cpu_replay.push_back(r.replay_seconds * 1e3);
+          cpu_compare.push_back(r.compare_seconds * 1e3);
+        }
         if (benches[b].name == "cuda") {
           replay.push_back(r.replay_seconds * 1e3);
           compare.push_back(r.compare_seconds * 1e3);
         }
       }
     }
-    std::printf("%-22s %9.1f %10.2f", row.label.c_str(), mb, Median(times[0]));
+    std::printf("%-22s %9.1f %10.2f %10.2f %10.2f", row.label.c_str(), mb, Median(times[0]),
+                Median(cpu_replay), Median(cpu_compare));
     if (cuda) {
       std::printf(" %10.2f %7.1fx %12.2f %10.2f %10.2f", Median(times[1]),
                   Median(times[0]) / Median(times[1]), Median(times[2]), Median(replay),

@@ -2,7 +2,7 @@
 normalised (no times, no paths), one JSON object per line, sorted: a change that must not change
 verdicts (a refactor, a faster path) is checked by diffing two snapshots.
 
-    /usr/bin/python3 tests/tools/verdict_snapshot.py OUT.jsonl [--build build]
+    PARITY_BUILD_DIR=build /usr/bin/python3 tests/tools/verdict_snapshot.py OUT.jsonl
     diff <(before) <(after)
 
 Each line: rank, step, sequence, op, overload, phase, forward op, status, and per output its
