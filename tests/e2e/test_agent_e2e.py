@@ -3,6 +3,7 @@ TLS with a planted fault, LD_PRELOAD with no code change, a libtorch C++ program
 killed in the middle of a run."""
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -135,6 +136,38 @@ class AgentEndToEndTest(unittest.TestCase):
         with open(baseline, encoding="utf-8") as a, open(checked, encoding="utf-8") as b:
             self.assertEqual(a.read(), b.read(), "the agent changed the training's numerics")
         self.assertRegex(r.stderr, r"unreachable|stream to the server ended")
+
+    def test_sigterm_ends_the_server_after_its_grace_period_with_an_agent_connected(self):
+        # An agent connected and idle keeps its stream open; the server must still stop within
+        # --shutdown_grace_ms (streams cancelled then), not a fixed 10 s.
+        server = harness.Server(self.dir, self.server_tls, extra=["--shutdown_grace_ms=300"])
+        config = harness.agent_config(os.path.join(self.dir, "config.json"), server.port,
+                                      self.client_tls, flush_timeout_ms=1000)
+        code = ("import sys, time; sys.path.insert(0, sys.argv[2]); import parity; "
+                "d = parity.PrecisionDebugger(sys.argv[1]); d.start(); "
+                "deadline = time.monotonic() + 60\n"
+                "while not parity.counters()['connected'] and time.monotonic() < deadline:\n"
+                "    time.sleep(0.02)\n"
+                "print('connected' if parity.counters()['connected'] else 'not connected', "
+                "flush=True); sys.stdin.read()")
+        agent = subprocess.Popen([harness.PYTHON, "-c", code, config,
+                                  os.path.join(harness.ROOT, "python")],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True,
+                                 env=dict(os.environ, PARITY_AGENT_LIB=harness.AGENT_LIB))
+        try:
+            self.assertEqual(agent.stdout.readline().strip(), "connected")
+            start = time.monotonic()
+            server.proc.send_signal(signal.SIGTERM)
+            rc = server.proc.wait(timeout=60)
+            took = time.monotonic() - start
+            log = server.read_log()
+        finally:
+            agent.communicate(input="", timeout=60)
+            server.stop()
+        self.assertEqual(rc, 0, log)
+        self.assertIn("finishing open streams (at most 300 ms)", log)
+        self.assertLess(took, 5.0, "the grace period was not honoured (the old fixed wait: 10 s)")
 
 
 if __name__ == "__main__":
