@@ -246,6 +246,14 @@ c10::IValue ToHost(const c10::IValue& v) {
   });
 }
 
+std::vector<std::string> RegisteredOpNames() {
+  std::vector<std::string> names;
+  for (const c10::OperatorName& op : c10::Dispatcher::singleton().getAllOpNames()) {
+    names.push_back(op.name);
+  }
+  return names;
+}
+
 uint64_t InstallHook(CaptureSink* sink) {
   g_sink.store(sink, std::memory_order_release);
   return at::addGlobalCallback(

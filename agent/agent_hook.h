@@ -67,5 +67,7 @@ void PushModuleScope(const std::string& path);
 void PopModuleScope();
 // `v` with every accelerator tensor copied to the host (lists and tuples included).
 c10::IValue ToHost(const c10::IValue& v);
+// Every operator the dispatcher knows now ("aten::add", "npu::npu_rms_norm").
+std::vector<std::string> RegisteredOpNames();
 
 }  // namespace parity::agent

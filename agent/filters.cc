@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "common/naming.h"
@@ -14,14 +14,16 @@ bool Contains(const std::vector<int64_t>& v, int64_t x) {
   return v.empty() || std::find(v.begin(), v.end(), x) != v.end();
 }
 
-bool NameListed(const std::vector<std::string>& list, absl::string_view op) {
-  absl::string_view bare = common::BareOpName(op);
-  absl::string_view no_inplace = bare;
-  if (no_inplace.size() > 1) absl::ConsumeSuffix(&no_inplace, "_");
-  for (const std::string& item : list) {
-    if (item == op || item == bare || item == no_inplace) return true;
-  }
-  return false;
+// The config was validated (ValidateAgentConfig parses every name): a name that does not parse
+// here cannot happen, and would select nothing.
+common::NameList Names(const std::vector<std::string>& names, bool substrings = false) {
+  absl::StatusOr<common::NameList> list = common::NameList::Parse(names, substrings);
+  return list.ok() ? *std::move(list) : common::NameList();
+}
+
+void Append(std::vector<std::string>& out, absl::string_view key, const common::NameList& list,
+            const common::OpNameIndex& known) {
+  for (const std::string& line : list.Unknown(known)) out.push_back(absl::StrCat(key, ": ", line));
 }
 
 }  // namespace
@@ -29,37 +31,47 @@ bool NameListed(const std::vector<std::string>& list, absl::string_view op) {
 CallFilter::CallFilter(const common::AgentConfig& c)
     : ranks_(c.rank),
       steps_(c.step),
-      list_(c.list),
-      white_(c.parity.white_list),
-      black_(c.parity.black_list) {}
+      list_(Names(c.list, /*substrings=*/true)),
+      white_(Names(c.parity.white_list)),
+      black_(Names(c.parity.black_list)) {}
 
 bool CallFilter::RankSelected(int64_t rank) const { return Contains(ranks_, rank); }
 bool CallFilter::StepSelected(int64_t step) const { return Contains(steps_, step); }
 
-bool CallFilter::OpSelected(absl::string_view op) const {
-  if (!black_.empty() && NameListed(black_, op)) return false;
-  if (!white_.empty() && !NameListed(white_, op)) return false;
-  if (!list_.empty()) {
-    bool any = false;
-    for (const std::string& item : list_) any = any || absl::StrContains(op, item);
-    if (!any) return false;
-  }
-  return true;
+bool CallFilter::CallSelected(const v1::ApiCall& call) const {
+  if (!black_.empty() && black_.Matches(call)) return false;
+  if (!white_.empty() && !white_.Matches(call)) return false;
+  return list_.empty() || list_.Matches(call);
 }
 
-ScopeFilter::ScopeFilter(std::vector<std::string> scope) : scope_(std::move(scope)) {}
+std::vector<std::string> CallFilter::UnknownNames(const common::OpNameIndex& known) const {
+  std::vector<std::string> out;
+  Append(out, "tensor.list", list_, known);
+  Append(out, "parity.white_list", white_, known);
+  Append(out, "parity.black_list", black_, known);
+  return out;
+}
 
-bool ScopeFilter::Selected(absl::string_view call_name) {
+ScopeFilter::ScopeFilter(const std::vector<std::string>& scope) : scope_(Names(scope)) {}
+
+bool ScopeFilter::Selected(const v1::ApiCall& call) {
   if (scope_.empty()) return true;
+  const auto& ends = scope_.patterns();
   absl::MutexLock lock(&mu_);
   if (done_) return false;
-  if (!inside_ && call_name == scope_.front()) inside_ = true;
+  if (!inside_ && ends.front().Matches(call)) inside_ = true;
   if (!inside_) return false;
-  if (call_name == scope_.back()) {
+  if (ends.back().Matches(call)) {
     inside_ = false;
     done_ = true;
   }
   return true;
+}
+
+std::vector<std::string> ScopeFilter::UnknownNames(const common::OpNameIndex& known) const {
+  std::vector<std::string> out;
+  Append(out, "tensor.scope", scope_, known);
+  return out;
 }
 
 void ScopeFilter::NewStep() {

@@ -10,11 +10,15 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "common/api_names.h"
 #include "common/config.h"
+#include "parity/v1/parity.pb.h"
 
 namespace parity::agent {
 
-// Stateless filters. Thread-safe.
+// Stateless filters. Thread-safe. The names in `list`, `white_list` and `black_list` take every
+// form common/api_names.h accepts (Parity's, msprobe's, bare); the config was validated, so they
+// parse.
 class CallFilter {
  public:
   explicit CallFilter(const common::AgentConfig& config);
@@ -23,25 +27,29 @@ class CallFilter {
   bool RankSelected(int64_t rank) const;
   // msprobe `step`: empty = every step.
   bool StepSelected(int64_t step) const;
-  // `list` (substrings of the op name, msprobe L1), white_list / black_list (bare names; an
-  // in-place "add_" matches "add"). Black wins over white.
-  bool OpSelected(absl::string_view op_name) const;
+  // `list` (names, or substrings of a call's Parity or msprobe name), white_list / black_list.
+  // Black wins over white. `call` carries its names (op, overload, index, phase, forward call).
+  bool CallSelected(const v1::ApiCall& call) const;
+  // One line per configured name that selects no operator in `known`, naming the closest.
+  std::vector<std::string> UnknownNames(const common::OpNameIndex& known) const;
 
  private:
   std::vector<int64_t> ranks_, steps_;
-  std::vector<std::string> list_, white_, black_;
+  common::NameList list_, white_, black_;
 };
 
-// msprobe `scope`: [first, last] call names ("aten::linear.0", "aten::gelu.3"); calls from the
-// first through the last, per step. Thread-safe.
+// msprobe `scope`: [first, last] names ("Functional.linear.0.forward", "aten::gelu.3"); the calls
+// from the first call matching the first through the first call matching the last, per step.
+// Thread-safe.
 class ScopeFilter {
  public:
-  explicit ScopeFilter(std::vector<std::string> scope);
-  bool Selected(absl::string_view call_name);
+  explicit ScopeFilter(const std::vector<std::string>& scope);
+  bool Selected(const v1::ApiCall& call);
   void NewStep();
+  std::vector<std::string> UnknownNames(const common::OpNameIndex& known) const;
 
  private:
-  const std::vector<std::string> scope_;
+  common::NameList scope_;
   absl::Mutex mu_;
   bool inside_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;

@@ -142,6 +142,7 @@ void Session::OptimizerStepDone() {
 }
 
 void Session::NewStep() {
+  WarnAboutUnknownNames();
   names_.NewStep();
   budget_.NewStep();
   scope_.NewStep();
@@ -198,7 +199,23 @@ void Session::Close() {
   }
   if (closer.joinable()) closer.join();
   if (sender_) sender_->Close();  // idempotent
+  WarnAboutUnknownNames();
   LogSummary();
+}
+
+// Once, at the end of the first step (or at the end of a session with none): by then the
+// training has loaded every operator library it uses (torch_npu is often imported after the
+// agent starts, and with LD_PRELOAD always is).
+void Session::WarnAboutUnknownNames() {
+  if (warned_names_.exchange(true)) return;
+  if (config_.list.empty() && config_.scope.empty() && config_.parity.white_list.empty() &&
+      config_.parity.black_list.empty()) {
+    return;
+  }
+  const common::OpNameIndex known(RegisteredOpNames());
+  std::vector<std::string> lines = filter_.UnknownNames(known);
+  for (std::string& line : scope_.UnknownNames(known)) lines.push_back(std::move(line));
+  for (const std::string& line : lines) common::LogWarning(line);
 }
 
 void Session::LogSummary() {
@@ -253,8 +270,8 @@ bool Session::Begin(const CallSite& site, v1::ApiCall* meta) {
     meta->set_call_index(names_.NextCallIndex(site.op));
     names_.RecordForward(site.forward_sequence_nr, {site.op, site.overload, meta->call_index(), 0});
   }
-  if (!filter_.OpSelected(site.op)) return false;
-  if (!scope_.Selected(absl::StrCat(site.op, ".", meta->call_index()))) return false;
+  if (!filter_.CallSelected(*meta)) return false;
+  if (!scope_.Selected(*meta)) return false;
   meta->set_capture_unix_nanos(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count());

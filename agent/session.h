@@ -68,6 +68,7 @@ class Session final : public CaptureSink {
   void OnVerdict(const v1::Verdict& verdict);  // on a gRPC callback thread: never blocks
   void EndAfterLastStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LogSummary();
+  void WarnAboutUnknownNames();
 
   const common::AgentConfig config_;
   const int32_t rank_;
@@ -81,6 +82,7 @@ class Session final : public CaptureSink {
   std::atomic<uint64_t> sequence_{0};
   std::atomic<bool> explicit_steps_{false};
   std::atomic<bool> ended_{false};
+  std::atomic<bool> warned_names_{false};
 
   mutable absl::Mutex mu_;
   bool running_ ABSL_GUARDED_BY(mu_) = false;

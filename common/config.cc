@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/api_names.h"
 #include "common/config_keys.h"
 #include "common/config_reader.h"
 #include "common/config_table.h"
@@ -98,6 +99,18 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 
 // ---- agent -------------------------------------------------------------------------------------
 
+namespace {
+
+// Every name of a list that selects calls must parse (common/api_names.h); `substrings`: msprobe's
+// `list`, whose entries may also be plain substrings.
+void CheckNames(absl::string_view key, const std::vector<std::string>& names, bool substrings,
+                std::vector<std::string>& errors) {
+  absl::StatusOr<NameList> list = NameList::Parse(names, substrings);
+  if (!list.ok()) errors.push_back(absl::StrCat(key, ": ", list.status().message()));
+}
+
+}  // namespace
+
 absl::Status ValidateAgentConfig(const AgentConfig& c) {
   std::vector<std::string> errors;
   if (c.host.empty()) {
@@ -124,6 +137,10 @@ absl::Status ValidateAgentConfig(const AgentConfig& c) {
         absl::StrCat("tensor.scope: expected a range of two API names [start, end], got ",
                      c.scope.size(), " names"));
   }
+  CheckNames("tensor.scope", c.scope, false, errors);
+  CheckNames("tensor.list", c.list, true, errors);
+  CheckNames("parity.white_list", c.parity.white_list, false, errors);
+  CheckNames("parity.black_list", c.parity.black_list, false, errors);
   if (c.parity.reconnect_initial_ms > c.parity.reconnect_max_ms) {
     errors.push_back("parity.reconnect_initial_ms: must not exceed parity.reconnect_max_ms");
   }
@@ -156,6 +173,8 @@ void CheckServerFields(const ServerConfig& c, std::vector<std::string>& errors) 
     errors.push_back("parity.max_message_bytes: must be between 4KiB and 2GiB-1");
   }
   if (c.parity.queue_max_calls == 0) errors.push_back("parity.queue_max_calls: must be positive");
+  CheckNames("run_ut.white_list", c.white_list, false, errors);
+  CheckNames("run_ut.black_list", c.black_list, false, errors);
 }
 
 }  // namespace

@@ -80,10 +80,10 @@ const KeyTable<AgentConfig>& AgentTable() {
     t->Accepted("run_ut", "the server's section (one file may serve both sides)");
     t->StringList(
         "tensor.scope", [](C& c) { return &c.scope; },
-        "[start, end]: check only calls between these two API names");
+        "[start, end]: check only calls from the first matching start to the first matching end");
     t->StringList(
         "tensor.list", [](C& c) { return &c.list; },
-        "check only calls whose API name contains one of these strings");
+        "check only calls these names select, or whose names contain one of these strings");
     t->Custom(
         "tensor.online_run_ut", KeyKind::kBool,
         [](ConfigReader& r, const std::string& n, C& c) {
@@ -191,7 +191,7 @@ const KeyTable<AgentConfig>& AgentTable() {
         "capture backward operators");
     t->StringList(
         "parity.white_list", [](C& c) { return &c.parity.white_list; },
-        "check only these ops; [] = all");
+        "check only the calls these names (any form: gelu, Torch.matmul) select; [] = all");
     t->StringList(
         "parity.black_list", [](C& c) { return &c.parity.black_list; },
         "never check these ops; wins over white_list");
@@ -230,7 +230,8 @@ const KeyTable<ServerConfig>& ServerTable() {
     }
     for (const char* k : kOtherTaskSections) t->Accepted(k, "another msprobe task's section");
     t->StringList(
-         "run_ut.white_list", [](C& c) { return &c.white_list; }, "check only these ops; [] = all")
+         "run_ut.white_list", [](C& c) { return &c.white_list; },
+         "check only the calls these names (any form: gelu, Torch.matmul) select; [] = all")
         .flag = "white_list";
     t->StringList(
          "run_ut.black_list", [](C& c) { return &c.black_list; },

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/api_names.h"
 #include "common/grpc_tuning.h"
 #include "common/log.h"
 #include "common/naming.h"
@@ -29,12 +30,10 @@
 namespace parity::server {
 namespace {
 
-bool Listed(const std::vector<std::string>& list, absl::string_view op) {
-  const absl::string_view bare = common::BareOpName(op);
-  for (const std::string& item : list) {
-    if (item == op || item == bare) return true;
-  }
-  return false;
+// The config was validated (ValidateServerConfig parses every name).
+common::NameList Names(const std::vector<std::string>& names) {
+  absl::StatusOr<common::NameList> list = common::NameList::Parse(names);
+  return list.ok() ? *std::move(list) : common::NameList();
 }
 
 }  // namespace
@@ -75,6 +74,17 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
   } else {
     PARITY_ASSIGN_OR_RETURN(StandardsTable t, StandardsTable::Load(o.standards_file));
     s->standards_ = std::make_unique<StandardsTable>(std::move(t));
+  }
+  s->white_list_ = Names(config.white_list);
+  s->black_list_ = Names(config.black_list);
+  if (!s->white_list_.empty() || !s->black_list_.empty()) {
+    const common::OpNameIndex known(KnownOperatorNames());
+    for (const auto& [key, list] : {std::pair{"run_ut.white_list", &s->white_list_},
+                                    std::pair{"run_ut.black_list", &s->black_list_}}) {
+      for (const std::string& line : list->Unknown(known)) {
+        common::LogWarning(absl::StrCat(key, ": ", line));
+      }
+    }
   }
   if (!handler) {
     CheckerOptions checker;
@@ -202,8 +212,8 @@ v1::Verdict ParityServer::Process(const CallOrigin& origin, const v1::ApiCall& c
   static common::RateLimiter write_errors(std::chrono::seconds(10));
   v1::Verdict v;
   try {
-    const bool white = !config_.white_list.empty() && !Listed(config_.white_list, call.op_name());
-    if (white || Listed(config_.black_list, call.op_name())) {
+    const bool white = !white_list_.empty() && !white_list_.Matches(call);
+    if (white || black_list_.Matches(call)) {
       v.set_sequence(call.sequence());
       v.set_api_name(common::ApiName(call));
       v.set_phase(call.phase());

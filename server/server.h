@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/api_names.h"
 #include "common/config.h"
 #include "server/service/check_service.h"
 
@@ -60,6 +61,7 @@ class ParityServer {
   v1::Verdict Process(const CallOrigin& origin, const v1::ApiCall& call, const BlobStore& blobs);
 
   common::ServerConfig config_;
+  common::NameList white_list_, black_list_;  // run_ut.white_list / black_list
   std::string host_;
   std::string tls_description_;
   std::shared_ptr<void> credentials_;  // grpc::ServerCredentials, kept opaque here

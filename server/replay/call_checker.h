@@ -68,4 +68,8 @@ class CallChecker {
   std::unique_ptr<Impl> impl_;
 };
 
+// Every operator the dispatcher knows ("aten::add", "npu::npu_rms_norm"): for the warnings about
+// names in the server's white and black lists that select nothing.
+std::vector<std::string> KnownOperatorNames();
+
 }  // namespace parity::server

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/text.h"
 #include "common/torch/torch_pch.h"
+#include "server/replay/call_checker.h"
 #include "server/replay/stages.h"
 
 namespace parity::server {
@@ -24,6 +25,14 @@ bool OpNameKnown(absl::string_view name) {
 }
 
 }  // namespace
+
+std::vector<std::string> KnownOperatorNames() {
+  std::vector<std::string> names;
+  for (const c10::OperatorName& op : c10::Dispatcher::singleton().getAllOpNames()) {
+    names.push_back(op.name);
+  }
+  return names;
+}
 
 absl::Status CheckCallStrings(const v1::ApiCall& call) {
   const std::tuple<const char*, const std::string*, std::size_t> fields[] = {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/api_names.h"
 #include "common/dtype.h"
 #include "common/naming.h"
 #include "nlohmann/json.hpp"
@@ -109,6 +110,13 @@ nlohmann::json JsonRecord(const CallOrigin& origin, const v1::ApiCall& call, con
     j["backward_index"] = call.backward_index();
   }
   if (!call.autograd_node().empty()) j["autograd_node"] = call.autograd_node();
+  // msprobe's names, for tooling that joins on them (common/api_names.h).
+  if (std::string msprobe = common::MsprobeName(call); !msprobe.empty()) {
+    j["msprobe_api"] = call.forward_op_name().empty()
+                           ? common::MsprobeApi(call.op_name(), call.overload())
+                           : common::MsprobeApi(call.forward_op_name(), call.forward_overload());
+    j["msprobe_name"] = std::move(msprobe);
+  }
   j["module_path"] = call.module_path();
   j["in_optimizer"] = call.in_optimizer();
   j["status"] = StatusCell(check.status);

@@ -52,6 +52,45 @@ TEST(SessionTest, NamesCallsByOpOverloadStepIndexPhaseAndModule) {
   EXPECT_TRUE(backward_links.count({"aten::gelu_backward", "aten::gelu"}));
 }
 
+// A white list in msprobe's names selects the forward calls of those APIs and the backward calls
+// their autograd nodes ran; a scope written as the CSVs print names (with an overload) works.
+TEST(SessionTest, FiltersTakeMsprobeNamesAndCsvNames) {
+  RecordingServer server;
+  common::AgentConfig config = Config(server.port());
+  config.parity.white_list = {"Functional.linear", "Tensor.add"};
+  auto agent = StartAgent(config);
+  torch::manual_seed(0);
+  torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
+  const torch::Tensor x = torch::randn({3, 4});
+  TrainStep(w, x);
+  torch::add(x, x);
+  ASSERT_TRUE(agent->Step(nullptr));
+  ASSERT_TRUE(agent->Flush(20000));
+  agent->Close();
+  std::set<std::pair<std::string, std::string>> got;  // (op, forward op)
+  for (const Seen& s : server.calls()) got.emplace(s.op, s.forward_op);
+  EXPECT_TRUE(got.count({"aten::linear", ""}));
+  EXPECT_TRUE(got.count({"aten::add", ""}));
+  EXPECT_TRUE(got.count({"aten::mm", "aten::linear"})) << "linear's backward";
+  for (const auto& [op, forward] : got) {
+    EXPECT_TRUE(op == "aten::linear" || op == "aten::add" || op == "aten::add_" ||
+                forward == "aten::linear")
+        << op << " (forward " << forward << ") is not selected by the white list";
+  }
+
+  RecordingServer scoped;
+  config = Config(scoped.port());
+  config.scope = {"aten::add.Tensor.1", "aten::add.Tensor.2"};
+  auto second = StartAgent(config);
+  for (int i = 0; i < 4; ++i) torch::add(x, x);
+  ASSERT_TRUE(second->Flush(20000));
+  second->Close();
+  std::vector<uint64_t> indices;
+  for (const Seen& s : scoped.calls()) indices.push_back(s.call_index);
+  std::sort(indices.begin(), indices.end());
+  EXPECT_EQ(indices, (std::vector<uint64_t>{1, 2}));
+}
+
 // The sender lets gRPC hold a call back only while another is queued to follow it: the last
 // call of a burst goes out at once, not with the next message the agent happens to send (its
 // periodic stats, here an hour away), so its verdict comes back.

@@ -105,6 +105,24 @@ TEST(AgentConfigTest, ReportsEveryErrorAtOnce) {
   EXPECT_THAT(m, HasSubstr("parity.queue_max_bytes: expected a byte size"));
 }
 
+// Names in the lists that select calls take every form common/api_names.h accepts; a malformed
+// one is an error naming its key.
+TEST(AgentConfigTest, MalformedNamesInFiltersNameTheirKey) {
+  auto parsed = ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,
+      "host": "h", "port": 1, "tls_path": "c", "scope": ["Functional.linear.0.forward", ""]},
+      "parity": {"white_list": ["aten::add.Tensor.3.sideways"], "black_list": ["cross_entropy"]}})");
+  ASSERT_FALSE(parsed.ok());
+  const std::string m(parsed.status().message());
+  EXPECT_THAT(m, HasSubstr("tensor.scope: an empty name"));
+  EXPECT_THAT(m, HasSubstr("parity.white_list: \"aten::add.Tensor.3.sideways\": unexpected"));
+  EXPECT_THAT(m, Not(HasSubstr("black_list")));
+  EXPECT_TRUE(ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,
+      "host": "h", "port": 1, "tls_path": "c", "list": ["Functional.linear.0.for", "conv*"]},
+      "parity": {"white_list": ["Torch.matmul", "aten::add.Tensor", "NPU.npu_rms_norm"]}})")
+                  .ok())
+      << "list entries may be plain substrings";
+}
+
 TEST(AgentConfigTest, NfsPathIsAClearError) {
   auto parsed = ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,
       "nfs_path": "/nfs/data", "host": "h", "port": 1, "tls_path": "c"}})");
@@ -210,6 +228,10 @@ TEST(ServerConfigTest, InvalidValuesAreClearErrors) {
   EXPECT_THAT(m, HasSubstr("run_ut.rank_list: expected a list of integers, got \"0\""));
   EXPECT_THAT(m, HasSubstr("run_ut.nfs_path: shared-storage (NFS) mode is not supported"));
   EXPECT_THAT(m, HasSubstr("parity.limits.max_dims: must be between 1 and 64, got 0"));
+  auto names = ParseServerConfig(R"({"task": "run_ut", "run_ut": {"port": 1, "tls_path": "t",
+      "white_list": ["Functional.linear", "a b"]}})");
+  ASSERT_FALSE(names.ok());
+  EXPECT_THAT(names.status().message(), HasSubstr("run_ut.white_list: \"a b\": not an operator"));
 }
 
 // A file may leave tls_path to --tls_path; the merged configuration must still choose TLS or
