@@ -28,6 +28,9 @@ struct ThreadState {
     int64_t sequence_nr;
   };
   std::vector<Node> nodes;  // autograd nodes being evaluated (backward)
+  // The engine's "evaluate_function" records: work the engine does for a node outside the node
+  // itself (checking and reshaping its gradients, adding up gradients of one input) runs here.
+  std::vector<Node> engine;
   std::vector<std::string> modules;
 };
 
@@ -58,9 +61,9 @@ struct CallContext : at::ObserverContext {
   std::vector<c10::IValue> written;
 };
 
-bool IsEngineWrapper(const char* name) {
-  return absl::StartsWith(name, "autograd::engine::evaluate_function");
-}
+constexpr absl::string_view kEngineWrapper = "autograd::engine::evaluate_function: ";
+
+bool IsEngineWrapper(const char* name) { return absl::StartsWith(name, kEngineWrapper); }
 
 // A dispatcher op (has a schema name), other than the engine's wrapper records.
 bool IsOp(const at::RecordFunction& fn) {
@@ -121,10 +124,14 @@ CallSite SiteOf(const at::RecordFunction& fn, const ThreadState& ts) {
   CallSite site;
   site.op = fn.name();
   site.overload = fn.operator_name()->overload_name;  // IsOp: present
-  site.backward = !ts.nodes.empty();
+  // Inside a node; or inside the engine's work for a node, outside the node itself: the sum
+  // that reduces a broadcast gradient to its input's shape, the add that accumulates the
+  // gradients of an input used twice. Both are that node's backward work.
+  site.backward = !ts.nodes.empty() || !ts.engine.empty();
   if (site.backward) {
-    site.node = ts.nodes.back().name;
-    site.node_sequence_nr = ts.nodes.back().sequence_nr;
+    const ThreadState::Node& node = ts.nodes.empty() ? ts.engine.back() : ts.nodes.back();
+    site.node = node.name;
+    site.node_sequence_nr = node.sequence_nr;
   } else {
     site.forward_sequence_nr = static_cast<int64_t>(at::sequence_number::peek());
   }
@@ -139,12 +146,24 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
   switch (fn.scope()) {
     case at::RecordScope::BACKWARD_FUNCTION:
       ts.nodes.push_back({fn.name(), fn.seqNr()});
+      // The engine's wrapper record carries no sequence number; the node's own record, which
+      // runs inside it, does. The wrapper's work after the node (reducing and accumulating its
+      // gradients) is then linked to the node's forward call like the node's own ops.
+      if (!ts.engine.empty() && ts.engine.back().sequence_nr < 0 &&
+          ts.engine.back().name == fn.name()) {
+        ts.engine.back().sequence_nr = fn.seqNr();
+      }
       return nullptr;
     case at::RecordScope::USER_SCOPE:
       if (absl::StartsWith(fn.name(), "Optimizer.step#")) ++ts.optimizer;
       return nullptr;
     default:
       break;
+  }
+  if (fn.scope() == at::RecordScope::FUNCTION && IsEngineWrapper(fn.name())) {
+    ts.engine.push_back({std::string(absl::string_view(fn.name()).substr(kEngineWrapper.size())),
+                         fn.seqNr()});
+    return nullptr;
   }
   if (!IsOp(fn)) return nullptr;
   CaptureSink* sink = g_sink.load(std::memory_order_acquire);
@@ -189,6 +208,10 @@ void OnExitImpl(const at::RecordFunction& fn, at::ObserverContext* raw) {
       return;
     default:
       break;
+  }
+  if (fn.scope() == at::RecordScope::FUNCTION && IsEngineWrapper(fn.name())) {
+    if (!ts.engine.empty()) ts.engine.pop_back();
+    return;
   }
   if (!IsOp(fn)) return;
   const DepthExit exit(ts);  // the snapshots below run with the depth still raised: not captured

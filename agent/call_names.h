@@ -20,6 +20,7 @@ class CallNames {
     std::string op, overload;
     uint64_t call_index = 0;
     uint32_t backward_calls = 0;  // backward calls linked to it so far
+    std::string module;           // the module it ran in: its backward calls are attributed there
   };
 
   int64_t step() const { return step_.load(std::memory_order_relaxed); }

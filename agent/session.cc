@@ -263,12 +263,14 @@ bool Session::Begin(const CallSite& site, v1::ApiCall* meta) {
       meta->set_forward_overload(fwd.overload);
       meta->set_call_index(fwd.call_index);
       meta->set_backward_index(fwd.backward_calls);
+      if (site.module.empty()) meta->set_module_path(fwd.module);
     } else {
       meta->set_call_index(names_.NextCallIndex(site.op));
     }
   } else {
     meta->set_call_index(names_.NextCallIndex(site.op));
-    names_.RecordForward(site.forward_sequence_nr, {site.op, site.overload, meta->call_index(), 0});
+    names_.RecordForward(site.forward_sequence_nr,
+                         {site.op, site.overload, meta->call_index(), 0, site.module});
   }
   if (!filter_.CallSelected(*meta)) return false;
   if (!scope_.Selected(*meta)) return false;

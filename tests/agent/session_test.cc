@@ -52,6 +52,48 @@ TEST(SessionTest, NamesCallsByOpOverloadStepIndexPhaseAndModule) {
   EXPECT_TRUE(backward_links.count({"aten::gelu_backward", "aten::gelu"}));
 }
 
+// The engine's own work for a node is backward work of that node: the sum that reduces a
+// broadcast bias's gradient to the bias's shape and the add that accumulates the gradients of a
+// tensor used twice run outside the node's record, and are linked to the node's forward call
+// and module like the node's own kernels.
+TEST(SessionTest, EngineWorkOutsideANodeIsBackwardOfThatNode) {
+  RecordingServer server;
+  torch::manual_seed(0);
+  torch::Tensor w = torch::randn({3, 4}, torch::requires_grad());
+  torch::Tensor b = torch::randn({3}, torch::requires_grad());
+  const torch::Tensor x = torch::randn({5, 4});
+  auto agent = StartAgent(Config(server.port()));
+  PushModuleScope("proj");
+  torch::Tensor h = torch::addmm(b, x, w.t());  // b broadcast over the rows
+  PopModuleScope();
+  torch::Tensor y = torch::mul(h, h);  // h used twice: its two gradients are added
+  y.sum().backward();
+  ASSERT_TRUE(agent->Flush(20000));
+  agent->Close();
+
+  bool bias_sum = false, accumulate = false;
+  for (const Seen& s : server.calls()) {
+    if (s.op == "aten::sum" && s.overload == "dim_IntList") {
+      EXPECT_EQ(s.phase, v1::PHASE_BACKWARD) << "the bias gradient's reduction";
+      EXPECT_EQ(s.forward_op, "aten::addmm");
+      EXPECT_EQ(s.module_path, "proj") << "attributed to the forward call's module";
+      bias_sum = true;
+    }
+    if (s.op == "aten::add" && s.overload == "Tensor") {
+      EXPECT_EQ(s.phase, v1::PHASE_BACKWARD) << "the accumulation of h's two gradients";
+      EXPECT_EQ(s.forward_op, "aten::mul");
+      accumulate = true;
+    }
+    if (s.phase == v1::PHASE_FORWARD) {
+      EXPECT_TRUE(s.op == "aten::addmm" || s.op == "aten::t" || s.op == "aten::mul" ||
+                  s.op == "aten::sum" || s.op == "aten::ones_like")
+          << s.op << " labelled forward";
+    }
+  }
+  EXPECT_TRUE(bias_sum) << "no bias-gradient sum captured";
+  EXPECT_TRUE(accumulate) << "no gradient accumulation captured";
+}
+
 // A white list in msprobe's names selects the forward calls of those APIs and the backward calls
 // their autograd nodes ran; a scope written as the CSVs print names (with an overload) works.
 TEST(SessionTest, FiltersTakeMsprobeNamesAndCsvNames) {
