@@ -87,8 +87,23 @@ absl::Status NormalizeArguments(const c10::FunctionSchema& schema, Stack& inputs
                                                      " is missing and has no default"));
     }
   }
+  // An absent optional tensor arrives as an undefined tensor (that is how libtorch hands
+  // `Tensor?` to an observer): the schema wants None there. A plain `Tensor` argument may be
+  // undefined too (autograd passes undefined gradients): the kernel takes it as it is, but the
+  // schema's type check cannot look at it, so it checks a placeholder in its place.
+  std::vector<std::size_t> undefined;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].isTensor() || inputs[i].toTensor().defined()) continue;
+    if (args[i].type()->kind() == c10::TypeKind::OptionalType) {
+      inputs[i] = c10::IValue();
+    } else {
+      undefined.push_back(i);
+      inputs[i] = at::empty({0});
+    }
+  }
   try {
     schema.checkAndNormalizeInputs(inputs, {});  // also appends the defaults
+    for (std::size_t i : undefined) inputs[i] = at::Tensor();
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("arguments do not match ", toString(schema), ": ", ErrorText(e)));
