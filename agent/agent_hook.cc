@@ -161,8 +161,8 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
       break;
   }
   if (fn.scope() == at::RecordScope::FUNCTION && IsEngineWrapper(fn.name())) {
-    ts.engine.push_back({std::string(absl::string_view(fn.name()).substr(kEngineWrapper.size())),
-                         fn.seqNr()});
+    ts.engine.push_back(
+        {std::string(absl::string_view(fn.name()).substr(kEngineWrapper.size())), fn.seqNr()});
     return nullptr;
   }
   if (!IsOp(fn)) return nullptr;

@@ -85,6 +85,9 @@ struct ServerOptions {
   uint32_t shutdown_grace_ms = 10000;  // SIGTERM: how long open streams may take to finish
   std::string log_level = "info";      // "debug", "info", "warning", "error"
   bool replay = true;                  // false: answer every call SKIP (transport-only runs)
+  bool save_error_data = true;         // error data of calls judged error (run_ut.error_data_path)
+  uint64_t error_data_max_bytes = uint64_t{1} << 30;  // all error data of one server run
+  uint32_t error_data_per_op = 3;                     // calls saved per operator; 0 = no limit
   DecodeLimits limits;
 };
 
@@ -93,7 +96,7 @@ struct ServerConfig {
   std::string task = "run_ut";
   std::vector<std::string> white_list;
   std::vector<std::string> black_list;
-  std::string error_data_path = "./";  // accepted for compatibility; unused
+  std::string error_data_path = "./";  // error data go here; relative: under parity.output_dir
   bool is_online = true;
   std::string host;  // empty: 0.0.0.0 with TLS, 127.0.0.1 in plaintext
   int64_t port = 59208;

@@ -239,7 +239,8 @@ const KeyTable<ServerConfig>& ServerTable() {
         .flag = "black_list";
     t->String(
          "run_ut.error_data_path", [](C& c) { return &c.error_data_path; },
-         "accepted for compatibility")
+         "where ut_error_data{ts}/ goes (inputs and outputs of calls judged error); relative: "
+         "under parity.output_dir")
         .flag = "error_data_path";
     t->Custom(
          "run_ut.is_online", KeyKind::kBool,
@@ -328,6 +329,18 @@ const KeyTable<ServerConfig>& ServerTable() {
          parity("replay"), [](C& c) { return &c.parity.replay; },
          "false: receive and decode calls but answer every one SKIP (no result files)")
         .flag = "replay";
+    t->Bool(
+         parity("save_error_data"), [](C& c) { return &c.parity.save_error_data; },
+         "save the inputs and outputs of calls judged error under run_ut.error_data_path")
+        .flag = "save_error_data";
+    t->Bytes(
+         parity("error_data_max_bytes"), [](C& c) { return &c.parity.error_data_max_bytes; },
+         "error data of one server run; past it calls are counted, not saved")
+        .flag = "error_data_max_bytes";
+    t->Int(
+         parity("error_data_per_op"), [](C& c) { return &c.parity.error_data_per_op; }, 0, 1 << 30,
+         "calls judged error saved per operator; 0 = no limit")
+        .flag = "error_data_per_op";
     t->Bool(
          parity("plaintext"), [](C& c) { return &c.parity.plaintext; },
          "accept unencrypted connections (binds to loopback unless allowed otherwise)")

@@ -29,10 +29,13 @@ std::string ApiName(const v1::ApiCall& call) {
   return name;
 }
 
+std::string DataName(const v1::ApiCall& call) {
+  if (Linked(call)) return ApiName(call);
+  return absl::StrCat(ApiName(call), call.phase() == v1::PHASE_BACKWARD ? ".backward" : ".forward");
+}
+
 std::string OutputName(const v1::ApiCall& call, uint32_t index) {
-  if (Linked(call)) return absl::StrCat(ApiName(call), ".output.", index);
-  return absl::StrCat(ApiName(call), call.phase() == v1::PHASE_BACKWARD ? ".backward" : ".forward",
-                      ".output.", index);
+  return absl::StrCat(DataName(call), ".output.", index);
 }
 
 std::string LogName(const v1::ApiCall& call) {

@@ -23,7 +23,11 @@ std::string OpName(absl::string_view op, absl::string_view overload);
 // The call's API name (the first column of the result CSVs, Verdict.api_name).
 std::string ApiName(const v1::ApiCall& call);
 
-// The name of output `index` of the call (the details CSVs' row name).
+// The call's name with its phase, as msprobe names its data: "X.forward", "X.backward.{k}" for a
+// linked backward call, "{api}.backward" for one without a forward call.
+std::string DataName(const v1::ApiCall& call);
+
+// The name of output `index` of the call (the details CSVs' row name): DataName + ".output.i".
 std::string OutputName(const v1::ApiCall& call, uint32_t index);
 
 // The API name and phase for a log line: "aten::linear.1.backward.2 (aten::mm)", naming the

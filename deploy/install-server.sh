@@ -19,6 +19,7 @@ if [[ ! -x "$build/server/parity-server" ]]; then
 fi
 id parity >/dev/null 2>&1 || $SUDO useradd --system --home-dir /var/lib/parity --shell /usr/sbin/nologin parity
 $SUDO install -D -m 0755 "$build/server/parity-server" "$prefix/bin/parity-server"
+$SUDO install -D -m 0755 "$build/server/parity-repro" "$prefix/bin/parity-repro"
 $SUDO install -D -m 0644 deploy/systemd/parity-server.service /etc/systemd/system/parity-server.service
 $SUDO install -d -m 0750 -o parity -g parity /etc/parity /etc/parity/tls /var/lib/parity/results
 if [[ ! -e /etc/parity/server.json ]]; then
@@ -26,5 +27,5 @@ if [[ ! -e /etc/parity/server.json ]]; then
 fi
 $SUDO install -D -m 0644 -t "$prefix/share/doc/parity" docs/*.md
 $SUDO systemctl daemon-reload 2>/dev/null || true
-echo "install-server: installed $prefix/bin/parity-server and parity-server.service"
+echo "install-server: installed $prefix/bin/parity-server, parity-repro and parity-server.service"
 echo "  next: certificates in /etc/parity/tls, then: sudo systemctl enable --now parity-server"

@@ -77,6 +77,9 @@ const std::vector<MetricInfo>& MetricCatalogue() {
        "flight."},
       {"parity_server_agent_captured_calls_total", "counter", "",
        "Calls the agents report they captured."},
+      {"parity_server_error_data_total", "counter", "outcome",
+       "Calls judged error by what became of their error data: saved, over_budget "
+       "(parity.error_data_max_bytes), over_op_count (parity.error_data_per_op), failed."},
   };
   return catalogue;
 }
@@ -110,6 +113,10 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, std::size_t max_op_
   agent_captured_ =
       &Build(prometheus::BuildCounter(), "parity_server_agent_captured_calls_total", registry)
            .Add({});
+  error_data_ = &Build(prometheus::BuildCounter(), "parity_server_error_data_total", registry);
+  for (const char* outcome : {"saved", "over_budget", "over_op_count", "failed"}) {
+    error_data_->Add({{"outcome", outcome}});
+  }
   // Known series start at zero so that rate() and alerts see them before the first event.
   for (const char* phase : {"forward", "backward"}) {
     received_->Add({{"phase", phase}});
@@ -226,6 +233,10 @@ void ServerMetrics::AgentDropped(absl::string_view reason, uint64_t delta) {
 
 void ServerMetrics::AgentCaptured(uint64_t delta) {
   agent_captured_->Increment(static_cast<double>(delta));
+}
+
+void ServerMetrics::ErrorData(absl::string_view outcome) {
+  error_data_->Add({{"outcome", std::string(outcome)}}).Increment();
 }
 
 }  // namespace parity::server

@@ -59,6 +59,8 @@ class ServerMetrics {
   // Agent-reported counters are cumulative; pass the increase since the stream's last report.
   void AgentDropped(absl::string_view reason, uint64_t delta);
   void AgentCaptured(uint64_t delta);
+  // A call judged error and its error data: "saved", "over_budget", "over_op_count", "failed".
+  void ErrorData(absl::string_view outcome);
 
   static absl::string_view VerdictLabel(v1::VerdictStatus s);  // "pass", "warning", ...
   static absl::string_view PhaseLabel(v1::Phase p);            // "forward", "backward", ...
@@ -76,6 +78,7 @@ class ServerMetrics {
   prometheus::Family<prometheus::Counter>* op_errors_;
   prometheus::Family<prometheus::Counter>* stream_errors_;
   prometheus::Family<prometheus::Counter>* agent_dropped_;
+  prometheus::Family<prometheus::Counter>* error_data_;
   prometheus::Counter* received_bytes_;
   prometheus::Counter* agent_captured_;
   prometheus::Gauge* queue_calls_;

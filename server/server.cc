@@ -4,6 +4,7 @@
 #include <prometheus/registry.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -20,6 +21,7 @@
 #include "server/metrics.h"
 #include "server/metrics_endpoint.h"
 #include "server/replay/call_checker.h"
+#include "server/results/error_data.h"
 #include "server/results/result_writer.h"
 #include "server/results/verdict_text.h"
 
@@ -37,6 +39,12 @@ common::NameList Names(const std::vector<std::string>& names) {
 }
 
 }  // namespace
+
+std::string ErrorDataPath(const common::ServerConfig& config) {
+  const std::filesystem::path path(config.error_data_path);
+  if (path.is_absolute()) return path.lexically_normal().string();
+  return (std::filesystem::path(config.parity.output_dir) / path).lexically_normal().string();
+}
 
 bool IsLoopbackHost(absl::string_view host) {
   return host == "localhost" || host == "::1" || host == "[::1]" || absl::StartsWith(host, "127.");
@@ -91,6 +99,7 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
     checker.bench_device = o.bench_device;
     checker.golden = o.golden;
     checker.limits = o.limits;
+    checker.keep_error_values = o.save_error_data;
     PARITY_ASSIGN_OR_RETURN(s->checker_, CallChecker::Create(checker, *s->standards_));
     PARITY_ASSIGN_OR_RETURN(s->writer_, ResultWriter::Create(o.output_dir, *s->standards_));
     ParityServer* self = s.get();
@@ -112,6 +121,13 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
   internal::SetCompareThreads(
       static_cast<int>(std::max(1u, cores / static_cast<unsigned>(s->workers_))));
   ServerMetrics* metrics = s->metrics_.get();
+  if (s->checker_ && o.save_error_data) {
+    ErrorDataOptions error_data;
+    error_data.path = ErrorDataPath(config);
+    error_data.max_bytes = o.error_data_max_bytes;
+    error_data.max_per_op = o.error_data_per_op;
+    s->error_data_ = std::make_unique<ErrorData>(error_data, *s->standards_, metrics);
+  }
   s->queue_ = std::make_unique<WorkQueue>(
       o.queue_max_calls, o.queue_max_bytes, s->workers_,
       [metrics](int64_t calls, int64_t bytes) { metrics->QueueDepth(calls, bytes); });
@@ -231,6 +247,7 @@ v1::Verdict ParityServer::Process(const CallOrigin& origin, const v1::ApiCall& c
       common::LogError(absl::StrCat("result files: ", written.ToString(), " (", suppressed,
                                     " more suppressed)"));
     }
+    if (check.values && error_data_) error_data_->Save(origin, call, check, verdict);
     metrics_->CallChecked(call.phase(), check.status, call.op_name(), check.replay_seconds,
                           check.compare_seconds);
     return verdict;

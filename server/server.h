@@ -28,6 +28,7 @@ class MetricsEndpoint;
 class ResultWriter;
 class ServerMetrics;
 class StandardsTable;
+class ErrorData;
 
 class ParityServer {
  public:
@@ -68,6 +69,7 @@ class ParityServer {
   std::unique_ptr<StandardsTable> standards_;
   std::unique_ptr<CallChecker> checker_;
   std::unique_ptr<ResultWriter> writer_;
+  std::unique_ptr<ErrorData> error_data_;  // null when parity.save_error_data is off
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<WorkQueue> queue_;
@@ -80,6 +82,9 @@ class ParityServer {
   bool shut_down_ = false;
   absl::Mutex shutdown_mu_;
 };
+
+// Where the error data go: run_ut.error_data_path, a relative one under parity.output_dir.
+std::string ErrorDataPath(const common::ServerConfig& config);
 
 // Whether `host` names the loopback interface ("127.0.0.1", "localhost", "::1", "[::1]").
 bool IsLoopbackHost(absl::string_view host);

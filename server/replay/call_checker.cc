@@ -7,6 +7,7 @@
 #include "common/skip_list.h"
 #include "common/text.h"
 #include "common/torch/torch_pch.h"
+#include "server/replay/call_values.h"
 #include "server/replay/stages.h"
 
 namespace parity::server {
@@ -104,6 +105,15 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
                *impl_->standards, &check);
   check.replay_seconds = Seconds(replayed - start);
   check.compare_seconds = Seconds(Clock::now() - replayed);
+  if (check.status == v1::VERDICT_STATUS_ERROR && impl_->options.keep_error_values) {
+    auto values = std::make_shared<CallValues>();
+    values->schema = toString(op->schema());
+    values->inputs = std::move(decoded->inputs);
+    values->device = Flatten(decoded->outputs);
+    if (bench.ran()) values->bench = Flatten(bench.results);
+    if (golden.ran()) values->golden = Flatten(golden.results);
+    check.values = std::move(values);
+  }
   return check;
 }
 

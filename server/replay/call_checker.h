@@ -20,6 +20,7 @@ namespace parity::server {
 struct CheckerOptions {
   std::string bench_device = "auto";  // "auto" (CUDA when present), "cpu", "cuda", "cuda:N"
   bool golden = true;
+  bool keep_error_values = false;  // CallCheck::values for calls judged error (error data)
   common::DecodeLimits limits;
 };
 
@@ -35,6 +36,9 @@ struct OutputCheck {
   bool judged = false;  // compared as tensors (the two-way Status column applies)
 };
 
+// The values of a checked call (server/replay/call_values.h).
+struct CallValues;
+
 // Everything decided about one call.
 struct CallCheck {
   v1::VerdictStatus status = v1::VERDICT_STATUS_UNSPECIFIED;
@@ -45,6 +49,9 @@ struct CallCheck {
   double replay_seconds = 0;
   double compare_seconds = 0;
   std::vector<OutputCheck> outputs;
+  // Its inputs and the three sets of outputs: for a call judged error when the checker keeps
+  // them (CheckerOptions::keep_error_values), else null.
+  std::shared_ptr<const CallValues> values;
 };
 
 class CallChecker {

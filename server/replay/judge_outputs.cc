@@ -32,14 +32,6 @@ std::optional<HostCopy> ToHost(const c10::IValue* v) {
   return h;
 }
 
-Stack Flatten(const Stack& values) {
-  Stack out;
-  for (const c10::IValue& v : values) {
-    common::ForEachLeaf(v, [&](const c10::IValue& leaf) { out.push_back(leaf); });
-  }
-  return out;
-}
-
 OutputCheck Skipped(std::string why) {
   OutputCheck out;
   out.judgement.status = v1::VERDICT_STATUS_SKIP;
@@ -119,6 +111,14 @@ OutputCheck JudgeOne(const v1::Value& wire, const std::string& skip, const c10::
 }
 
 }  // namespace
+
+Stack Flatten(const Stack& values) {
+  Stack out;
+  for (const c10::IValue& v : values) {
+    common::ForEachLeaf(v, [&](const c10::IValue& leaf) { out.push_back(leaf); });
+  }
+  return out;
+}
 
 void JudgeOutputs(const v1::ApiCall& call, const DecodedCall& decoded, const Replay& bench,
                   const Replay& golden, Standard standard, const StandardsTable& table,

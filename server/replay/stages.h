@@ -64,6 +64,9 @@ void JudgeOutputs(const v1::ApiCall& call, const DecodedCall& decoded, const Rep
                   const Replay& golden, Standard standard, const StandardsTable& table,
                   CallCheck* check);
 
+// The leaves of `values` in order (nested lists and tuples flattened): how outputs are counted.
+Stack Flatten(const Stack& values);
+
 // The bench device a CheckerOptions::bench_device names; INVALID_ARGUMENT if absent.
 absl::StatusOr<c10::Device> ResolveBenchDevice(const std::string& name);
 

@@ -47,7 +47,8 @@ class Server:
             self.port, self.metrics_port = (int(v) for v in f.read().split())
 
     def read_log(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log.name, encoding="utf-8") as f:
             return f.read()
 

@@ -1,0 +1,232 @@
+// parity-repro: reruns the calls saved as error data (server/results/error_data.h) on this host's
+// bench device and as the float64 golden, judges the saved device outputs (or others given) by
+// the same standards, and prints each verdict next to the one the server gave.
+//
+//   parity-repro [--bench_device=auto] [--standards_file=F] [--api=TEXT]
+//                [--device_outputs=DIR] ERROR_DATA_DIR
+//
+// ERROR_DATA_DIR is a ut_error_data{ts}/ folder (it holds manifest.jsonl) or a folder holding
+// such folders. --device_outputs judges other device outputs instead of the saved ones: files
+// at the saved device files' relative paths under DIR (what `python3 -m parity.repro
+// --rerun-on DEVICE` writes after rerunning the calls on DEVICE).
+// Exit status: 0 every verdict reproduced, 1 some differ, 2 bad usage or unreadable data.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/naming.h"
+#include "common/torch/torch_pch.h"
+#include "common/torch/value_codec.h"
+#include "nlohmann/json.hpp"
+#include "server/compare/standards.h"
+#include "server/replay/call_checker.h"
+#include "server/replay/call_values.h"
+#include "server/replay/stages.h"
+#include "server/results/verdict_text.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using parity::server::CallChecker;
+using parity::server::StandardsTable;
+namespace v1 = parity::v1;
+
+struct Args {
+  std::string bench_device = "auto";
+  std::string standards_file;
+  std::string api;
+  std::string device_outputs;
+  std::string dir;
+};
+
+int Usage(const std::string& why) {
+  std::fprintf(stderr,
+               "parity-repro: %s\nusage: parity-repro [--bench_device=auto|cpu|cuda[:N]] "
+               "[--standards_file=F] [--api=TEXT] [--device_outputs=DIR] ERROR_DATA_DIR\n",
+               why.c_str());
+  return 2;
+}
+
+// The manifests under `dir`: its own, or those of the ut_error_data folders in it.
+std::vector<fs::path> Manifests(const fs::path& dir) {
+  std::vector<fs::path> out;
+  if (fs::exists(dir / "manifest.jsonl")) return {dir / "manifest.jsonl"};
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_directory() && fs::exists(entry.path() / "manifest.jsonl")) {
+      out.push_back(entry.path() / "manifest.jsonl");
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+absl::Status Encode(const c10::IValue& value, const c10::Argument* arg, const std::string& path,
+                    v1::Value* out) {
+  c10::IValue v = value;
+  // An undefined tensor was saved as None; a plain Tensor argument takes it undefined again.
+  if (v.isNone() && arg != nullptr && arg->type()->kind() == c10::TypeKind::TensorType) {
+    v = at::Tensor();
+  }
+  parity::common::EncodeOptions options;
+  options.max_inline_tensor_bytes = uint64_t{1} << 62;
+  options.max_tensor_bytes = uint64_t{1} << 62;
+  return parity::common::EncodeValue(v, arg != nullptr ? arg->real_type().get() : nullptr, options,
+                                     path, out);
+}
+
+// The call of one manifest line, with its values read from the files.
+absl::StatusOr<v1::ApiCall> LoadCall(const nlohmann::json& line, const fs::path& folder,
+                                     const std::string& device_outputs) {
+  v1::ApiCall call;
+  call.set_op_name(line.value("op", ""));
+  call.set_overload(line.value("overload", ""));
+  call.set_phase(line.value("phase", "") == "backward" ? v1::PHASE_BACKWARD : v1::PHASE_FORWARD);
+  call.set_step(line.value("step", int64_t{0}));
+  call.set_call_index(line.value("call_index", uint64_t{0}));
+  call.set_module_path(line.value("module_path", ""));
+  absl::StatusOr<c10::OperatorHandle> op =
+      parity::server::ResolveOp(call.op_name(), call.overload());
+  if (!op.ok()) return op.status();
+  const auto& args = op->schema().arguments();
+  const nlohmann::json& files = line.at("files");
+  int i = 0;
+  for (const auto& name : files.at("inputs")) {
+    absl::StatusOr<c10::IValue> v = parity::server::LoadValue((folder / name.get<std::string>()));
+    if (!v.ok()) return v.status();
+    const c10::Argument* arg = i < static_cast<int>(args.size()) ? &args[i] : nullptr;
+    if (absl::Status s = Encode(*v, arg, absl::StrCat("inputs[", i, "]"), call.add_inputs());
+        !s.ok()) {
+      return s;
+    }
+    ++i;
+  }
+  i = 0;
+  for (const auto& name : files.at("device")) {
+    fs::path path = folder / name.get<std::string>();
+    if (!device_outputs.empty()) path = fs::path(device_outputs) / name.get<std::string>();
+    absl::StatusOr<c10::IValue> v = parity::server::LoadValue(path.string());
+    if (!v.ok()) return v.status();
+    if (absl::Status s = Encode(*v, nullptr, absl::StrCat("outputs[", i, "]"), call.add_outputs());
+        !s.ok()) {
+      return s;
+    }
+    ++i;
+  }
+  return call;
+}
+
+std::string Describe(const v1::Verdict& v) {
+  std::vector<std::string> parts;
+  for (const v1::OutputVerdict& o : v.outputs()) {
+    std::string part = absl::StrCat("output ", o.index(), " ",
+                                    parity::server::StatusText(o.status()), " (", o.standard());
+    if (!o.failed_metric().empty()) {
+      auto it = o.metrics().find(o.failed_metric());
+      absl::StrAppend(&part, ", ", o.failed_metric(),
+                      it != o.metrics().end() ? absl::StrCat(" ", it->second) : "");
+    }
+    absl::StrAppend(&part, ")");
+    parts.push_back(std::move(part));
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
+int Run(const Args& a) {
+  StandardsTable standards = StandardsTable::Default();
+  if (!a.standards_file.empty()) {
+    absl::StatusOr<StandardsTable> t = StandardsTable::Load(a.standards_file);
+    if (!t.ok()) return Usage(std::string(t.status().message()));
+    standards = *std::move(t);
+  }
+  parity::server::CheckerOptions options;
+  options.bench_device = a.bench_device;
+  absl::StatusOr<std::unique_ptr<CallChecker>> checker = CallChecker::Create(options, standards);
+  if (!checker.ok()) return Usage(std::string(checker.status().message()));
+  const std::vector<fs::path> manifests = Manifests(a.dir);
+  if (manifests.empty()) return Usage(absl::StrCat("no manifest.jsonl in or under ", a.dir));
+  int total = 0, reproduced = 0, unreadable = 0;
+  for (const fs::path& manifest : manifests) {
+    std::ifstream in(manifest);
+    std::string text;
+    while (std::getline(in, text)) {
+      if (text.empty()) continue;
+      const nlohmann::json line = nlohmann::json::parse(text, nullptr, false);
+      if (line.is_discarded() || !line.is_object()) {
+        std::printf("%s: an unreadable line\n", manifest.string().c_str());
+        ++unreadable;
+        continue;
+      }
+      const std::string api = line.value("api", "?");
+      if (!a.api.empty() && !absl::StrContains(api, a.api)) continue;
+      const std::string where =
+          absl::StrCat(api, " ", line.value("phase", ""), " (rank ", line.value("rank", 0),
+                       ", step ", line.value("step", int64_t{0}), ")");
+      absl::StatusOr<v1::ApiCall> call;
+      try {
+        call = LoadCall(line, manifest.parent_path(), a.device_outputs);
+      } catch (const std::exception& e) {  // a manifest line without the keys it needs
+        call = absl::InvalidArgumentError(e.what());
+      }
+      ++total;
+      if (!call.ok()) {
+        std::printf("%s: cannot load: %s\n", where.c_str(),
+                    std::string(call.status().message()).c_str());
+        ++unreadable;
+        continue;
+      }
+      const parity::server::CallCheck check = (*checker)->Check(*call);
+      const v1::Verdict verdict = parity::server::ToVerdict(*call, check);
+      const std::string now(parity::server::StatusText(verdict.status()));
+      const std::string saved = line.value("status", "");
+      const bool same = now == saved;
+      reproduced += same ? 1 : 0;
+      std::printf("%s: %s on %s (server: %s) %s\n  %s%s%s\n", where.c_str(), now.c_str(),
+                  (*checker)->bench_device().c_str(), saved.c_str(),
+                  same ? "reproduced" : "NOT REPRODUCED", Describe(verdict).c_str(),
+                  check.message.empty() ? "" : "\n  ", check.message.c_str());
+    }
+  }
+  std::printf("%d of %d calls reproduced the server's verdict%s\n", reproduced, total,
+              unreadable > 0 ? absl::StrCat("; ", unreadable, " could not be read").c_str() : "");
+  if (unreadable > 0) return 2;
+  return reproduced == total ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](const char* flag, std::string* out) {
+      const std::string prefix = absl::StrCat(flag, "=");
+      if (!absl::StartsWith(arg, prefix)) return false;
+      *out = arg.substr(prefix.size());
+      return true;
+    };
+    if (value("--bench_device", &a.bench_device) || value("--standards_file", &a.standards_file) ||
+        value("--api", &a.api) || value("--device_outputs", &a.device_outputs)) {
+      continue;
+    }
+    if (arg == "-h" || arg == "--help") {
+      Usage("reruns the calls saved as error data");
+      return 0;
+    }
+    if (absl::StartsWith(arg, "-")) return Usage(absl::StrCat("unknown flag ", arg));
+    if (!a.dir.empty()) return Usage("one ERROR_DATA_DIR only");
+    a.dir = arg;
+  }
+  if (a.dir.empty()) return Usage("ERROR_DATA_DIR is missing");
+  try {
+    return Run(a);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "parity-repro: %s\n", e.what());
+    return 2;
+  }
+}

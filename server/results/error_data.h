@@ -1,0 +1,72 @@
+// Error data (msprobe's error_data_path / -save_error_data): for each call judged error, its
+// inputs and the device's, the bench's and the golden's outputs as files torch.load reads, and a
+// manifest line saying what they are, so that `parity-repro` (or `python3 -m parity.repro`)
+// reruns the call elsewhere. Bounded by a byte budget and a count per operator; what is over
+// is counted and logged, never an error of the check.
+//
+// Layout, under `{error_data_path}/ut_error_data{YYYYMMDDhhmmss}/`:
+//   manifest.jsonl                            one JSON line per saved call
+//   {run_id}/rank{r}/step{s}/{name}.input.{i}.pt
+//   {run_id}/rank{r}/step{s}/{name}.output.{device|bench|golden}.{i}.pt
+// where {name} is common::DataName: `aten::gelu.0.forward`, `aten::linear.0.backward.2`: the
+// output files are named as the details CSVs name the outputs' rows.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "common/log.h"
+#include "parity/v1/parity.pb.h"
+#include "server/compare/standards.h"
+#include "server/replay/call_checker.h"
+#include "server/results/result_rows.h"
+
+namespace parity::server {
+
+class ServerMetrics;
+
+struct ErrorDataOptions {
+  std::string path;  // the folder ut_error_data{ts}/ is made in
+  uint64_t max_bytes = uint64_t{1} << 30;
+  uint32_t max_per_op = 3;  // calls saved per operator (op and overload); 0 = no limit
+};
+
+enum class ErrorDataOutcome { kSaved, kOverBudget, kOverOpCount, kFailed };
+// "saved", "over_budget", "over_op_count", "failed": the metric's outcome label.
+const char* ErrorDataOutcomeName(ErrorDataOutcome outcome);
+
+class ErrorData {
+ public:
+  // `metrics` may be null (tests).
+  ErrorData(ErrorDataOptions options, const StandardsTable& standards, ServerMetrics* metrics);
+
+  // Saves a call judged error whose CallCheck holds its values. Thread-safe; never throws.
+  ErrorDataOutcome Save(const CallOrigin& origin, const v1::ApiCall& call, const CallCheck& check,
+                        const v1::Verdict& verdict);
+
+  // The ut_error_data folder; "" until the first call is saved.
+  std::string folder() const;
+  uint64_t bytes_saved() const;
+
+ private:
+  ErrorDataOutcome Account(ErrorDataOutcome outcome, const v1::ApiCall& call, uint64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ErrorDataOutcome Failed(const std::string& why, const v1::ApiCall& call, uint64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const ErrorDataOptions options_;
+  const StandardsTable& standards_;
+  ServerMetrics* metrics_;
+  mutable absl::Mutex mu_;
+  std::string folder_ ABSL_GUARDED_BY(mu_);
+  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, uint32_t> per_op_ ABSL_GUARDED_BY(mu_);
+  bool warned_budget_ ABSL_GUARDED_BY(mu_) = false;
+  common::RateLimiter failures_{std::chrono::seconds(10)};  // a full disk logs once in a while
+};
+
+}  // namespace parity::server

@@ -1,0 +1,135 @@
+"""Error data and the reproducer: a planted fault (nll_loss's backward, weight=None) makes the
+server save the inputs and the device's, bench's and golden's outputs of each call judged error
+as files torch.load reads, with a manifest, within the per-op count and the byte budget;
+`python3 -m parity.repro` reruns them and gives the server's verdict back, and a rerun of the
+calls on a correct device (this process's CPU kernels) passes."""
+import glob
+import json
+import os
+import subprocess
+import sys
+import unittest
+import urllib.request
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+import harness  # noqa: E402
+
+TRAIN = os.path.join(os.path.dirname(__file__), "optional_args_train.py")
+FAULT = "nll_loss_backward_counts_ignored"
+PYTHON_DIR = os.path.join(harness.ROOT, "python")
+
+
+def repro(*args):
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    return subprocess.run([harness.PYTHON, "-m", "parity.repro", *args], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def metric(server, name, outcome):
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics") as r:
+        text = r.read().decode()
+    for line in text.splitlines():
+        if line.startswith(name) and f'outcome="{outcome}"' in line:
+            return float(line.split()[-1])
+    raise AssertionError(f"{name}{{outcome={outcome}}} not exported")
+
+
+class ErrorDataTest(unittest.TestCase):
+    def train(self, extra=(), fault=FAULT):
+        workdir = harness.tempdir("parity_error_data_")
+        server = harness.Server(workdir, None, extra=extra)
+        config = harness.agent_config(os.path.join(workdir, "config.json"), server.port,
+                                      policy="block")
+        cmd = [harness.PYTHON, TRAIN, "--config", config]
+        if fault:
+            cmd += ["--fault", fault]
+        r = harness.run(cmd)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return server
+
+    def test_errors_are_saved_loadable_and_reproduce(self):
+        # Four calls are judged error (two nll_loss_backward calls in each of two steps); two
+        # per op are kept.
+        server = self.train(extra=["--error_data_per_op=2"])
+        try:
+            self.assertEqual(metric(server, "parity_server_error_data_total", "saved"), 2)
+            self.assertEqual(metric(server, "parity_server_error_data_total", "over_op_count"), 2)
+        finally:
+            server.stop()
+        errors = [x for x in server.records() if x["status"] == "error"]
+        self.assertEqual(len(errors), 4)
+        folders = glob.glob(os.path.join(server.out, "ut_error_data*"))
+        self.assertEqual(len(folders), 1, "error_data_path './' is the output folder")
+        with open(os.path.join(folders[0], "manifest.jsonl"), encoding="utf-8") as f:
+            lines = [json.loads(x) for x in f if x.strip()]
+        self.assertEqual(len(lines), 2)
+        for line in lines:
+            self.assertEqual((line["op"], line["status"]), ("aten::nll_loss_backward", "error"))
+            self.assertIn("Tensor? weight", line["schema"])
+            self.assertEqual(line["rank"], 0)
+            self.assertIn("rmse", line["message"])
+            # msprobe's names: {api}.{phase}.input.{i}.pt and .output.{device|bench|golden}.{i}
+            stem = line["api"]  # a linked backward call: "aten::nll_loss_nd.0.backward.0"
+            self.assertEqual([os.path.basename(p) for p in line["files"]["inputs"]],
+                             [f"{stem}.input.{i}.pt" for i in range(7)])
+            for role in ("device", "bench", "golden"):
+                self.assertEqual([os.path.basename(p) for p in line["files"][role]],
+                                 [f"{stem}.output.{role}.0.pt"])
+            path = lambda rel: os.path.join(folders[0], rel)  # noqa: E731
+            inputs = [torch.load(path(p)) for p in line["files"]["inputs"]]
+            self.assertIsNone(inputs[3], "weight=None is saved as None")
+            self.assertEqual(inputs[4:6], [1, -100])  # reduction=mean, ignore_index
+            device = torch.load(path(line["files"]["device"][0]))
+            bench = torch.load(path(line["files"]["bench"][0]))
+            golden = torch.load(path(line["files"]["golden"][0]))
+            self.assertEqual((device.dtype, bench.dtype, golden.dtype),
+                             (torch.float32, torch.float32, torch.float64))
+            self.assertEqual(device.shape, inputs[1].shape)
+            # The fault divides by every row (24) instead of the 16 that count: 2/3 of the bench.
+            ratio = device.abs().sum() / bench.abs().sum()
+            self.assertAlmostEqual(ratio.item(), 16 / 24, places=5)
+
+        r = repro(folders[0])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("2 of 2 calls reproduced the server's verdict", r.stdout)
+        self.assertEqual(r.stdout.count("error on cpu (server: error) reproduced"), 2)
+        # Rerun here, on kernels without the fault: the calls pass, unlike on the faulty device.
+        r = repro(server.out, "--rerun-on", "cpu")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertEqual(r.stdout.count("pass on cpu (server: error) NOT REPRODUCED"), 2)
+
+    def test_over_the_byte_budget_calls_are_counted_not_saved(self):
+        server = self.train(extra=["--error_data_max_bytes=1"])
+        try:
+            self.assertEqual(metric(server, "parity_server_error_data_total", "over_budget"), 4)
+            self.assertEqual(metric(server, "parity_server_error_data_total", "saved"), 0)
+        finally:
+            server.stop()
+        self.assertEqual(len([x for x in server.records() if x["status"] == "error"]), 4)
+        self.assertEqual(glob.glob(os.path.join(server.out, "ut_error_data*")), [])
+        self.assertIn("parity.error_data_max_bytes", server.read_log())
+
+    def test_save_error_data_false_saves_nothing(self):
+        server = self.train(extra=["--save_error_data=false"])
+        server.stop()
+        self.assertEqual(len([x for x in server.records() if x["status"] == "error"]), 4)
+        self.assertEqual(glob.glob(os.path.join(server.out, "ut_error_data*")), [])
+
+    def test_reproducer_refuses_what_it_cannot_read(self):
+        empty = harness.tempdir("parity_repro_empty_")
+        r = repro(empty)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no manifest.jsonl", r.stderr)
+        with open(os.path.join(empty, "manifest.jsonl"), "w", encoding="utf-8") as f:
+            f.write('{"api": "x", "op": "aten::nope", "files": {"inputs": [], "device": []}}\n')
+            f.write("not json\n")
+        r = repro(empty)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown operator \"aten::nope\"", r.stdout)
+        self.assertIn("an unreadable line", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
