@@ -69,10 +69,12 @@ const KeyTable<AgentConfig>& AgentTable() {
     t->IndexList(
         "step", [](C& c) { return &c.step; }, "steps that send calls; [] = every step");
     t->Int(
-        "seed", [](C& c) { return &c.seed; }, 0, INT64_MAX, "seed used by seed_all()");
+        "seed", [](C& c) { return &c.seed; }, 0, int64_t{4294967295},
+        "when set (or is_deterministic is), PrecisionDebugger calls seed_all(seed, "
+        "is_deterministic); msprobe's range [0, 2^32-1]");
     t->Bool(
         "is_deterministic", [](C& c) { return &c.is_deterministic; },
-        "deterministic algorithms in seed_all()");
+        "seed_all's mode: deterministic algorithms, HCCL_DETERMINISTIC");
     for (const char* k : {"enable_dataloader", "acl_config", "framework", "async_dump"}) {
       t->Ignored(k, "msprobe dump option with no meaning for online checking");
     }

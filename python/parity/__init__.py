@@ -100,20 +100,56 @@ def _distributed_rank():
     return None
 
 
-def seed_all(seed=1234, mode=False):
-    """msprobe's seed_all: seeds python, torch (and numpy when present); `mode` asks torch for
-    deterministic algorithms."""
+def seed_all(seed=1234, mode=False, rm_dropout=False):
+    """msprobe's seed_all: the same seed for every generator there is, and deterministic
+    algorithms when `mode` is true.
+
+    Seeds Python's ``random``, numpy (when installed), torch's CPU generator, every CUDA device
+    (when torch has CUDA) and every NPU (when torch_npu is imported); sets ``PYTHONHASHSEED``
+    (for subprocesses: this interpreter's hash seed is fixed at its start), and, as msprobe
+    does, ``HCCL_DETERMINISTIC`` to ``"True"``/``"False"`` and ``CUBLAS_WORKSPACE_CONFIG`` to
+    ``:4096:8`` when torch has CUDA; cuDNN deterministic and not benchmarking; and
+    ``torch.use_deterministic_algorithms(mode)``. ``rm_dropout=True`` makes the functional
+    dropouts identities (p=0), as msprobe's ``remove_dropout``; off by default here, since it
+    changes the training."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= 2 ** 32 - 1:
+        raise ValueError(f"seed_all: seed must be an integer in [0, 2**32-1], got {seed!r}")
+    if not isinstance(mode, bool):
+        raise ValueError(f"seed_all: mode must be True or False, got {mode!r}")
     random.seed(seed)
     os.environ["PYTHONHASHSEED"] = str(seed)
-    torch.manual_seed(seed)
     try:
-        import numpy
+        import numpy  # pylint: disable=import-outside-toplevel
         numpy.random.seed(seed)
     except ImportError:
         pass
-    if mode:
+    torch.manual_seed(seed)  # also seeds every CUDA device when torch has CUDA
+    if torch.version.cuda is not None:
         os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
-        torch.use_deterministic_algorithms(True)
+        torch.cuda.manual_seed_all(seed)
+    npu = getattr(torch, "npu", None)  # registered by torch_npu
+    if npu is not None and hasattr(npu, "manual_seed_all"):
+        npu.manual_seed_all(seed)
+    os.environ["HCCL_DETERMINISTIC"] = str(mode)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(mode)
+    if rm_dropout:
+        _remove_dropout()
+
+
+def _remove_dropout():
+    functional = torch.nn.functional
+    for name in ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+                 "feature_alpha_dropout"):
+        original = getattr(functional, name, None)
+        if original is None or getattr(original, "_parity_no_dropout", False):
+            continue
+
+        def no_dropout(input, p=0.5, training=True, inplace=False, _original=original):  # noqa: A002
+            return _original(input, 0.0, training, inplace)
+        no_dropout._parity_no_dropout = True  # pylint: disable=protected-access
+        setattr(functional, name, no_dropout)
 
 
 class PrecisionDebugger:
@@ -141,6 +177,11 @@ class PrecisionDebugger:
                 overrides[key] = value
         self._ops = load_agent()
         self._config = _merge(config, overrides)
+        # msprobe's `seed` / `is_deterministic`: applied when the config names either (msprobe
+        # seeds with 1234 whatever the config says; Parity leaves an unconfigured training's
+        # random stream as it is).
+        if "seed" in self._config or "is_deterministic" in self._config:
+            seed_all(self._config.get("seed", 1234), self._config.get("is_deterministic", False))
         self._config.setdefault("tensor", {}).setdefault("online_run_ut", True)
         self._model = model
         self._hooks = []
