@@ -147,4 +147,13 @@ void CheckStream::OnDone(const grpc::Status& status) {
   reading_ended_ = true;
 }
 
+std::string CheckStream::PeerCertificatePem() const {
+  std::shared_ptr<const grpc::AuthContext> auth = context_.auth_context();
+  if (!auth) return "";
+  for (const grpc::string_ref& pem : auth->FindPropertyValues("x509_pem_cert")) {
+    return std::string(pem.data(), pem.size());
+  }
+  return "";
+}
+
 }  // namespace parity::agent

@@ -53,6 +53,8 @@ class CheckStream : private grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::Byte
   void WritesDone();
   // Waits for the stream's status at most `timeout`, then cancels it and waits for that.
   grpc::Status Finish(absl::Duration timeout);
+  // The server's certificate (PEM) as the TLS handshake gave it; "" in plaintext.
+  std::string PeerCertificatePem() const;
   // Ends the stream now (any thread): blocked writes and waits return.
   void Cancel() { context_.TryCancel(); }
   // The stream has ended (the server finished it, it failed, or it was cancelled).

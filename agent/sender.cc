@@ -51,6 +51,7 @@ SenderOptions SenderOptionsFor(const common::AgentConfig& c) {
   s.plaintext = o.plaintext;
   s.tls_path = c.tls_path;
   s.server_name = o.server_name;
+  s.tls_key_password_file = o.tls_key_password_file;
   s.connect_timeout_ms = o.connect_timeout_ms;
   s.reconnect_initial_ms = o.reconnect_initial_ms;
   s.reconnect_max_ms = o.reconnect_max_ms;
@@ -206,7 +207,7 @@ bool Sender::OpenChannel() {
   if (options_.plaintext) {
     creds = grpc::InsecureChannelCredentials();
   } else {
-    auto tls = common::LoadChannelTls(options_.tls_path);
+    auto tls = common::LoadChannelTls(options_.tls_path, options_.tls_key_password_file);
     if (!tls.ok()) {
       LogOnce(absl::StrCat("TLS set-up failed, nothing will be checked: ", tls.status().ToString()),
               common::LogLevel::kError);
@@ -214,6 +215,7 @@ bool Sender::OpenChannel() {
       return false;
     }
     creds = tls->credentials;
+    crl_ = tls->crl;
     if (!options_.server_name.empty()) args.SetSslTargetNameOverride(options_.server_name);
   }
   channel_ =
@@ -230,9 +232,9 @@ bool Sender::Connect() {
     // while the session is ending: the end is bounded by flush_timeout_ms.
     std::string why;
     if (!options_.plaintext && !closing_.load()) {
-      why = common::DiagnoseTlsConnection(options_.host, options_.port, options_.tls_path,
-                                          options_.server_name,
-                                          static_cast<int>(options_.connect_timeout_ms));
+      why = common::DiagnoseTlsConnection(
+          options_.host, options_.port, options_.tls_path, options_.server_name,
+          static_cast<int>(options_.connect_timeout_ms), options_.tls_key_password_file);
     }
     LogOnce(absl::StrCat("server ", target, " unreachable", why.empty() ? "" : ": ", why,
                          "; retrying in the background"),
@@ -287,6 +289,23 @@ bool Sender::Handshake(std::unique_ptr<Connection>& c) {
                          code == grpc::StatusCode::INVALID_ARGUMENT ||
                          code == grpc::StatusCode::UNAUTHENTICATED);
     return false;
+  }
+  // crl.pem: a revoked server gets nothing but the Hello it has already read.
+  if (crl_) {
+    const std::string why = crl_->Revoked(c->stream->PeerCertificatePem());
+    if (!why.empty()) {
+      c->stream->Cancel();
+      c->stream->Finish(absl::Seconds(3));
+      {
+        absl::MutexLock lock(&mu_);
+        live_stream_ = nullptr;
+      }
+      c.reset();
+      LogOnce(absl::StrCat("refusing server ", target, ": its ", why, "; no call is sent to it"),
+              common::LogLevel::kError);
+      undeliverable_.store(true);
+      return false;
+    }
   }
   // The server's limits: the agent honours them (ServerInfo).
   const v1::ServerInfo& info = reply.server_info();

@@ -18,6 +18,7 @@
 #include "agent/counters.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/tls.h"
 #include "parity/v1/parity.pb.h"
 
 namespace grpc {
@@ -35,6 +36,7 @@ struct SenderOptions {
   bool plaintext = false;
   std::string tls_path;     // ca.crt [+ client.crt, client.key]
   std::string server_name;  // the name the server's certificate must carry, when not `host`
+  std::string tls_key_password_file;  // client.key's passphrase, when it is encrypted
   uint32_t connect_timeout_ms = 5000;
   uint32_t reconnect_initial_ms = 200;
   uint32_t reconnect_max_ms = 30000;
@@ -105,7 +107,8 @@ class Sender {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<Connection> conn_;
   std::thread thread_;
-  uint64_t max_inline_bytes_ = 0;           // from ServerInfo
+  uint64_t max_inline_bytes_ = 0;                      // from ServerInfo
+  std::shared_ptr<const common::RevocationList> crl_;  // crl.pem: servers refused
   uint64_t max_tensor_bytes_ = 0;           // the agent's and the server's, whichever is smaller
   std::vector<v1::DType> accepted_dtypes_;  // the server's; empty: any
   uint64_t next_blob_ = 0;

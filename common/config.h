@@ -30,9 +30,10 @@ struct AgentOptions {
   uint32_t block_timeout_ms = 0;          // kBlock: longest wait per call; 0 = no limit
   uint32_t max_checks_per_signature = 0;  // 0 = check every call
   BudgetPeriod budget_period = BudgetPeriod::kRun;
-  bool fail_fast = false;   // step() raises after an error verdict
-  bool plaintext = false;   // explicit opt-out of TLS
-  std::string server_name;  // TLS name to verify, when it differs from host
+  bool fail_fast = false;             // step() raises after an error verdict
+  bool plaintext = false;             // explicit opt-out of TLS
+  std::string server_name;            // TLS name to verify, when it differs from host
+  std::string tls_key_password_file;  // passphrase of an encrypted client.key (else the env var)
   uint32_t connect_timeout_ms = 5000;
   uint32_t reconnect_initial_ms = 200;
   uint32_t reconnect_max_ms = 30000;
@@ -79,6 +80,7 @@ struct ServerOptions {
   bool golden = true;                 // float64 CPU golden for three-way standards
   bool plaintext = false;
   bool allow_plaintext_non_loopback = false;
+  std::string tls_key_password_file;  // passphrase of an encrypted server.key (else the env var)
   uint64_t max_message_bytes = uint64_t{64} << 20;
   uint32_t max_streams = 1024;
   uint64_t max_partial_blob_bytes = uint64_t{4} << 30;  // all streams' incomplete chunked tensors

@@ -165,6 +165,9 @@ const KeyTable<AgentConfig>& AgentTable() {
     t->String(
         "parity.server_name", [](C& c) { return &c.parity.server_name; },
         "name the server certificate must carry, when it differs from host");
+    t->String(
+        "parity.tls_key_password_file", [](C& c) { return &c.parity.tls_key_password_file; },
+        "file whose first line is client.key's passphrase; empty: $PARITY_TLS_KEY_PASSWORD");
     t->Int(
         "parity.connect_timeout_ms", [](C& c) { return &c.parity.connect_timeout_ms; }, 1,
         UINT32_MAX, "one connection attempt");
@@ -347,6 +350,10 @@ const KeyTable<ServerConfig>& ServerTable() {
          parity("plaintext"), [](C& c) { return &c.parity.plaintext; },
          "accept unencrypted connections (binds to loopback unless allowed otherwise)")
         .flag = "plaintext";
+    t->String(
+         parity("tls_key_password_file"), [](C& c) { return &c.parity.tls_key_password_file; },
+         "file whose first line is server.key's passphrase; empty: $PARITY_TLS_KEY_PASSWORD")
+        .flag = "tls_key_password_file";
     t->Bool(
          parity("allow_plaintext_non_loopback"),
          [](C& c) { return &c.parity.allow_plaintext_non_loopback; },

@@ -1,6 +1,7 @@
 #include "common/tls.h"
 
 #include <openssl/bio.h>
+#include <openssl/bn.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
@@ -16,12 +17,14 @@
 #include <grpcpp/security/server_credentials.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
+#include "common/log.h"
 #include "common/net.h"
 #include "common/status_macros.h"
 
@@ -85,6 +88,13 @@ bool Exists(const std::string& dir, absl::string_view name) {
   return std::filesystem::exists(std::filesystem::path(dir) / std::string(name), ec);
 }
 
+// For keys that must not be encrypted here: OpenSSL's default would prompt on the terminal.
+int NoPassphrase(char*, int, int, void*) { return -1; }
+
+struct CrlDeleter {
+  void operator()(X509_CRL* c) const { X509_CRL_free(c); }
+};
+
 absl::Status CheckDir(const std::string& tls_path) {
   if (tls_path.empty()) {
     return absl::InvalidArgumentError(
@@ -98,7 +108,128 @@ absl::Status CheckDir(const std::string& tls_path) {
   return absl::OkStatus();
 }
 
+// The first line of `path`, the passphrase; warns when others may read the file.
+absl::StatusOr<std::string> ReadPassphraseFile(const std::string& path) {
+  PARITY_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  const std::size_t end = text.find_first_of("\r\n");
+  std::string line = text.substr(0, end);
+  OPENSSL_cleanse(text.data(), text.size());
+  std::error_code ec;
+  const auto perms = std::filesystem::status(path, ec).permissions();
+  if (!ec && (perms & (std::filesystem::perms::group_read | std::filesystem::perms::others_read)) !=
+                 std::filesystem::perms::none) {
+    LogWarning(absl::StrCat(path, ": the key password file is readable by others (chmod 600 it)"));
+  }
+  return line;
+}
+
 }  // namespace
+
+struct RevocationList::Impl {
+  std::unique_ptr<X509_CRL, CrlDeleter> crl;
+  std::string path;
+};
+
+absl::StatusOr<std::shared_ptr<const RevocationList>> RevocationList::Load(
+    const std::string& tls_path, absl::string_view ca_pem) {
+  if (!Exists(tls_path, kCrlFile)) return std::shared_ptr<const RevocationList>();
+  const std::string path = absl::StrCat(tls_path, "/", kCrlFile);
+  PARITY_ASSIGN_OR_RETURN(std::string pem, ReadPem(tls_path, kCrlFile));
+  auto impl = std::make_shared<Impl>();
+  impl->path = path;
+  BioPtr bio = MemBio(pem);
+  impl->crl.reset(PEM_read_bio_X509_CRL(bio.get(), nullptr, nullptr, nullptr));
+  if (!impl->crl) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a PEM certificate revocation list (", OpenSslError(), ")"));
+  }
+  PARITY_ASSIGN_OR_RETURN(X509Ptr ca,
+                          ParseCertificate(ca_pem, absl::StrCat(tls_path, "/", kCaFile)));
+  if (X509_NAME_cmp(X509_CRL_get_issuer(impl->crl.get()), X509_get_subject_name(ca.get())) != 0 ||
+      X509_CRL_verify(impl->crl.get(), X509_get0_pubkey(ca.get())) != 1) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not issued and signed by the CA of ", kCaFile));
+  }
+  const ASN1_TIME* this_update = X509_CRL_get0_lastUpdate(impl->crl.get());
+  const ASN1_TIME* next_update = X509_CRL_get0_nextUpdate(impl->crl.get());
+  if (this_update != nullptr && X509_cmp_current_time(this_update) >= 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": not valid before ", TimeText(this_update)));
+  }
+  if (next_update != nullptr && X509_cmp_current_time(next_update) <= 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": out of date since ", TimeText(next_update),
+                     " (its nextUpdate): issue a current one with the CA (openssl ca -gencrl)"));
+  }
+  const STACK_OF(X509_REVOKED)* revoked = X509_CRL_get_REVOKED(impl->crl.get());
+  std::string description =
+      absl::StrCat(path, " (", revoked != nullptr ? sk_X509_REVOKED_num(revoked) : 0, " revoked",
+                   next_update != nullptr ? absl::StrCat(", next update ", TimeText(next_update))
+                                          : std::string(),
+                   ")");
+  return std::shared_ptr<const RevocationList>(
+      std::make_shared<RevocationList>(std::move(impl), std::move(description)));
+}
+
+std::string RevocationList::Revoked(absl::string_view cert_pem) const {
+  BioPtr bio = MemBio(cert_pem);
+  X509Ptr cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+  if (!cert) {
+    ERR_clear_error();
+    return "";
+  }
+  X509_REVOKED* entry = nullptr;
+  if (X509_CRL_get0_by_cert(impl_->crl.get(), &entry, cert.get()) != 1 || entry == nullptr) {
+    return "";
+  }
+  BIGNUM* bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert.get()), nullptr);
+  char* hex = bn != nullptr ? BN_bn2hex(bn) : nullptr;
+  const std::string serial = hex != nullptr ? hex : "?";
+  OPENSSL_free(hex);
+  BN_free(bn);
+  char subject[256];
+  X509_NAME_oneline(X509_get_subject_name(cert.get()), subject, sizeof(subject));
+  return absl::StrCat("certificate ", subject, " (serial 0x", serial, ") was revoked on ",
+                      TimeText(X509_REVOKED_get0_revocationDate(entry)), " by ", impl_->path);
+}
+
+absl::StatusOr<std::string> ReadPrivateKey(const std::string& path,
+                                           const std::string& password_file) {
+  PARITY_ASSIGN_OR_RETURN(std::string pem, ReadFile(path));
+  if (pem.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": file is empty"));
+  if (!absl::StrContains(pem, "ENCRYPTED")) return pem;
+  std::string passphrase;
+  std::string source;
+  if (!password_file.empty()) {
+    PARITY_ASSIGN_OR_RETURN(passphrase, ReadPassphraseFile(password_file));
+    source = absl::StrCat("the key password file ", password_file);
+  } else if (const char* env = std::getenv(std::string(kKeyPasswordEnv).c_str())) {
+    passphrase = env;
+    source = absl::StrCat("$", kKeyPasswordEnv);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": the private key is passphrase-protected: give its passphrase in $",
+                     kKeyPasswordEnv, " or in a file named by parity.tls_key_password_file"));
+  }
+  BioPtr bio = MemBio(pem);
+  KeyPtr key(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, passphrase.data()));
+  OPENSSL_cleanse(passphrase.data(), passphrase.size());
+  if (!key) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": the passphrase from ", source, " does not decrypt the private key"));
+  }
+  BioPtr out(BIO_new(BIO_s_mem()));
+  if (PEM_write_bio_PKCS8PrivateKey(out.get(), key.get(), nullptr, nullptr, 0, nullptr, nullptr) !=
+      1) {
+    return absl::InternalError(
+        absl::StrCat(path, ": cannot re-encode the key (", OpenSslError(), ")"));
+  }
+  char* data = nullptr;
+  const long n = BIO_get_mem_data(out.get(), &data);  // NOLINT(runtime/int)
+  return std::string(data, static_cast<size_t>(n));
+}
 
 absl::StatusOr<std::string> CheckCertificatePem(absl::string_view pem, absl::string_view what) {
   PARITY_ASSIGN_OR_RETURN(X509Ptr cert, ParseCertificate(pem, what));
@@ -121,7 +252,7 @@ absl::Status CheckKeyMatchesCertificate(absl::string_view cert_pem, absl::string
                                         absl::string_view what) {
   PARITY_ASSIGN_OR_RETURN(X509Ptr cert, ParseCertificate(cert_pem, what));
   BioPtr bio = MemBio(key_pem);
-  KeyPtr key(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
+  KeyPtr key(PEM_read_bio_PrivateKey(bio.get(), nullptr, NoPassphrase, nullptr));
   if (!key) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": key is not a PEM private key (", OpenSslError(), ")"));
@@ -134,10 +265,13 @@ absl::Status CheckKeyMatchesCertificate(absl::string_view cert_pem, absl::string
   return absl::OkStatus();
 }
 
-absl::StatusOr<ServerTls> LoadServerTls(const std::string& tls_path) {
+absl::StatusOr<ServerTls> LoadServerTls(const std::string& tls_path,
+                                        const std::string& key_password_file) {
   PARITY_RETURN_IF_ERROR(CheckDir(tls_path));
   PARITY_ASSIGN_OR_RETURN(std::string cert, ReadPem(tls_path, kServerCertFile));
-  PARITY_ASSIGN_OR_RETURN(std::string key, ReadPem(tls_path, kServerKeyFile));
+  PARITY_ASSIGN_OR_RETURN(
+      std::string key,
+      ReadPrivateKey(absl::StrCat(tls_path, "/", kServerKeyFile), key_password_file));
   PARITY_ASSIGN_OR_RETURN(std::string described,
                           CheckCertificatePem(cert, absl::StrCat(tls_path, "/", kServerCertFile)));
   PARITY_RETURN_IF_ERROR(
@@ -156,7 +290,15 @@ absl::StatusOr<ServerTls> LoadServerTls(const std::string& tls_path) {
     out.mutual = true;
     out.description =
         absl::StrCat("mutual TLS: ", described, "; clients verified by ", ca_described);
+    PARITY_ASSIGN_OR_RETURN(out.crl, RevocationList::Load(tls_path, ca));
+    if (out.crl)
+      absl::StrAppend(&out.description, "; revoked clients listed in ", out.crl->description());
   } else {
+    if (Exists(tls_path, kCrlFile)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          tls_path, "/", kCrlFile, " revokes client certificates, but without ", kCaFile,
+          " clients present none: add ", kCaFile, " (mutual TLS) or remove ", kCrlFile));
+    }
     options.client_certificate_request = GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
     out.description = absl::StrCat("TLS (no ", kCaFile, ": clients are not verified): ", described);
   }
@@ -164,7 +306,8 @@ absl::StatusOr<ServerTls> LoadServerTls(const std::string& tls_path) {
   return out;
 }
 
-absl::StatusOr<ChannelTls> LoadChannelTls(const std::string& tls_path) {
+absl::StatusOr<ChannelTls> LoadChannelTls(const std::string& tls_path,
+                                          const std::string& key_password_file) {
   PARITY_RETURN_IF_ERROR(CheckDir(tls_path));
   PARITY_ASSIGN_OR_RETURN(std::string ca, ReadPem(tls_path, kCaFile));
   PARITY_ASSIGN_OR_RETURN(std::string ca_described,
@@ -182,7 +325,9 @@ absl::StatusOr<ChannelTls> LoadChannelTls(const std::string& tls_path) {
   }
   if (has_cert) {
     PARITY_ASSIGN_OR_RETURN(std::string cert, ReadPem(tls_path, kClientCertFile));
-    PARITY_ASSIGN_OR_RETURN(std::string key, ReadPem(tls_path, kClientKeyFile));
+    PARITY_ASSIGN_OR_RETURN(
+        std::string key,
+        ReadPrivateKey(absl::StrCat(tls_path, "/", kClientKeyFile), key_password_file));
     PARITY_ASSIGN_OR_RETURN(
         std::string described,
         CheckCertificatePem(cert, absl::StrCat(tls_path, "/", kClientCertFile)));
@@ -190,10 +335,14 @@ absl::StatusOr<ChannelTls> LoadChannelTls(const std::string& tls_path) {
         CheckKeyMatchesCertificate(cert, key, absl::StrCat(tls_path, "/", kClientKeyFile)));
     options.pem_cert_chain = cert;
     options.pem_private_key = key;
+    out.client_key_pem = key;
     out.client_certificate = true;
     out.description =
         absl::StrCat("mutual TLS as ", described, "; server verified by ", ca_described);
   }
+  PARITY_ASSIGN_OR_RETURN(out.crl, RevocationList::Load(tls_path, ca));
+  if (out.crl)
+    absl::StrAppend(&out.description, "; revoked servers listed in ", out.crl->description());
   out.credentials = grpc::SslCredentials(options);
   return out;
 }
@@ -303,8 +452,9 @@ std::string ExplainAlert(const std::string& reason, const std::string& tls_path,
 }  // namespace
 
 std::string DiagnoseTlsConnection(const std::string& host, int port, const std::string& tls_path,
-                                  const std::string& server_name, int timeout_ms) {
-  auto material = LoadChannelTls(tls_path);
+                                  const std::string& server_name, int timeout_ms,
+                                  const std::string& key_password_file) {
+  auto material = LoadChannelTls(tls_path, key_password_file);
   if (!material.ok()) return std::string(material.status().message());
   std::unique_ptr<SSL_CTX, SslCtxDeleter> ctx(SSL_CTX_new(TLS_client_method()));
   if (!ctx) return "cannot create a TLS context";
@@ -315,9 +465,10 @@ std::string DiagnoseTlsConnection(const std::string& host, int port, const std::
   SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
   if (material->client_certificate) {
     const std::string cert = absl::StrCat(tls_path, "/", kClientCertFile);
-    const std::string key = absl::StrCat(tls_path, "/", kClientKeyFile);
-    if (SSL_CTX_use_certificate_chain_file(ctx.get(), cert.c_str()) != 1 ||
-        SSL_CTX_use_PrivateKey_file(ctx.get(), key.c_str(), SSL_FILETYPE_PEM) != 1) {
+    BioPtr key_bio = MemBio(material->client_key_pem);  // decrypted: never a terminal prompt
+    KeyPtr key(PEM_read_bio_PrivateKey(key_bio.get(), nullptr, NoPassphrase, nullptr));
+    if (!key || SSL_CTX_use_certificate_chain_file(ctx.get(), cert.c_str()) != 1 ||
+        SSL_CTX_use_PrivateKey(ctx.get(), key.get()) != 1) {
       return absl::StrCat(cert, ": ", SslFailure());
     }
   }

@@ -61,6 +61,7 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
   const common::ServerOptions& o = config.parity;
 
   // Transport security first: a missing certificate must never turn into plaintext.
+  std::shared_ptr<const common::RevocationList> crl;
   s->host_ = config.host.empty() ? (o.plaintext ? "127.0.0.1" : "0.0.0.0") : config.host;
   if (o.plaintext) {
     if (!IsLoopbackHost(s->host_) && !o.allow_plaintext_non_loopback) {
@@ -72,9 +73,11 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
     s->credentials_ = grpc::InsecureServerCredentials();
     s->tls_description_ = "plaintext (explicit parity.plaintext)";
   } else {
-    PARITY_ASSIGN_OR_RETURN(common::ServerTls tls, common::LoadServerTls(config.tls_path));
+    PARITY_ASSIGN_OR_RETURN(common::ServerTls tls,
+                            common::LoadServerTls(config.tls_path, o.tls_key_password_file));
     s->credentials_ = tls.credentials;
     s->tls_description_ = tls.description;
+    crl = tls.crl;
   }
 
   if (o.standards_file.empty()) {
@@ -147,6 +150,7 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
   service.rank_list.insert(config.rank_list.begin(), config.rank_list.end());
   service.max_streams = o.max_streams;
   service.max_partial_blob_bytes = o.max_partial_blob_bytes;
+  service.crl = std::move(crl);
   service.limits = o.limits;
   s->service_ = std::make_unique<CheckService>(std::move(service), std::move(handler),
                                                s->queue_.get(), metrics);

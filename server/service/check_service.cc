@@ -50,6 +50,25 @@ void CheckService::NoteConfigDigest(const std::string& run_id, int32_t rank,
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* CheckService::Check(
     grpc::CallbackServerContext* context) {
   auto* reactor = new Reactor(this, context->peer(), ++session_counter_);
+  if (options_.crl) {
+    std::string why;
+    if (auto auth = context->auth_context()) {
+      for (const grpc::string_ref& pem : auth->FindPropertyValues("x509_pem_cert")) {
+        why = options_.crl->Revoked(absl::string_view(pem.data(), pem.size()));
+      }
+    }
+    if (!why.empty()) {
+      static common::RateLimiter revoked_log(std::chrono::seconds(10));
+      uint64_t suppressed = 0;
+      if (revoked_log.Allow(&suppressed)) {
+        common::LogWarning(absl::StrCat("refused a stream from ", context->peer(), ": client ", why,
+                                        " (", suppressed, " more suppressed)"));
+      }
+      reactor->Refuse(
+          grpc::Status(grpc::StatusCode::UNAUTHENTICATED, absl::StrCat("client ", why)));
+      return reactor;
+    }
+  }
   if (active_.fetch_add(1) >= static_cast<int>(options_.max_streams)) {
     active_.fetch_sub(1);
     reactor->Refuse(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,

@@ -14,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "common/limits.h"
+#include "common/tls.h"
 #include "common/torch/value_codec.h"
 #include "common/wire.h"
 #include "parity/v1/parity.grpc.pb.h"
@@ -51,6 +52,9 @@ struct ServiceOptions {
   common::DecodeLimits limits;  // chunk reassembly caps (tensor and call bytes)
   // Bytes all streams together may hold in chunked tensors whose call has not arrived yet.
   uint64_t max_partial_blob_bytes = uint64_t{4} << 30;
+  // crl.pem of mutual TLS: a stream whose client certificate it revokes is refused
+  // (UNAUTHENTICATED) before its Hello is read.
+  std::shared_ptr<const common::RevocationList> crl;
 };
 
 // The Check method is registered raw (ByteBuffer in and out): the reactor reads only the first

@@ -135,6 +135,51 @@ std::string WriteTlsDir(const std::string& dir, const std::string& ca_cert, cons
   return dir;
 }
 
+std::string EncryptKey(const std::string& key_pem, const std::string& passphrase) {
+  EVP_PKEY* key = ReadKey(key_pem);
+  BIO* bio = BIO_new(BIO_s_mem());
+  PEM_write_bio_PKCS8PrivateKey(bio, key, EVP_aes_256_cbc(), passphrase.data(),
+                                static_cast<int>(passphrase.size()), nullptr, nullptr);
+  std::string out = BioText(bio);
+  BIO_free(bio);
+  EVP_PKEY_free(key);
+  return out;
+}
+
+std::string MakeCrl(const KeyPair& ca, const std::vector<std::string>& revoked,
+                    int next_update_days) {
+  EVP_PKEY* ca_key = ReadKey(ca.key_pem);
+  X509* ca_cert = ReadCert(ca.cert_pem);
+  X509_CRL* crl = X509_CRL_new();
+  X509_CRL_set_version(crl, 1);
+  X509_CRL_set_issuer_name(crl, X509_get_subject_name(ca_cert));
+  ASN1_TIME* last = X509_gmtime_adj(nullptr, -86400);
+  ASN1_TIME* next =
+      X509_gmtime_adj(nullptr, static_cast<long>(next_update_days) * 86400);  // NOLINT
+  X509_CRL_set1_lastUpdate(crl, last);
+  X509_CRL_set1_nextUpdate(crl, next);
+  for (const std::string& pem : revoked) {
+    X509* cert = ReadCert(pem);
+    X509_REVOKED* entry = X509_REVOKED_new();
+    X509_REVOKED_set_serialNumber(entry, X509_get_serialNumber(cert));
+    X509_REVOKED_set_revocationDate(entry, last);
+    X509_CRL_add0_revoked(crl, entry);
+    X509_free(cert);
+  }
+  X509_CRL_sort(crl);
+  X509_CRL_sign(crl, ca_key, EVP_sha256());
+  BIO* bio = BIO_new(BIO_s_mem());
+  PEM_write_bio_X509_CRL(bio, crl);
+  std::string out = BioText(bio);
+  BIO_free(bio);
+  ASN1_TIME_free(last);
+  ASN1_TIME_free(next);
+  X509_CRL_free(crl);
+  X509_free(ca_cert);
+  EVP_PKEY_free(ca_key);
+  return out;
+}
+
 std::string MakeTempDir(const std::string& prefix) {
   const char* base = std::getenv("TEST_TMPDIR");
   std::string tmpl = std::string(base ? base : "/tmp") + "/" + prefix + "XXXXXX";

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace parity::testing {
 
@@ -26,6 +27,15 @@ KeyPair MakeLeaf(const KeyPair& ca, const CertOptions& options);
 // (each pair if non-empty). Returns the directory.
 std::string WriteTlsDir(const std::string& dir, const std::string& ca_cert, const KeyPair& server,
                         const KeyPair& client);
+
+// `key_pem` encrypted with `passphrase` (AES-256, PKCS#8), as `openssl genrsa -aes256` users
+// have them.
+std::string EncryptKey(const std::string& key_pem, const std::string& passphrase);
+
+// A CRL signed by `ca` revoking `revoked` (certificate PEMs), valid from yesterday until
+// `next_update_days` from now (negative: already out of date).
+std::string MakeCrl(const KeyPair& ca, const std::vector<std::string>& revoked,
+                    int next_update_days = 30);
 
 // A fresh empty directory under the test's temp dir.
 std::string MakeTempDir(const std::string& prefix);
