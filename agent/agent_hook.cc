@@ -11,7 +11,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/torch/autocast.h"
 #include "common/torch/boxed_call.h"
+#include "common/torch/dtype_map.h"
 #include "common/torch/ivalue_walk.h"
 
 namespace parity::agent {
@@ -120,6 +122,20 @@ void MarkDeviceReady(CapturedCall& call) {
   }
 }
 
+// The device type of the call's first defined tensor; CPU when it has none.
+c10::DeviceType DeviceTypeOf(c10::ArrayRef<const c10::IValue> inputs) {
+  for (const c10::IValue& v : inputs) {
+    std::optional<c10::DeviceType> found;
+    common::ForEachLeaf(v, [&](const c10::IValue& leaf) {
+      if (!found && leaf.isTensor() && leaf.toTensor().defined()) {
+        found = leaf.toTensor().device().type();
+      }
+    });
+    if (found) return *found;
+  }
+  return c10::DeviceType::CPU;
+}
+
 CallSite SiteOf(const at::RecordFunction& fn, const ThreadState& ts) {
   CallSite site;
   site.op = fn.name();
@@ -176,6 +192,13 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
   if (!call->meta.skip_reason().empty()) {  // sent without its values: the server says why
     sink->Capture(std::move(call));
     return nullptr;
+  }
+  // Autocast on the call's device: the inputs seen here are the ones before autocast cast them,
+  // so the server replays the bench under the same autocast.
+  if (std::optional<at::ScalarType> autocast = common::ActiveAutocast(DeviceTypeOf(site.inputs))) {
+    if (std::optional<v1::DType> d = common::ToWireDType(*autocast)) {
+      call->meta.set_autocast_dtype(*d);
+    }
   }
   uint64_t bytes = 0;
   for (const c10::IValue& v : site.inputs) bytes += Bytes(v);

@@ -6,6 +6,7 @@
 #include "common/naming.h"
 #include "common/skip_list.h"
 #include "common/text.h"
+#include "common/torch/dtype_map.h"
 #include "common/torch/torch_pch.h"
 #include "server/replay/call_values.h"
 #include "server/replay/stages.h"
@@ -87,7 +88,8 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
   }
   if (!decoded.ok()) return Rejected(decoded.status());
   // 4. Replay on the bench device, and as the float64 golden.
-  const Replay bench = ReplayBench(*op, decoded->inputs, impl_->device);
+  const Replay bench =
+      ReplayBench(*op, decoded->inputs, impl_->device, common::ToScalarType(call.autocast_dtype()));
   const Replay golden =
       impl_->options.golden ? ReplayGolden(*op, decoded->inputs) : Replay{{}, "disabled"};
   const auto replayed = Clock::now();

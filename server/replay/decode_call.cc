@@ -74,6 +74,15 @@ absl::StatusOr<c10::OperatorHandle> ResolveOp(absl::string_view name, absl::stri
                          "registers it"));
 }
 
+// `Scalar[]` or `Scalar[]?`.
+bool IsNumberList(const c10::TypePtr& type) {
+  c10::TypePtr t = type;
+  if (t->kind() == c10::TypeKind::OptionalType)
+    t = t->castRaw<c10::OptionalType>()->getElementType();
+  return t->kind() == c10::TypeKind::ListType &&
+         t->castRaw<c10::ListType>()->getElementType()->kind() == c10::TypeKind::NumberType;
+}
+
 absl::Status NormalizeArguments(const c10::FunctionSchema& schema, Stack& inputs) {
   const auto& args = schema.arguments();
   if (inputs.size() > args.size()) {
@@ -93,6 +102,14 @@ absl::Status NormalizeArguments(const c10::FunctionSchema& schema, Stack& inputs
   // schema's type check cannot look at it, so it checks a placeholder in its place.
   std::vector<std::size_t> undefined;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
+    // `Scalar[]` (AdamW's `_foreach_div_.ScalarList`): a list of floats or ints on the wire, a
+    // list of numbers for the schema.
+    if ((inputs[i].isDoubleList() || inputs[i].isIntList()) && IsNumberList(args[i].type())) {
+      c10::impl::GenericList numbers(c10::NumberType::get());
+      for (const c10::IValue& v : inputs[i].toListRef()) numbers.push_back(v);
+      inputs[i] = c10::IValue(std::move(numbers));
+      continue;
+    }
     if (!inputs[i].isTensor() || inputs[i].toTensor().defined()) continue;
     if (args[i].type()->kind() == c10::TypeKind::OptionalType) {
       inputs[i] = c10::IValue();

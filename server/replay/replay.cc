@@ -5,7 +5,9 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/torch/autocast.h"
 #include "common/torch/boxed_call.h"
+#include "common/torch/dtype_map.h"
 #include "common/torch/ivalue_walk.h"
 #include "common/torch/torch_pch.h"
 #include "server/replay/stages.h"
@@ -104,14 +106,15 @@ std::string ErrorText(const std::exception& e) {
   return e.what();
 }
 
-Replay ReplayBench(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device) {
+Replay ReplayBench(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device,
+                   std::optional<at::ScalarType> autocast) {
   // Copies, even on the CPU: an in-place op writes its arguments.
-  return Run(op, MapInputs(
-                     inputs,
-                     [&](const at::Tensor& t) {
-                       return t.to(device, /*non_blocking=*/false, /*copy=*/true);
-                     },
-                     device));
+  Stack copies = MapInputs(
+      inputs,
+      [&](const at::Tensor& t) { return t.to(device, /*non_blocking=*/false, /*copy=*/true); },
+      device);
+  const common::AutocastScope scope(device.type(), autocast);
+  return Run(op, std::move(copies));
 }
 
 Replay ReplayGolden(const c10::OperatorHandle& op, const Stack& inputs) {
@@ -138,6 +141,7 @@ Replay ReplayGolden(const c10::OperatorHandle& op, const Stack& inputs) {
       }
     }
   }
+  const common::AutocastScope no_autocast(c10::DeviceType::CPU, std::nullopt);
   return Run(op, std::move(golden));
 }
 

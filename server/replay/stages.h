@@ -50,9 +50,12 @@ struct Replay {
   std::string error;  // "" when it ran
   bool ran() const { return error.empty(); }
 };
-// At the inputs' dtypes on `device`.
-Replay ReplayBench(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device);
-// On the CPU with floating inputs upcast as msprobe does (float16/bfloat16 -> float32, float32
+// At the inputs' dtypes on `device`, under autocast to `autocast` on that device when the call
+// ran under autocast (the device's autocast becomes the bench device's).
+Replay ReplayBench(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device,
+                   std::optional<at::ScalarType> autocast = std::nullopt);
+// Without autocast, on the CPU with floating inputs upcast as msprobe does (float16/bfloat16 ->
+// float32, float32
 // -> float64; mixed -> float32), and dtype arguments naming a low-precision float raised with
 // them.
 Replay ReplayGolden(const c10::OperatorHandle& op, const Stack& inputs);

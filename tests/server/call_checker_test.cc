@@ -6,6 +6,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/torch/autocast.h"
 #include "common/torch/torch_pch.h"
 #include "common/torch/value_codec.h"
 #include "gmock/gmock.h"
@@ -76,6 +77,43 @@ TEST_P(CallCheckerTest, CleanCallsOfEveryStandardPass) {
     ops.insert(c.name);
   }
   EXPECT_GE(ops.size(), 30u);
+}
+
+// A call made under CPU autocast: the hook sees float32 inputs and a bfloat16 output. Replayed
+// under the same autocast on the bench device it passes; a fault inside the region is an error.
+TEST_P(CallCheckerTest, CallsUnderAutocastReplayUnderAutocast) {
+  const at::Tensor x = R({8, 64}, 1), w = R({32, 64}, 2), b = R({32}, 3);
+  v1::ApiCall clean, faulty;
+  {
+    const common::AutocastScope autocast(c10::DeviceType::CPU, at::kBFloat16);
+    clean = MakeCall("aten::linear", "", {x, w, b});
+    // A bfloat16 GEMM that drops the bias.
+    faulty = MakeCall("aten::linear", "", {x, w, b}, v1::PHASE_FORWARD, [&](Stack& out) {
+      out[0] = at::matmul(x.to(at::kBFloat16), w.t().to(at::kBFloat16));
+    });
+  }
+  ASSERT_EQ(clean.outputs(0).tensor().dtype(), v1::DTYPE_BFLOAT16) << "not run under autocast";
+  ASSERT_EQ(clean.inputs(0).tensor().dtype(), v1::DTYPE_FLOAT32);
+  clean.set_autocast_dtype(v1::DTYPE_BFLOAT16);
+  faulty.set_autocast_dtype(v1::DTYPE_BFLOAT16);
+  Result r = Check(clean);
+  EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+  ASSERT_EQ(r.check.outputs.size(), 1u);
+  EXPECT_EQ(r.check.outputs[0].bench_dtype, v1::DTYPE_BFLOAT16) << "bench not under autocast";
+  EXPECT_EQ(r.check.outputs[0].dtype, v1::DTYPE_BFLOAT16);
+  r = Check(faulty);
+  EXPECT_EQ(StatusText(r.verdict.status()), "error") << r.verdict.ShortDebugString();
+  // The worker's own autocast state is left as it was.
+  EXPECT_FALSE(common::ActiveAutocast(c10::DeviceType::CPU).has_value());
+}
+
+// `Scalar[]` arrives as a list of floats (AdamW's foreach bias correction): it replays.
+TEST_P(CallCheckerTest, ScalarListsReplay) {
+  const c10::List<at::Tensor> tensors({R({4, 8}, 1), R({8}, 2)});
+  Result r = Check(MakeCall("aten::_foreach_div_", "ScalarList",
+                            {tensors, c10::List<c10::Scalar>({0.9, 0.99})}));
+  EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+  EXPECT_EQ(r.verdict.outputs_size(), 2);
 }
 
 TEST_P(CallCheckerTest, HarmfulFaultsAreErrorsOnTheFaultyOutput) {
