@@ -3,7 +3,8 @@
 namespace parity::agent {
 
 namespace {
-constexpr const char* kDropReasonNames[kDropReasons] = {"queue_full", "disconnected", "stopped"};
+constexpr const char* kDropReasonNames[kDropReasons] = {"queue_full", "disconnected", "stopped",
+                                                        "communication"};
 }  // namespace
 
 const char* DropReasonName(DropReason reason) { return kDropReasonNames[static_cast<int>(reason)]; }

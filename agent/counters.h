@@ -15,12 +15,14 @@ namespace parity::agent {
 
 // Why a captured call was never written to a stream.
 enum class DropReason {
-  kQueueFull,     // the queue was full under policy drop, or a block wait timed out
-  kDisconnected,  // no server to send to
-  kStopped,       // still queued when the session ended
+  kQueueFull,      // the queue was full under policy drop, or a block wait timed out
+  kDisconnected,   // no server to send to
+  kStopped,        // still queued when the session ended
+  kCommunication,  // a communication op (c10d::*): depends on the other ranks, never copied
 };
-inline constexpr int kDropReasons = 3;
-const char* DropReasonName(DropReason reason);  // "queue_full", "disconnected", "stopped"
+inline constexpr int kDropReasons = 4;
+// "queue_full", "disconnected", "stopped", "communication"
+const char* DropReasonName(DropReason reason);
 
 class AgentCounters {
  public:

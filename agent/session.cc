@@ -277,6 +277,12 @@ bool Session::Begin(const CallSite& site, v1::ApiCall* meta) {
   meta->set_capture_unix_nanos(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count());
+  if (common::IsCommunicationOp(site.op)) {  // counted, logged once per op, never copied
+    counters_.Captured();
+    counters_.Dropped(DropReason::kCommunication);
+    NoteCommunicationOp(site.op);
+    return false;
+  }
   if (std::string skip = common::SkipReasonForOp(site.op); !skip.empty()) {
     meta->set_skip_reason(std::move(skip));  // sent without values: the server reports SKIP
     return true;
@@ -286,6 +292,16 @@ bool Session::Begin(const CallSite& site, v1::ApiCall* meta) {
     return false;
   }
   return true;
+}
+
+void Session::NoteCommunicationOp(const std::string& op) {
+  {
+    absl::MutexLock lock(&communication_mu_);
+    if (!communication_ops_.insert(op).second) return;
+  }
+  common::LogInfo(absl::StrCat("not checked: ", op,
+                               " is a communication op (its result depends on the other ranks); "
+                               "its calls are counted as dropped (communication), never copied"));
 }
 
 bool Session::Admit(uint64_t bytes) {

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -69,7 +70,10 @@ class Session final : public CaptureSink {
   void EndAfterLastStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LogSummary();
   void WarnAboutUnknownNames();
+  void NoteCommunicationOp(const std::string& op);  // logs each op once
 
+  absl::Mutex communication_mu_;
+  std::set<std::string> communication_ops_ ABSL_GUARDED_BY(communication_mu_);
   const common::AgentConfig config_;
   const int32_t rank_;
   const bool rank_selected_;

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/naming.h"
 
@@ -47,6 +48,20 @@ const std::map<std::string, std::string, std::less<>>& SkipRegistry() {
 }
 
 }  // namespace
+
+bool IsCommunicationOp(absl::string_view op_name) {
+  for (absl::string_view ns :
+       {"c10d::", "c10d_functional::", "_c10d_functional::", "_c10d_functional_autograd::"}) {
+    if (absl::StartsWith(op_name, ns)) return true;
+  }
+  // The aten spellings of the base collectives some releases and NPU builds register.
+  for (absl::string_view name :
+       {"aten::_allgather_base", "aten::_reduce_scatter_base", "aten::all_reduce",
+        "aten::all_gather_into_tensor", "aten::reduce_scatter_tensor"}) {
+    if (op_name == name) return true;
+  }
+  return false;
+}
 
 std::string SkipReasonForOp(absl::string_view op_name) {
   auto it = SkipRegistry().find(BareOpName(op_name));

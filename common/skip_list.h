@@ -11,4 +11,9 @@ namespace parity::common {
 // Why `op_name` ("aten::dropout", "dropout") is never replayed; empty if it can be.
 std::string SkipReasonForOp(absl::string_view op_name);
 
+// A collective or point-to-point communication op (`c10d::allreduce_`, `c10d::broadcast_`,
+// `_c10d_functional::all_reduce`, ...): its result depends on the other ranks, so one rank's
+// call cannot be replayed. The agent skips them before copying anything.
+bool IsCommunicationOp(absl::string_view op_name);
+
 }  // namespace parity::common

@@ -24,7 +24,8 @@ constexpr const char* kPhases[] = {"forward", "backward", "unspecified"};
 // The agent's loss reasons (AgentStats: dropped_calls by reason, and lost_in_flight_calls);
 // anything else an agent reports counts as "other" (the label set stays closed whatever a
 // client sends).
-constexpr const char* kDropReasons[] = {"queue_full", "disconnected", "lost_in_flight", "other"};
+constexpr const char* kDropReasons[] = {"queue_full", "disconnected", "lost_in_flight",
+                                        "communication", "other"};
 
 // Latency buckets from 100 µs to ~1 min: small elementwise ops to large matmuls on CPU.
 prometheus::Histogram::BucketBoundaries LatencyBuckets() {
@@ -223,8 +224,9 @@ void ServerMetrics::AgentDisconnected() { agents_->Decrement(); }
 
 void ServerMetrics::AgentDropped(absl::string_view reason, uint64_t delta) {
   if (delta == 0) return;
-  int r = 3;  // "other"
-  for (int i = 0; i < 3; ++i) {
+  constexpr int kOther = static_cast<int>(std::size(kDropReasons)) - 1;
+  int r = kOther;
+  for (int i = 0; i < kOther; ++i) {
     if (reason == kDropReasons[i]) r = i;
   }
   Cached(dropped_by_reason_[r], agent_dropped_, {{"reason", kDropReasons[r]}})

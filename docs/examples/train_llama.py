@@ -115,8 +115,8 @@ class Llama(torch.nn.Module):
         cos, sin = rope_tables(dim // heads, seq)
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
-        mask = torch.triu(torch.ones(seq, seq, dtype=torch.bool), diagonal=1)
-        self.register_buffer("mask", mask, persistent=False)
+        # A plain attribute, not a buffer: DDP broadcasts buffers, and gloo has no bool.
+        self.mask = torch.triu(torch.ones(seq, seq, dtype=torch.bool), diagonal=1)
 
     def forward(self, tokens):
         t = tokens.shape[1]

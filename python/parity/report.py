@@ -96,6 +96,15 @@ def summarise(results_dir, metrics_url=None, max_errors=5, out=sys.stdout):
             print(f"                  {describe(r)}", file=out)
     else:
         print("  errors        : none", file=out)
+    ranks = sorted({r.get("rank", 0) for r in records})
+    if len(ranks) > 1:  # each rank's counts and its own first error
+        for rank in ranks:
+            mine = [r for r in records if r.get("rank", 0) == rank]
+            counts = collections.Counter(r.get("status", "?").lower() for r in mine)
+            first = next((r for r in errors if r.get("rank", 0) == rank), None)
+            print(f"  rank {rank:<9}: {len(mine)} checked, " +
+                  ", ".join(f"{counts.get(v, 0)} {v}" for v in ("pass", "warning", "error", "skip")) +
+                  (f"; first error: {describe(first)}" if first else ""), file=out)
     print("  result files  :", file=out)
     for path in sorted(glob.glob(os.path.join(results_dir, "*.csv")) +
                        glob.glob(os.path.join(results_dir, "*.jsonl"))):

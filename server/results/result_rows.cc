@@ -119,6 +119,9 @@ nlohmann::json JsonRecord(const CallOrigin& origin, const v1::ApiCall& call, con
   }
   j["module_path"] = call.module_path();
   j["in_optimizer"] = call.in_optimizer();
+  if (call.autocast_dtype() != v1::DTYPE_UNSPECIFIED) {
+    j["autocast"] = std::string(common::TorchName(call.autocast_dtype()));
+  }
   j["status"] = StatusCell(check.status);
   if (check.status == v1::VERDICT_STATUS_REJECTED) j["rejected"] = true;
   j["message"] = check.message;
