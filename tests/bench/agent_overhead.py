@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 import harness  # noqa: E402
 
-WORKLOADS = ("mlp", "encoder")
+WORKLOADS = ("mlp", "encoder", "llama", "llama-bf16")
 
 
 def workload(name):
@@ -39,6 +39,11 @@ def workload(name):
                                     torch.nn.Linear(512, 512), torch.nn.GELU(),
                                     torch.nn.Linear(512, 10))
         return model, torch.randn(64, 256)
+    if name.startswith("llama"):  # docs/examples/train_llama.py: RMSNorm, RoPE, GQA, SwiGLU
+        sys.path.insert(0, os.path.join(HERE, "..", "..", "docs", "examples"))
+        import train_llama  # pylint: disable=import-outside-toplevel
+        model = train_llama.Llama(dim=128, layers=2, seq=64)
+        return model, torch.randint(0, 128, (4, 64))
     model = torch.nn.TransformerEncoderLayer(d_model=128, nhead=4, dim_feedforward=256,
                                              dropout=0.0, batch_first=True)
     return model, torch.randn(8, 32, 128)
@@ -57,8 +62,10 @@ def child(spec):
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(spec["config"], f)
         debugger = parity.PrecisionDebugger(f.name)
-        if spec["loop"] == "once":
+        if spec["loop"] in ("once", "stopped"):
             debugger.start()
+        if spec["loop"] == "stopped":
+            debugger.stop()  # msprobe's stop(): capture paused for the whole run
     out = {}
     sent_before = 0
     for name in WORKLOADS:
@@ -70,14 +77,16 @@ def child(spec):
             if debugger is not None and spec["loop"] == "msprobe":
                 debugger.start()
             opt.zero_grad()
-            model(x).float().pow(2).mean().backward()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=name.endswith("bf16")):
+                y = model(x)
+            y.float().pow(2).mean().backward()
             opt.step()
             if debugger is not None and spec["loop"] == "msprobe":
                 debugger.stop()
                 debugger.step()
             times.append(time.perf_counter() - start)
         sent = ""
-        if debugger is not None:
+        if debugger is not None and spec["loop"] != "stopped":
             debugger.flush(60)
             total = debugger.counters()["sent"]
             sent, sent_before = total - sent_before, total
@@ -111,7 +120,8 @@ def main():
                 "tensor": {"online_run_ut": True, "host": "127.0.0.1", "port": target.port},
                 "parity": dict(plaintext=True, log_level="warning", **parity_opts)}
 
-    rows = [("no agent", "once", None), ("loaded, never started", "once", None)]
+    rows = [("no agent", "once", None), ("loaded, never started", "once", None),
+            ("started, then stopped", "stopped", lambda: config(server, policy="drop"))]
     modes = [
         ("budget 1/signature", lambda: config(server, max_checks_per_signature=1,
                                               budget_period="run")),
@@ -145,13 +155,13 @@ def main():
 
     print(f"agent overhead: median step time, fwd+bwd+SGD, {steps} steps, 1 torch thread, "
           f"median of {rounds} rounds (one process per row and round)")
-    print(f"{'workload':9} {'mode':40} {'ms/step':>9} {'ratio':>7} {'calls sent':>11}")
+    print(f"{'workload':11} {'mode':40} {'ms/step':>9} {'ratio':>7} {'calls sent':>11}")
     for w in WORKLOADS:
         base = statistics.median(results["no agent"][w])
         for name, _, _ in rows:
             ms = statistics.median(results[name][w])
             calls = int(statistics.median(sent[name][w])) if sent[name][w] else ""
-            print(f"{w:9} {name:40} {ms * 1e3:9.2f} {ms / base:7.2f} {calls:>11}")
+            print(f"{w:11} {name:40} {ms * 1e3:9.2f} {ms / base:7.2f} {calls:>11}")
 
 
 if __name__ == "__main__":
