@@ -107,10 +107,12 @@ PushResult Sender::Push(std::unique_ptr<CapturedCall> call) {
   pending_.fetch_add(1);
   PushResult r;
   if (options_.policy == common::QueuePolicy::kBlock) {
-    // Exhaustive mode: wait for room, but only while the server is there to make room.
+    // Exhaustive mode: wait for room, but only while the server is there to make room, or may
+    // be: during the first connection attempt (at most connect_timeout_ms), so that a training
+    // that starts with its server does not lose its first calls to the connection's set-up.
     r = queue_.PushWait(std::move(call), bytes,
                         std::chrono::milliseconds(options_.block_timeout_ms),
-                        [this] { return counters_.connected(); });
+                        [this] { return counters_.connected() || first_attempt_.load(); });
   } else {
     r = queue_.TryPush(std::move(call), bytes);
   }
@@ -159,7 +161,9 @@ void Sender::Run() {
 
 void Sender::RunOnce(std::chrono::steady_clock::time_point* last_stats, double* backoff_ms) {
   if (!conn_) {
-    if (!Connect()) {
+    const bool connected = Connect();
+    if (first_attempt_.exchange(false)) queue_.Wake();  // blocked pushers re-check
+    if (!connected) {
       // Jittered exponential back-off, capped: many ranks must not reconnect in lock-step.
       static thread_local std::mt19937 rng(static_cast<uint32_t>(::getpid()));
       const double jitter = std::uniform_real_distribution<double>(0.5, 1.0)(rng);

@@ -128,7 +128,8 @@ class Sender {
   // The last connection attempt failed in a way retrying cannot fix (TLS material, a refused
   // Hello): the end of the session does not wait for a delivery that cannot happen.
   std::atomic<bool> undeliverable_{false};
-  std::atomic<bool> closing_{false};  // Close() has begun
+  std::atomic<bool> first_attempt_{true};  // the first connection attempt has not ended yet
+  std::atomic<bool> closing_{false};       // Close() has begun
 };
 
 }  // namespace parity::agent

@@ -3,6 +3,8 @@
 // fail_fast, reconnection, wedged and dying servers, and the accounting of every call.
 #include "agent/session.h"
 
+#include <thread>
+
 #include "gtest/gtest.h"
 #include "tests/agent/agent_testing.h"
 
@@ -180,6 +182,37 @@ TEST(SessionTest, WithoutFailFastErrorsAreCountedNotRaised) {
   EXPECT_TRUE(agent->Step(nullptr));
   EXPECT_EQ(agent->GetCounters().error, 1u);
   agent->Close();
+}
+
+// Under `block` the first calls of a training wait for the session's first connection (its
+// set-up takes a moment: a TLS handshake, a busy server) instead of being dropped as
+// disconnected: here the server comes up 300 ms after the training has filled the queue.
+TEST(SessionTest, BlockWaitsForTheFirstConnectionInsteadOfDroppingTheFirstCalls) {
+  int port = 0;
+  {
+    RecordingServer probe;
+    port = probe.port();
+    probe.Shutdown();
+  }
+  common::AgentConfig config = Config(port);
+  config.parity.queue_max_calls = 4;
+  config.parity.connect_timeout_ms = 10000;
+  const torch::Tensor x = torch::randn({3, 4});
+  auto agent = StartAgent(config);
+  std::unique_ptr<RecordingServer> server;
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    server = std::make_unique<RecordingServer>(port);
+  });
+  for (int i = 0; i < 20; ++i) torch::add(x, x);
+  late.join();
+  ASSERT_TRUE(agent->Flush(20000));
+  const Counters c = agent->GetCounters();
+  agent->Close();
+  EXPECT_EQ(c.captured, 20u);
+  EXPECT_EQ(c.sent, 20u);
+  EXPECT_TRUE(c.dropped.empty() || c.dropped.at("disconnected") == 0) << c.dropped.size();
+  EXPECT_EQ(server->calls().size(), 20u);
 }
 
 TEST(SessionTest, ReconnectsWhenTheServerComesBackAndResumes) {

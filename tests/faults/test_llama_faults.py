@@ -3,7 +3,8 @@ grouped-query causal attention, SwiGLU, tied embeddings, cross-entropy, AdamW, c
 the real agent, mutual TLS and the real parity-server, in float32 and under bf16 CPU autocast.
 
 Asserts, and prints as a table:
-- clean runs over 3 seeds in both precisions: no `error`;
+- clean runs over 3 seeds in both precisions, and with AdamW's per-tensor implementation: no
+  `error`;
 - every harmful fault of tests/faults/llama_faults.py, in each precision it applies to: reported
   as `error`, the run's first error on the faulty op, in the right phase, at step 0, and errors
   only on the ops it may touch;
@@ -47,26 +48,30 @@ class LlamaFaultSuiteTest(unittest.TestCase):
     def setUpClass(cls):
         cls.dir = harness.tempdir("parity_llama_faults_")
         cls.server_tls, cls.client_tls = harness.make_certs(os.path.join(cls.dir, "certs"))
-        runs = [(None, p, s) for p in PRECISIONS for s in SEEDS]
+        runs = [(None, p, s, "yes") for p in PRECISIONS for s in SEEDS]
+        runs += [(None, p, 0, "no") for p in PRECISIONS]  # AdamW's per-tensor implementation
         for name, fault in sorted(llama_faults.FAULTS.items()):
-            runs += [(name, p, 0) for p in fault.precisions]
+            runs += [(name, p, 0, "yes") for p in fault.precisions]
         cls.runs = runs
         server = harness.Server(cls.dir, cls.server_tls)
         cls.failures = {}
+        cls.summaries = []  # each run's agent summary line, for messages
         try:
             # Every call delivered: the session's end waits for the queue to drain.
             config = harness.agent_config(os.path.join(cls.dir, "config.json"), server.port,
                                           cls.client_tls, policy="block",
                                           flush_timeout_ms=300000)
-            for rank, (name, precision, seed) in enumerate(runs):
+            for rank, (name, precision, seed, foreach) in enumerate(runs):
                 args = [harness.PYTHON, TRAIN, "--config", config, "--steps", str(STEPS),
-                        "--seed", str(seed),
+                        "--seed", str(seed), "--foreach", foreach,
                         "--autocast", "bf16" if precision == "bf16" else "none"]
                 if name:
                     args += ["--fault", name]
                 r = harness.run(args, env={"RANK": str(rank)})
+                cls.summaries.append([line for line in r.stderr.splitlines()
+                                      if "session ended" in line or "WARNING" in line])
                 if r.returncode != 0:
-                    cls.failures[(name, precision, seed)] = r.stderr[-2000:]
+                    cls.failures[(name, precision, seed, foreach)] = r.stderr[-2000:]
         finally:
             server.stop()
         cls.by_rank = {}
@@ -78,12 +83,13 @@ class LlamaFaultSuiteTest(unittest.TestCase):
     @classmethod
     def _score(cls):
         rows = []
-        for rank, (name, precision, seed) in enumerate(cls.runs):
+        for rank, (name, precision, seed, foreach) in enumerate(cls.runs):
             records = cls.by_rank.get(rank, [])
             errors = [r for r in records if r["status"] == "error"]
             fault = llama_faults.FAULTS.get(name)
             first = _first_error(records)
-            row = {"name": name or f"clean (seed {seed})", "precision": precision,
+            clean = f"clean (seed {seed})" + ("" if foreach == "yes" else ", per-tensor AdamW")
+            row = {"name": name or clean, "precision": precision, "foreach": foreach,
                    "kind": fault.kind if fault else "clean", "calls": len(records),
                    "errors": len(errors), "first": first}
             if fault and fault.kind == "harmful":
@@ -99,11 +105,11 @@ class LlamaFaultSuiteTest(unittest.TestCase):
     @classmethod
     def _render(cls):
         lines = ["LLM fault suite (Llama-style workload, 2 steps per run)",
-                 f"{'run':36} {'prec':5} {'kind':8} {'calls':>6} {'errors':>6}  first error"]
+                 f"{'run':44} {'prec':5} {'kind':8} {'calls':>6} {'errors':>6}  first error"]
         for row in cls.table:
             first = row["first"]
             where = f"{first['api']} {first['phase']} step {first['step']}" if first else "-"
-            lines.append(f"{row['name']:36} {row['precision']:5} {row['kind']:8} "
+            lines.append(f"{row['name']:44} {row['precision']:5} {row['kind']:8} "
                          f"{row['calls']:6} {row['errors']:6}  {where}")
         harmful = [r for r in cls.table if r["kind"] == "harmful"]
         clean = [r for r in cls.table if r["kind"] != "harmful"]
@@ -120,13 +126,16 @@ class LlamaFaultSuiteTest(unittest.TestCase):
         calls = {}
         for rank, run in enumerate(self.runs):
             records = self.by_rank.get(rank, [])
-            calls.setdefault(run[1], set()).add(len(records))
+            calls.setdefault((run[1], run[3]), set()).add(len(records))
+            self.assertGreater(len(records), 1000, (run, self.summaries[rank]))
             unjudged = {r["op"] for r in records
                         if r["status"] not in ("pass", "warning", "error")} - {"aten::empty"}
             self.assertEqual(unjudged, set(), run)
         # Every run of a precision makes the same calls: none was lost on the way.
-        for precision, counts in calls.items():
-            self.assertEqual(len(counts), 1, (precision, counts))
+        for key, counts in calls.items():
+            runs = [(run, len(self.by_rank.get(rank, [])), self.summaries[rank])
+                    for rank, run in enumerate(self.runs) if (run[1], run[3]) == key]
+            self.assertEqual(len(counts), 1, runs)
 
     def test_no_false_error(self):
         for row in self.table:
@@ -138,7 +147,7 @@ class LlamaFaultSuiteTest(unittest.TestCase):
                 self.assertTrue(row["caught"], row)
 
     def test_bf16_runs_are_checked_under_autocast(self):
-        for rank, (_, precision, _) in enumerate(self.runs):
+        for rank, (_, precision, _, _) in enumerate(self.runs):
             autocast = {r.get("autocast") for r in self.by_rank.get(rank, [])
                         if r["op"] == "aten::linear" and r["phase"] == "forward"}
             self.assertEqual(autocast, {"torch.bfloat16"} if precision == "bf16" else {None})
