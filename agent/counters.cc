@@ -61,6 +61,8 @@ void AgentCounters::FillStats(v1::AgentStats* stats) const {
   auto& d = *stats->mutable_dropped_calls();
   d[DropReasonName(DropReason::kQueueFull)] = get(dropped_[0]);
   d[DropReasonName(DropReason::kDisconnected)] = get(dropped_[1]);
+  d[DropReasonName(DropReason::kCommunication)] =
+      get(dropped_[static_cast<int>(DropReason::kCommunication)]);
   stats->set_lost_in_flight_calls(get(lost_in_flight_));
   stats->set_reconnects(get(reconnects_));
 }

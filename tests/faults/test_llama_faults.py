@@ -168,6 +168,9 @@ class TwoRanksTest(unittest.TestCase):
                              f"--log_dir={workdir}/launch", TRAIN, "--config", config,
                              "--steps", str(STEPS), *extra])
             self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+            # The agents' last stats, with the communication drops, reach the metrics.
+            self.communication_drops = server.metric("parity_server_agent_dropped_calls_total",
+                                                     reason="communication")
         finally:
             server.stop()
         return server, r
@@ -185,6 +188,7 @@ class TwoRanksTest(unittest.TestCase):
         for op in ("c10d::allreduce_", "c10d::broadcast_"):
             self.assertEqual(r.stderr.count(f"not checked: {op} is a communication op"), 2, op)
         self.assertGreaterEqual(r.stderr.count("dropped (communication"), 2)
+        self.assertGreater(self.communication_drops, 0)
         report = subprocess.run([harness.PYTHON, "-m", "parity.report", server.out],
                                 env=dict(os.environ, PYTHONPATH=os.path.join(harness.ROOT,
                                                                              "python")),
