@@ -67,10 +67,9 @@ constexpr absl::string_view kEngineWrapper = "autograd::engine::evaluate_functio
 
 bool IsEngineWrapper(const char* name) { return absl::StartsWith(name, kEngineWrapper); }
 
-// A dispatcher op (has a schema name), other than the engine's wrapper records.
+// A dispatcher op (has a schema name; the engine's wrapper records have none).
 bool IsOp(const at::RecordFunction& fn) {
-  return fn.scope() == at::RecordScope::FUNCTION && !IsEngineWrapper(fn.name()) &&
-         fn.operator_name().has_value();
+  return fn.scope() == at::RecordScope::FUNCTION && fn.operator_name().has_value();
 }
 
 uint64_t Bytes(const c10::IValue& v) {
@@ -173,13 +172,15 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
     case at::RecordScope::USER_SCOPE:
       if (absl::StartsWith(fn.name(), "Optimizer.step#")) ++ts.optimizer;
       return nullptr;
+    case at::RecordScope::FUNCTION:
+      if (IsEngineWrapper(fn.name())) {
+        ts.engine.push_back(
+            {std::string(absl::string_view(fn.name()).substr(kEngineWrapper.size())), fn.seqNr()});
+        return nullptr;
+      }
+      break;
     default:
       break;
-  }
-  if (fn.scope() == at::RecordScope::FUNCTION && IsEngineWrapper(fn.name())) {
-    ts.engine.push_back(
-        {std::string(absl::string_view(fn.name()).substr(kEngineWrapper.size())), fn.seqNr()});
-    return nullptr;
   }
   if (!IsOp(fn)) return nullptr;
   CaptureSink* sink = g_sink.load(std::memory_order_acquire);
@@ -229,12 +230,14 @@ void OnExitImpl(const at::RecordFunction& fn, at::ObserverContext* raw) {
         if (CaptureSink* sink = g_sink.load(std::memory_order_acquire)) sink->OptimizerStepDone();
       }
       return;
+    case at::RecordScope::FUNCTION:
+      if (IsEngineWrapper(fn.name())) {
+        if (!ts.engine.empty()) ts.engine.pop_back();
+        return;
+      }
+      break;
     default:
       break;
-  }
-  if (fn.scope() == at::RecordScope::FUNCTION && IsEngineWrapper(fn.name())) {
-    if (!ts.engine.empty()) ts.engine.pop_back();
-    return;
   }
   if (!IsOp(fn)) return;
   const DepthExit exit(ts);  // the snapshots below run with the depth still raised: not captured

@@ -266,6 +266,21 @@ bool Sender::Connect() {
   return true;
 }
 
+grpc::Status Sender::AbandonStream(std::unique_ptr<Connection>& c, bool cancel) {
+  if (cancel) {
+    c->stream->Cancel();
+  } else {
+    c->stream->WritesDone();
+  }
+  grpc::Status s = c->stream->Finish(absl::Seconds(3));
+  {
+    absl::MutexLock lock(&mu_);
+    live_stream_ = nullptr;
+  }
+  c.reset();
+  return s;
+}
+
 bool Sender::Handshake(std::unique_ptr<Connection>& c) {
   const std::string target = absl::StrCat(options_.host, ":", options_.port);
   v1::AgentMessage hello;
@@ -275,13 +290,7 @@ bool Sender::Handshake(std::unique_ptr<Connection>& c) {
   if (!c->stream->Write(common::Serialize(hello), /*more=*/false) ||
       !(reply_bytes = c->stream->AwaitFirst()) || !common::Parse(*reply_bytes, &reply) ||
       !reply.has_server_info()) {
-    c->stream->WritesDone();
-    const grpc::Status s = c->stream->Finish(absl::Seconds(3));
-    {
-      absl::MutexLock lock(&mu_);
-      live_stream_ = nullptr;
-    }
-    c.reset();
+    const grpc::Status s = AbandonStream(c, /*cancel=*/false);
     LogOnce(absl::StrCat("server ", target, " refused the stream: ", s.error_message(), " (code ",
                          static_cast<int>(s.error_code()), ")"),
             common::LogLevel::kError);
@@ -298,13 +307,7 @@ bool Sender::Handshake(std::unique_ptr<Connection>& c) {
   if (crl_) {
     const std::string why = crl_->Revoked(c->stream->PeerCertificatePem());
     if (!why.empty()) {
-      c->stream->Cancel();
-      c->stream->Finish(absl::Seconds(3));
-      {
-        absl::MutexLock lock(&mu_);
-        live_stream_ = nullptr;
-      }
-      c.reset();
+      AbandonStream(c, /*cancel=*/true);
       LogOnce(absl::StrCat("refusing server ", target, ": its ", why, "; no call is sent to it"),
               common::LogLevel::kError);
       undeliverable_.store(true);

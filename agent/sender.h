@@ -24,6 +24,7 @@
 namespace grpc {
 class ByteBuffer;
 class Channel;
+class Status;
 }  // namespace grpc
 
 namespace parity::agent {
@@ -85,6 +86,8 @@ class Sender {
   // channel_->WaitForConnected, given up early when the sender stops.
   bool WaitForConnected(std::chrono::milliseconds timeout);
   bool Handshake(std::unique_ptr<Connection>& c);
+  // Ends a stream that did not become the connection (half-closed, or cancelled) and drops it.
+  grpc::Status AbandonStream(std::unique_ptr<Connection>& c, bool cancel);
   void Disconnect(bool goodbye);
   bool SendCall(CapturedCall& call);
   // Writes `m`; its tensor bytes are sent from its own memory, which the stream keeps alive.

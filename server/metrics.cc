@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "server/results/error_data.h"
 
 #ifndef PARITY_VERSION
 #define PARITY_VERSION "unknown"
@@ -115,7 +116,7 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, std::size_t max_op_
       &Build(prometheus::BuildCounter(), "parity_server_agent_captured_calls_total", registry)
            .Add({});
   error_data_ = &Build(prometheus::BuildCounter(), "parity_server_error_data_total", registry);
-  for (const char* outcome : {"saved", "over_budget", "over_op_count", "failed"}) {
+  for (const char* outcome : kErrorDataOutcomeNames) {
     error_data_->Add({{"outcome", outcome}});
   }
   // Known series start at zero so that rate() and alerts see them before the first event.

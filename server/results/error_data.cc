@@ -34,20 +34,6 @@ nlohmann::json Names(const std::vector<std::string>& files, const std::string& d
 
 }  // namespace
 
-const char* ErrorDataOutcomeName(ErrorDataOutcome outcome) {
-  switch (outcome) {
-    case ErrorDataOutcome::kSaved:
-      return "saved";
-    case ErrorDataOutcome::kOverBudget:
-      return "over_budget";
-    case ErrorDataOutcome::kOverOpCount:
-      return "over_op_count";
-    case ErrorDataOutcome::kFailed:
-      return "failed";
-  }
-  return "failed";
-}
-
 ErrorData::ErrorData(ErrorDataOptions options, const StandardsTable& standards,
                      ServerMetrics* metrics)
     : options_(std::move(options)), standards_(standards), metrics_(metrics) {}

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <string>
 
@@ -36,8 +37,14 @@ struct ErrorDataOptions {
 };
 
 enum class ErrorDataOutcome { kSaved, kOverBudget, kOverOpCount, kFailed };
-// "saved", "over_budget", "over_op_count", "failed": the metric's outcome label.
-const char* ErrorDataOutcomeName(ErrorDataOutcome outcome);
+// The metric's outcome labels, in the enum's order.
+inline constexpr const char* kErrorDataOutcomeNames[] = {"saved", "over_budget", "over_op_count",
+                                                         "failed"};
+static_assert(std::size(kErrorDataOutcomeNames) ==
+              static_cast<std::size_t>(ErrorDataOutcome::kFailed) + 1);
+inline const char* ErrorDataOutcomeName(ErrorDataOutcome outcome) {
+  return kErrorDataOutcomeNames[static_cast<int>(outcome)];
+}
 
 class ErrorData {
  public:
