@@ -105,6 +105,20 @@ TEST(AgentConfigTest, ReportsEveryErrorAtOnce) {
   EXPECT_THAT(m, HasSubstr("parity.queue_max_bytes: expected a byte size"));
 }
 
+// msprobe's seed range: seed_all accepts [0, 2^32-1], and so does the config.
+TEST(AgentConfigTest, SeedIsInMsprobesRange) {
+  const std::string base = R"({"task": "tensor", "tensor": {"online_run_ut": true, "host": "h",
+      "port": 1, "tls_path": "c"}, "seed": )";
+  EXPECT_TRUE(ParseAgentConfig(base + "4294967295}").ok());
+  auto parsed = ParseAgentConfig(base + "4294967296}");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(parsed.status().message(),
+              HasSubstr("seed: must be between 0 and 4294967295, got 4294967296"));
+  parsed = ParseAgentConfig(base + "-1}");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(parsed.status().message(), HasSubstr("seed: must be between 0 and 4294967295"));
+}
+
 // Names in the lists that select calls take every form common/api_names.h accepts; a malformed
 // one is an error naming its key.
 TEST(AgentConfigTest, MalformedNamesInFiltersNameTheirKey) {

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("PARITY_BUILD_DIR", os.path.join(ROOT, "build"))
@@ -66,6 +67,17 @@ class Server:
                 out.extend(csv.DictReader(f))
         return out
 
+    def metric(self, name, **labels):
+        """The value of series `name{labels}` on the server's /metrics (it must be running)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
+                                    timeout=10) as r:
+            text = r.read().decode()
+        wanted = [f'{k}="{v}"' for k, v in labels.items()]
+        for line in text.splitlines():
+            if line.startswith(name + ("{" if labels else " ")) and all(w in line for w in wanted):
+                return float(line.split()[-1])
+        raise AssertionError(f"{name}{labels} not exported")
+
     def records(self):
         out = []
         for path in sorted(glob.glob(os.path.join(self.out, "parity_results_*.jsonl"))):
@@ -105,3 +117,16 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def train_against_server(prefix, script, args=(), server_args=()):
+    """Runs `script --config CONFIG *args` against a fresh plaintext parity-server (policy block)
+    and returns (server, the finished process). The server is still running: call stop()."""
+    workdir = tempdir(prefix)
+    server = Server(workdir, None, extra=server_args)
+    config = agent_config(os.path.join(workdir, "config.json"), server.port, policy="block")
+    try:
+        return server, run([PYTHON, script, "--config", config, *args])
+    except BaseException:
+        server.stop()
+        raise

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import unittest
-import urllib.request
 
 import torch
 
@@ -27,25 +26,12 @@ def repro(*args):
                           capture_output=True, text=True, timeout=300, check=False)
 
 
-def metric(server, name, outcome):
-    with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics") as r:
-        text = r.read().decode()
-    for line in text.splitlines():
-        if line.startswith(name) and f'outcome="{outcome}"' in line:
-            return float(line.split()[-1])
-    raise AssertionError(f"{name}{{outcome={outcome}}} not exported")
-
-
 class ErrorDataTest(unittest.TestCase):
-    def train(self, extra=(), fault=FAULT):
-        workdir = harness.tempdir("parity_error_data_")
-        server = harness.Server(workdir, None, extra=extra)
-        config = harness.agent_config(os.path.join(workdir, "config.json"), server.port,
-                                      policy="block")
-        cmd = [harness.PYTHON, TRAIN, "--config", config]
-        if fault:
-            cmd += ["--fault", fault]
-        r = harness.run(cmd)
+    def train(self, extra=()):
+        server, r = harness.train_against_server("parity_error_data_", TRAIN, ["--fault", FAULT],
+                                                 server_args=extra)
+        if r.returncode != 0:
+            server.stop()
         self.assertEqual(r.returncode, 0, r.stderr)
         return server
 
@@ -54,8 +40,9 @@ class ErrorDataTest(unittest.TestCase):
         # per op are kept.
         server = self.train(extra=["--error_data_per_op=2"])
         try:
-            self.assertEqual(metric(server, "parity_server_error_data_total", "saved"), 2)
-            self.assertEqual(metric(server, "parity_server_error_data_total", "over_op_count"), 2)
+            self.assertEqual(server.metric("parity_server_error_data_total", outcome="saved"), 2)
+            self.assertEqual(
+                server.metric("parity_server_error_data_total", outcome="over_op_count"), 2)
         finally:
             server.stop()
         errors = [x for x in server.records() if x["status"] == "error"]
@@ -103,8 +90,9 @@ class ErrorDataTest(unittest.TestCase):
     def test_over_the_byte_budget_calls_are_counted_not_saved(self):
         server = self.train(extra=["--error_data_max_bytes=1"])
         try:
-            self.assertEqual(metric(server, "parity_server_error_data_total", "over_budget"), 4)
-            self.assertEqual(metric(server, "parity_server_error_data_total", "saved"), 0)
+            self.assertEqual(
+                server.metric("parity_server_error_data_total", outcome="over_budget"), 4)
+            self.assertEqual(server.metric("parity_server_error_data_total", outcome="saved"), 0)
         finally:
             server.stop()
         self.assertEqual(len([x for x in server.records() if x["status"] == "error"]), 4)

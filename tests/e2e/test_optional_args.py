@@ -22,18 +22,10 @@ EXPECTED = {
 
 class OptionalArgumentsTest(unittest.TestCase):
     def run_training(self, fault=None):
-        workdir = harness.tempdir("parity_optional_")
-        server = harness.Server(workdir, None)
-        try:
-            config = harness.agent_config(os.path.join(workdir, "config.json"), server.port,
-                                          policy="block")
-            cmd = [harness.PYTHON, TRAIN, "--config", config]
-            if fault:
-                cmd += ["--fault", fault]
-            r = harness.run(cmd)
-            self.assertEqual(r.returncode, 0, r.stderr)
-        finally:
-            server.stop()
+        server, r = harness.train_against_server("parity_optional_", TRAIN,
+                                                 ["--fault", fault] if fault else [])
+        server.stop()
+        self.assertEqual(r.returncode, 0, r.stderr)
         return server.records()
 
     def test_every_call_gets_a_verdict_with_optional_arguments_absent(self):
