@@ -78,6 +78,8 @@ struct ServerOptions {
   std::string bench_device = "auto";  // "auto", "cpu", "cuda", "cuda:N"
   std::string standards_file;         // empty = the file shipped with the server
   bool golden = true;                 // float64 CPU golden for three-way standards
+  bool npu_reference = true;          // load libparity_npu_reference.so (torch_npu fused ops)
+  std::vector<std::string> reference_libraries;  // more operator libraries (.so) to load
   bool plaintext = false;
   bool allow_plaintext_non_loopback = false;
   std::string tls_key_password_file;  // passphrase of an encrypted server.key (else the env var)

@@ -327,6 +327,14 @@ const KeyTable<ServerConfig>& ServerTable() {
          "API -> standard table and thresholds; empty: the built-in table")
         .flag = "standards_file";
     t->Bool(
+         parity("npu_reference"), [](C& c) { return &c.parity.npu_reference; },
+         "load the reference library of torch_npu's fused operators (libparity_npu_reference.so)")
+        .flag = "npu_reference";
+    t->StringList(
+         parity("reference_libraries"), [](C& c) { return &c.parity.reference_libraries; },
+         "more reference operator libraries (.so paths) to load at start")
+        .flag = "reference_libraries";
+    t->Bool(
          parity("golden"), [](C& c) { return &c.parity.golden; },
          "replay a float64 golden for the three-way standards")
         .flag = "golden";

@@ -3,7 +3,8 @@
 // the same standards, and prints each verdict next to the one the server gave.
 //
 //   parity-repro [--bench_device=auto] [--standards_file=F] [--api=TEXT]
-//                [--device_outputs=DIR] ERROR_DATA_DIR
+//                [--device_outputs=DIR] [--npu_reference=false] [--reference_libraries=A.so,B.so]
+//                ERROR_DATA_DIR
 //
 // ERROR_DATA_DIR is a ut_error_data{ts}/ folder (it holds manifest.jsonl) or a folder holding
 // such folders. --device_outputs judges other device outputs instead of the saved ones: files
@@ -19,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/naming.h"
 #include "common/torch/torch_pch.h"
 #include "common/torch/value_codec.h"
@@ -26,6 +28,7 @@
 #include "server/compare/standards.h"
 #include "server/replay/call_checker.h"
 #include "server/replay/call_values.h"
+#include "server/replay/operator_libraries.h"
 #include "server/replay/stages.h"
 #include "server/results/verdict_text.h"
 
@@ -39,6 +42,8 @@ namespace v1 = parity::v1;
 struct Args {
   std::string bench_device = "auto";
   std::string standards_file;
+  bool npu_reference = true;
+  std::vector<std::string> reference_libraries;
   std::string api;
   std::string device_outputs;
   std::string dir;
@@ -47,7 +52,8 @@ struct Args {
 int Usage(const std::string& why) {
   std::fprintf(stderr,
                "parity-repro: %s\nusage: parity-repro [--bench_device=auto|cpu|cuda[:N]] "
-               "[--standards_file=F] [--api=TEXT] [--device_outputs=DIR] ERROR_DATA_DIR\n",
+               "[--standards_file=F] [--api=TEXT] [--device_outputs=DIR] "
+               "[--npu_reference=false] [--reference_libraries=A.so,B.so] ERROR_DATA_DIR\n",
                why.c_str());
   return 2;
 }
@@ -144,6 +150,9 @@ int Run(const Args& a) {
     if (!t.ok()) return Usage(std::string(t.status().message()));
     standards = *std::move(t);
   }
+  absl::StatusOr<std::vector<parity::server::LoadedLibrary>> libraries =
+      parity::server::LoadOperatorLibraries(a.npu_reference, a.reference_libraries);
+  if (!libraries.ok()) return Usage(std::string(libraries.status().message()));
   parity::server::CheckerOptions options;
   options.bench_device = a.bench_device;
   absl::StatusOr<std::unique_ptr<CallChecker>> checker = CallChecker::Create(options, standards);
@@ -212,6 +221,17 @@ int main(int argc, char** argv) {
     };
     if (value("--bench_device", &a.bench_device) || value("--standards_file", &a.standards_file) ||
         value("--api", &a.api) || value("--device_outputs", &a.device_outputs)) {
+      continue;
+    }
+    std::string text;
+    if (value("--reference_libraries", &text)) {
+      for (absl::string_view p : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+        a.reference_libraries.emplace_back(p);
+      }
+      continue;
+    }
+    if (value("--npu_reference", &text)) {
+      a.npu_reference = text != "false" && text != "0";
       continue;
     }
     if (arg == "-h" || arg == "--help") {

@@ -21,6 +21,7 @@
 #include "server/metrics.h"
 #include "server/metrics_endpoint.h"
 #include "server/replay/call_checker.h"
+#include "server/replay/operator_libraries.h"
 #include "server/results/error_data.h"
 #include "server/results/result_writer.h"
 #include "server/results/verdict_text.h"
@@ -85,6 +86,16 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
   } else {
     PARITY_ASSIGN_OR_RETURN(StandardsTable t, StandardsTable::Load(o.standards_file));
     s->standards_ = std::make_unique<StandardsTable>(std::move(t));
+  }
+  // Before the lists are checked against the operators this process knows: they may name the
+  // libraries' operators.
+  if (!handler) {
+    PARITY_ASSIGN_OR_RETURN(const std::vector<LoadedLibrary> libraries,
+                            LoadOperatorLibraries(o.npu_reference, o.reference_libraries));
+    for (const LoadedLibrary& lib : libraries) {
+      common::LogInfo(
+          absl::StrCat("operator library ", lib.path, ": ", lib.operators.size(), " operators"));
+    }
   }
   s->white_list_ = Names(config.white_list);
   s->black_list_ = Names(config.black_list);

@@ -8,7 +8,11 @@ learning-rate schedule. The default size runs a step in tens of milliseconds on 
     python3 -m torch.distributed.run --nproc_per_node=2 train_llama.py --config config.json
 
 Under torch.distributed.run it trains with DistributedDataParallel over gloo (CPU), each rank
-on its own batch. --fault NAME plants a fault from tests/faults/llama_faults.py (this process
+on its own batch. --fused trains with torch_npu's fused kernels instead of their aten
+compositions: npu_rms_norm, npu_rotary_mul, npu_fusion_attention (BSND, grouped-query, causal
+sparse_mode 2) and npu_swiglu, forward and backward; they come from torch_npu, or with
+--npu-sim LIB from the simulated NPU of Parity's tests (tests/npu_sim: the same schemas with
+CPU kernels). --fault NAME plants a fault from tests/faults/llama_faults.py (this process
 plays a faulty accelerator); --no-agent trains without Parity.
 """
 import argparse
@@ -24,6 +28,17 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "faults"))
 
 
+FUSED = False  # --fused: torch_npu's fused kernels (torch.ops.npu.*)
+
+
+def load_npu(sim_library):
+    """torch_npu's operators: the simulated NPU's library, or torch_npu itself."""
+    if sim_library:
+        torch.ops.load_library(sim_library)
+    else:
+        import torch_npu  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+
+
 class RMSNorm(torch.nn.Module):
     def __init__(self, dim, eps=1e-6):
         super().__init__()
@@ -31,6 +46,8 @@ class RMSNorm(torch.nn.Module):
         self.weight = torch.nn.Parameter(torch.ones(dim))
 
     def forward(self, x):
+        if FUSED:
+            return torch.ops.npu.npu_rms_norm(x, self.weight, self.eps)[0]
         # As Llama's reference code: in float32, then back to the input's dtype.
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
@@ -63,6 +80,8 @@ class Attention(torch.nn.Module):
         self.wo = torch.nn.Linear(heads * self.head_dim, dim, bias=False)
 
     def forward(self, x, cos, sin, mask):
+        if FUSED:
+            return self.fused(x, cos, sin)
         b, t, _ = x.shape
         q = self.wq(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
         k = self.wk(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
@@ -77,6 +96,24 @@ class Attention(torch.nn.Module):
         out = torch.matmul(probs, v).transpose(1, 2).reshape(b, t, -1)
         return self.wo(out)
 
+    def fused(self, x, cos, sin):
+        b, t, _ = x.shape
+        q = self.wq(x).view(b, t, self.heads, self.head_dim)  # BSND
+        k = self.wk(x).view(b, t, self.kv_heads, self.head_dim)
+        v = self.wv(x).view(b, t, self.kv_heads, self.head_dim)
+        cos, sin = cos[None, :, None, :], sin[None, :, None, :]
+        q = torch.ops.npu.npu_rotary_mul(q, cos, sin)
+        k = torch.ops.npu.npu_rotary_mul(k, cos, sin)
+        # Causal (sparse_mode 2) with torch_npu's compressed 2048 x 2048 mask; K/V heads grouped
+        # by the kernel itself.
+        out = torch.ops.npu.npu_fusion_attention(
+            q, k, v, self.heads, "BSND", atten_mask=COMPRESSED_CAUSAL_MASK,
+            scale=1.0 / math.sqrt(self.head_dim), sparse_mode=2)[0]
+        return self.wo(out.reshape(b, t, -1))
+
+
+COMPRESSED_CAUSAL_MASK = None
+
 
 class SwiGLU(torch.nn.Module):
     def __init__(self, dim, hidden):
@@ -86,6 +123,9 @@ class SwiGLU(torch.nn.Module):
         self.w2 = torch.nn.Linear(hidden, dim, bias=False)
 
     def forward(self, x):
+        if FUSED:  # one projection to both halves, npu_swiglu splits them
+            w13 = torch.cat((self.w1.weight, self.w3.weight), dim=0)
+            return self.w2(torch.ops.npu.npu_swiglu(F.linear(x, w13), dim=-1))
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
@@ -137,6 +177,10 @@ def main():
     parser.add_argument("--foreach", choices=["yes", "no"], default="yes",
                         help="AdamW's multi-tensor (foreach) or per-tensor implementation")
     parser.add_argument("--fault", help="plant a fault from tests/faults/llama_faults.py")
+    parser.add_argument("--fused", action="store_true",
+                        help="torch_npu's fused kernels for RMSNorm, RoPE, attention, SwiGLU")
+    parser.add_argument("--npu-sim", help="with --fused: the simulated NPU's library instead "
+                        "of torch_npu (tests/npu_sim)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--layers", type=int, default=2)
@@ -147,6 +191,11 @@ def main():
     if args.fault:
         import llama_faults  # pylint: disable=import-outside-toplevel
         llama_faults.plant(args.fault)
+    if args.fused:
+        global FUSED, COMPRESSED_CAUSAL_MASK  # pylint: disable=global-statement
+        load_npu(args.npu_sim)
+        FUSED = True
+        COMPRESSED_CAUSAL_MASK = torch.triu(torch.ones(2048, 2048, dtype=torch.bool), 1)
     distributed = "RANK" in os.environ and "WORLD_SIZE" in os.environ
     rank = 0
     if distributed:

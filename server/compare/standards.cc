@@ -66,6 +66,12 @@ Standard StandardsTable::Lookup(absl::string_view op_name, int input_rank) const
   return default_standard_;
 }
 
+const std::string* StandardsTable::UncomparedReason(absl::string_view op_name, int index) const {
+  auto it = uncompared_.find(common::BareOpName(op_name));
+  if (it == uncompared_.end() || it->second.outputs.count(index) == 0) return nullptr;
+  return &it->second.reason;
+}
+
 const DTypeConstants* StandardsTable::Constants(v1::DType dtype) const {
   auto it = constants_.find(dtype);
   return it == constants_.end() ? nullptr : &it->second;
@@ -108,6 +114,31 @@ absl::StatusOr<StandardsTable> StandardsTable::Parse(absl::string_view json_text
     }
   }
   stds.Finish();
+  // {"op": {"outputs": [4, 5, 6], "reason": "..."}}: outputs reported SKIP with the reason.
+  if (doc.contains("uncompared_outputs")) {
+    top.Accepted("uncompared_outputs");
+    const nlohmann::json& u = doc["uncompared_outputs"];
+    bool ok = u.is_object();
+    for (auto it = u.begin(); ok && it != u.end(); ++it) {
+      const nlohmann::json& e = it.value();
+      ok = e.is_object() && e.contains("outputs") && e["outputs"].is_array() &&
+           e.contains("reason") && e["reason"].is_string() &&
+           !e["reason"].get<std::string>().empty();
+      Uncompared entry;
+      for (const nlohmann::json& i : ok ? e["outputs"] : nlohmann::json::array()) {
+        ok = ok && i.is_number_integer() && i.get<int64_t>() >= 0;
+        if (ok) entry.outputs.insert(i.get<int>());
+      }
+      if (ok) {
+        entry.reason = e["reason"].get<std::string>();
+        t.uncompared_.emplace(it.key(), std::move(entry));
+      }
+    }
+    if (!ok) {
+      top.Error("uncompared_outputs",
+                "expected {\"op\": {\"outputs\": [indices >= 0], \"reason\": \"text\"}}");
+    }
+  }
   std::vector<int64_t> ranks;
   top.IndexList("convolution_thousandth_input_ranks", &ranks);
   t.convolution_ranks_.insert(ranks.begin(), ranks.end());

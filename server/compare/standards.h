@@ -60,6 +60,10 @@ class StandardsTable {
   // Constants of a floating dtype (float16, bfloat16, float32, float64); nullptr otherwise.
   const DTypeConstants* Constants(v1::DType dtype) const;
 
+  // Why output `index` (of the call's flattened outputs) of `op_name` is not compared (random
+  // generator bookkeeping, say), matched on the bare name; nullptr when it is compared.
+  const std::string* UncomparedReason(absl::string_view op_name, int index) const;
+
   const BenchmarkRatioThresholds& benchmark() const { return benchmark_; }
   const UlpRules& ulp() const { return ulp_; }
   const TwoWayThresholds& two_way() const { return two_way_; }
@@ -69,6 +73,11 @@ class StandardsTable {
   std::map<std::string, Standard, std::less<>> by_name_;
   Standard default_standard_ = Standard::kBenchmark;
   std::set<int> convolution_ranks_;
+  struct Uncompared {
+    std::set<int> outputs;
+    std::string reason;
+  };
+  std::map<std::string, Uncompared, std::less<>> uncompared_;
   std::map<v1::DType, DTypeConstants> constants_;
   BenchmarkRatioThresholds benchmark_;
   UlpRules ulp_;

@@ -153,9 +153,13 @@ void JudgeOutputs(const v1::ApiCall& call, const DecodedCall& decoded, const Rep
   std::string summary;
   for (std::size_t i = 0; i < device.size(); ++i) {
     const int k = raw_index[i];
-    OutputCheck out = JudgeOne(call.outputs(k), decoded.output_skip[k], device[i],
-                               bench_out.empty() ? nullptr : &bench_out[i],
-                               golden_out.empty() ? nullptr : &golden_out[i], standard, table);
+    const std::string* uncompared = table.UncomparedReason(call.op_name(), static_cast<int>(i));
+    OutputCheck out =
+        uncompared != nullptr
+            ? Skipped(absl::StrCat("not compared: ", *uncompared))
+            : JudgeOne(call.outputs(k), decoded.output_skip[k], device[i],
+                       bench_out.empty() ? nullptr : &bench_out[i],
+                       golden_out.empty() ? nullptr : &golden_out[i], standard, table);
     out.index = static_cast<uint32_t>(i);
     const OutputJudgement& j = out.judgement;
     if (j.status == v1::VERDICT_STATUS_ERROR && summary.empty()) {
