@@ -20,6 +20,8 @@ fi
 id parity >/dev/null 2>&1 || $SUDO useradd --system --home-dir /var/lib/parity --shell /usr/sbin/nologin parity
 $SUDO install -D -m 0755 "$build/server/parity-server" "$prefix/bin/parity-server"
 $SUDO install -D -m 0755 "$build/server/parity-repro" "$prefix/bin/parity-repro"
+# torch_npu's fused operators: found by the server in ../lib/parity (parity.npu_reference).
+$SUDO install -D -m 0755 "$build/server/libparity_npu_reference.so" "$prefix/lib/parity/libparity_npu_reference.so"
 $SUDO install -D -m 0644 deploy/systemd/parity-server.service /etc/systemd/system/parity-server.service
 $SUDO install -d -m 0750 -o parity -g parity /etc/parity /etc/parity/tls /var/lib/parity/results
 if [[ ! -e /etc/parity/server.json ]]; then

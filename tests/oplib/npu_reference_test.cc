@@ -126,11 +126,11 @@ TEST_F(NpuReferenceTest, NormAndActivationBackwardsAreTheirForwardsDerivatives) 
       return T(Call("npu::npu_scaled_masked_softmax", {in[0], mask, at::Scalar(0.5), false}), 0);
     };
     const at::Tensor y = f({x});
-    ExpectGradients(
-        f, {x}, dy,
-        {{0, T(Call("npu::npu_scaled_masked_softmax_backward", {dy, y, mask, at::Scalar(0.5), false}),
-               0)}},
-        "scaled_masked_softmax");
+    ExpectGradients(f, {x}, dy,
+                    {{0, T(Call("npu::npu_scaled_masked_softmax_backward",
+                                {dy, y, mask, at::Scalar(0.5), false}),
+                           0)}},
+                    "scaled_masked_softmax");
   }
 }
 
@@ -139,8 +139,8 @@ TEST_F(NpuReferenceTest, DataMovementAndGemmBackwards) {
   for (bool transpose_first : {true, false}) {
     const at::Tensor x = R({2, 3, 4});
     const std::vector<int64_t> perm = {1, 0, 2};
-    const std::vector<int64_t> shape = transpose_first ? std::vector<int64_t>{3, 8}
-                                                       : std::vector<int64_t>{3, 2, 4};
+    const std::vector<int64_t> shape =
+        transpose_first ? std::vector<int64_t>{3, 8} : std::vector<int64_t>{3, 2, 4};
     auto f = [&](const std::vector<at::Tensor>& in) {
       return T(Call("npu::npu_confusion_transpose", {in[0], perm, shape, transpose_first}), 0);
     };
@@ -202,7 +202,9 @@ TEST_F(NpuReferenceTest, FusionAttentionLayoutsGroupsAndSparseModes) {
   const at::Tensor compressed = at::ones({2048, 2048}, at::kBool).triu(1);
   // sparse_mode -> the mask it means on (S1, S2).
   const std::vector<std::pair<int64_t, at::Tensor>> modes = {
-      {2, j > i}, {3, j - i > S2 - S1}, {4, (j - i - (S2 - S1) > 1).logical_or(i + S2 - S1 - j > 2)}};
+      {2, j > i},
+      {3, j - i > S2 - S1},
+      {4, (j - i - (S2 - S1) > 1).logical_or(i + S2 - S1 - j > 2)}};
   for (const auto& [mode, mask] : modes) {
     const at::Tensor expected = Attention(q, k, v, scale, mask, c10::nullopt);
     const Stack r = Fa(q, k, v, N, "BNSD", compressed, scale, mode, 2, 1);
@@ -223,18 +225,20 @@ TEST_F(NpuReferenceTest, FusionAttentionLayoutsGroupsAndSparseModes) {
     const at::Tensor s = (at::matmul(q, k.repeat_interleave(2, 1).transpose(-1, -2)) + pse) * scale;
     EXPECT_EQ(T(r, 1).sizes(), (std::vector<int64_t>{B, N, S1, 8}));
     EXPECT_TRUE(at::allclose(T(r, 1).select(-1, 7), std::get<0>(s.max(-1))));
-    EXPECT_TRUE(at::allclose(T(r, 2).select(-1, 0),
-                             at::exp(s - std::get<0>(s.max(-1, true))).sum(-1)));
+    EXPECT_TRUE(
+        at::allclose(T(r, 2).select(-1, 0), at::exp(s - std::get<0>(s.max(-1, true))).sum(-1)));
   }
   // Every layout gives the BNSD result, laid out its way.
   const at::Tensor expected = T(Fa(q, k, v, N, "BNSD", {}, scale, 3), 0);
   auto bsnd = [](const at::Tensor& x) { return x.transpose(1, 2).contiguous(); };
   auto bsh = [&](const at::Tensor& x) { return bsnd(x).reshape({x.size(0), x.size(2), -1}); };
   auto sbh = [&](const at::Tensor& x) { return bsh(x).transpose(0, 1).contiguous(); };
-  EXPECT_TRUE(at::allclose(T(Fa(bsnd(q), bsnd(k), bsnd(v), N, "BSND", {}, scale, 3), 0),
-                           bsnd(expected)));
-  EXPECT_TRUE(at::allclose(T(Fa(bsh(q), bsh(k), bsh(v), N, "BSH", {}, scale, 3), 0), bsh(expected)));
-  EXPECT_TRUE(at::allclose(T(Fa(sbh(q), sbh(k), sbh(v), N, "SBH", {}, scale, 3), 0), sbh(expected)));
+  EXPECT_TRUE(
+      at::allclose(T(Fa(bsnd(q), bsnd(k), bsnd(v), N, "BSND", {}, scale, 3), 0), bsnd(expected)));
+  EXPECT_TRUE(
+      at::allclose(T(Fa(bsh(q), bsh(k), bsh(v), N, "BSH", {}, scale, 3), 0), bsh(expected)));
+  EXPECT_TRUE(
+      at::allclose(T(Fa(sbh(q), sbh(k), sbh(v), N, "SBH", {}, scale, 3), 0), sbh(expected)));
   {  // TND: two sequences of lengths (2, 4) / (5, 4), each its own causal problem
     const at::Tensor tq = R({6, N, D}), tk = R({9, NKV, D}), tv = R({9, NKV, D});
     const Stack r = Fa(tq, tk, tv, N, "TND", {}, scale, 3, 2147483647, 2147483647, {},
@@ -262,12 +266,33 @@ TEST_F(NpuReferenceTest, FusionAttentionGradIsTheDerivativeForEveryInput) {
     return T(Fa(in[0], in[1], in[2], N, "BSND", {}, scale, 3, 2147483647, 2147483647, in[3]), 0);
   };
   const Stack fwd = Fa(q, k, v, N, "BSND", {}, scale, 3, 2147483647, 2147483647, pse);
-  const Stack g = Call("npu::npu_fusion_attention_grad",
-                       {q, k, v, dy, N, std::string("BSND"), pse, c10::IValue(), c10::IValue(),
-                        T(fwd, 1), T(fwd, 2), T(fwd, 3), T(fwd, 0), scale, 1.0,
-                        int64_t{2147483647}, int64_t{2147483647}, int64_t{0}, int64_t{0},
-                        int64_t{0}, int64_t{0}, c10::IValue(), c10::IValue(), c10::IValue(),
-                        int64_t{3}, true, false});
+  const Stack g = Call("npu::npu_fusion_attention_grad", {q,
+                                                          k,
+                                                          v,
+                                                          dy,
+                                                          N,
+                                                          std::string("BSND"),
+                                                          pse,
+                                                          c10::IValue(),
+                                                          c10::IValue(),
+                                                          T(fwd, 1),
+                                                          T(fwd, 2),
+                                                          T(fwd, 3),
+                                                          T(fwd, 0),
+                                                          scale,
+                                                          1.0,
+                                                          int64_t{2147483647},
+                                                          int64_t{2147483647},
+                                                          int64_t{0},
+                                                          int64_t{0},
+                                                          int64_t{0},
+                                                          int64_t{0},
+                                                          c10::IValue(),
+                                                          c10::IValue(),
+                                                          c10::IValue(),
+                                                          int64_t{3},
+                                                          true,
+                                                          false});
   ExpectGradients(f, {q, k, v, pse}, dy, {{0, T(g, 0)}, {1, T(g, 1)}, {2, T(g, 2)}, {3, T(g, 3)}},
                   "fusion_attention");
 }
@@ -282,18 +307,20 @@ TEST_F(NpuReferenceTest, WhatTheReferenceCannotRebuildIsRefusedWithTheReason) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message([&] { Fa(q, q, q, 2, "BNSD", {}, 1.0, 0, 1, 1, {}, {}, {}, 0.9); })
-                .find("keep_prob 0.9 < 1 applies a dropout mask drawn from the device's generator"),
-            std::string::npos);
-  EXPECT_NE(message([&] { Fa(q, q, q, 2, "BNSD", {}, 1.0, 6); })
-                .find("sparse_mode 6 is not supported by the reference (0-4 are)"),
-            std::string::npos);
-  EXPECT_NE(message([&] { Fa(q, q, q, 2, "NSD", {}, 1.0, 0); })
-                .find("input_layout 'NSD' is not one of"),
+  EXPECT_NE(message([&] {
+              Fa(q, q, q, 2, "BNSD", {}, 1.0, 0, 1, 1, {}, {}, {}, 0.9);
+            }).find("keep_prob 0.9 < 1 applies a dropout mask drawn from the device's generator"),
             std::string::npos);
   EXPECT_NE(message([&] {
-              Call("npu::npu_apply_adam", {1.0, 1.0, 1.0, 1.0, 1.0, 1.0, q, c10::IValue(),
-                                           c10::IValue()});
+              Fa(q, q, q, 2, "BNSD", {}, 1.0, 6);
+            }).find("sparse_mode 6 is not supported by the reference (0-4 are)"),
+            std::string::npos);
+  EXPECT_NE(
+      message([&] { Fa(q, q, q, 2, "NSD", {}, 1.0, 0); }).find("input_layout 'NSD' is not one of"),
+      std::string::npos);
+  EXPECT_NE(message([&] {
+              Call("npu::npu_apply_adam",
+                   {1.0, 1.0, 1.0, 1.0, 1.0, 1.0, q, c10::IValue(), c10::IValue()});
             }).find("torch_npu updates them through the .out overload"),
             std::string::npos);
 }
@@ -303,16 +330,15 @@ TEST_F(NpuReferenceTest, ApplyAdamWIsOneStepOfLibtorchsAdamW) {
   const double lr = 0.01, wd = 0.1, b1 = 0.9, b2 = 0.999, eps = 1e-8;
   const at::Tensor start = R({4, 3});
   at::Tensor param = start.clone().requires_grad_(true);
-  torch::optim::AdamW opt({param}, torch::optim::AdamWOptions(lr).betas({b1, b2}).eps(eps)
-                                       .weight_decay(wd));
+  torch::optim::AdamW opt({param},
+                          torch::optim::AdamWOptions(lr).betas({b1, b2}).eps(eps).weight_decay(wd));
   at::Tensor var = start.clone(), m = at::zeros_like(start), v = at::zeros_like(start);
   for (int step = 1; step <= 3; ++step) {
     const at::Tensor grad = R({4, 3});
     param.mutable_grad() = grad.clone();
     opt.step();
-    Call("npu::npu_apply_adam_w.out",
-         {std::pow(b1, step), std::pow(b2, step), lr, wd, b1, b2, eps, grad, c10::IValue(), false,
-          false, var, m, v});
+    Call("npu::npu_apply_adam_w.out", {std::pow(b1, step), std::pow(b2, step), lr, wd, b1, b2, eps,
+                                       grad, c10::IValue(), false, false, var, m, v});
     EXPECT_TRUE(at::allclose(var, param.detach(), 1e-12, 1e-12)) << "step " << step;
   }
 }
@@ -330,11 +356,11 @@ TEST_F(NpuReferenceTest, ForwardOnlyOperatorsMatchTheirAtenMeaning) {
   EXPECT_TRUE(at::allclose(T(gn, 0), at::silu(at::group_norm(x, 3, w, b, 1e-5))));
   EXPECT_EQ(T(gn, 1).sizes(), (std::vector<int64_t>{2, 3}));
   const at::Tensor y = R({4, 5});
-  EXPECT_TRUE(at::allclose(
-      T(Call("npu::npu_layer_norm_eval", {y, std::vector<int64_t>{5}, w.narrow(0, 0, 5),
-                                           b.narrow(0, 0, 5), 1e-5}),
-        0),
-      at::layer_norm(y, {5}, w.narrow(0, 0, 5), b.narrow(0, 0, 5), 1e-5)));
+  EXPECT_TRUE(
+      at::allclose(T(Call("npu::npu_layer_norm_eval",
+                          {y, std::vector<int64_t>{5}, w.narrow(0, 0, 5), b.narrow(0, 0, 5), 1e-5}),
+                     0),
+                   at::layer_norm(y, {5}, w.narrow(0, 0, 5), b.narrow(0, 0, 5), 1e-5)));
   EXPECT_TRUE(at::equal(T(Call("npu::npu_sort_v2", {y, int64_t{-1}, true}), 0),
                         std::get<0>(y.sort(-1, true))));
   // MoE gating: top-k of the softmax; finished rows go to expert E; row_idx = j * rows + i.
