@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The server's untrusted-input paths under AddressSanitizer and UndefinedBehaviorSanitizer: builds
-# the tests that decode, replay and serve calls from the network with -fsanitize=address,undefined
+# the tests that decode, replay and serve calls from the network (and the reference kernels that
+# run on them) with -fsanitize=address,undefined
 # in their own build folder and runs them. scripts/test.sh runs it after the main suite.
 #   PARITY_SANITIZE_BUILD_DIR   build folder (default: build-asan)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${PARITY_SANITIZE_BUILD_DIR:-build-asan}
-targets=(codec_tests decode_fuzz_replay replay_tests server_tests)
+targets=(codec_tests decode_fuzz_replay replay_tests server_tests oplib_tests)
 
 start=$(date +%s)
 # Warnings stay warnings here: GCC's sanitizer instrumentation makes some of its own headers

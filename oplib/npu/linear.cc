@@ -80,6 +80,11 @@ Stack MatmulBackward(const Args& a) {
     dother = at::sum_to(at::matmul(s.transpose(-1, -2), g), o.sizes());
     if (other.dim() == 1) dother = dother.squeeze(-1);
   }
+  // sum_to cannot reduce a gradient of the wrong shape to its operand's: refuse it.
+  TORCH_CHECK(!ds.defined() || ds.sizes() == self.sizes(), a.op_name(), ": grad ", grad.sizes(),
+              " does not fit matmul(", self.sizes(), ", ", other.sizes(), ")");
+  TORCH_CHECK(!dother.defined() || dother.sizes() == other.sizes(), a.op_name(), ": grad ",
+              grad.sizes(), " does not fit matmul(", self.sizes(), ", ", other.sizes(), ")");
   return Results({ds, dother});
 }
 

@@ -377,3 +377,71 @@ TEST_F(NpuReferenceTest, ForwardOnlyOperatorsMatchTheirAtenMeaning) {
 
 }  // namespace
 }  // namespace parity::server
+
+namespace parity::server {
+namespace {
+
+// The kernels run on inputs decoded from the network: malformed shapes and arguments are a
+// c10::Error the server reports as SKIP, never a crash or an out-of-bounds read (this suite also
+// runs under ASan and UBSan, scripts/sanitize.sh).
+TEST_F(NpuReferenceTest, MalformedCallsAreErrorsNotCrashes) {
+  const at::Tensor q = R({1, 4, 6, 8}), k = R({1, 3, 6, 8}), odd = R({1, 4, 6, 7});
+  const std::vector<std::function<void()>> calls = {
+      [&] { Fa(q, k, k, 4, "BNSD", {}, 1.0, 0); },      // 4 heads over 3 KV heads
+      [&] { Fa(q, odd, odd, 4, "BNSD", {}, 1.0, 0); },  // head dims differ
+      [&] { Fa(q, q, q, 0, "BNSD", {}, 1.0, 0); },      // head_num 0
+      [&] {
+        Fa(R({2, 6, 30}), R({2, 6, 30}), R({2, 6, 30}), 4, "BSH", {}, 1.0, 0);
+      },     // 30 / 4
+      [&] {  // TND lengths past the tokens, and not cumulative
+        Fa(R({6, 2, 8}), R({6, 2, 8}), R({6, 2, 8}), 2, "TND", {}, 1.0, 3, 2147483647, 2147483647,
+           {}, std::vector<int64_t>{4, 9}, std::vector<int64_t>{4, 9});
+      },
+      [&] {
+        Fa(R({6, 2, 8}), R({6, 2, 8}), R({6, 2, 8}), 2, "TND", {}, 1.0, 3, 2147483647, 2147483647,
+           {}, std::vector<int64_t>{4, 2}, std::vector<int64_t>{4, 6});
+      },
+      [&] {
+        Fa(R({6, 2, 8}), R({6, 2, 8}), R({6, 2, 8}), 2, "TND", {}, 1.0, 3);
+      },  // no lengths
+      [&] {
+        Fa(q, q, q, 4, "BNSD", R({1, 1, 3, 3}) > 0, 1.0, 1);
+      },  // mask of another size
+      [&] {
+        Call("npu::npu_rms_norm", {R({3}), R({2, 3}), 1e-6});
+      },  // gamma wider than x
+      [&] {
+        Call("npu::npu_swiglu", {R({3, 5}), int64_t{-1}});
+      },  // odd dim
+      [&] {
+        Call("npu::npu_rotary_mul", {R({2, 5}), R({2, 5}), R({2, 5}), std::string("half")});
+      },
+      [&] {
+        Call("npu::npu_rotary_mul", {R({2, 4}), R({2, 4}), R({2, 4}), std::string("x")});
+      },
+      [&] {
+        Call("npu::npu_group_norm_silu",
+             {R({2, 5, 3}), c10::IValue(), c10::IValue(), int64_t{2}, 1e-5});
+      },
+      [&] {
+        Call("npu::npu_moe_gating_top_k_softmax", {R({3, 4}), c10::IValue(), int64_t{5}});
+      },
+      [&] {
+        Call("npu::npu_confusion_transpose",
+             {R({2, 3}), std::vector<int64_t>{0, 0}, std::vector<int64_t>{6}, true});
+      },
+      [&] {
+        Call("npu::npu_confusion_transpose_backward",
+             {R({2, 3}), std::vector<int64_t>{1, 5}, std::vector<int64_t>{3, 2}, false});
+      },
+      [&] {
+        Call("npu::matmul_backward", {R({2}), R({2, 3}), R({4, 2}), c10::List<bool>({true, true})});
+      },
+  };
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_THROW(calls[i](), c10::Error) << "call " << i;
+  }
+}
+
+}  // namespace
+}  // namespace parity::server
