@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/torch/torch_pch.h"
+#include "server/replay/call_checker.h"
 #include "server/replay/stages.h"
 
 namespace parity::server {
@@ -23,14 +24,6 @@ fs::path ExecutableDir() {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   return ec ? fs::path() : exe.parent_path();
-}
-
-std::set<std::string> QualifiedOperatorNames() {
-  std::set<std::string> out;
-  for (const c10::OperatorName& op : c10::Dispatcher::singleton().getAllOpNames()) {
-    out.insert(op.name);
-  }
-  return out;
 }
 
 // What each path loaded to, so a second server in one process (the tests) finds it loaded.
@@ -49,7 +42,8 @@ absl::StatusOr<LoadedLibrary> LoadOne(const std::string& path) {
   const std::string key = canonical.string();
   auto it = Loaded().find(key);
   if (it != Loaded().end()) return it->second;
-  const std::set<std::string> before = QualifiedOperatorNames();
+  const std::vector<std::string> known = KnownOperatorNames();
+  const std::set<std::string> before(known.begin(), known.end());
   void* handle = nullptr;
   try {
     handle = dlopen(key.c_str(), RTLD_NOW | RTLD_GLOBAL);
@@ -64,9 +58,11 @@ absl::StatusOr<LoadedLibrary> LoadOne(const std::string& path) {
   }
   LoadedLibrary lib;
   lib.path = key;
-  for (const std::string& name : QualifiedOperatorNames()) {
-    if (before.count(name) == 0) lib.operators.push_back(name);
+  std::set<std::string> added;  // one name per operator, not per overload
+  for (const std::string& name : KnownOperatorNames()) {
+    if (before.count(name) == 0) added.insert(name);
   }
+  lib.operators.assign(added.begin(), added.end());
   Loaded().emplace(key, lib);
   return lib;
 }

@@ -130,3 +130,10 @@ def train_against_server(prefix, script, args=(), server_args=()):
     except BaseException:
         server.stop()
         raise
+
+
+def first_error(records):
+    """The earliest record judged error (by step, then sequence), or None."""
+    errors = sorted((r for r in records if r["status"] == "error"),
+                    key=lambda r: (r["step"], r["sequence"]))
+    return errors[0] if errors else None

@@ -37,12 +37,6 @@ def _api_op(record):
     return record.get("forward_op") or record["op"]
 
 
-def _first_error(records):
-    errors = sorted((r for r in records if r["status"] == "error"),
-                    key=lambda r: (r["step"], r["sequence"]))
-    return errors[0] if errors else None
-
-
 class LlamaFaultSuiteTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -87,7 +81,7 @@ class LlamaFaultSuiteTest(unittest.TestCase):
             records = cls.by_rank.get(rank, [])
             errors = [r for r in records if r["status"] == "error"]
             fault = llama_faults.FAULTS.get(name)
-            first = _first_error(records)
+            first = harness.first_error(records)
             clean = f"clean (seed {seed})" + ("" if foreach == "yes" else ", per-tensor AdamW")
             row = {"name": name or clean, "precision": precision, "foreach": foreach,
                    "kind": fault.kind if fault else "clean", "calls": len(records),
@@ -202,7 +196,7 @@ class TwoRanksTest(unittest.TestCase):
         server, _ = self.launch("--fault", "rmsnorm_rsqrt_eps", "--autocast", "bf16")
         records = server.records()
         for rank in (0, 1):
-            first = _first_error([x for x in records if x["rank"] == rank])
+            first = harness.first_error([x for x in records if x["rank"] == rank])
             self.assertIsNotNone(first, rank)
             self.assertEqual((_api_op(first), first["phase"], first["step"]),
                              ("aten::rsqrt", "forward", 0))

@@ -48,12 +48,6 @@ print(json.dumps(out))
 """
 
 
-def _first_error(records):
-    errors = sorted((r for r in records if r["status"] == "error"),
-                    key=lambda r: (r["step"], r["sequence"]))
-    return errors[0] if errors else None
-
-
 def _error_output(record):
     for o in record["outputs"]:
         if o["status"] == "error":
@@ -114,7 +108,7 @@ class NpuFusedSuiteTest(unittest.TestCase):
             records = cls.by_rank.get(rank, [])
             npu = [r for r in records if r["op"].startswith("npu::")]
             errors = [r for r in records if r["status"] == "error"]
-            first = _first_error(records)
+            first = harness.first_error(records)
             where = (f"{first['op']} {first['phase']} step {first['step']} output "
                      f"{_error_output(first)}") if first else "-"
             lines.append(f"{fault or f'clean (seed {seed})':18} {precision:5} {len(npu):9} "
@@ -165,7 +159,7 @@ class NpuFusedSuiteTest(unittest.TestCase):
                 continue
             spec = npu_fused_faults.FAULTS[fault]
             records = self.records(rank)
-            first = _first_error(records)
+            first = harness.first_error(records)
             self.assertIsNotNone(first, fault)
             self.assertEqual((first["op"], first["phase"], first["step"], _error_output(first)),
                              (spec.op, spec.phase, 0, spec.output), fault)

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -254,6 +255,28 @@ TEST(StandardsTableTest, UserTableOverridesAndErrorsNameTheKey) {
       "dup.json");
   ASSERT_FALSE(dup.ok());
   EXPECT_THAT(dup.status().message(), HasSubstr("\"gelu\" is also listed under"));
+}
+
+TEST(StandardsTableTest, UncomparedOutputsAreNamedWithAReasonAndMalformedEntriesRefused) {
+  const StandardsTable& shipped = StandardsTable::Default();
+  for (int i : {4, 5, 6}) {
+    const std::string* why = shipped.UncomparedReason("npu::npu_fusion_attention", i);
+    ASSERT_NE(why, nullptr) << i;
+    EXPECT_THAT(*why, HasSubstr("seed, offset and numels"));
+  }
+  EXPECT_EQ(shipped.UncomparedReason("npu::npu_fusion_attention", 0), nullptr);
+  EXPECT_EQ(shipped.UncomparedReason("aten::add", 4), nullptr);
+  const std::string dtypes =
+      R"("dtypes": {"float16": {}, "bfloat16": {}, "float32": {}, "float64": {}})";
+  for (const char* entry :
+       {R"([1])", R"({"op": {"outputs": [1]}})", R"({"op": {"outputs": [-1], "reason": "x"}})",
+        R"({"op": {"outputs": [1], "reason": ""}})",
+        R"({"op": {"outputs": "1", "reason": "x"}})"}) {
+    auto bad = StandardsTable::Parse(
+        absl::StrCat(R"({"uncompared_outputs": )", entry, ", ", dtypes, "}"), "mine.json");
+    ASSERT_FALSE(bad.ok()) << entry;
+    EXPECT_THAT(bad.status().message(), HasSubstr("uncompared_outputs: expected"));
+  }
 }
 
 }  // namespace
