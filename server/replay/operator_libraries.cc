@@ -1,7 +1,11 @@
 #include "server/replay/operator_libraries.h"
 
 #include <dlfcn.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstring>
+#include <exception>
 
 #include <filesystem>
 #include <map>
@@ -33,6 +37,60 @@ std::map<std::string, LoadedLibrary>& Loaded() {
   return *loaded;
 }
 
+// A library whose registration throws in a static initializer (a namespace another library
+// already defined, a malformed schema) makes dlopen call std::terminate: the exception cannot
+// cross it. So each library is first loaded in a child process, which reports the failure's
+// text through a pipe; only one that loads there is loaded here.
+int g_probe_fd = -1;
+
+[[noreturn]] void ProbeTerminate() {
+  std::string why = "terminated while loading";
+  if (std::exception_ptr e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      why = ErrorText(ex);
+    } catch (...) {
+    }
+  }
+  if (g_probe_fd >= 0) (void)!write(g_probe_fd, why.data(), why.size());
+  _exit(1);
+}
+
+// Empty when `path` loads in a child process; else why it does not.
+std::string ProbeLoad(const std::string& path) {
+  int fds[2];
+  if (pipe(fds) != 0) return "";  // cannot probe: load directly
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return "";
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    g_probe_fd = fds[1];
+    std::set_terminate(ProbeTerminate);
+    if (dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+      const char* why = dlerror();
+      const std::string text = why ? why : "dlopen failed";
+      (void)!write(fds[1], text.data(), text.size());
+      _exit(1);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string why;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) why.append(buf, static_cast<std::size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  return why.empty() ? "the library failed to load" : why.substr(0, why.find('\n'));
+}
+
 absl::StatusOr<LoadedLibrary> LoadOne(const std::string& path) {
   std::error_code ec;
   const fs::path canonical = fs::canonical(path, ec);
@@ -44,13 +102,11 @@ absl::StatusOr<LoadedLibrary> LoadOne(const std::string& path) {
   if (it != Loaded().end()) return it->second;
   const std::vector<std::string> known = KnownOperatorNames();
   const std::set<std::string> before(known.begin(), known.end());
-  void* handle = nullptr;
-  try {
-    handle = dlopen(key.c_str(), RTLD_NOW | RTLD_GLOBAL);
-  } catch (const std::exception& e) {  // a registration that failed in a static initializer
-    return absl::FailedPreconditionError(
-        absl::StrCat("operator library ", path, " failed to register: ", ErrorText(e)));
+  const std::string probe = ProbeLoad(key);
+  if (!probe.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("operator library ", path, ": ", probe));
   }
+  void* handle = dlopen(key.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (handle == nullptr) {
     const char* why = dlerror();
     return absl::FailedPreconditionError(

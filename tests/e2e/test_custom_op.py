@@ -2,6 +2,7 @@
 called by a training process, replayed by parity-server through the reference library built
 from docs/examples/custom_op/my_ops.cc and loaded with --reference_libraries."""
 import os
+import shutil
 import subprocess
 import sys
 import unittest
@@ -54,12 +55,21 @@ class CustomOperatorTest(unittest.TestCase):
         not_a_library = os.path.join(workdir, "not_a_library.so")
         with open(not_a_library, "w", encoding="utf-8") as f:
             f.write("not ELF\n")
-        for path, why in ((missing, "No such file"), (not_a_library, "not_a_library.so: ")):
+        # A second library defining the namespace myops again: its registration throws while
+        # it loads; the server must say so, not abort.
+        clash = os.path.join(workdir, "libmy_ops_again.so")
+        shutil.copy(LIBRARY, clash)
+        for paths, named, why in (
+                ([missing], missing, "No such file"),
+                ([not_a_library], not_a_library, "not_a_library.so: "),
+                ([LIBRARY, clash], clash, "Only a single TORCH_LIBRARY can be used to register "
+                                          "the namespace myops")):
             r = subprocess.run([harness.SERVER, "--plaintext", "--port=0", "--metrics_port=-1",
-                                f"--output_dir={workdir}", f"--reference_libraries={path}"],
+                                f"--output_dir={workdir}",
+                                "--reference_libraries=" + ",".join(paths)],
                                capture_output=True, text=True, timeout=60, check=False)
-            self.assertNotEqual(r.returncode, 0)
-            self.assertIn(f"operator library {path}", r.stderr + r.stdout)
+            self.assertEqual(r.returncode, 1, r.stderr[-2000:])  # an error, not an abort
+            self.assertIn(f"operator library {named}", r.stderr + r.stdout)
             self.assertIn(why, r.stderr + r.stdout)
 
 
