@@ -123,9 +123,12 @@ TEST(CheckStreamTest, CancelReleasesAWriteThatFlowControlHolds) {
   const uint64_t held_at = written.load();
   EXPECT_LT(held_at, 200u) << "the stream took 200 MiB without the server reading";
 
+  // The Write waiting at the cancel may still have been let through an instant before it (a
+  // little window left: seen once in CI); none after it may.
+  const uint64_t before_cancel = written.load();
   stream.Cancel();
   writer.join();  // returns: the blocked Write gave up
-  EXPECT_EQ(written.load(), held_at) << "nothing was written after the cancel";
+  EXPECT_LE(written.load(), before_cancel + 1) << "writes went through after the cancel";
   EXPECT_EQ(stream.Finish(absl::Seconds(10)).error_code(), grpc::StatusCode::CANCELLED);
   server.Release();
 }
