@@ -11,9 +11,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/random_ops.h"
 #include "common/torch/autocast.h"
 #include "common/torch/boxed_call.h"
 #include "common/torch/dtype_map.h"
+#include "common/torch/generator_state.h"
 #include "common/torch/ivalue_walk.h"
 
 namespace parity::agent {
@@ -100,6 +102,8 @@ c10::IValue Snapshot(const c10::IValue& v, CapturedCall& call) {
       return c10::IValue(d.clone(at::MemoryFormat::Contiguous));
     }
     if (leaf.isString()) return c10::IValue(std::string(leaf.toStringRef()));  // deep (1.13)
+    // A generator travels as None; a random op's generator state goes in ApiCall.generator.
+    if (leaf.isGenerator()) return c10::IValue();
     return leaf;
   });
 }
@@ -133,6 +137,29 @@ c10::DeviceType DeviceTypeOf(c10::ArrayRef<const c10::IValue> inputs) {
     if (found) return *found;
   }
   return c10::DeviceType::CPU;
+}
+
+// The generator a random op is about to draw from: its explicit `generator` argument, else the
+// default generator of its device (a `device` argument of a factory op, else its first tensor's
+// device, else the CPU).
+std::optional<at::Generator> GeneratorOf(c10::ArrayRef<const c10::IValue> inputs) {
+  std::optional<c10::Device> device;
+  for (const c10::IValue& v : inputs) {
+    if (v.isGenerator()) return v.toGenerator();
+    if (!device && v.isDevice()) device = v.toDevice();
+  }
+  if (!device) {
+    for (const c10::IValue& v : inputs) {
+      common::ForEachLeaf(v, [&](const c10::IValue& leaf) {
+        if (!device && leaf.isTensor() && leaf.toTensor().defined()) {
+          device = leaf.toTensor().device();
+        }
+      });
+    }
+  }
+  absl::StatusOr<at::Generator> gen = common::DefaultGenerator(device.value_or(c10::kCPU));
+  if (!gen.ok()) return std::nullopt;
+  return *gen;
 }
 
 CallSite SiteOf(const at::RecordFunction& fn, const ThreadState& ts) {
@@ -203,8 +230,15 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
   }
   uint64_t bytes = 0;
   for (const c10::IValue& v : site.inputs) bytes += Bytes(v);
+  const bool random = common::RandomFamilyOf(site.op) != common::RandomFamily::kNone;
   // Outputs are usually about as large as inputs: room for both before copying anything.
   if (!sink->Admit(2 * bytes)) return nullptr;
+  // A random op: its generator's state now, before it draws, so the server can replay the draw.
+  if (random) {
+    if (std::optional<at::Generator> gen = GeneratorOf(site.inputs)) {
+      *call->meta.mutable_generator() = common::ReadGeneratorState(*gen);
+    }
+  }
   call->inputs.reserve(site.inputs.size());
   for (const c10::IValue& v : site.inputs) call->inputs.push_back(Snapshot(v, *call));
   call->bytes = bytes;

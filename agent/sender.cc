@@ -16,6 +16,7 @@
 #include "common/grpc_tuning.h"
 #include "common/log.h"
 #include "common/tls.h"
+#include "common/torch/generator_state.h"
 #include "common/wire.h"
 #include "parity/v1/parity.grpc.pb.h"
 
@@ -72,8 +73,7 @@ SenderOptions SenderOptionsFor(const common::AgentConfig& c) {
   h.set_hostname(host);
   h.set_pid(::getpid());
   h.set_agent_version(PARITY_VERSION);
-  h.set_framework_version(absl::StrCat("torch ", TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR, ".",
-                                       TORCH_VERSION_PATCH));
+  h.set_framework_version(absl::StrCat("torch ", common::TorchVersion()));
   h.set_device_type(ProcessDeviceType());
   h.set_config_digest(common::AgentConfigDigest(c));
   return s;

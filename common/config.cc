@@ -228,6 +228,12 @@ absl::StatusOr<nlohmann::json> FlagJson(const ConfigKey<ServerConfig>& key,
       return absl::InvalidArgumentError(
           absl::StrCat(flag, ": expected an integer, got \"", value.value_or(""), "\""));
     }
+    case KeyKind::kNumber: {
+      double d = 0;
+      if (value && absl::SimpleAtod(*value, &d)) return nlohmann::json(d);
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": expected a number, got \"", value.value_or(""), "\""));
+    }
     case KeyKind::kStringList:
     case KeyKind::kIndexList: {
       nlohmann::json list = nlohmann::json::array();
@@ -268,6 +274,8 @@ const char* KeyKindName(KeyKind kind) {
       return "integer";
     case KeyKind::kBytes:
       return "size";
+    case KeyKind::kNumber:
+      return "number";
     case KeyKind::kString:
       return "string";
     case KeyKind::kChoice:

@@ -78,7 +78,12 @@ struct ServerOptions {
   std::string bench_device = "auto";  // "auto", "cpu", "cuda", "cuda:N"
   std::string standards_file;         // empty = the file shipped with the server
   bool golden = true;                 // float64 CPU golden for three-way standards
-  bool npu_reference = true;          // load libparity_npu_reference.so (torch_npu fused ops)
+  // Random ops: "auto" replays them from the training's generator state when the bench has a
+  // generator of that kind and the same libtorch, else judges them by properties;
+  // "statistical" always judges by properties; "skip" answers SKIP.
+  std::string random_checks = "auto";
+  double random_false_alarm = 1e-6;  // the property checks' false-alarm probability per call
+  bool npu_reference = true;         // load libparity_npu_reference.so (torch_npu fused ops)
   std::vector<std::string> reference_libraries;  // more operator libraries (.so) to load
   bool plaintext = false;
   bool allow_plaintext_non_loopback = false;

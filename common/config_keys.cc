@@ -338,6 +338,16 @@ const KeyTable<ServerConfig>& ServerTable() {
          parity("golden"), [](C& c) { return &c.parity.golden; },
          "replay a float64 golden for the three-way standards")
         .flag = "golden";
+    t->Choice(
+         parity("random_checks"), [](C& c) { return &c.parity.random_checks; },
+         {"auto", "statistical", "skip"},
+         "random ops: auto (replay from the training's generator state when the bench can, else "
+         "property checks), statistical (property checks only), skip")
+        .flag = "random_checks";
+    t->Double(
+         parity("random_false_alarm"), [](C& c) { return &c.parity.random_false_alarm; }, 1e-12,
+         0.01, "false-alarm probability per call of the random-op property checks")
+        .flag = "random_false_alarm";
     t->Bool(
          parity("replay"), [](C& c) { return &c.parity.replay; },
          "false: receive and decode calls but answer every one SKIP (no result files)")

@@ -23,7 +23,8 @@ namespace parity::common {
 enum class KeyKind {
   kBool,
   kInteger,
-  kBytes,  // an integer or "64MiB"
+  kBytes,   // an integer or "64MiB"
+  kNumber,  // a real number
   kString,
   kChoice,  // a string from a fixed set
   kStringList,
@@ -78,6 +79,21 @@ class KeyTable {
       int64_t v = static_cast<int64_t>(*out);
       r.Int(n, &v, min, max);
       *out = static_cast<std::remove_reference_t<decltype(*out)>>(v);
+    };
+    k.show = [get](const Config& c) { return absl::StrCat(*get(const_cast<Config&>(c))); };
+    return k;
+  }
+  template <typename Get>
+  Key& Double(std::string path, Get get, double min, double max, std::string doc) {
+    Key& k = Add(std::move(path), KeyKind::kNumber, std::move(doc));
+    k.read = [get, min, max](ConfigReader& r, const std::string& n, Config& c) {
+      double v = *get(c);
+      r.Double(n, &v);
+      if (!(v >= min && v <= max)) {
+        r.Error(n, absl::StrCat("expected a number in [", min, ", ", max, "], got ", v));
+        return;
+      }
+      *get(c) = v;
     };
     k.show = [get](const Config& c) { return absl::StrCat(*get(const_cast<Config&>(c))); };
     return k;

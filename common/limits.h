@@ -22,5 +22,7 @@ struct DecodeLimits {
 inline constexpr std::size_t kMaxNameBytes = 256;
 inline constexpr std::size_t kMaxModulePathBytes = 1024;
 inline constexpr std::size_t kMaxSkipReasonBytes = 4096;
+// A random op's generator state (ApiCall.generator.state): libtorch's are 16 to 5056 bytes.
+inline constexpr std::size_t kMaxGeneratorStateBytes = 65536;
 
 }  // namespace parity::common

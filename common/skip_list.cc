@@ -11,32 +11,6 @@ namespace {
 
 const std::map<std::string, std::string, std::less<>>& SkipRegistry() {
   static const auto* reg = new std::map<std::string, std::string, std::less<>>{
-      {"bernoulli", "random"},
-      {"bernoulli_", "random"},
-      {"dropout", "random"},
-      {"native_dropout", "random"},
-      {"feature_dropout", "random"},
-      {"alpha_dropout", "random"},
-      {"feature_alpha_dropout", "random"},
-      {"rand", "random"},
-      {"rand_like", "random"},
-      {"randn", "random"},
-      {"randn_like", "random"},
-      {"randint", "random"},
-      {"randint_like", "random"},
-      {"randperm", "random"},
-      {"normal", "random"},
-      {"normal_", "random"},
-      {"uniform_", "random"},
-      {"multinomial", "random"},
-      {"exponential_", "random"},
-      {"geometric_", "random"},
-      {"cauchy_", "random"},
-      {"log_normal_", "random"},
-      {"random_", "random"},
-      {"poisson", "random"},
-      {"rrelu", "random"},
-      {"rrelu_with_noise", "random"},
       {"empty", "uninitialised output"},
       {"empty_like", "uninitialised output"},
       {"empty_strided", "uninitialised output"},
@@ -66,9 +40,7 @@ bool IsCommunicationOp(absl::string_view op_name) {
 std::string SkipReasonForOp(absl::string_view op_name) {
   auto it = SkipRegistry().find(BareOpName(op_name));
   if (it == SkipRegistry().end()) return "";
-  return it->second == "random"
-             ? absl::StrCat(op_name, " draws random numbers; its result cannot be replayed")
-             : absl::StrCat(op_name, " returns ", it->second, "; nothing to compare");
+  return absl::StrCat(op_name, " returns ", it->second, "; nothing to compare");
 }
 
 }  // namespace parity::common

@@ -1,5 +1,6 @@
-// Operators whose results cannot be replayed (random draws, uninitialised memory), shared by
-// the agent (which sends them as SKIP without data) and the server (which never replays them).
+// Operators whose results mean nothing (uninitialised memory), shared by the agent (which sends
+// them as SKIP without data) and the server (which never replays them). Random operators are
+// checked: common/random_ops.h.
 #pragma once
 
 #include <string>
@@ -8,7 +9,7 @@
 
 namespace parity::common {
 
-// Why `op_name` ("aten::dropout", "dropout") is never replayed; empty if it can be.
+// Why `op_name` ("aten::empty", "empty") is never replayed; empty if it can be.
 std::string SkipReasonForOp(absl::string_view op_name);
 
 // A collective or point-to-point communication op (`c10d::allreduce_`, `c10d::broadcast_`,

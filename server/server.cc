@@ -112,6 +112,8 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
     CheckerOptions checker;
     checker.bench_device = o.bench_device;
     checker.golden = o.golden;
+    checker.random_checks = o.random_checks;
+    checker.random_false_alarm = o.random_false_alarm;
     checker.limits = o.limits;
     checker.keep_error_values = o.save_error_data;
     PARITY_ASSIGN_OR_RETURN(s->checker_, CallChecker::Create(checker, *s->standards_));

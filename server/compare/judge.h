@@ -40,6 +40,8 @@ struct OutputJudgement {
   // Three-way ratios (benchmark, ULP, statistics standards).
   std::vector<std::pair<Metric, Ratio>> ratios;
   std::optional<StatisticsDetail> statistics;
+  // The random_property standard's quantities, by name ("keep_rate", "keep_rate_low", ...).
+  std::vector<std::pair<std::string, double>> random;
   // msprobe's two-way status of the device metrics (the details CSV's Status column).
   v1::VerdictStatus two_way_status = v1::VERDICT_STATUS_PASS;
 

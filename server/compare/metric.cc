@@ -36,13 +36,22 @@ constexpr std::pair<Metric, absl::string_view> kMetricNames[] = {
     {Metric::kStatsL2Norm, "stats_l2_norm"},
     {Metric::kStatsMin, "stats_min"},
     {Metric::kStatsMax, "stats_max"},
+    {Metric::kRandomSupport, "support"},
+    {Metric::kRandomScale, "kept_scale"},
+    {Metric::kRandomMask, "mask"},
+    {Metric::kRandomRate, "rate"},
+    {Metric::kRandomMean, "mean"},
+    {Metric::kRandomVariance, "variance"},
+    {Metric::kRandomCdf, "cdf_distance"},
+    {Metric::kRandomPermutation, "permutation"},
+    {Metric::kRandomFrequency, "frequency"},
 };
 
 constexpr bool NamesFollowTheEnum() {
   for (size_t i = 0; i < std::size(kMetricNames); ++i) {
     if (static_cast<size_t>(kMetricNames[i].first) != i) return false;
   }
-  return std::size(kMetricNames) == static_cast<size_t>(Metric::kStatsMax) + 1;
+  return std::size(kMetricNames) == static_cast<size_t>(Metric::kRandomLast) + 1;
 }
 static_assert(NamesFollowTheEnum(), "kMetricNames must list every Metric in enum order");
 

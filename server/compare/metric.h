@@ -41,7 +41,18 @@ enum class Metric {
   kStatsMean,
   kStatsL2Norm,
   kStatsMin,
-  kStatsMax,  // keep last: metric.cc's name table checks it covers every enumerator
+  kStatsMax,
+  // The random_property standard (a random op judged by properties of its draws).
+  kRandomSupport,      // values outside the distribution's support (range, integer-ness)
+  kRandomScale,        // dropout: an element neither dropped (0) nor input x 1/(1-p)
+  kRandomMask,         // dropout: the mask disagrees with the output; a channel split
+  kRandomRate,         // the share kept / drawn 1 outside its binomial bound
+  kRandomMean,         // the sample mean outside its bound
+  kRandomVariance,     // the sample variance outside its bound
+  kRandomCdf,          // the largest distance to the distribution's CDF over its DKW bound
+  kRandomPermutation,  // randperm: a value missing or repeated; multinomial: a repeat
+  kRandomFrequency,    // multinomial: a category's count outside its bound
+  kRandomLast = kRandomFrequency,  // keep last: metric.cc's table checks it covers the enum
 };
 
 // "cosine", "max_abs_error", ..., "ulp_error", "stats_mean"; "" for kNone.

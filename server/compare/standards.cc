@@ -10,6 +10,7 @@
 #include "common/config_reader.h"
 #include "common/dtype.h"
 #include "common/naming.h"
+#include "common/random_ops.h"
 
 extern const char kParityDefaultStandardsJson[];  // generated from server/data/standards.json
 
@@ -34,6 +35,7 @@ constexpr StandardText kStandardTexts[] = {
     {Standard::kTwoWay, "two_way", "两方比对法", true},
     {Standard::kStatistics, "statistics", "统计量比对法", false},
     {Standard::kExact, "exact", "二进制一致法", false},
+    {Standard::kRandomProperty, "random_property", "随机性质检验法", true},
     {Standard::kNone, "", "", false},
 };
 
@@ -106,6 +108,16 @@ absl::StatusOr<StandardsTable> StandardsTable::Parse(absl::string_view json_text
     std::vector<std::string> ops;
     stds.StringList(name, &ops);
     for (const std::string& op : ops) {
+      // Random ops take their own path (replayed from the generator state, or judged by their
+      // draws' properties); the table names that standard, and only for them.
+      const bool random = common::RandomFamilyOf(op) != common::RandomFamily::kNone;
+      if (random != (standard == Standard::kRandomProperty)) {
+        stds.Error(name, random ? absl::StrCat("\"", op,
+                                               "\" draws random numbers: list it under "
+                                               "random_property")
+                                : absl::StrCat("\"", op, "\" draws no random numbers"));
+        continue;
+      }
       auto [it, inserted] = t.by_name_.emplace(op, standard);
       if (!inserted && it->second != standard) {
         stds.Error(name,

@@ -23,6 +23,7 @@ enum class Standard {
   kTwoWay,             // msprobe's legacy chain, when no golden can be made
   kStatistics,         // a device output sent as statistics only (too large to send)
   kExact,              // a non-tensor output (a Python scalar, a string): equal or not
+  kRandomProperty,     // a random op judged by properties any correct generator gives
   kNone,               // not judged (a skipped output)
 };
 

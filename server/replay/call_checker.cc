@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/naming.h"
+#include "common/random_ops.h"
 #include "common/skip_list.h"
 #include "common/text.h"
 #include "common/torch/dtype_map.h"
@@ -37,6 +38,74 @@ Standard StandardOf(const v1::ApiCall& call, const Stack& inputs, const Standard
                              ? static_cast<int>(inputs[0].toTensor().dim())
                              : -1;
   return table.Lookup(call.op_name(), input_rank);
+}
+
+// Keeps the call's values in `check` when it is an error and the options ask for them.
+void KeepValues(const CheckerOptions& o, const c10::OperatorHandle& op, DecodedCall& decoded,
+                const Replay* bench, const Replay* golden, CallCheck* check) {
+  if (check->status != v1::VERDICT_STATUS_ERROR || !o.keep_error_values) return;
+  auto values = std::make_shared<CallValues>();
+  values->schema = toString(op.schema());
+  values->inputs = std::move(decoded.inputs);
+  values->device = Flatten(decoded.outputs);
+  if (bench != nullptr && bench->ran()) values->bench = Flatten(bench->results);
+  if (golden != nullptr && golden->ran()) values->golden = Flatten(golden->results);
+  check->values = std::move(values);
+}
+
+// A random op (common/random_ops.h): replayed from its generator state, or judged by the
+// properties of its draws.
+CallCheck CheckRandom(const v1::ApiCall& call, const c10::OperatorHandle& op, DecodedCall& decoded,
+                      const CheckerOptions& o, const c10::Device& bench_device,
+                      const StandardsTable& standards) {
+  if (o.random_checks == "skip") {
+    return Decided(
+        v1::VERDICT_STATUS_SKIP,
+        absl::StrCat(call.op_name(),
+                     " draws random numbers; not checked (parity.random_checks is skip)"));
+  }
+  std::string why_not = "parity.random_checks is statistical";
+  if (o.random_checks == "auto") {
+    std::optional<Replay> bench =
+        ReplayRandom(call, op, decoded.inputs, bench_device,
+                     common::ToScalarType(call.autocast_dtype()), &why_not);
+    if (bench && bench->ran()) {
+      const auto replayed = Clock::now();
+      CallCheck check;
+      // The same draws: the bench's results are the reference, bit for bit.
+      JudgeOutputs(call, decoded, *bench, *bench, Standard::kBinary, standards, &check);
+      const std::string how =
+          absl::StrCat("replayed from the training's ", call.generator().device_type(),
+                       " generator state: the same draws, so the same bits");
+      for (OutputCheck& out : check.outputs) {
+        std::string& m = out.judgement.message;
+        m = m.empty() ? how : absl::StrCat(how, "\n", m);
+      }
+      check.compare_seconds = Seconds(Clock::now() - replayed);
+      KeepValues(o, op, decoded, &*bench, nullptr, &check);
+      return check;
+    }
+    if (bench) why_not = absl::StrCat("the replay failed: ", bench->error);
+  }
+  if (common::RandomFamilyOf(call.op_name()) == common::RandomFamily::kUnchecked) {
+    return Decided(v1::VERDICT_STATUS_SKIP,
+                   absl::StrCat(call.op_name(),
+                                " draws random numbers, has no property check, and was not "
+                                "replayed: ",
+                                why_not));
+  }
+  const auto judging = Clock::now();
+  CallCheck check;
+  JudgeRandomProperties(call, op.schema(), decoded, o.random_false_alarm, &check);
+  const std::string how =
+      absl::StrCat("judged by the properties of its draws (not replayed: ", why_not, ")");
+  for (OutputCheck& out : check.outputs) {
+    std::string& m = out.judgement.message;
+    m = m.empty() ? how : absl::StrCat(how, "\n", m);
+  }
+  check.compare_seconds = Seconds(Clock::now() - judging);
+  KeepValues(o, op, decoded, nullptr, nullptr, &check);
+  return check;
 }
 
 }  // namespace
@@ -87,6 +156,12 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
     return Decided(v1::VERDICT_STATUS_SKIP, std::string(decoded.status().message()));
   }
   if (!decoded.ok()) return Rejected(decoded.status());
+  if (common::RandomFamilyOf(call.op_name()) != common::RandomFamily::kNone) {
+    CallCheck c =
+        CheckRandom(call, *op, *decoded, impl_->options, impl_->device, *impl_->standards);
+    c.replay_seconds = Seconds(Clock::now() - start) - c.compare_seconds;
+    return c;
+  }
   // 4. Replay on the bench device, and as the float64 golden.
   const Replay bench =
       ReplayBench(*op, decoded->inputs, impl_->device, common::ToScalarType(call.autocast_dtype()));
@@ -107,15 +182,7 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
                *impl_->standards, &check);
   check.replay_seconds = Seconds(replayed - start);
   check.compare_seconds = Seconds(Clock::now() - replayed);
-  if (check.status == v1::VERDICT_STATUS_ERROR && impl_->options.keep_error_values) {
-    auto values = std::make_shared<CallValues>();
-    values->schema = toString(op->schema());
-    values->inputs = std::move(decoded->inputs);
-    values->device = Flatten(decoded->outputs);
-    if (bench.ran()) values->bench = Flatten(bench.results);
-    if (golden.ran()) values->golden = Flatten(golden.results);
-    check.values = std::move(values);
-  }
+  KeepValues(impl_->options, *op, *decoded, &bench, &golden, &check);
   return check;
 }
 

@@ -22,6 +22,12 @@ struct CheckerOptions {
   bool golden = true;
   bool keep_error_values = false;  // CallCheck::values for calls judged error (error data)
   common::DecodeLimits limits;
+  // Random ops (docs/results.md#random-operators): "auto" replays them from the training's
+  // generator state when the bench has a generator of that kind and the same libtorch, else
+  // judges them by the random_property standard; "statistical" always does that; "skip" answers
+  // SKIP.
+  std::string random_checks = "auto";
+  double random_false_alarm = 1e-6;  // per call, for the random_property standard
 };
 
 // One output of a call, typed to the end: the writers and the verdict read the judgement's enum

@@ -43,6 +43,9 @@ absl::Status CheckCallStrings(const v1::ApiCall& call) {
       {"autograd_node", &call.autograd_node(), common::kMaxNameBytes},
       {"module_path", &call.module_path(), common::kMaxModulePathBytes},
       {"skip_reason", &call.skip_reason(), common::kMaxSkipReasonBytes},
+      {"generator.device_type", &call.generator().device_type(), common::kMaxNameBytes},
+      {"generator.torch_version", &call.generator().torch_version(), common::kMaxNameBytes},
+      {"generator.state", &call.generator().state(), common::kMaxGeneratorStateBytes},
   };
   for (const auto& [name, value, cap] : fields) {
     if (value->size() > cap) {

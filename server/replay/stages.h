@@ -67,6 +67,20 @@ void JudgeOutputs(const v1::ApiCall& call, const DecodedCall& decoded, const Rep
                   const Replay& golden, Standard standard, const StandardsTable& table,
                   CallCheck* check);
 
+// 4r. A random op replayed from the training's generator state (ApiCall.generator) on a bench
+// generator of the same kind: the CPU's for a CPU state, the bench's for a CUDA state on a CUDA
+// bench, when the call was drawn by the same libtorch version. nullopt, with the reason in
+// `why_not`, when it cannot be replayed so. Replays of random ops are serialised (they set the
+// process's default generator, and put its state back after).
+std::optional<Replay> ReplayRandom(const v1::ApiCall& call, const c10::OperatorHandle& op,
+                                   const Stack& inputs, const c10::Device& bench_device,
+                                   std::optional<at::ScalarType> autocast, std::string* why_not);
+
+// 5r. A random op's outputs judged by the random_property standard (server/compare/
+// random_property.h) from its arguments and outputs: no replay.
+void JudgeRandomProperties(const v1::ApiCall& call, const c10::FunctionSchema& schema,
+                           const DecodedCall& decoded, double false_alarm, CallCheck* check);
+
 // The leaves of `values` in order (nested lists and tuples flattened): how outputs are counted.
 Stack Flatten(const Stack& values);
 

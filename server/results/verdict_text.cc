@@ -31,6 +31,7 @@ void FillOutputVerdict(const OutputCheck& out, v1::OutputVerdict* ov) {
   auto& map = *ov->mutable_metrics();
   for (const auto& [metric, r] : j.ratios)
     map[absl::StrCat("ratio_", MetricName(metric))] = r.value;
+  for (const auto& [name, v] : j.random) map[name] = v;
   if (j.statistics) {
     map["stats_nan_count"] = static_cast<double>(j.statistics->nan_count);
     map["stats_inf_count"] = static_cast<double>(j.statistics->inf_count);
