@@ -65,9 +65,9 @@ cat "$demo_dir/config.json"
 
 fault_args=()
 if [[ "$fault" != "none" ]]; then fault_args=(--fault "$fault"); fi
-step "training: docs/examples/train_mlp.py, 20 steps, planted fault: $fault"
+step "training: docs/examples/train_mlp.py, 20 steps, dropout 0.1, planted fault: $fault"
 PARITY_AGENT_LIB="$build_dir/agent/libparity_agent.so" /usr/bin/python3 docs/examples/train_mlp.py \
-  --config "$demo_dir/config.json" --steps 20 "${fault_args[@]}"
+  --config "$demo_dir/config.json" --steps 20 --dropout 0.1 "${fault_args[@]}"
 
 step "summary"
 set +e

@@ -93,6 +93,7 @@ class Attention(torch.nn.Module):
         scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim)
         scores = scores.masked_fill(mask, float("-inf"))
         probs = torch.softmax(scores.float(), dim=-1).type_as(q)
+        probs = F.dropout(probs, DROPOUT, self.training)  # attention dropout
         out = torch.matmul(probs, v).transpose(1, 2).reshape(b, t, -1)
         return self.wo(out)
 
@@ -113,6 +114,7 @@ class Attention(torch.nn.Module):
 
 
 COMPRESSED_CAUSAL_MASK = None
+DROPOUT = 0.0  # --dropout: attention-probability and residual dropout
 
 
 class SwiGLU(torch.nn.Module):
@@ -138,8 +140,9 @@ class Block(torch.nn.Module):
         self.feed_forward = SwiGLU(dim, hidden)
 
     def forward(self, x, cos, sin, mask):
-        h = x + self.attention(self.attention_norm(x), cos, sin, mask)
-        return h + self.feed_forward(self.ffn_norm(h))
+        h = x + F.dropout(self.attention(self.attention_norm(x), cos, sin, mask), DROPOUT,
+                          self.training)
+        return h + F.dropout(self.feed_forward(self.ffn_norm(h)), DROPOUT, self.training)
 
 
 class Llama(torch.nn.Module):
@@ -186,7 +189,11 @@ def main():
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seq", type=int, default=32)
+    parser.add_argument("--dropout", type=float, default=0.0,
+                        help="attention-probability and residual dropout (checked as random ops)")
     args = parser.parse_args()
+    global DROPOUT  # pylint: disable=global-statement
+    DROPOUT = args.dropout
 
     if args.fault:
         import llama_faults  # pylint: disable=import-outside-toplevel

@@ -22,15 +22,16 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "faults"))
 
 
 class Mlp(torch.nn.Module):
-    def __init__(self, width=64):
+    def __init__(self, width=64, dropout=0.0):
         super().__init__()
         self.fc1 = torch.nn.Linear(32, width)
         self.norm = torch.nn.LayerNorm(width)
         self.act = torch.nn.GELU()
+        self.drop = torch.nn.Dropout(dropout)
         self.fc2 = torch.nn.Linear(width, 1)
 
     def forward(self, x):
-        return self.fc2(self.act(self.norm(self.fc1(x))))
+        return self.fc2(self.drop(self.act(self.norm(self.fc1(x)))))
 
 
 def main():
@@ -40,6 +41,8 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--fault", help="plant a fault from tests/faults/faults.py")
     parser.add_argument("--device", default="cpu", help="where to train: cpu, cuda, cuda:N")
+    parser.add_argument("--dropout", type=float, default=0.0,
+                        help="dropout after the activation (checked as a random op)")
     parser.add_argument("--losses", help="write each step's loss here (bit-exact hex)")
     parser.add_argument("--kill-at-step", type=int, default=-1,
                         help="SIGKILL the pid in $PARITY_SERVER_PID at this step (a test)")
@@ -52,7 +55,7 @@ def main():
         import faults  # pylint: disable=import-outside-toplevel
         faults.plant(args.fault, args.device)
     torch.manual_seed(0)
-    model = Mlp().to(args.device)
+    model = Mlp(dropout=args.dropout).to(args.device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     data = torch.randn(64, 32).to(args.device)
     target = data[:, :4].sum(dim=1, keepdim=True)

@@ -49,6 +49,14 @@ double MaxFinite(double u) {
   return std::numeric_limits<double>::max();
 }
 
+// The smallest positive (subnormal) value of that dtype: the absolute rounding step near 0.
+double DenormMin(double u) {
+  if (u >= std::ldexp(1.0, -11) && u < std::ldexp(1.0, -8)) return std::ldexp(1.0, -24);
+  if (u >= std::ldexp(1.0, -8)) return std::ldexp(1.0, -133);
+  if (u >= std::ldexp(1.0, -24)) return std::ldexp(1.0, -149);
+  return std::numeric_limits<double>::denorm_min();
+}
+
 // A standard normal's CDF.
 double Phi(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
 
@@ -219,6 +227,7 @@ DropoutJudgement JudgeDropout(const double* x, const Draws& out, const double* m
   const bool random = !identity && !all_dropped;
   // kept = scale * x + kept_offset; dropped = dropped_value (libtorch's _dropout_impl).
   double scale = 1, kept_offset = 0, dropped_value = 0;
+  double terms = 0;  // alpha dropout adds terms this large before they cancel: rounding scales so
   if (all_dropped) {
     scale = 0;
   } else if (random && prm.alpha) {
@@ -227,10 +236,12 @@ DropoutJudgement JudgeDropout(const double* x, const Draws& out, const double* m
     scale = a;
     kept_offset = kSeluAlpha * a * prm.p;
     dropped_value = kSeluAlpha * a * (prm.p - 1);
+    terms = kSeluAlpha * a;
   } else if (random) {
     scale = 1 / (1 - prm.p);
   }
   const double max_finite = MaxFinite(u);
+  const double step = u > 0 ? 2 * DenormMin(u) : 0;
   const int64_t channel = std::max<int64_t>(prm.channel, 1);
   constexpr uint8_t kUnknown = 0, kKept = 1, kDropped = 2, kSplit = 3;
   std::vector<uint8_t> channels(static_cast<std::size_t>((out.n + channel - 1) / channel),
@@ -240,10 +251,11 @@ DropoutJudgement JudgeDropout(const double* x, const Draws& out, const double* m
     if (mask != nullptr && mask[i] != 0) ++mask_kept;
     if (!std::isfinite(x[i])) continue;  // NaN or inf times a 0 mask is NaN: tells nothing
     const double kv = scale * x[i] + kept_offset;
-    const double tol_k = 4 * u * (std::fabs(scale * x[i]) + std::fabs(kept_offset));
+    const double tol_k = 4 * u * (std::fabs(scale * x[i]) + std::fabs(kept_offset) + terms) + step;
     const bool overflow = std::fabs(kv) > max_finite;
     bool near_k = std::fabs(y[i] - kv) <= tol_k || (overflow && std::isinf(y[i]));
-    bool near_d = !identity && std::fabs(y[i] - dropped_value) <= 4 * u * std::fabs(dropped_value);
+    bool near_d = !identity && std::fabs(y[i] - dropped_value) <=
+                                   4 * u * (std::fabs(dropped_value) + terms) + step;
     if (all_dropped) near_k = false;
     if (!near_k && !near_d) {
       ++scale_bad;
@@ -659,8 +671,8 @@ OutputJudgement JudgeMultinomial(const Draws& d, const double* weights, int64_t 
   }
   if (tests == 0) return std::move(r).Done();
   // Every category's count (over all rows; without replacement, of each row's first draw).
-  double worst = -1;
-  int64_t worst_c = -1;
+  double worst = -kInf;
+  int64_t worst_c = 0;
   Interval worst_bound;
   for (int64_t c = 0; c < categories; ++c) {
     const double e = expected[static_cast<std::size_t>(c)];
@@ -679,7 +691,8 @@ OutputJudgement JudgeMultinomial(const Draws& d, const double* weights, int64_t 
   r.Put("category", static_cast<double>(worst_c));
   r.Within(Metric::kRandomFrequency, "frequency",
            counts[static_cast<std::size_t>(worst_c)] / trials, e / trials, worst_bound,
-           absl::StrCat("share of category ", worst_c, " (the one farthest from its bound)"));
+           absl::StrCat("share of category ", worst_c,
+                        " (the one nearest to or farthest past its bound)"));
   return std::move(r).Done();
 }
 
