@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/random_ops.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -277,6 +278,27 @@ TEST(StandardsTableTest, UncomparedOutputsAreNamedWithAReasonAndMalformedEntries
     ASSERT_FALSE(bad.ok()) << entry;
     EXPECT_THAT(bad.status().message(), HasSubstr("uncompared_outputs: expected"));
   }
+}
+
+// The table lists every random op (common/random_ops.cc) under random_property and nothing else
+// there; a file that puts a random op under another standard, or another op under
+// random_property, is refused naming it.
+TEST(StandardsTableTest, RandomOpsAreListedUnderRandomPropertyOnly) {
+  const StandardsTable& shipped = StandardsTable::Default();
+  for (const std::string& op : common::RandomOpNames()) {
+    EXPECT_EQ(shipped.Lookup(absl::StrCat("aten::", op)), Standard::kRandomProperty) << op;
+  }
+  EXPECT_EQ(StandardName(Standard::kRandomProperty), "random_property");
+  const std::string dtypes =
+      R"("dtypes": {"float16": {}, "bfloat16": {}, "float32": {}, "float64": {}})";
+  auto bad = StandardsTable::Parse(
+      absl::StrCat(R"({"standards": {"binary": ["dropout"]}, )", dtypes, "}"), "mine.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("\"dropout\" draws random numbers"));
+  bad = StandardsTable::Parse(
+      absl::StrCat(R"({"standards": {"random_property": ["gelu"]}, )", dtypes, "}"), "mine.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("\"gelu\" draws no random numbers"));
 }
 
 }  // namespace
