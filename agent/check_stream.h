@@ -55,6 +55,8 @@ class CheckStream : private grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::Byte
   grpc::Status Finish(absl::Duration timeout);
   // The server's certificate (PEM) as the TLS handshake gave it; "" in plaintext.
   std::string PeerCertificatePem() const;
+  // The server's address as gRPC names it ("ipv4:10.0.0.5:59208"); "" before it connected.
+  std::string Peer() const { return context_.peer(); }
   // Ends the stream now (any thread): blocked writes and waits return.
   void Cancel() { context_.TryCancel(); }
   // The stream has ended (the server finished it, it failed, or it was cancelled).

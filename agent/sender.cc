@@ -2,6 +2,7 @@
 
 #include "agent/call_encoder.h"
 #include "agent/check_stream.h"
+#include "agent/server_list.h"
 
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <grpcpp/grpcpp.h>
@@ -207,6 +208,30 @@ bool Sender::OpenChannel() {
   args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 16 << 20);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.reconnect_max_ms));
+  absl::StatusOr<std::vector<ServerEndpoint>> servers =
+      ParseServerList(options_.host, options_.port);
+  if (!servers.ok()) {
+    LogOnce(absl::StrCat(servers.status().message(), "; nothing will be checked"),
+            common::LogLevel::kError);
+    undeliverable_.store(true);
+    return false;
+  }
+  std::vector<std::string> unresolved;
+  absl::StatusOr<ChannelTarget> target =
+      ResolveServers(*servers, options_.hello.rank(), &unresolved);
+  for (const std::string& u : unresolved) {
+    LogOnce(absl::StrCat("server ", u, "; left out"), common::LogLevel::kWarning);
+  }
+  if (!target.ok()) {
+    LogOnce(absl::StrCat(target.status().message(), "; retrying in the background"),
+            common::LogLevel::kWarning);
+    return false;
+  }
+  first_server_ = servers->front();
+  const bool several = target->addresses.size() > 1;
+  // pick_first over the rank-rotated list: one connection, to server rank mod n, and the next
+  // one when it dies (docs/deploy.md#many-servers).
+  if (several) args.SetLoadBalancingPolicyName("pick_first");
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (options_.plaintext) {
     creds = grpc::InsecureChannelCredentials();
@@ -220,16 +245,22 @@ bool Sender::OpenChannel() {
     }
     creds = tls->credentials;
     crl_ = tls->crl;
-    if (!options_.server_name.empty()) args.SetSslTargetNameOverride(options_.server_name);
+    if (!options_.server_name.empty()) {
+      args.SetSslTargetNameOverride(options_.server_name);
+    } else if (several) {
+      args.SetSslTargetNameOverride(target->tls_name);  // an address list carries no name
+    }
   }
-  channel_ =
-      grpc::CreateCustomChannel(absl::StrCat(options_.host, ":", options_.port), creds, args);
+  target_text_ = several ? absl::StrCat(target->addresses.front(), " (first of ",
+                                        target->addresses.size(), " servers)")
+                         : target->uri;
+  channel_ = grpc::CreateCustomChannel(target->uri, creds, args);
   return true;
 }
 
 bool Sender::Connect() {
-  const std::string target = absl::StrCat(options_.host, ":", options_.port);
   if (!OpenChannel()) return false;
+  const std::string target = target_text_;
   if (!WaitForConnected(std::chrono::milliseconds(options_.connect_timeout_ms))) {
     // gRPC says only "unavailable"; a handshake of our own says why (refused port, untrusted
     // server, refused client certificate, plaintext server, wrong name, a hung server). Not
@@ -237,7 +268,7 @@ bool Sender::Connect() {
     std::string why;
     if (!options_.plaintext && !closing_.load()) {
       why = common::DiagnoseTlsConnection(
-          options_.host, options_.port, options_.tls_path, options_.server_name,
+          first_server_.host, first_server_.port, options_.tls_path, options_.server_name,
           static_cast<int>(options_.connect_timeout_ms), options_.tls_key_password_file);
     }
     LogOnce(absl::StrCat("server ", target, " unreachable", why.empty() ? "" : ": ", why,
@@ -282,7 +313,9 @@ grpc::Status Sender::AbandonStream(std::unique_ptr<Connection>& c, bool cancel) 
 }
 
 bool Sender::Handshake(std::unique_ptr<Connection>& c) {
-  const std::string target = absl::StrCat(options_.host, ":", options_.port);
+  // The server's address once the call has one (gRPC names the channel's target until then).
+  std::string target = c->stream->Peer();
+  if (target.empty() || target.find(',') != std::string::npos) target = target_text_;
   v1::AgentMessage hello;
   *hello.mutable_hello() = options_.hello;
   v1::ServerMessage reply;

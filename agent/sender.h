@@ -16,6 +16,7 @@
 #include "agent/agent_hook.h"
 #include "agent/bounded_queue.h"
 #include "agent/counters.h"
+#include "agent/server_list.h"
 #include "common/config.h"
 #include "common/log.h"
 #include "common/tls.h"
@@ -108,6 +109,8 @@ class Sender {
 
   // The sender thread's own.
   std::shared_ptr<grpc::Channel> channel_;
+  std::string target_text_;      // the servers, for log lines
+  ServerEndpoint first_server_;  // the first configured server (TLS diagnostics)
   std::unique_ptr<Connection> conn_;
   std::thread thread_;
   uint64_t max_inline_bytes_ = 0;                      // from ServerInfo

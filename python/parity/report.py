@@ -1,8 +1,9 @@
 """A readable summary of a Parity server's results (and, optionally, its live metrics).
 
-    python3 -m parity.report RESULTS_DIR [--metrics http://127.0.0.1:9464/metrics] [--errors N]
+    python3 -m parity.report RESULTS_DIR [RESULTS_DIR ...] [--metrics URL] [--errors N]
 
-Reads the server's parity_results_*.jsonl (every call, with the metric that failed) and lists the
+Several folders (one per server of a run spread over several servers) are merged into one
+summary. Reads the servers' parity_results_*.jsonl (every call, with the metric that failed) and lists the
 CSV files a user opens next. Exit status: 0 when no call was judged error, 1 when some were, 2
 when there are no results to read. It reads files only: the agent is not loaded.
 """
@@ -15,9 +16,17 @@ import sys
 import urllib.request
 
 
-def load_records(results_dir):
+def _dirs(results_dirs):
+    return [results_dirs] if isinstance(results_dirs, str) else list(results_dirs)
+
+
+def load_records(results_dirs):
+    """Every record of one or several servers' result folders."""
     records = []
-    for path in sorted(glob.glob(os.path.join(results_dir, "parity_results_*.jsonl"))):
+    paths = []
+    for d in _dirs(results_dirs):
+        paths += sorted(glob.glob(os.path.join(d, "parity_results_*.jsonl")))
+    for path in paths:
         with open(path, encoding="utf-8") as f:
             for line in f:
                 line = line.strip()
@@ -72,6 +81,8 @@ def scrape(url):
 
 def summarise(results_dir, metrics_url=None, max_errors=5, out=sys.stdout):
     records = load_records(results_dir)
+    dirs = _dirs(results_dir)
+    results_dir = ", ".join(dirs)
     if not records:
         print(f"no results in {results_dir} (parity_results_*.jsonl)", file=out)
         return 2
@@ -106,9 +117,10 @@ def summarise(results_dir, metrics_url=None, max_errors=5, out=sys.stdout):
                   ", ".join(f"{counts.get(v, 0)} {v}" for v in ("pass", "warning", "error", "skip")) +
                   (f"; first error: {describe(first)}" if first else ""), file=out)
     print("  result files  :", file=out)
-    for path in sorted(glob.glob(os.path.join(results_dir, "*.csv")) +
-                       glob.glob(os.path.join(results_dir, "*.jsonl"))):
-        print(f"    {path}", file=out)
+    for d in dirs:
+        for path in sorted(glob.glob(os.path.join(d, "*.csv")) +
+                           glob.glob(os.path.join(d, "*.jsonl"))):
+            print(f"    {path}", file=out)
     if metrics_url:
         lines, err = scrape(metrics_url)
         print(f"  metrics       : {metrics_url}", file=out)
@@ -122,7 +134,8 @@ def summarise(results_dir, metrics_url=None, max_errors=5, out=sys.stdout):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python3 -m parity.report", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results_dir", help="the server's --output_dir")
+    parser.add_argument("results_dir", nargs="+",
+                        help="the server's --output_dir (several: one per server of the run)")
     parser.add_argument("--metrics", help="the server's /metrics URL, to print its verdict counters")
     parser.add_argument("--errors", type=int, default=5, help="errors to list (default 5)")
     args = parser.parse_args(argv)
