@@ -100,6 +100,32 @@ class StaticChecksTest(unittest.TestCase):
         # The dashboard shows every metric there is.
         self.assertEqual(set(exported) - used, set())
 
+    def test_kubernetes_objects_fit_together(self):
+        """The many-server manifest: a StatefulSet with a result volume per server, a headless
+        Service for the agents, a PDB and an HPA on a metric the server exports, all selecting
+        the same pods. (No cluster is available here: this checks the manifest, not a cluster.)"""
+        with open(os.path.join(DEPLOY, "k8s", "parity-server.yaml"), encoding="utf-8") as f:
+            docs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(f) if d}
+        sts = docs[("StatefulSet", "parity-server")]
+        labels = sts["spec"]["template"]["metadata"]["labels"]
+        self.assertEqual(sts["spec"]["selector"]["matchLabels"], labels)
+        headless = docs[("Service", sts["spec"]["serviceName"])]
+        self.assertEqual(headless["spec"]["clusterIP"], "None")
+        self.assertEqual(headless["spec"]["selector"], labels)
+        self.assertEqual([p["port"] for p in headless["spec"]["ports"]], [59208])
+        self.assertEqual([t["metadata"]["name"] for t in sts["spec"]["volumeClaimTemplates"]],
+                         ["results"])
+        mounts = sts["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+        self.assertIn("results", [m["name"] for m in mounts])
+        pdb = docs[("PodDisruptionBudget", "parity-server")]
+        self.assertEqual(pdb["spec"]["selector"]["matchLabels"], labels)
+        hpa = docs[("HorizontalPodAutoscaler", "parity-server")]
+        self.assertEqual(hpa["spec"]["scaleTargetRef"]["kind"], "StatefulSet")
+        self.assertEqual(hpa["spec"]["scaleTargetRef"]["name"], "parity-server")
+        exported = exported_metrics()
+        for m in hpa["spec"]["metrics"]:
+            self.assertIn(m["pods"]["metric"]["name"], exported)
+
     def test_every_metric_is_documented(self):
         with open(os.path.join(harness.ROOT, "docs", "metrics.md"), encoding="utf-8") as f:
             doc = f.read()
@@ -120,7 +146,7 @@ class StaticChecksTest(unittest.TestCase):
         work = harness.tempdir("parity_deploy_")
         with open(os.path.join(DEPLOY, "k8s", "parity-server.yaml"), encoding="utf-8") as f:
             for doc in yaml.safe_load_all(f):
-                if doc and doc["kind"] == "Deployment":
+                if doc and doc["kind"] == "StatefulSet":
                     for c in doc["spec"]["template"]["spec"]["containers"]:
                         args += c.get("args", [])
                 if doc and doc["kind"] == "ConfigMap":

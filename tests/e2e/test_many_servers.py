@@ -31,6 +31,15 @@ SUMMARY = re.compile(
 ACCEPTED = re.compile(r"agent connected: rank (\d+) of")
 
 
+def peak_rss_mb_of(pid):
+    """The process's peak resident memory (VmHWM), in MB."""
+    with open(f"/proc/{pid}/status", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) // 1024
+    return -1
+
+
 class ManyServersTest(unittest.TestCase):
     def test_ranks_spread_evenly_and_survive_a_server_killed_mid_run(self):
         workdir = harness.tempdir("parity-many-")
@@ -72,6 +81,7 @@ class ManyServersTest(unittest.TestCase):
             for p, log in procs:
                 p.wait(timeout=600)
                 log.close()
+            peak_rss_mb = [peak_rss_mb_of(s.proc.pid) for s in servers if s.proc.poll() is None]
         finally:
             for s in servers:
                 s.stop()
@@ -123,7 +133,7 @@ class ManyServersTest(unittest.TestCase):
               f"ranks with results per server {by_server}; {total} calls captured, "
               f"{verdicted} verdicted, {sum(v[1] for v in summaries.values())} dropped, "
               f"{sum(v[2] for v in summaries.values())} lost in flight; merged report: "
-              f"{RANKS} ranks", flush=True)
+              f"{RANKS} ranks; peak RSS of the surviving servers {peak_rss_mb} MB", flush=True)
 
 
 if __name__ == "__main__":
