@@ -1,6 +1,8 @@
 #include "server/results/result_writer.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -13,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 
 namespace parity::server {
@@ -24,23 +27,100 @@ constexpr char kBom[] = "\xEF\xBB\xBF";
 
 }  // namespace
 
+// One result file opened for appending. Every row goes out in a single write(2) (no stdio
+// buffer that splits a long row in two), so a server killed between calls leaves whole lines.
+class AppendFile {
+ public:
+  AppendFile() = default;
+  AppendFile(const AppendFile&) = delete;
+  AppendFile& operator=(const AppendFile&) = delete;
+  ~AppendFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  // Opens (creating, 0640) `path`. An existing file whose last line has no terminator was cut by
+  // a crash mid-write: that partial line is removed, so the next row starts on a line of its own.
+  // Returns true if the file already held whole lines (a resumed file keeps its header).
+  absl::StatusOr<bool> Open(const std::string& path) {
+    path_ = path;
+    fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+    if (fd_ < 0) {
+      return absl::PermissionDeniedError(
+          absl::StrCat(path, ": cannot open for append (", std::strerror(errno), ")"));
+    }
+    ::fchmod(fd_, 0640);
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) return Error("stat");
+    if (st.st_size == 0) return false;
+    PARITY_ASSIGN_OR_RETURN(const off_t keep, WholeLinesEnd(st.st_size));
+    if (keep == st.st_size) return true;
+    if (::ftruncate(fd_, keep) != 0) return Error("truncate");
+    common::LogWarning(absl::StrCat(path, ": removed ", st.st_size - keep,
+                                    " bytes of a line cut by an earlier crash"));
+    return keep > 0;
+  }
+
+  absl::Status Append(const std::string& bytes) {
+    const char* p = bytes.data();
+    size_t left = bytes.size();
+    while (left > 0) {
+      const ssize_t n = ::write(fd_, p, left);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return Error("write");
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // The offset just past the file's last '\n' (0 if it has none).
+  absl::StatusOr<off_t> WholeLinesEnd(off_t size) {
+    const int rfd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (rfd < 0) return Error("read");
+    char buf[4096];
+    off_t end = size;
+    off_t found = 0;
+    while (end > 0) {
+      const off_t start = end > static_cast<off_t>(sizeof buf) ? end - sizeof buf : 0;
+      const ssize_t n = ::pread(rfd, buf, static_cast<size_t>(end - start), start);
+      if (n <= 0) break;
+      const void* nl = nullptr;
+      for (ssize_t i = n - 1; i >= 0; --i) {
+        if (buf[i] == '\n') {
+          nl = buf + i;
+          break;
+        }
+      }
+      if (nl != nullptr) {
+        found = start + (static_cast<const char*>(nl) - buf) + 1;
+        break;
+      }
+      end = start;
+    }
+    ::close(rfd);
+    return found;
+  }
+
+  absl::Status Error(const char* what) const {
+    return absl::DataLossError(
+        absl::StrCat(path_, ": ", what, " failed (", std::strerror(errno), ")"));
+  }
+
+  std::string path_;
+  int fd_ = -1;
+};
+
 // The five open files of one rank.
 struct ResultWriter::RankFiles {
   std::string timestamp;
   bool resumed = false;
-  std::FILE* accuracy_result = nullptr;
-  std::FILE* accuracy_details = nullptr;
-  std::FILE* precision_result = nullptr;
-  std::FILE* precision_details = nullptr;
-  std::FILE* jsonl = nullptr;
+  AppendFile accuracy_result;
+  AppendFile accuracy_details;
+  AppendFile precision_result;
+  AppendFile precision_details;
+  AppendFile jsonl;
   std::vector<std::string> paths;
-
-  ~RankFiles() {
-    for (std::FILE* f :
-         {accuracy_result, accuracy_details, precision_result, precision_details, jsonl}) {
-      if (f) std::fclose(f);
-    }
-  }
 };
 
 ResultWriter::ResultWriter(std::string dir, const StandardsTable& standards, std::string timestamp)
@@ -90,22 +170,13 @@ absl::StatusOr<ResultWriter::RankFiles*> ResultWriter::FilesFor(int32_t rank) {
     files->resumed = true;
   }
   auto open = [&](const std::string& stem, const std::string& ext,
-                  const std::vector<std::string>* header, std::FILE** out) -> absl::Status {
+                  const std::vector<std::string>* header, AppendFile* out) -> absl::Status {
     const std::string path =
         (fs::path(dir_) / absl::StrCat(stem, "_", files->timestamp, "_rank", rank, ext)).string();
-    const bool existed = fs::exists(path, ec);
-    std::FILE* fp = std::fopen(path.c_str(), "a");
-    if (fp == nullptr) {
-      return absl::PermissionDeniedError(
-          absl::StrCat(path, ": cannot open for append (", std::strerror(errno), ")"));
+    PARITY_ASSIGN_OR_RETURN(const bool had_lines, out->Open(path));
+    if (!had_lines && header != nullptr) {
+      PARITY_RETURN_IF_ERROR(out->Append(absl::StrCat(kBom, CsvRow(*header))));
     }
-    ::chmod(path.c_str(), 0640);
-    if (!existed && header != nullptr) {
-      std::fputs(kBom, fp);
-      std::fputs(CsvRow(*header).c_str(), fp);
-      std::fflush(fp);
-    }
-    *out = fp;
     files->paths.push_back(path);
     return absl::OkStatus();
   };
@@ -131,16 +202,16 @@ absl::Status ResultWriter::Write(const CallOrigin& origin, const v1::ApiCall& ca
   PARITY_ASSIGN_OR_RETURN(RankFiles * f, FilesFor(origin.rank));
   // Details first, then the summary row: a crash in between never marks a call done without
   // its detail rows (msprobe wrote the summary first).
-  std::fputs(rows.accuracy_details.c_str(), f->accuracy_details);
-  std::fputs(rows.precision_details.c_str(), f->precision_details);
-  std::fputs(rows.json.c_str(), f->jsonl);
-  std::fputs(rows.accuracy_result.c_str(), f->accuracy_result);
-  std::fputs(rows.precision_result.c_str(), f->precision_result);
-  for (std::FILE* fp : {f->accuracy_details, f->precision_details, f->jsonl, f->accuracy_result,
-                        f->precision_result}) {
-    if (std::fflush(fp) != 0) {
+  // Details first, then the summary row: a crash in between never marks a call done without
+  // its detail rows (msprobe wrote the summary first).
+  for (auto [file, row] :
+       {std::pair{&f->accuracy_details, &rows.accuracy_details},
+        std::pair{&f->precision_details, &rows.precision_details}, std::pair{&f->jsonl, &rows.json},
+        std::pair{&f->accuracy_result, &rows.accuracy_result},
+        std::pair{&f->precision_result, &rows.precision_result}}) {
+    if (absl::Status s = file->Append(*row); !s.ok()) {
       return absl::DataLossError(
-          absl::StrCat("writing results for rank ", origin.rank, ": ", std::strerror(errno)));
+          absl::StrCat("writing results for rank ", origin.rank, ": ", s.message()));
     }
   }
   return absl::OkStatus();

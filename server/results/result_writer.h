@@ -4,9 +4,10 @@
 //   api_precision_compare_result_{ts}_rank{r}.csv  per call, Parity's verdict by the API's standard
 //   api_precision_compare_details_{ts}_rank{r}.csv per output, 28 msprobe columns
 //   parity_results_{ts}_rank{r}.jsonl            everything the CSVs cannot hold
-// UTF-8 with BOM, floats with 14 decimals, " " for an empty cell. Rows are flushed per call, so a
-// crash loses only the calls in flight; a restart on the same directory appends to the newest
-// existing set of a rank (msprobe's resume) instead of starting a new one.
+// UTF-8 with BOM, floats with 14 decimals, " " for an empty cell. Each row is written with one
+// write(2) as its call is checked, so a crash loses only the calls in flight; a restart on the
+// same directory appends to the newest existing set of a rank (msprobe's resume) instead of
+// starting a new one, after removing a last line that a crash cut short.
 #pragma once
 
 #include <cstdio>

@@ -82,7 +82,17 @@ class Server:
         out = []
         for path in sorted(glob.glob(os.path.join(self.out, "parity_results_*.jsonl"))):
             with open(path, encoding="utf-8") as f:
-                out.extend(json.loads(line) for line in f if line.strip())
+                text = f.read()
+            lines = text.split("\n")
+            # A server killed mid-write may leave its last line without its end (the server
+            # removes it when it restarts on the folder); every other line must be whole JSON.
+            if lines and not text.endswith("\n"):
+                cut = lines.pop()
+                try:
+                    out.append(json.loads(cut))
+                except json.JSONDecodeError:
+                    pass
+            out.extend(json.loads(line) for line in lines if line.strip())
         return out
 
 

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
@@ -136,6 +137,62 @@ TEST(ResultWriterTest, RestartAppendsToTheNewestFileSetOfTheRank) {
   EXPECT_EQ(Rows(dir + "/accuracy_checking_result_20260101000000_rank0.csv").size(), 3u);
   EXPECT_FALSE(std::filesystem::exists(dir + "/accuracy_checking_result_20260202000000_rank0.csv"));
   EXPECT_EQ(Rows(dir + "/accuracy_checking_result_20260202000000_rank1.csv").size(), 2u);
+}
+
+TEST(ResultWriterTest, RestartRemovesALineCutByACrashAndKeepsTheWholeOnes) {
+  const std::string dir = testing::MakeTempDir("parity_rw_");
+  {
+    auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20260101000000");
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(
+        Write(**w, {0, "", ""}, SampleCall(v1::PHASE_FORWARD), SampleCheck(v1::VERDICT_STATUS_PASS))
+            .ok());
+  }
+  // A server killed mid-write: the JSON line and the summary row each lose their tail.
+  const std::string jsonl = dir + "/parity_results_20260101000000_rank0.jsonl";
+  const std::string summary = dir + "/accuracy_checking_result_20260101000000_rank0.csv";
+  const std::string whole_jsonl = testing::ReadAll(jsonl);
+  const std::string whole_summary = testing::ReadAll(summary);
+  {
+    std::ofstream(jsonl, std::ios::app) << "{\"rank\":0,\"op_name\":\"aten::ge";
+    std::ofstream(summary, std::ios::app) << "aten::gelu.2.forward,pass,";
+  }
+  auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20260202000000");
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE(
+      Write(**w, {0, "", ""}, SampleCall(v1::PHASE_FORWARD), SampleCheck(v1::VERDICT_STATUS_PASS))
+          .ok());
+  // The cut tails are gone and the new row follows the old whole ones.
+  const std::string after = testing::ReadAll(jsonl);
+  ASSERT_EQ(after.substr(0, whole_jsonl.size()), whole_jsonl);
+  EXPECT_THAT(after, ::testing::Not(HasSubstr("aten::ge\"")));
+  EXPECT_THAT(after, ::testing::Not(HasSubstr("aten::ge{")));
+  std::vector<std::string> lines = absl::StrSplit(after, '\n', absl::SkipEmpty());
+  EXPECT_EQ(lines.size(), 2u);
+  for (const std::string& line : lines) {
+    EXPECT_EQ(line.front(), '{');
+    EXPECT_EQ(line.back(), '}');
+  }
+  const std::vector<std::string> rows = Rows(summary);
+  ASSERT_EQ(rows.size(), 3u);  // header + the old row + the new one
+  EXPECT_EQ(testing::ReadAll(summary).substr(0, whole_summary.size()), whole_summary);
+  EXPECT_EQ(rows[1], rows[2]);
+}
+
+TEST(ResultWriterTest, AFileCutInsideItsHeaderStartsOverWithAHeader) {
+  const std::string dir = testing::MakeTempDir("parity_rw_");
+  const std::string summary = dir + "/accuracy_checking_result_20260101000000_rank0.csv";
+  std::ofstream(summary) << "\xEF\xBB\xBF"
+                            "API name,Forward Test Suc";
+  auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20260202000000");
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE(
+      Write(**w, {0, "", ""}, SampleCall(v1::PHASE_FORWARD), SampleCheck(v1::VERDICT_STATUS_PASS))
+          .ok());
+  const std::vector<std::string> rows = Rows(summary);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].rfind("\xEF\xBB\xBF", 0), 0u);
+  EXPECT_THAT(rows[0], ::testing::Not(HasSubstr("Forward Test SucAPI")));
 }
 
 TEST(ResultWriterTest, UnwritableDirectoryFailsAtCreate) {
