@@ -21,6 +21,8 @@ namespace parity::server {
 namespace {
 
 constexpr const char* kVerdicts[] = {"pass", "warning", "error", "skip", "rejected"};
+constexpr const char* kStages[] = {"parse",   "decode", "bench", "golden",
+                                   "compare", "random", "write"};
 constexpr const char* kPhases[] = {"forward", "backward", "unspecified"};
 // The agent's loss reasons (AgentStats: dropped_calls by reason, and lost_in_flight_calls);
 // anything else an agent reports counts as "other" (the label set stays closed whatever a
@@ -74,6 +76,11 @@ const std::vector<MetricInfo>& MetricCatalogue() {
       {"parity_server_replay_seconds", "histogram", "",
        "Time to replay one call (bench and golden)."},
       {"parity_server_compare_seconds", "histogram", "", "Time to compare one call's outputs."},
+      {"parity_server_stage_cpu_seconds_total", "counter", "stage",
+       "Worker CPU seconds by stage of a check: parse, decode, bench, golden, compare, random "
+       "(a random op's replay or property check), write (result files and error data)."},
+      {"parity_server_stage_runs_total", "counter", "stage",
+       "Times each stage ran: golden below bench counts the calls decided without a golden."},
       {"parity_server_agent_dropped_calls_total", "counter", "reason",
        "Calls the agents report they lost: never sent (queue full, disconnected) or lost in "
        "flight."},
@@ -110,6 +117,13 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, std::size_t max_op_
                          .Add({}, LatencyBuckets());
   compare_seconds_ = &Build(prometheus::BuildHistogram(), "parity_server_compare_seconds", registry)
                           .Add({}, LatencyBuckets());
+  auto& stage_cpu =
+      Build(prometheus::BuildCounter(), "parity_server_stage_cpu_seconds_total", registry);
+  auto& stage_runs = Build(prometheus::BuildCounter(), "parity_server_stage_runs_total", registry);
+  for (std::size_t i = 0; i < stage_cpu_.size(); ++i) {
+    stage_cpu_[i] = &stage_cpu.Add({{"stage", kStages[i]}});
+    stage_runs_[i] = &stage_runs.Add({{"stage", kStages[i]}});
+  }
   agent_dropped_ =
       &Build(prometheus::BuildCounter(), "parity_server_agent_dropped_calls_total", registry);
   agent_captured_ =
@@ -190,6 +204,12 @@ void ServerMetrics::CallChecked(v1::Phase phase, v1::VerdictStatus status, absl:
     replay_seconds_->Observe(replay_seconds);
     compare_seconds_->Observe(compare_seconds);
   }
+}
+
+void ServerMetrics::StageCpu(Stage stage, double cpu_seconds) {
+  const auto i = static_cast<std::size_t>(stage);
+  stage_cpu_[i]->Increment(cpu_seconds > 0 ? cpu_seconds : 0);
+  stage_runs_[i]->Increment();
 }
 
 prometheus::Counter& ServerMetrics::OpErrors(absl::string_view op) {

@@ -51,6 +51,10 @@ class ServerMetrics {
   void MessageBytes(uint64_t bytes);
   void CallChecked(v1::Phase phase, v1::VerdictStatus status, absl::string_view op,
                    double replay_seconds, double compare_seconds);
+  // CPU seconds a worker spent in one stage of a call (parse, decode, bench, golden, compare,
+  // random, write: ServerMetrics::kStages); each call adds one run to the stage's run counter.
+  enum class Stage { kParse, kDecode, kBench, kGolden, kCompare, kRandom, kWrite };
+  void StageCpu(Stage stage, double cpu_seconds);
   void StreamError(absl::string_view code);  // a stream ended by a protocol or transport error
   void QueueDepth(int64_t calls, int64_t bytes);
   void QueueCapacity(int64_t calls, int64_t bytes, int workers);
@@ -89,6 +93,8 @@ class ServerMetrics {
   prometheus::Gauge* agents_;
   prometheus::Histogram* replay_seconds_;
   prometheus::Histogram* compare_seconds_;
+  std::array<prometheus::Counter*, 7> stage_cpu_{};   // by Stage
+  std::array<prometheus::Counter*, 7> stage_runs_{};  // by Stage
   std::array<std::atomic<prometheus::Counter*>, 3> received_by_phase_{};
   std::array<std::array<std::atomic<prometheus::Counter*>, 5>, 3> checked_by_phase_verdict_{};
   std::array<std::atomic<prometheus::Counter*>, 5> dropped_by_reason_{};  // kDropReasons

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/api_names.h"
+#include "common/cpu_clock.h"
 #include "common/grpc_tuning.h"
 #include "common/log.h"
 #include "common/naming.h"
@@ -258,13 +259,26 @@ v1::Verdict ParityServer::Process(const CallOrigin& origin, const v1::ApiCall& c
     }
     const CallCheck check = checker_->Check(call, &blobs);
     v1::Verdict verdict = ToVerdict(call, check);
-    absl::Status written = writer_->Write(origin, call, check, verdict);
-    uint64_t suppressed = 0;
-    if (!written.ok() && write_errors.Allow(&suppressed)) {
-      common::LogError(absl::StrCat("result files: ", written.ToString(), " (", suppressed,
-                                    " more suppressed)"));
+    double write_cpu = 0;
+    {
+      common::ScopedCpuTimer timer(&write_cpu);
+      absl::Status written = writer_->Write(origin, call, check, verdict);
+      uint64_t suppressed = 0;
+      if (!written.ok() && write_errors.Allow(&suppressed)) {
+        common::LogError(absl::StrCat("result files: ", written.ToString(), " (", suppressed,
+                                      " more suppressed)"));
+      }
+      if (check.values && error_data_) error_data_->Save(origin, call, check, verdict);
     }
-    if (check.values && error_data_) error_data_->Save(origin, call, check, verdict);
+    using Stage = ServerMetrics::Stage;
+    metrics_->StageCpu(Stage::kDecode, check.cpu.decode);
+    if (check.cpu.random > 0) metrics_->StageCpu(Stage::kRandom, check.cpu.random);
+    if (check.cpu.bench_ran) metrics_->StageCpu(Stage::kBench, check.cpu.bench);
+    if (check.cpu.golden_ran) metrics_->StageCpu(Stage::kGolden, check.cpu.golden);
+    if (check.cpu.bench_ran || check.cpu.golden_ran) {
+      metrics_->StageCpu(Stage::kCompare, check.cpu.compare);
+    }
+    metrics_->StageCpu(Stage::kWrite, write_cpu);
     metrics_->CallChecked(call.phase(), check.status, call.op_name(), check.replay_seconds,
                           check.compare_seconds);
     return verdict;

@@ -68,6 +68,12 @@ Standard StandardsTable::Lookup(absl::string_view op_name, int input_rank) const
   return default_standard_;
 }
 
+bool StandardsTable::ExactByConstruction(absl::string_view op_name) const {
+  const absl::string_view bare = common::BareOpName(op_name);
+  if (exact_.count(bare)) return true;
+  return !bare.empty() && bare.back() == '_' && exact_.count(bare.substr(0, bare.size() - 1));
+}
+
 const std::string* StandardsTable::UncomparedReason(absl::string_view op_name, int index) const {
   auto it = uncompared_.find(common::BareOpName(op_name));
   if (it == uncompared_.end() || it->second.outputs.count(index) == 0) return nullptr;
@@ -150,6 +156,24 @@ absl::StatusOr<StandardsTable> StandardsTable::Parse(absl::string_view json_text
       top.Error("uncompared_outputs",
                 "expected {\"op\": {\"outputs\": [indices >= 0], \"reason\": \"text\"}}");
     }
+  }
+  // Ops whose results are exact by construction: judged by the binary standard, so they may not
+  // be listed under a standard that tolerates error.
+  std::vector<std::string> exact;
+  top.StringList("exact_by_construction", &exact);
+  for (const std::string& op : exact) {
+    if (common::RandomFamilyOf(op) != common::RandomFamily::kNone) {
+      top.Error("exact_by_construction", absl::StrCat("\"", op, "\" draws random numbers"));
+      continue;
+    }
+    auto listed = t.by_name_.find(op);
+    if (listed != t.by_name_.end() && listed->second != Standard::kBinary) {
+      top.Error("exact_by_construction",
+                absl::StrCat("\"", op, "\" is listed under ", StandardName(listed->second),
+                             "; an exact op is judged by the binary standard"));
+      continue;
+    }
+    t.exact_.insert(op);
   }
   std::vector<int64_t> ranks;
   top.IndexList("convolution_thousandth_input_ranks", &ranks);

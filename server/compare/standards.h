@@ -65,6 +65,12 @@ class StandardsTable {
   // generator bookkeeping, say), matched on the bare name; nullptr when it is compared.
   const std::string* UncomparedReason(absl::string_view op_name, int index) const;
 
+  // Whether `op_name` (bare name, in-place forms included) is listed under
+  // "exact_by_construction": its outputs only move, select or fill values (views, copies, cat,
+  // gather, fills, max), so a call whose floating tensors all share one dtype is judged by the
+  // binary standard against the bench replay, and no float64 golden is made for it.
+  bool ExactByConstruction(absl::string_view op_name) const;
+
   const BenchmarkRatioThresholds& benchmark() const { return benchmark_; }
   const UlpRules& ulp() const { return ulp_; }
   const TwoWayThresholds& two_way() const { return two_way_; }
@@ -74,6 +80,7 @@ class StandardsTable {
   std::map<std::string, Standard, std::less<>> by_name_;
   Standard default_standard_ = Standard::kBenchmark;
   std::set<int> convolution_ranks_;
+  std::set<std::string, std::less<>> exact_;
   struct Uncompared {
     std::set<int> outputs;
     std::string reason;

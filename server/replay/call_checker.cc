@@ -3,11 +3,13 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "common/cpu_clock.h"
 #include "common/naming.h"
 #include "common/random_ops.h"
 #include "common/skip_list.h"
 #include "common/text.h"
 #include "common/torch/dtype_map.h"
+#include "common/torch/ivalue_walk.h"
 #include "common/torch/torch_pch.h"
 #include "server/replay/call_values.h"
 #include "server/replay/stages.h"
@@ -38,6 +40,42 @@ Standard StandardOf(const v1::ApiCall& call, const Stack& inputs, const Standard
                              ? static_cast<int>(inputs[0].toTensor().dim())
                              : -1;
   return table.Lookup(call.op_name(), input_rank);
+}
+
+// Whether the bench replay alone decides this call, with no float64 golden: the binary standard
+// compares the device with the golden rounded to the device's dtype, which is the bench's own
+// result when the op computes nothing that rounds. That holds for
+//   - ops the table judges by the binary standard (relu, masked_fill, sort, ...);
+//   - ops listed as exact by construction (views, copies, cat, gather, fills, max), when every
+//     floating tensor of the call has one dtype (a copy that casts rounds: it keeps its standard);
+//   - calls whose every output is an integer or bool tensor (comparisons, argmax, nonzero):
+//     those are judged by the binary standard whatever the op's.
+bool BenchDecides(const v1::ApiCall& call, const DecodedCall& decoded, Standard standard,
+                  const StandardsTable& table) {
+  if (standard == Standard::kBinary) return true;
+  bool outputs_floating = false, any_output = false;
+  for (const c10::IValue& out : decoded.outputs) {
+    common::ForEachLeaf(out, [&](const c10::IValue& leaf) {
+      if (!leaf.isTensor() || !leaf.toTensor().defined()) return;
+      any_output = true;
+      outputs_floating |= at::isFloatingType(leaf.toTensor().scalar_type()) ||
+                          at::isComplexType(leaf.toTensor().scalar_type());
+    });
+  }
+  if (any_output && !outputs_floating) return true;
+  if (!table.ExactByConstruction(call.op_name())) return false;
+  std::optional<at::ScalarType> dtype;
+  bool one_dtype = true;
+  auto visit = [&](const c10::IValue& leaf) {
+    if (!leaf.isTensor() || !leaf.toTensor().defined()) return;
+    const at::ScalarType t = leaf.toTensor().scalar_type();
+    if (!at::isFloatingType(t) && !at::isComplexType(t)) return;
+    if (dtype && *dtype != t) one_dtype = false;
+    dtype = t;
+  };
+  for (const c10::IValue& v : decoded.inputs) common::ForEachLeaf(v, visit);
+  for (const c10::IValue& v : decoded.outputs) common::ForEachLeaf(v, visit);
+  return one_dtype;
 }
 
 // Keeps the call's values in `check` when it is an error and the options ask for them.
@@ -150,23 +188,47 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
     return Decided(v1::VERDICT_STATUS_SKIP, std::string(op.status().message()), op.status().code());
   }
   // 3. Decode, validating every size first.
+  CallCheck::StageCpu cpu;
+  double cpu_mark = common::ThreadCpuSeconds();
+  auto lap = [&cpu_mark](double* stage) {
+    const double now = common::ThreadCpuSeconds();
+    *stage += now - cpu_mark;
+    cpu_mark = now;
+  };
   absl::StatusOr<DecodedCall> decoded =
       DecodeCall(call, op->schema(), impl_->options.limits, blobs);
+  lap(&cpu.decode);
   if (decoded.status().code() == absl::StatusCode::kFailedPrecondition) {
-    return Decided(v1::VERDICT_STATUS_SKIP, std::string(decoded.status().message()));
+    CallCheck c = Decided(v1::VERDICT_STATUS_SKIP, std::string(decoded.status().message()));
+    c.cpu = cpu;
+    return c;
   }
-  if (!decoded.ok()) return Rejected(decoded.status());
+  if (!decoded.ok()) {
+    CallCheck c = Rejected(decoded.status());
+    c.cpu = cpu;
+    return c;
+  }
   if (common::RandomFamilyOf(call.op_name()) != common::RandomFamily::kNone) {
     CallCheck c =
         CheckRandom(call, *op, *decoded, impl_->options, impl_->device, *impl_->standards);
     c.replay_seconds = Seconds(Clock::now() - start) - c.compare_seconds;
+    lap(&cpu.random);
+    c.cpu = cpu;
     return c;
   }
-  // 4. Replay on the bench device, and as the float64 golden.
+  // 4. Replay on the bench device, and as the float64 golden where the standard reads it.
+  const Standard standard = StandardOf(call, decoded->inputs, *impl_->standards);
+  const bool bench_decides = BenchDecides(call, *decoded, standard, *impl_->standards);
   const Replay bench =
       ReplayBench(*op, decoded->inputs, impl_->device, common::ToScalarType(call.autocast_dtype()));
-  const Replay golden =
-      impl_->options.golden ? ReplayGolden(*op, decoded->inputs) : Replay{{}, "disabled"};
+  lap(&cpu.bench);
+  cpu.bench_ran = bench.ran();
+  const bool exact = bench_decides && bench.ran();
+  const Replay golden = !impl_->options.golden ? Replay{{}, "disabled"}
+                        : exact                ? Replay{{}, "not needed"}
+                                               : ReplayGolden(*op, decoded->inputs);
+  lap(&cpu.golden);
+  cpu.golden_ran = golden.ran();
   const auto replayed = Clock::now();
   if (!bench.ran() && !golden.ran()) {
     CallCheck c = Decided(
@@ -174,15 +236,22 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
         absl::StrCat("the bench could not run ", call.op_name(), ": ", bench.error,
                      golden.error == "disabled" ? "" : absl::StrCat("; golden: ", golden.error)));
     c.replay_seconds = Seconds(replayed - start);
+    c.cpu = cpu;
     return c;
   }
-  // 5. Judge every output; aggregate.
+  // 5. Judge every output; aggregate. An exact call's reference is the bench itself (in the
+  // golden's place, as for a replayed random op): the same rows as against the golden.
   CallCheck check;
-  JudgeOutputs(call, *decoded, bench, golden, StandardOf(call, decoded->inputs, *impl_->standards),
-               *impl_->standards, &check);
+  if (exact) {
+    JudgeOutputs(call, *decoded, bench, bench, Standard::kBinary, *impl_->standards, &check);
+  } else {
+    JudgeOutputs(call, *decoded, bench, golden, standard, *impl_->standards, &check);
+  }
   check.replay_seconds = Seconds(replayed - start);
   check.compare_seconds = Seconds(Clock::now() - replayed);
-  KeepValues(impl_->options, *op, *decoded, &bench, &golden, &check);
+  KeepValues(impl_->options, *op, *decoded, &bench, exact ? nullptr : &golden, &check);
+  lap(&cpu.compare);
+  check.cpu = cpu;
   return check;
 }
 

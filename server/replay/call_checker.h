@@ -54,6 +54,12 @@ struct CallCheck {
   absl::StatusCode error_code = absl::StatusCode::kOk;
   double replay_seconds = 0;
   double compare_seconds = 0;
+  // CPU seconds of the checking thread in each stage (libtorch's intra-op threads, when a replay
+  // uses them, are not included), and which replays ran: the cost profile's counters.
+  struct StageCpu {
+    double decode = 0, bench = 0, golden = 0, compare = 0, random = 0;  // random: a random op
+    bool bench_ran = false, golden_ran = false;
+  } cpu;
   std::vector<OutputCheck> outputs;
   // Its inputs and the three sets of outputs: for a call judged error when the checker keeps
   // them (CheckerOptions::keep_error_values), else null.

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/cpu_clock.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/text.h"
@@ -358,7 +359,13 @@ void CheckService::Reactor::Run(uint64_t slot, uint64_t message,
   try {
     if (raw) {
       v1::AgentMessage m;
-      if (!common::Parse(*raw, &m)) {
+      const double parse_start = common::ThreadCpuSeconds();
+      const bool parsed = common::Parse(*raw, &m);
+      if (service_->metrics_) {
+        service_->metrics_->StageCpu(ServerMetrics::Stage::kParse,
+                                     common::ThreadCpuSeconds() - parse_start);
+      }
+      if (!parsed) {
         Deliver(slot, std::nullopt, NotAMessage(message, raw->Length()));
         return;
       }

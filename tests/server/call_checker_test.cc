@@ -79,6 +79,55 @@ TEST_P(CallCheckerTest, CleanCallsOfEveryStandardPass) {
   EXPECT_GE(ops.size(), 30u);
 }
 
+// The golden is replayed only where the standard reads it: an op exact by construction (one
+// floating dtype throughout), a binary-standard op and a call with only integer outputs are
+// decided by the bench alone, bit for bit; a copy that casts, and a computing op, still get it.
+TEST_P(CallCheckerTest, ExactCallsAreDecidedByTheBenchWithoutAGolden) {
+  const at::Tensor x = R({6, 8}, 1), y = R({6, 8}, 2);
+  struct Case {
+    v1::ApiCall call;
+    bool golden;
+    const char* standard;
+  };
+  const std::vector<Case> cases = {
+      {MakeCall("aten::t", "", {x}), false, "binary"},
+      {MakeCall("aten::cat", "", {c10::List<at::Tensor>({x, y}), 1}), false, "binary"},
+      {MakeCall("aten::relu", "", {x}), false, "binary"},
+      {MakeCall("aten::gt", "Tensor", {x, y}), false, "binary"},
+      {MakeCall("aten::_to_copy", "",
+                {x, c10::IValue(static_cast<int64_t>(at::kBFloat16)), c10::IValue(), c10::IValue(),
+                 c10::IValue(), false, c10::IValue()}),
+       true, "benchmark"},
+      {MakeCall("aten::gelu", "", {x, std::string("none")}), true, "benchmark"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.call.op_name());
+    Result r = Check(c.call);
+    EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+    EXPECT_TRUE(r.check.cpu.bench_ran);
+    EXPECT_EQ(r.check.cpu.golden_ran, c.golden);
+    ASSERT_GT(r.verdict.outputs_size(), 0);
+    EXPECT_EQ(r.verdict.outputs(0).standard(), c.standard);
+  }
+  // RoPE's rotate_half concatenated in the wrong order: every element moved, so the binary
+  // standard finds them all.
+  Result r = Check(MakeCall("aten::cat", "", {c10::List<at::Tensor>({x, y}), 1}, v1::PHASE_FORWARD,
+                            [&](Stack& out) {
+                              out[0] = at::cat({y, x}, 1);
+                            }));
+  EXPECT_EQ(StatusText(r.verdict.status()), "error") << r.verdict.ShortDebugString();
+  EXPECT_EQ(r.verdict.outputs(0).standard(), "binary");
+  EXPECT_EQ(r.verdict.outputs(0).failed_metric(), "mismatch_rate");
+  EXPECT_FALSE(r.check.cpu.golden_ran);
+  // One float element off by one ulp in a copy: still caught.
+  r = Check(MakeCall("aten::clone", "", {x, c10::IValue()}, v1::PHASE_FORWARD, [&](Stack& out) {
+    at::Tensor bad = x.clone();
+    bad[2][3] = std::nextafter(bad[2][3].item<float>(), 1e9f);
+    out[0] = bad;
+  }));
+  EXPECT_EQ(StatusText(r.verdict.status()), "error") << r.verdict.ShortDebugString();
+}
+
 // A call made under CPU autocast: the hook sees float32 inputs and a bfloat16 output. Replayed
 // under the same autocast on the bench device it passes; a fault inside the region is an error.
 TEST_P(CallCheckerTest, CallsUnderAutocastReplayUnderAutocast) {

@@ -301,5 +301,38 @@ TEST(StandardsTableTest, RandomOpsAreListedUnderRandomPropertyOnly) {
   EXPECT_THAT(bad.status().message(), HasSubstr("\"gelu\" draws no random numbers"));
 }
 
+// exact_by_construction: views, copies, fills and selections, in-place forms included; a random
+// op, or an op listed under a standard that tolerates error, is refused naming it.
+TEST(StandardsTableTest, ExactOpsAreListedAndMisplacedOnesRefused) {
+  const StandardsTable& shipped = StandardsTable::Default();
+  for (const char* op : {"aten::t", "aten::view", "aten::cat", "aten::copy_", "aten::zero_",
+                         "aten::_to_copy", "aten::index_select", "aten::fill_"}) {
+    EXPECT_TRUE(shipped.ExactByConstruction(op)) << op;
+  }
+  for (const char* op : {"aten::mm", "aten::gelu", "aten::sum", "aten::index_put_",
+                         "aten::embedding_dense_backward", "aten::dropout"}) {
+    EXPECT_FALSE(shipped.ExactByConstruction(op)) << op;
+  }
+  const std::string dtypes =
+      R"("dtypes": {"float16": {}, "bfloat16": {}, "float32": {}, "float64": {}})";
+  auto bad = StandardsTable::Parse(
+      absl::StrCat(R"({"exact_by_construction": ["t", "bernoulli"], )", dtypes, "}"), "mine.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("\"bernoulli\" draws random numbers"));
+  bad = StandardsTable::Parse(absl::StrCat(R"({"standards": {"ulp": ["mm"]},
+      "exact_by_construction": ["mm"], )",
+                                           dtypes, "}"),
+                              "mine.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("\"mm\" is listed under ulp"));
+  auto ok = StandardsTable::Parse(
+      absl::StrCat(R"({"standards": {"binary": ["t"]}, "exact_by_construction": ["t"], )", dtypes,
+                   "}"),
+      "mine.json");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_TRUE(ok->ExactByConstruction("aten::t"));
+  EXPECT_FALSE(ok->ExactByConstruction("aten::cat"));
+}
+
 }  // namespace
 }  // namespace parity::server
