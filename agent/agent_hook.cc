@@ -240,7 +240,10 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
     }
   }
   call->inputs.reserve(site.inputs.size());
+  const auto copy_start = std::chrono::steady_clock::now();
   for (const c10::IValue& v : site.inputs) call->inputs.push_back(Snapshot(v, *call));
+  call->snapshot_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - copy_start).count();
   call->bytes = bytes;
   auto ctx = std::make_unique<CallContext>();
   if (auto handle = c10::Dispatcher::singleton().findSchema(*fn.operator_name())) {
@@ -279,10 +282,13 @@ void OnExitImpl(const at::RecordFunction& fn, at::ObserverContext* raw) {
   CaptureSink* sink = g_sink.load(std::memory_order_acquire);
   if (ctx == nullptr || !ctx->call || sink == nullptr) return;
   std::unique_ptr<CapturedCall> call = std::move(ctx->call);
+  const auto copy_start = std::chrono::steady_clock::now();
   for (const c10::IValue& v : fn.outputs().empty() ? ctx->written : fn.outputs()) {
     call->outputs.push_back(Snapshot(v, *call));
     call->bytes += Bytes(v);
   }
+  call->snapshot_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - copy_start).count();
   MarkDeviceReady(*call);
   sink->Capture(std::move(call));
 }

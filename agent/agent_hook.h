@@ -20,6 +20,7 @@ struct CapturedCall {
   v1::ApiCall meta;  // every field but inputs/outputs
   std::vector<c10::IValue> inputs, outputs;
   uint64_t bytes = 0;
+  double snapshot_seconds = 0;  // the training thread's time in this call's snapshot copies
   // Accelerator tensors are snapshotted on their device (an asynchronous device-side copy, so
   // the training thread never waits for the device); the sender waits for this event, recorded
   // on the training's stream after the last copy, then copies them to the host.

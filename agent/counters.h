@@ -36,6 +36,10 @@ class AgentCounters {
   void Reconnected() { Add(reconnects_); }
   void Unreadable() { Add(unreadable_); }
   void Verdict(v1::VerdictStatus status);
+  enum class Cost { kSnapshot, kEncode, kSerialize };
+  void Spent(Cost cost, double seconds) {
+    if (seconds > 0) Add(cost_ns_[static_cast<int>(cost)], static_cast<uint64_t>(seconds * 1e9));
+  }
   void SetConnected(bool connected) { connected_.store(connected, std::memory_order_relaxed); }
   bool connected() const { return connected_.load(std::memory_order_relaxed); }
 
@@ -52,6 +56,7 @@ class AgentCounters {
   std::array<std::atomic<uint64_t>, kDropReasons> dropped_{};
   std::atomic<uint64_t> lost_in_flight_{0}, unencodable_{0}, unreadable_{0};
   std::atomic<uint64_t> pass_{0}, warning_{0}, error_{0}, skip_{0}, rejected_{0};
+  std::array<std::atomic<uint64_t>, 3> cost_ns_{};  // by Cost
   std::atomic<bool> connected_{false};
 };
 

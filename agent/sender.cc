@@ -13,6 +13,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "common/cpu_clock.h"
 #include "common/dtype.h"
 #include "common/grpc_tuning.h"
 #include "common/log.h"
@@ -425,7 +426,9 @@ void Sender::Disconnect(bool goodbye) {
 }
 
 bool Sender::Write(std::shared_ptr<const v1::AgentMessage> m, bool more) {
+  const double cpu_start = common::ThreadCpuSeconds();
   grpc::ByteBuffer bytes = common::SerializeShared(std::move(m));
+  counters_.Spent(AgentCounters::Cost::kSerialize, common::ThreadCpuSeconds() - cpu_start);
   const std::size_t length = bytes.Length();
   unflushed_ = more;
   if (!conn_->stream->Write(std::move(bytes), more)) return false;
@@ -439,7 +442,9 @@ bool Sender::SendCall(CapturedCall& call) {
   encoding.max_tensor_bytes = max_tensor_bytes_;
   encoding.checksum = options_.checksum;
   encoding.accepted_dtypes = accepted_dtypes_.empty() ? nullptr : &accepted_dtypes_;
+  const double cpu_start = common::ThreadCpuSeconds();
   EncodedCall encoded = EncodeCall(call, encoding, &next_blob_);
+  counters_.Spent(AgentCounters::Cost::kEncode, common::ThreadCpuSeconds() - cpu_start);
   for (const auto& [id, payload] : encoded.blobs) {
     for (std::size_t off = 0; off < payload.size(); off += kChunkBytes) {
       auto chunk = std::make_shared<v1::AgentMessage>();

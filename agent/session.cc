@@ -316,6 +316,7 @@ bool Session::Admit(uint64_t bytes) {
 void Session::Capture(std::unique_ptr<CapturedCall> call) {
   call->meta.set_sequence(sequence_.fetch_add(1) + 1);
   counters_.Captured();
+  counters_.Spent(AgentCounters::Cost::kSnapshot, call->snapshot_seconds);
   if (!sender_) {
     counters_.Dropped(DropReason::kStopped);
     return;

@@ -1,6 +1,7 @@
 """The agent's front-ends against the real parity-server: Python (msprobe's API) over mutual
 TLS with a planted fault, LD_PRELOAD with no code change, a libtorch C++ program, and the server
 killed in the middle of a run."""
+import json
 import os
 import re
 import signal
@@ -31,8 +32,23 @@ class AgentEndToEndTest(unittest.TestCase):
             r = harness.run([harness.PYTHON, harness.TRAIN, "--config", config, "--steps", "20",
                              "--fault", "gelu_tanh"])
             self.assertEqual(r.returncode, 0, r.stderr)
+            # The cost counters (docs/performance.md): every call parsed and decoded; views,
+            # copies and fills decided by the bench alone, so fewer goldens than benches.
+            runs = {stage: server.metric("parity_server_stage_runs_total", stage=stage)
+                    for stage in ("parse", "decode", "bench", "golden", "compare", "write")}
+            cpu = {stage: server.metric("parity_server_stage_cpu_seconds_total", stage=stage)
+                   for stage in runs}
         finally:
             server.stop()
+        calls = len(server.records())
+        self.assertEqual(runs["parse"], calls)
+        self.assertEqual(runs["write"], calls)
+        self.assertGreater(runs["bench"], runs["golden"])
+        self.assertGreater(runs["golden"], 0)
+        self.assertTrue(all(v > 0 for v in cpu.values()), cpu)
+        counters = json.loads(r.stdout.split("parity counters:", 1)[1].splitlines()[0])
+        for key in ("snapshot_seconds", "encode_cpu_seconds", "serialize_cpu_seconds"):
+            self.assertGreater(counters[key], 0, key)
         rows = server.rows("api_precision_compare_result_")
         self.assertGreater(len(rows), 40)
         bad = errors(rows)

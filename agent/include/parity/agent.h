@@ -33,6 +33,11 @@ struct Counters {
   uint64_t pass = 0, warning = 0, error = 0, skip = 0, rejected = 0;
   uint64_t unreadable = 0;  // messages from the server that did not parse (ignored)
   uint64_t queue_depth = 0;
+  // Where the agent's time went (docs/performance.md): the training thread's time inside the
+  // snapshot copies of inputs and outputs (wall clock, read around each copy), and the sender
+  // thread's CPU time encoding calls and serializing messages. TLS and gRPC run on gRPC's own
+  // threads and are not in these.
+  double snapshot_seconds = 0, encode_cpu_seconds = 0, serialize_cpu_seconds = 0;
   int64_t step = 0;
   bool connected = false;
 };
