@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
       absl::StrCat("signal ", sig, ": finishing open streams (at most ", grace.count(), " ms)"));
   // The shutdown always ends: streams are cancelled after the grace period, and if something
   // still holds the server 10 s later (a wedged replay), the process exits anyway; the result
-  // files are flushed after every call, so nothing checked is lost.
+  // rows are written as each call is checked, so nothing checked is lost.
   std::thread([grace] {
     std::this_thread::sleep_for(grace + std::chrono::seconds(10));
     LogError("shutdown did not finish in time: exiting with calls still being checked");
