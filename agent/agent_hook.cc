@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "agent/buffer_pool.h"
 #include "common/log.h"
 #include "common/random_ops.h"
 #include "common/torch/autocast.h"
@@ -84,6 +85,32 @@ uint64_t Bytes(const c10::IValue& v) {
   return n;
 }
 
+// Snapshot buffers: host copies of at least this many bytes come from the pool.
+constexpr uint64_t kPooledMinBytes = 16 << 10;
+std::atomic<bool> g_pool_on{true};
+
+BufferPool& SnapshotPool() {
+  static BufferPool* pool = new BufferPool(uint64_t{128} << 20);  // outlives every snapshot
+  return *pool;
+}
+
+// A contiguous copy of `d`: a CPU tensor of kPooledMinBytes or more into a pooled buffer (no
+// page faults once the pool is warm), anything else by clone().
+at::Tensor PooledCopy(const at::Tensor& d) {
+  const uint64_t bytes = static_cast<uint64_t>(d.numel()) * d.element_size();
+  if (!d.device().is_cpu() || d.layout() != at::kStrided || bytes < kPooledMinBytes ||
+      !g_pool_on.load(std::memory_order_relaxed)) {
+    return d.clone(at::MemoryFormat::Contiguous);
+  }
+  uint64_t capacity = 0;
+  void* buffer = SnapshotPool().Take(bytes, &capacity);
+  if (buffer == nullptr) return d.clone(at::MemoryFormat::Contiguous);
+  at::Tensor out = at::from_blob(
+      buffer, d.sizes(), [capacity](void* p) { SnapshotPool().Give(p, capacity); }, d.options());
+  out.copy_(d);
+  return out;
+}
+
 // A copy the training cannot change afterwards (in-place ops, later steps). On an accelerator
 // this is a device-side copy queued on the training's stream: the training thread does not
 // wait; the sender copies it to the host after the call's event. Notes the accelerator in
@@ -99,7 +126,7 @@ c10::IValue Snapshot(const c10::IValue& v, CapturedCall& call) {
       at::Tensor d = t.detach();
       if (d.is_conj()) d = d.resolve_conj();
       if (d.is_neg()) d = d.resolve_neg();
-      return c10::IValue(d.clone(at::MemoryFormat::Contiguous));
+      return c10::IValue(PooledCopy(d));
     }
     if (leaf.isString()) return c10::IValue(std::string(leaf.toStringRef()));  // deep (1.13)
     // A generator travels as None; a random op's generator state goes in ApiCall.generator.
@@ -341,6 +368,11 @@ std::vector<std::string> RegisteredOpNames() {
     names.push_back(op.name);
   }
   return names;
+}
+
+void ConfigureSnapshotPool(uint64_t max_cached_bytes) {
+  SnapshotPool().SetMaxCached(max_cached_bytes);
+  g_pool_on.store(max_cached_bytes > 0, std::memory_order_relaxed);
 }
 
 uint64_t InstallHook(CaptureSink* sink) {

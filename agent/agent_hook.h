@@ -61,6 +61,9 @@ class CaptureSink {
 // Sends every top-level call to `sink` until RemoveHook(handle). One sink at a time.
 uint64_t InstallHook(CaptureSink* sink);
 void RemoveHook(uint64_t handle);
+// Keeps at most `max_cached_bytes` of free host snapshot buffers for reuse; 0 turns the pool off
+// (every copy allocates). Takes effect for the next copies.
+void ConfigureSnapshotPool(uint64_t max_cached_bytes);
 // Marks the calling thread as the agent's own: its ops are never captured.
 void MarkAgentThread();
 // The module scope stack of the calling thread (results name module paths).

@@ -161,6 +161,7 @@ void Session::UpdateHook() {
   const bool want = running_ && !ended_.load() && rank_selected_ &&
                     (!explicit_steps_.load() || filter_.StepSelected(names_.step()));
   if (want && hook_ == 0) {
+    ConfigureSnapshotPool(config_.parity.snapshot_pool_bytes);
     hook_ = InstallHook(this);
   } else if (!want && hook_ != 0) {
     RemoveHook(hook_);

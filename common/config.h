@@ -25,6 +25,7 @@ enum class BudgetPeriod { kStep, kRun };
 // The agent's "parity" section.
 struct AgentOptions {
   uint64_t queue_max_bytes = uint64_t{256} << 20;
+  uint64_t snapshot_pool_bytes = uint64_t{128} << 20;  // free snapshot buffers kept; 0 = none
   uint32_t queue_max_calls = 1024;
   QueuePolicy policy = QueuePolicy::kDrop;
   uint32_t block_timeout_ms = 0;          // kBlock: longest wait per call; 0 = no limit

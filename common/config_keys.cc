@@ -140,6 +140,9 @@ const KeyTable<AgentConfig>& AgentTable() {
     t->Bytes(
         "parity.queue_max_bytes", [](C& c) { return &c.parity.queue_max_bytes; },
         "memory the send queue may hold");
+    t->Bytes(
+        "parity.snapshot_pool_bytes", [](C& c) { return &c.parity.snapshot_pool_bytes; },
+        "free snapshot buffers kept for reuse (0: every copy allocates)");
     t->Int(
         "parity.queue_max_calls", [](C& c) { return &c.parity.queue_max_calls; }, 1, 1 << 24,
         "calls the send queue may hold");

@@ -4,15 +4,17 @@ ratio compares runs made moments apart:
   no agent -> agent loaded, never started -> started with the per-signature budget -> every call
   under policy drop -> exhaustive (every call checked, policy block, parity-server on loopback).
 Two more rows split the exhaustive cost: "exhaustive, no replay" sends every call (block) to a
-server started with --replay=false, which decodes and answers but does not replay: the agent's
-and the transport's own cost. On a machine where the server shares the training's cores, the
+server started with --replay=false, which decodes and answers but does not replay, confined to
+the machine's last core with taskset: the agent's and the transport's own cost ("no buffer
+pool": the same with parity.snapshot_pool_bytes = 0, every snapshot a fresh allocation). On a machine where the server shares the training's cores, the
 difference to "exhaustive" is the replay; "every call, drop, server niced" shows the remedy for
 drop mode: the server at nice 19.
 Each mode runs in both loop styles: "once" starts the session before the loop (Parity's own
 style), "msprobe" calls PrecisionDebugger's start() / stop() / step() every iteration as msprobe's
 docs show. Each line is the median step time (forward + backward + SGD) as a ratio to "no agent".
 
-    /usr/bin/python3 tests/bench/agent_overhead.py [--quick] [--rounds N]
+    /usr/bin/python3 tests/bench/agent_overhead.py [--quick] [--rounds N] [--rows no replay,...]
+                                                   [--workloads mlp,encoder,llama,llama-bf16]
 """
 import argparse
 import json
@@ -68,7 +70,7 @@ def child(spec):
             debugger.stop()  # msprobe's stop(): capture paused for the whole run
     out = {}
     sent_before = 0
-    for name in WORKLOADS:
+    for name in spec["workloads"]:
         model, x = workload(name)
         opt = torch.optim.SGD(model.parameters(), lr=1e-3)
         times = []
@@ -98,6 +100,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--rounds", type=int, default=0, help="rounds of every row (default 3)")
+    parser.add_argument("--rows", help="only the rows whose name contains one of these "
+                        "comma-separated words (\"no agent\" always runs)")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -112,8 +117,11 @@ def main():
     # should run under the drop policy: the training's threads go first when both want a core.
     niced = harness.Server(harness.tempdir("parity_overhead_niced_"), None,
                            extra=["--workers=1", "--golden=true"], nice=19)
+    # The agent and transport alone: a server that decodes and answers without replaying,
+    # confined to the last core (the training runs one torch thread).
     sink = harness.Server(harness.tempdir("parity_overhead_sink_"), None,
-                          extra=["--workers=1", "--replay=false"])
+                          extra=["--workers=1", "--replay=false"],
+                          cpus=str(os.cpu_count() - 1) if (os.cpu_count() or 1) > 1 else None)
 
     def config(target, **parity_opts):
         return {"task": "tensor",
@@ -128,23 +136,30 @@ def main():
         ("every call, drop", lambda: config(server, policy="drop")),
         ("every call, drop, server niced", lambda: config(niced, policy="drop")),
         ("exhaustive, no replay", lambda: config(sink, policy="block")),
+        ("exhaustive, no replay, no buffer pool",
+         lambda: config(sink, policy="block", snapshot_pool_bytes=0)),
         ("exhaustive", lambda: config(server, policy="block")),
     ]
     for loop in ("once", "msprobe"):
         rows += [(f"{name} [{loop}]", loop, make) for name, make in modes]
-    results = {row[0]: {w: [] for w in WORKLOADS} for row in rows}
-    sent = {row[0]: {w: [] for w in WORKLOADS} for row in rows}
+    if args.rows:
+        words = args.rows.split(",")
+        rows = [r for r in rows if r[0] == "no agent" or any(w in r[0] for w in words)]
+    workloads = args.workloads.split(",")
+    results = {row[0]: {w: [] for w in workloads} for row in rows}
+    sent = {row[0]: {w: [] for w in workloads} for row in rows}
     env = dict(os.environ, PARITY_AGENT_LIB=harness.AGENT_LIB)
     try:
         for _ in range(rounds):
             for name, loop, make in rows:
                 spec = {"mode": "loaded" if name.startswith("loaded") else name, "loop": loop,
-                        "steps": steps, "config": make() if make else None}
+                        "steps": steps, "config": make() if make else None,
+                        "workloads": workloads}
                 proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child",
                                        json.dumps(spec)], env=env, check=True,
                                       capture_output=True, text=True, timeout=600)
                 row = json.loads(proc.stdout.strip().splitlines()[-1])
-                for w in WORKLOADS:
+                for w in workloads:
                     results[name][w].append(row[w][0])
                     if row[w][1] != "":
                         sent[name][w].append(row[w][1])
@@ -156,7 +171,7 @@ def main():
     print(f"agent overhead: median step time, fwd+bwd+SGD, {steps} steps, 1 torch thread, "
           f"median of {rounds} rounds (one process per row and round)")
     print(f"{'workload':11} {'mode':40} {'ms/step':>9} {'ratio':>7} {'calls sent':>11}")
-    for w in WORKLOADS:
+    for w in workloads:
         base = statistics.median(results["no agent"][w])
         for name, _, _ in rows:
             ms = statistics.median(results[name][w])

@@ -10,7 +10,8 @@ without the agent. Each side is measured three ways in the same run:
     golden, compare, random, write) and how often each stage ran;
   - the process's whole CPU time (getrusage / /proc/PID/stat), so that what no counter covers
     (gRPC's threads, TLS, the queues, the interpreter) is the remainder, not a guess;
-  - perf (Debian's linux-perf, when installed and allowed), sampling each process at 499 Hz,
+  - perf (Debian's linux-perf, when installed and allowed), sampling each process at 499 Hz
+    (the training only while its loop runs, through perf's control fifo),
     grouped by shared object: TLS (libssl, libcrypto), gRPC (libgrpc, libgpr, libabsl),
     protobuf, torch compute (libtorch_cpu, libc10, BLAS, OpenMP), Parity's own code, libc,
     kernel, Python.
@@ -48,6 +49,18 @@ DSO_GROUPS = [  # (group, regular expression on the shared object's name), first
 ]
 
 
+def perf_control(command):
+    """Tells a `perf record -D -1 --control fifo:CTL,ACK` around this process to start or stop
+    sampling, and waits for its acknowledgement (no-op without one)."""
+    ctl, ack = os.environ.get("PARITY_PERF_CTL"), os.environ.get("PARITY_PERF_ACK")
+    if not ctl:
+        return
+    with open(ctl, "w", encoding="ascii") as f:
+        f.write(command + "\n")
+    with open(ack, encoding="ascii") as f:
+        f.readline()
+
+
 def child(spec):
     """The training: `steps` steps of one workload, with or without the agent; prints JSON."""
     import torch  # pylint: disable=import-outside-toplevel
@@ -63,6 +76,7 @@ def child(spec):
         debugger.start()
     model, x = agent_overhead.workload(spec["workload"])
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    perf_control("enable")  # perf samples the training loop only, not the imports
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
     for _ in range(spec["steps"]):
@@ -75,6 +89,7 @@ def child(spec):
         debugger.flush(300)
         counters = debugger.counters()
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    perf_control("disable")
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     print(json.dumps({"wall": train_wall, "cpu": cpu, "counters": counters}))
 
@@ -120,9 +135,15 @@ def perf_groups(data):
 
 def run_child(spec, perf_out=None):
     cmd = [harness.PYTHON, os.path.abspath(__file__), "--child", json.dumps(spec)]
-    if perf_out:
-        cmd = ["perf", "record", "-q", "-F", "499", "-o", perf_out, "--"] + cmd
     env = dict(os.environ, PARITY_AGENT_LIB=harness.AGENT_LIB)
+    if perf_out:
+        ctl, ack = perf_out + ".ctl", perf_out + ".ack"
+        for fifo in (ctl, ack):
+            if not os.path.exists(fifo):
+                os.mkfifo(fifo)
+        cmd = ["perf", "record", "-q", "-F", "499", "-D", "-1", "--control",
+               f"fifo:{ctl},{ack}", "-o", perf_out, "--"] + cmd
+        env.update(PARITY_PERF_CTL=ctl, PARITY_PERF_ACK=ack)
     proc = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, timeout=1800)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

@@ -28,12 +28,14 @@ def make_certs(directory):
 class Server:
     """parity-server on ephemeral ports; stop() sends SIGTERM and waits."""
 
-    def __init__(self, workdir, tls_dir=None, extra=(), nice=0, port=0):
+    def __init__(self, workdir, tls_dir=None, extra=(), nice=0, port=0, cpus=None):
         self.out = os.path.join(workdir, "results")
         port_file = os.path.join(workdir, "ports")
         if os.path.exists(port_file):
             os.remove(port_file)
-        args = (["nice", "-n", str(nice)] if nice else []) + [SERVER, f"--port={port}", "--metrics_port=0", "--metrics_host=127.0.0.1",
+        # cpus: a taskset list ("1") confining the server to those cores.
+        args = (["taskset", "-c", cpus] if cpus else []) + \
+            (["nice", "-n", str(nice)] if nice else []) + [SERVER, f"--port={port}", "--metrics_port=0", "--metrics_host=127.0.0.1",
                 "--host=127.0.0.1", f"--output_dir={self.out}", f"--port_file={port_file}",
                 "--bench_device=cpu", *extra]
         args.append(f"--tls_path={tls_dir}" if tls_dir else "--plaintext")
