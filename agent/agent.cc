@@ -164,6 +164,7 @@ std::string OpCounters() {
   nlohmann::json j = {{"captured", c.captured},
                       {"sent", c.sent},
                       {"sent_bytes", c.sent_bytes},
+                      {"reused_bytes", c.reused_bytes},
                       {"snapshot_seconds", c.snapshot_seconds},
                       {"encode_cpu_seconds", c.encode_cpu_seconds},
                       {"serialize_cpu_seconds", c.serialize_cpu_seconds},

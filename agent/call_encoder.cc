@@ -3,6 +3,9 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
+#include <optional>
+#include <set>
+
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/torch/value_codec.h"
@@ -10,19 +13,36 @@
 namespace parity::agent {
 namespace {
 
-// Collects the payloads of tensors too large to inline.
+// Collects the payloads of tensors too large to inline, and names payloads sent before when the
+// connection keeps them.
 class BlobCollector : public common::BlobSink {
  public:
-  BlobCollector(uint64_t* next_id, std::vector<std::pair<uint64_t, std::string>>* blobs)
-      : next_id_(next_id), blobs_(blobs) {}
+  BlobCollector(uint64_t* next_id, SentPayloads* sent, EncodedCall* out, v1::ApiCall* call)
+      : next_id_(next_id), sent_(sent), out_(out), call_(call) {}
   uint64_t AddBlob(std::string payload) override {
-    blobs_->emplace_back(++*next_id_, std::move(payload));
+    out_->blobs.push_back({++*next_id_, std::move(payload), false});
     return *next_id_;
+  }
+  uint64_t AddReusable(absl::string_view bytes, std::shared_ptr<const void> owner) override {
+    if (sent_ == nullptr || !sent_->Keepable(bytes.size())) return AddBlob(std::string(bytes));
+    bool earlier = false;
+    if (std::optional<uint64_t> id = sent_->Find(bytes, &earlier)) {
+      out_->reused_bytes += bytes.size();
+      if (earlier && listed_.insert(*id).second) call_->add_kept_blob_ids(*id);
+      return *id;
+    }
+    const uint64_t id = AddBlob(std::string(bytes));
+    out_->blobs.back().keep = true;
+    sent_->Add(id, bytes, std::move(owner));
+    return id;
   }
 
  private:
   uint64_t* next_id_;
-  std::vector<std::pair<uint64_t, std::string>>* blobs_;
+  SentPayloads* sent_;
+  EncodedCall* out_;
+  v1::ApiCall* call_;
+  std::set<uint64_t> listed_;
 };
 
 // Waits, on this (the sender's) thread, for the call's device-side snapshots, then copies them
@@ -53,11 +73,21 @@ EncodedCall EncodeCall(CapturedCall& call, const CallEncoding& encoding, uint64_
   out.message = std::make_shared<v1::AgentMessage>();
   v1::ApiCall* a = out.message->mutable_call();
   *a = call.meta;
-  BlobCollector sink(next_blob_id, &out.blobs);
+  BlobCollector sink(next_blob_id, encoding.sent, &out, a);
+  // Whatever ends the encoding early (an exception included) forgets this call's tentative
+  // payloads: the table never names a blob that was not sent.
+  struct AbortUnlessCommitted {
+    SentPayloads* sent;
+    bool committed = false;
+    ~AbortUnlessCommitted() {
+      if (sent != nullptr && !committed) sent->AbortCall();
+    }
+  } guard{encoding.sent};
   common::EncodeOptions opts;
   opts.max_inline_tensor_bytes = encoding.max_inline_tensor_bytes;
   opts.max_tensor_bytes = encoding.max_tensor_bytes;
   opts.blob_sink = &sink;
+  opts.reuse_min_bytes = encoding.sent != nullptr ? kReuseMinBytes : 0;
   opts.compute_crc32c = encoding.checksum;
   opts.accepted_dtypes = encoding.accepted_dtypes;
   // The schema's argument types tell an int that is really a dtype, layout or memory format.
@@ -81,9 +111,22 @@ EncodedCall EncodeCall(CapturedCall& call, const CallEncoding& encoding, uint64_
     // Still sent, without data, so the result files show the call and why it was not checked.
     a->clear_inputs();
     a->clear_outputs();
+    a->clear_kept_blob_ids();
     a->set_skip_reason(absl::StrCat("the agent could not send this call: ", s.message()));
     out.blobs.clear();
+    out.reused_bytes = 0;
     out.with_data = false;
+    return out;
+  }
+  if (encoding.sent != nullptr) {
+    guard.committed = true;
+    SentPayloads::Commit commit = encoding.sent->CommitCall();
+    out.release = std::move(commit.release);
+    for (uint64_t id : commit.unkept) {
+      for (EncodedCall::Blob& b : out.blobs) {
+        if (b.id == id) b.keep = false;
+      }
+    }
   }
   return out;
 }

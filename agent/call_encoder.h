@@ -10,20 +10,35 @@
 #include <vector>
 
 #include "agent/agent_hook.h"
+#include "agent/sent_payloads.h"
 #include "parity/v1/parity.pb.h"
 
 namespace parity::agent {
+
+// Tensors of this many bytes or more are sent once per connection and named again when equal
+// (parity.reuse_bytes; agent/sent_payloads.h); smaller ones are not worth a table entry.
+inline constexpr uint64_t kReuseMinBytes = 16 << 10;
 
 struct CallEncoding {
   uint64_t max_inline_tensor_bytes = uint64_t{4} << 20;     // larger: a blob (TensorChunks)
   uint64_t max_tensor_bytes = uint64_t{256} << 20;          // larger: statistics only
   bool checksum = false;                                    // CRC-32C of every payload
   const std::vector<v1::DType>* accepted_dtypes = nullptr;  // the server's; null: any
+  SentPayloads* sent = nullptr;  // the connection's kept payloads; null: every tensor is sent
 };
 
 struct EncodedCall {
-  std::shared_ptr<v1::AgentMessage> message;            // the ApiCall, sent after its blobs
-  std::vector<std::pair<uint64_t, std::string>> blobs;  // (blob id, payload), in order
+  std::shared_ptr<v1::AgentMessage> message;  // the ApiCall, sent after its blobs
+  struct Blob {
+    uint64_t id = 0;
+    std::string payload;
+    bool keep = false;  // TensorChunk.keep
+  };
+  std::vector<Blob> blobs;  // in order
+  // Kept blobs the server may forget, released before this call's blobs are sent.
+  std::vector<uint64_t> release;
+  // Tensor bytes not sent because an equal payload was sent before (a kept blob was named).
+  uint64_t reused_bytes = 0;
   // False when a value could not be encoded: the call then goes without values, and its
   // skip_reason says why (the server answers SKIP).
   bool with_data = true;

@@ -35,6 +35,7 @@ Counters AgentCounters::Snapshot() const {
   c.captured = get(captured_);
   c.sent = get(sent_);
   c.sent_bytes = get(sent_bytes_);
+  c.reused_bytes = get(reused_bytes_);
   c.snapshot_seconds = static_cast<double>(get(cost_ns_[0])) * 1e-9;
   c.encode_cpu_seconds = static_cast<double>(get(cost_ns_[1])) * 1e-9;
   c.serialize_cpu_seconds = static_cast<double>(get(cost_ns_[2])) * 1e-9;

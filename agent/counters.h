@@ -32,6 +32,7 @@ class AgentCounters {
   void Sent() { Add(sent_); }                    // a call written with its data
   void SentWithoutData() { Add(unencodable_); }  // a call whose values could not be encoded
   void BytesWritten(uint64_t bytes) { Add(sent_bytes_, bytes); }  // any message
+  void Reused(uint64_t bytes) { Add(reused_bytes_, bytes); }      // named, not sent again
   void LostInFlight(uint64_t n) { Add(lost_in_flight_, n); }
   void Reconnected() { Add(reconnects_); }
   void Unreadable() { Add(unreadable_); }
@@ -53,6 +54,7 @@ class AgentCounters {
     c.fetch_add(n, std::memory_order_relaxed);
   }
   std::atomic<uint64_t> captured_{0}, sent_{0}, sent_bytes_{0}, sampled_out_{0}, reconnects_{0};
+  std::atomic<uint64_t> reused_bytes_{0};
   std::array<std::atomic<uint64_t>, kDropReasons> dropped_{};
   std::atomic<uint64_t> lost_in_flight_{0}, unencodable_{0}, unreadable_{0};
   std::atomic<uint64_t> pass_{0}, warning_{0}, error_{0}, skip_{0}, rejected_{0};

@@ -65,6 +65,7 @@ SenderOptions SenderOptionsFor(const common::AgentConfig& c) {
   s.policy = o.policy;
   s.block_timeout_ms = o.block_timeout_ms;
   s.max_inline_tensor_bytes = o.max_inline_tensor_bytes;
+  s.reuse_bytes = o.reuse_bytes;
   s.max_tensor_bytes = o.max_tensor_bytes;
   s.checksum = o.checksum;
   v1::Hello& h = s.hello;
@@ -84,6 +85,8 @@ SenderOptions SenderOptionsFor(const common::AgentConfig& c) {
 struct Sender::Connection {
   std::atomic<bool> logged_unreadable{false};
   std::unique_ptr<CheckStream> stream;  // destroyed first: its callbacks use the flag above
+  // The payloads this stream's server keeps (TensorChunk.keep); null when either side keeps none.
+  std::unique_ptr<SentPayloads> sent;
 };
 
 Sender::Sender(SenderOptions options, AgentCounters& counters,
@@ -357,6 +360,9 @@ bool Sender::Handshake(std::unique_ptr<Connection>& c) {
                           : options_.max_tensor_bytes;
   accepted_dtypes_.clear();
   for (int d : info.accepted_dtypes()) accepted_dtypes_.push_back(static_cast<v1::DType>(d));
+  // Equal payloads named again: a fresh table per stream, within the server's cap.
+  const uint64_t keep = std::min<uint64_t>(options_.reuse_bytes, info.kept_blob_bytes());
+  if (keep > 0) c->sent = std::make_unique<SentPayloads>(keep);
   common::LogInfo(absl::StrCat("connected to ", target, " (server ", info.server_version(),
                                ", bench ", info.bench_device(), ", rank ", options_.hello.rank(),
                                ")"));
@@ -442,16 +448,31 @@ bool Sender::SendCall(CapturedCall& call) {
   encoding.max_tensor_bytes = max_tensor_bytes_;
   encoding.checksum = options_.checksum;
   encoding.accepted_dtypes = accepted_dtypes_.empty() ? nullptr : &accepted_dtypes_;
+  encoding.sent = conn_->sent.get();
   const double cpu_start = common::ThreadCpuSeconds();
   EncodedCall encoded = EncodeCall(call, encoding, &next_blob_);
   counters_.Spent(AgentCounters::Cost::kEncode, common::ThreadCpuSeconds() - cpu_start);
-  for (const auto& [id, payload] : encoded.blobs) {
-    for (std::size_t off = 0; off < payload.size(); off += kChunkBytes) {
+  counters_.Reused(encoded.reused_bytes);
+  // Releases first: the server's kept bytes stay within its cap when this call's blobs arrive.
+  if (!encoded.release.empty()) {
+    auto release = std::make_shared<v1::AgentMessage>();
+    for (uint64_t id : encoded.release) release->mutable_release()->add_blob_ids(id);
+    if (!Write(std::move(release), /*more=*/true)) return false;
+  }
+  for (EncodedCall::Blob& blob : encoded.blobs) {
+    const uint64_t total = blob.payload.size();
+    for (std::size_t off = 0; off < total; off += kChunkBytes) {
       auto chunk = std::make_shared<v1::AgentMessage>();
-      chunk->mutable_chunk()->set_blob_id(id);
-      chunk->mutable_chunk()->set_total_bytes(payload.size());
-      chunk->mutable_chunk()->set_offset(off);
-      chunk->mutable_chunk()->set_data(payload.substr(off, kChunkBytes));
+      v1::TensorChunk* c = chunk->mutable_chunk();
+      c->set_blob_id(blob.id);
+      c->set_total_bytes(total);
+      c->set_offset(off);
+      c->set_keep(blob.keep && off == 0);
+      if (off == 0 && total <= kChunkBytes) {
+        c->set_data(std::move(blob.payload));  // one chunk: no copy
+      } else {
+        c->set_data(blob.payload.substr(off, kChunkBytes));
+      }
       if (!Write(std::move(chunk), /*more=*/true)) return false;  // the call follows
     }
   }

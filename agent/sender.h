@@ -50,6 +50,7 @@ struct SenderOptions {
   uint32_t block_timeout_ms = 0;
   uint64_t max_inline_tensor_bytes = uint64_t{4} << 20;
   uint64_t max_tensor_bytes = uint64_t{256} << 20;
+  uint64_t reuse_bytes = uint64_t{256} << 20;  // equal payloads named again (0: off)
   bool checksum = false;
   v1::Hello hello;  // this process: sent at every connection (protocol version filled in)
 };

@@ -240,6 +240,9 @@ void Session::LogSummary() {
       " warning, ", c.error, " error, ", c.skip, " skip, ", c.rejected, " rejected; ", c.reconnects,
       " reconnects",
       c.unencodable > 0 ? absl::StrCat("; ", c.unencodable, " sent without data") : "",
+      c.reused_bytes > 0
+          ? absl::StrCat("; ", c.reused_bytes, " tensor bytes named again instead of resent")
+          : "",
       c.unreadable > 0 ? absl::StrCat("; ", c.unreadable, " unreadable server messages") : ""));
 }
 

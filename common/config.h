@@ -26,6 +26,9 @@ enum class BudgetPeriod { kStep, kRun };
 struct AgentOptions {
   uint64_t queue_max_bytes = uint64_t{256} << 20;
   uint64_t snapshot_pool_bytes = uint64_t{128} << 20;  // free snapshot buffers kept; 0 = none
+  // Sent tensors remembered per connection (their snapshots kept) so that an equal one is named
+  // instead of sent again; at most the server's ServerInfo.kept_blob_bytes; 0 = off.
+  uint64_t reuse_bytes = uint64_t{256} << 20;
   uint32_t queue_max_calls = 1024;
   QueuePolicy policy = QueuePolicy::kDrop;
   uint32_t block_timeout_ms = 0;          // kBlock: longest wait per call; 0 = no limit
@@ -92,6 +95,7 @@ struct ServerOptions {
   uint64_t max_message_bytes = uint64_t{64} << 20;
   uint32_t max_streams = 1024;
   uint64_t max_partial_blob_bytes = uint64_t{4} << 30;  // all streams' incomplete chunked tensors
+  uint64_t kept_blob_bytes = uint64_t{256} << 20;  // per stream: payloads agents may name again
   uint32_t shutdown_grace_ms = 10000;  // SIGTERM: how long open streams may take to finish
   std::string log_level = "info";      // "debug", "info", "warning", "error"
   bool replay = true;                  // false: answer every call SKIP (transport-only runs)

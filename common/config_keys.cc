@@ -143,6 +143,9 @@ const KeyTable<AgentConfig>& AgentTable() {
     t->Bytes(
         "parity.snapshot_pool_bytes", [](C& c) { return &c.parity.snapshot_pool_bytes; },
         "free snapshot buffers kept for reuse (0: every copy allocates)");
+    t->Bytes(
+        "parity.reuse_bytes", [](C& c) { return &c.parity.reuse_bytes; },
+        "tensors sent once and named again when equal, per connection (0: every tensor is sent)");
     t->Int(
         "parity.queue_max_calls", [](C& c) { return &c.parity.queue_max_calls; }, 1, 1 << 24,
         "calls the send queue may hold");
@@ -392,6 +395,10 @@ const KeyTable<ServerConfig>& ServerTable() {
          parity("max_partial_blob_bytes"), [](C& c) { return &c.parity.max_partial_blob_bytes; },
          "chunked tensors awaiting their call, all streams together")
         .flag = "max_partial_blob_bytes";
+    t->Bytes(
+         parity("kept_blob_bytes"), [](C& c) { return &c.parity.kept_blob_bytes; },
+         "tensor payloads kept per stream for agents to name again instead of resending (0: none)")
+        .flag = "kept_blob_bytes";
     t->Int(
          parity("shutdown_grace_ms"), [](C& c) { return &c.parity.shutdown_grace_ms; }, 0, 3600000,
          "on SIGTERM, how long open streams may take to finish")

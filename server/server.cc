@@ -161,6 +161,7 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
   }
   info.set_bench_device(s->checker_ ? s->checker_->bench_device() : "none");
   info.set_golden_enabled(o.golden);
+  info.set_kept_blob_bytes(o.kept_blob_bytes);
   service.rank_list.insert(config.rank_list.begin(), config.rank_list.end());
   service.max_streams = o.max_streams;
   service.max_partial_blob_bytes = o.max_partial_blob_bytes;

@@ -26,6 +26,13 @@ class BlobSink {
  public:
   virtual ~BlobSink() = default;
   virtual uint64_t AddBlob(std::string payload) = 0;
+  // A payload the sink may send once and name again for equal bytes (EncodeOptions.
+  // reuse_min_bytes): `bytes` stays valid and unchanged while `owner` lives. Default: a copy to
+  // AddBlob.
+  virtual uint64_t AddReusable(absl::string_view bytes, std::shared_ptr<const void> owner) {
+    (void)owner;
+    return AddBlob(std::string(bytes));
+  }
 };
 
 // Looks up a blob (reassembled TensorChunks) by id; nullptr when unknown.
@@ -42,6 +49,11 @@ struct EncodeOptions {
   // statistics only (DATA_FORM_STATS_ONLY).
   uint64_t max_tensor_bytes = uint64_t{1} << 30;
   BlobSink* blob_sink = nullptr;
+  // Tensors of this many payload bytes or more, up to max_tensor_bytes, go to the sink's
+  // AddReusable (DATA_FORM_CHUNKED) whatever the inline limit; 0: never. The sink may keep the
+  // tensor's memory to compare later payloads with, so the caller must not write the tensors it
+  // encodes afterwards (the agent encodes its own snapshots).
+  uint64_t reuse_min_bytes = 0;
   bool compute_crc32c = false;
   uint32_t max_depth = 8;
   // The dtypes the receiver accepts (ServerInfo.accepted_dtypes); null: any. A tensor of another

@@ -172,7 +172,8 @@ absl::Status ValueDecoder::DecodeTensor(const v1::Tensor& t, const std::string& 
     const std::string* blob = blobs_ == nullptr ? nullptr : blobs_->FindBlob(t.blob_id());
     if (blob == nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat(path, ".blob_id: no chunks were received for blob ", t.blob_id()));
+          absl::StrCat(path, ".blob_id: no chunks were received for blob ", t.blob_id(),
+                       ", and the call lists no kept blob of that id"));
     }
     if (blob->size() != extent.bytes) {
       return absl::InvalidArgumentError(absl::StrCat(path, ".blob_id: blob ", t.blob_id(),

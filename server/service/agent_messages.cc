@@ -42,6 +42,21 @@ Peek PeekMessage(grpc::ByteBuffer& buffer) {
     } else if (t == WireFormatLite::MakeTag(v1::ApiCall::kSequenceFieldNumber,
                                             WireFormatLite::WIRETYPE_VARINT)) {
       if (!in.ReadVarint64(&peek.sequence)) break;
+    } else if (t == WireFormatLite::MakeTag(v1::ApiCall::kKeptBlobIdsFieldNumber,
+                                            WireFormatLite::WIRETYPE_VARINT)) {
+      uint64_t id = 0;  // unpacked, as a parser must accept
+      if (!in.ReadVarint64(&id)) break;
+      peek.kept_blob_ids.push_back(id);
+    } else if (t == WireFormatLite::MakeTag(v1::ApiCall::kKeptBlobIdsFieldNumber,
+                                            WireFormatLite::WIRETYPE_LENGTH_DELIMITED)) {
+      uint32_t bytes = 0;  // packed
+      if (!in.ReadVarint32(&bytes)) break;
+      const auto limit = in.PushLimit(static_cast<int>(bytes));
+      uint64_t id = 0;
+      while (in.BytesUntilLimit() > 0 && in.ReadVarint64(&id)) peek.kept_blob_ids.push_back(id);
+      const bool whole = in.BytesUntilLimit() == 0;
+      in.PopLimit(limit);
+      if (!whole) return peek;  // malformed: the worker's parse says so
     } else if (!WireFormatLite::SkipField(&in, t)) {
       return peek;  // malformed: the worker's parse says so
     }

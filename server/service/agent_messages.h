@@ -1,10 +1,12 @@
 // What the Check stream's reactor needs to know of the agent's messages before (or instead of)
-// parsing them: the kind and sequence of an ApiCall read off its bytes, and the rules of Hello.
+// parsing them: the kind, sequence and kept blobs of an ApiCall read off its bytes, and the rules
+// of Hello.
 #pragma once
 
 #include <grpcpp/support/byte_buffer.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "parity/v1/parity.pb.h"
@@ -19,7 +21,8 @@ struct Peek {
   int kind = 0;
   v1::Phase phase = v1::PHASE_UNSPECIFIED;
   uint64_t sequence = 0;
-  bool well_formed = false;  // every field of the ApiCall was read or skipped cleanly
+  std::vector<uint64_t> kept_blob_ids;  // ApiCall.kept_blob_ids
+  bool well_formed = false;             // every field of the ApiCall was read or skipped cleanly
 };
 Peek PeekMessage(grpc::ByteBuffer& buffer);
 

@@ -27,18 +27,23 @@ class ServerMetrics;
 
 using common::kProtocolVersion;
 
-// Reassembled chunked tensors of one call.
+// The blobs one call may name: those reassembled since the previous call, and the kept blobs of
+// the stream it listed (ApiCall.kept_blob_ids) or kept itself, shared with the stream's table
+// (immutable once kept).
 class BlobStore : public common::BlobSource {
  public:
   const std::string* FindBlob(uint64_t blob_id) const override {
-    auto it = blobs_.find(blob_id);
-    return it == blobs_.end() ? nullptr : &it->second;
+    if (auto it = blobs_.find(blob_id); it != blobs_.end()) return &it->second;
+    if (auto it = kept_.find(blob_id); it != kept_.end()) return it->second.get();
+    return nullptr;
   }
   std::map<uint64_t, std::string>& blobs() { return blobs_; }
-  uint64_t bytes() const;
+  std::map<uint64_t, std::shared_ptr<const std::string>>& kept() { return kept_; }
+  uint64_t bytes() const;  // of the call's own blobs (kept ones are counted by their stream)
 
  private:
   std::map<uint64_t, std::string> blobs_;
+  std::map<uint64_t, std::shared_ptr<const std::string>> kept_;
 };
 
 // Checks one call and returns its verdict; runs on a worker thread, must not throw.
@@ -52,6 +57,7 @@ struct ServiceOptions {
   common::DecodeLimits limits;  // chunk reassembly caps (tensor and call bytes)
   // Bytes all streams together may hold in chunked tensors whose call has not arrived yet.
   uint64_t max_partial_blob_bytes = uint64_t{4} << 30;
+  // server_info.kept_blob_bytes is the cap of each stream's kept blobs (0: none kept).
   // crl.pem of mutual TLS: a stream whose client certificate it revokes is refused
   // (UNAUTHENTICATED) before its Hello is read.
   std::shared_ptr<const common::RevocationList> crl;

@@ -156,7 +156,8 @@ absl::Status CheckService::Reactor::Handle() {
     if (service_->metrics_) service_->metrics_->CallReceived(peek.phase);
     // A malformed call has no sequence to check: its worker reports the bytes as malformed.
     return OnCall(peek.well_formed ? std::optional<uint64_t>(peek.sequence) : std::nullopt,
-                  std::make_shared<grpc::ByteBuffer>(std::move(in_)), nullptr);
+                  std::make_shared<grpc::ByteBuffer>(std::move(in_)), nullptr,
+                  peek.well_formed ? peek.kept_blob_ids : std::vector<uint64_t>{});
   }
   v1::AgentMessage m;
   const bool parsed = common::Parse(in_, &m);
@@ -173,6 +174,8 @@ absl::Status CheckService::Reactor::Handle() {
         return NeedHello("AgentStats");
       case v1::AgentMessage::kGoodbye:
         return NeedHello("Goodbye");
+      case v1::AgentMessage::kRelease:
+        return NeedHello("BlobRelease");
       default:
         break;
     }
@@ -185,7 +188,8 @@ absl::Status CheckService::Reactor::Handle() {
       call->Swap(m.mutable_call());
       if (service_->metrics_) service_->metrics_->CallReceived(call->phase());
       const uint64_t sequence = call->sequence();
-      return OnCall(sequence, nullptr, std::move(call));
+      std::vector<uint64_t> listed(call->kept_blob_ids().begin(), call->kept_blob_ids().end());
+      return OnCall(sequence, nullptr, std::move(call), std::move(listed));
     }
     case v1::AgentMessage::kChunk:
       return OnChunk(m.chunk());
@@ -195,9 +199,11 @@ absl::Status CheckService::Reactor::Handle() {
     case v1::AgentMessage::kGoodbye:
       OnStats(m.goodbye().final_stats());
       return absl::OkStatus();
+    case v1::AgentMessage::kRelease:
+      return OnRelease(m.release());
     default:
       return absl::InvalidArgumentError(
-          "empty AgentMessage: none of hello, call, chunk, stats, goodbye is set (is the "
+          "empty AgentMessage: none of hello, call, chunk, stats, goodbye, release is set (is the "
           "agent newer than this server?)");
   }
 }
@@ -242,6 +248,27 @@ absl::Status CheckService::Reactor::OnChunk(const v1::TensorChunk& chunk) {
         absl::StrCat("chunked tensor ", chunk.blob_id(), ": total_bytes ", chunk.total_bytes(),
                      " exceeds max_tensor_bytes ", limits.max_tensor_bytes));
   }
+  if (kept_.count(chunk.blob_id()) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunked tensor ", chunk.blob_id(), ": this stream keeps a blob of that id ",
+                     "(TensorChunk.keep); a new blob needs another id, or a BlobRelease first"));
+  }
+  if (chunk.keep() && chunk.offset() == 0) {
+    const uint64_t cap = service_->options_.server_info.kept_blob_bytes();
+    if (cap == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "chunked tensor ", chunk.blob_id(),
+          ": TensorChunk.keep, but this server keeps no blobs (ServerInfo.kept_blob_bytes 0)"));
+    }
+    if (kept_bytes_ + chunk.total_bytes() > cap) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("chunked tensor ", chunk.blob_id(), ": keeping its ", chunk.total_bytes(),
+                       " bytes would hold ", kept_bytes_ + chunk.total_bytes(),
+                       " bytes of kept blobs on this stream, over ServerInfo.kept_blob_bytes ", cap,
+                       " (release blobs before keeping more)"));
+    }
+    keep_.push_back(chunk.blob_id());
+  }
   const auto [total, first] = blob_totals_.emplace(chunk.blob_id(), chunk.total_bytes());
   if (!first && total->second != chunk.total_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -275,6 +302,55 @@ absl::Status CheckService::Reactor::OnChunk(const v1::TensorChunk& chunk) {
   }
   pending_blob_bytes_ += n;  // counted in the server-wide total until the call arrives
   AppendToBlob(blob, chunk.data());
+  return absl::OkStatus();
+}
+
+absl::Status CheckService::Reactor::OnRelease(const v1::BlobRelease& release) {
+  for (uint64_t id : release.blob_ids()) {
+    auto it = kept_.find(id);
+    if (it == kept_.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("BlobRelease names blob ", id,
+                       ", which this stream does not keep (never kept, or "
+                       "released already)"));
+    }
+    kept_bytes_ -= it->second->size();
+    kept_.erase(it);  // calls that listed it hold their own share
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckService::Reactor::KeepAndAttach(const std::vector<uint64_t>& listed,
+                                                  BlobStore& store) {
+  for (uint64_t id : keep_) {
+    auto it = store.blobs().find(id);
+    if (it == store.blobs().end()) continue;  // AdmitCall found every blob complete
+    if (kept_.count(id) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chunked tensor ", id, ": kept twice before one call (TensorChunk.keep)"));
+    }
+    const uint64_t cap = service_->options_.server_info.kept_blob_bytes();
+    if (kept_bytes_ + it->second.size() > cap) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "kept blobs on this stream would hold ", kept_bytes_ + it->second.size(),
+          " bytes, over ServerInfo.kept_blob_bytes ", cap, " (release blobs before keeping more)"));
+    }
+    auto kept = std::make_shared<const std::string>(std::move(it->second));
+    store.blobs().erase(it);
+    kept_bytes_ += kept->size();
+    store.kept()[id] = kept;
+    kept_[id] = std::move(kept);
+  }
+  keep_.clear();
+  for (uint64_t id : listed) {
+    auto it = kept_.find(id);
+    if (it == kept_.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ApiCall.kept_blob_ids names blob ", id,
+                       ", which this stream does not keep (never kept, or released)"));
+    }
+    store.kept()[id] = it->second;
+  }
   return absl::OkStatus();
 }
 
@@ -322,10 +398,12 @@ absl::Status CheckService::Reactor::AdmitCall(std::optional<uint64_t> sequence) 
 
 absl::Status CheckService::Reactor::OnCall(std::optional<uint64_t> sequence,
                                            std::shared_ptr<grpc::ByteBuffer> raw,
-                                           std::shared_ptr<v1::ApiCall> call) {
+                                           std::shared_ptr<v1::ApiCall> call,
+                                           std::vector<uint64_t> kept_blob_ids) {
   PARITY_RETURN_IF_ERROR(AdmitCall(sequence));
   std::shared_ptr<BlobStore> blobs = std::move(blobs_);
   blobs_ = std::make_shared<BlobStore>();
+  PARITY_RETURN_IF_ERROR(KeepAndAttach(kept_blob_ids, *blobs));
   blob_totals_.clear();
   service_->partial_blob_bytes_.fetch_sub(pending_blob_bytes_);  // now the work queue's bytes
   pending_blob_bytes_ = 0;

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -42,11 +43,15 @@ class CheckService::Reactor final
   absl::Status Handle();  // one message read into in_
   absl::Status OnHello(const v1::Hello& hello);
   absl::Status OnChunk(const v1::TensorChunk& chunk);
+  absl::Status OnRelease(const v1::BlobRelease& release);
+  // Moves the blobs of the coming call marked keep into kept_ (and the call's store), and
+  // attaches the kept blobs the call lists.
+  absl::Status KeepAndAttach(const std::vector<uint64_t>& listed, BlobStore& store);
   void OnStats(const v1::AgentStats& stats);
   // One call: `raw` (parsed later by the worker) or `call` (already parsed). `sequence` is
   // unknown for bytes that do not parse (the worker reports them).
   absl::Status OnCall(std::optional<uint64_t> sequence, std::shared_ptr<grpc::ByteBuffer> raw,
-                      std::shared_ptr<v1::ApiCall> call);
+                      std::shared_ptr<v1::ApiCall> call, std::vector<uint64_t> kept_blob_ids);
   absl::Status AdmitCall(std::optional<uint64_t> sequence);  // the sequence and blob rules
   void Run(uint64_t slot, uint64_t message, std::shared_ptr<grpc::ByteBuffer> raw,
            std::shared_ptr<v1::ApiCall> call, std::shared_ptr<BlobStore> blobs);
@@ -74,6 +79,10 @@ class CheckService::Reactor final
   std::shared_ptr<BlobStore> blobs_ = std::make_shared<BlobStore>();
   std::map<uint64_t, uint64_t> blob_totals_;  // total_bytes of each blob of the coming call
   uint64_t pending_blob_bytes_ = 0;           // bytes in blobs_, also in the service's total
+  std::vector<uint64_t> keep_;                // blobs of the coming call to keep (TensorChunk.keep)
+  // The stream's kept blobs (at most ServerInfo.kept_blob_bytes together); calls hold shares.
+  std::map<uint64_t, std::shared_ptr<const std::string>> kept_;
+  uint64_t kept_bytes_ = 0;
   uint64_t last_sequence_ = 0;
   v1::AgentStats last_stats_;
 

@@ -6,15 +6,22 @@ ratio compares runs made moments apart:
 Two more rows split the exhaustive cost: "exhaustive, no replay" sends every call (block) to a
 server started with --replay=false, which decodes and answers but does not replay, confined to
 the machine's last core with taskset: the agent's and the transport's own cost ("no buffer
-pool": the same with parity.snapshot_pool_bytes = 0, every snapshot a fresh allocation). On a machine where the server shares the training's cores, the
-difference to "exhaustive" is the replay; "every call, drop, server niced" shows the remedy for
+pool": the same with parity.snapshot_pool_bytes = 0, every snapshot a fresh allocation). On a
+machine where the server shares the training's cores, the difference to "exhaustive" is the
+replay; "every call, drop, server niced" shows the remedy for
 drop mode: the server at nice 19.
 Each mode runs in both loop styles: "once" starts the session before the loop (Parity's own
 style), "msprobe" calls PrecisionDebugger's start() / stop() / step() every iteration as msprobe's
 docs show. Each line is the median step time (forward + backward + SGD) as a ratio to "no agent".
+Every connection is mutual TLS (certificates made by deploy/gen-certs.sh) unless --plaintext.
+A "bound [loop]" row precedes each "exhaustive [loop]" row: the step time the replays alone
+allow (docs/performance.md#the-bound), from the bare row's CPU per step and the server's
+bench, golden and random stage CPU read around the exhaustive row; its "/bound" column is the
+exhaustive step over the bound.
 
     /usr/bin/python3 tests/bench/agent_overhead.py [--quick] [--rounds N] [--rows no replay,...]
                                                    [--workloads mlp,encoder,llama,llama-bf16]
+                                                   [--plaintext]
 """
 import argparse
 import json
@@ -74,6 +81,8 @@ def child(spec):
         model, x = workload(name)
         opt = torch.optim.SGD(model.parameters(), lr=1e-3)
         times = []
+        replay_before = replay_cpu(spec.get("metrics_port"))
+        cpu_before = process_cpu()
         for _ in range(spec["steps"]):
             start = time.perf_counter()
             if debugger is not None and spec["loop"] == "msprobe":
@@ -87,13 +96,32 @@ def child(spec):
                 debugger.stop()
                 debugger.step()
             times.append(time.perf_counter() - start)
+        cpu = (process_cpu() - cpu_before) / spec["steps"]
         sent = ""
         if debugger is not None and spec["loop"] != "stopped":
-            debugger.flush(60)
+            debugger.flush(300)
             total = debugger.counters()["sent"]
             sent, sent_before = total - sent_before, total
-        out[name] = [statistics.median(times[2:]), sent]  # the first steps warm up caches
+        replay = ""
+        if replay_before is not None:  # after the flush: every call of these steps replayed
+            replay = (replay_cpu(spec["metrics_port"]) - replay_before) / spec["steps"]
+        # The first steps warm up caches: the median of the others.
+        out[name] = [statistics.median(times[2:]), sent, cpu, replay]
     print(json.dumps(out))
+
+
+def process_cpu():
+    import resource  # pylint: disable=import-outside-toplevel
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def replay_cpu(metrics_port):
+    """The server's worker CPU seconds in replays so far (bench, golden, random), or None."""
+    if metrics_port is None:
+        return None
+    return sum(harness.metric(metrics_port, "parity_server_stage_cpu_seconds_total", stage=s)
+               for s in ("bench", "golden", "random"))
 
 
 def main():
@@ -103,6 +131,8 @@ def main():
     parser.add_argument("--rows", help="only the rows whose name contains one of these "
                         "comma-separated words (\"no agent\" always runs)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--plaintext", action="store_true",
+                        help="connect without TLS (default: mutual TLS, certificates made here)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -112,21 +142,28 @@ def main():
     rounds = args.rounds or (1 if args.quick else 3)
 
     workdir = harness.tempdir("parity_overhead_")
-    server = harness.Server(workdir, None, extra=["--workers=1", "--golden=true"])
+    # Mutual TLS as a cluster runs it (the transport's cost included), unless --plaintext.
+    server_tls, client_tls = (None, None) if args.plaintext else harness.make_certs(
+        os.path.join(workdir, "certs"))
+    server = harness.Server(workdir, server_tls, extra=["--workers=1", "--golden=true"])
     # The same server at the lowest CPU priority (nice 19), as one sharing the training's machine
     # should run under the drop policy: the training's threads go first when both want a core.
-    niced = harness.Server(harness.tempdir("parity_overhead_niced_"), None,
+    niced = harness.Server(harness.tempdir("parity_overhead_niced_"), server_tls,
                            extra=["--workers=1", "--golden=true"], nice=19)
     # The agent and transport alone: a server that decodes and answers without replaying,
     # confined to the last core (the training runs one torch thread).
-    sink = harness.Server(harness.tempdir("parity_overhead_sink_"), None,
+    sink = harness.Server(harness.tempdir("parity_overhead_sink_"), server_tls,
                           extra=["--workers=1", "--replay=false"],
                           cpus=str(os.cpu_count() - 1) if (os.cpu_count() or 1) > 1 else None)
 
     def config(target, **parity_opts):
-        return {"task": "tensor",
-                "tensor": {"online_run_ut": True, "host": "127.0.0.1", "port": target.port},
-                "parity": dict(plaintext=True, log_level="warning", **parity_opts)}
+        tensor = {"online_run_ut": True, "host": "127.0.0.1", "port": target.port}
+        parity_opts = dict(log_level="warning", **parity_opts)
+        if client_tls:
+            tensor["tls_path"] = client_tls
+        else:
+            parity_opts["plaintext"] = True
+        return {"task": "tensor", "tensor": tensor, "parity": parity_opts}
 
     rows = [("no agent", "once", None), ("loaded, never started", "once", None),
             ("started, then stopped", "stopped", lambda: config(server, policy="drop"))]
@@ -148,6 +185,8 @@ def main():
     workloads = args.workloads.split(",")
     results = {row[0]: {w: [] for w in workloads} for row in rows}
     sent = {row[0]: {w: [] for w in workloads} for row in rows}
+    cpu = {row[0]: {w: [] for w in workloads} for row in rows}
+    replay = {row[0]: {w: [] for w in workloads} for row in rows}
     env = dict(os.environ, PARITY_AGENT_LIB=harness.AGENT_LIB)
     try:
         for _ in range(rounds):
@@ -155,6 +194,8 @@ def main():
                 spec = {"mode": "loaded" if name.startswith("loaded") else name, "loop": loop,
                         "steps": steps, "config": make() if make else None,
                         "workloads": workloads}
+                if name.startswith("exhaustive ["):  # the bound reads its replays' CPU
+                    spec["metrics_port"] = server.metrics_port
                 proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child",
                                        json.dumps(spec)], env=env, check=True,
                                       capture_output=True, text=True, timeout=600)
@@ -163,6 +204,9 @@ def main():
                     results[name][w].append(row[w][0])
                     if row[w][1] != "":
                         sent[name][w].append(row[w][1])
+                    cpu[name][w].append(row[w][2])
+                    if row[w][3] != "":
+                        replay[name][w].append(row[w][3])
     finally:
         server.stop()
         niced.stop()
@@ -170,13 +214,27 @@ def main():
 
     print(f"agent overhead: median step time, fwd+bwd+SGD, {steps} steps, 1 torch thread, "
           f"median of {rounds} rounds (one process per row and round)")
-    print(f"{'workload':11} {'mode':40} {'ms/step':>9} {'ratio':>7} {'calls sent':>11}")
+    print("bound [loop]: the longer of the bare step and (the bare step's CPU + the CPU of the "
+          f"bench, golden and random replays of the exhaustive [loop] row's step) / "
+          f"{os.cpu_count()} cores, medians over rounds (docs/performance.md#the-bound); "
+          "'/bound' is the exhaustive row's step over it")
+    print(f"{'workload':11} {'mode':40} {'ms/step':>9} {'ratio':>7} {'calls sent':>11} "
+          f"{'/bound':>7}")
+    cores = os.cpu_count() or 1
     for w in workloads:
         base = statistics.median(results["no agent"][w])
+        base_cpu = statistics.median(cpu["no agent"][w])
         for name, _, _ in rows:
             ms = statistics.median(results[name][w])
             calls = int(statistics.median(sent[name][w])) if sent[name][w] else ""
-            print(f"{w:11} {name:40} {ms * 1e3:9.2f} {ms / base:7.2f} {calls:>11}")
+            bound = ""
+            if replay[name][w]:
+                bound_s = max(base, (base_cpu + statistics.median(replay[name][w])) / cores)
+                bound = f"{ms / bound_s:7.2f}"
+                loop = name[len("exhaustive "):]
+                print(f"{w:11} {'bound ' + loop:40} {bound_s * 1e3:9.2f} {bound_s / base:7.2f} "
+                      f"{'':>11}")
+            print(f"{w:11} {name:40} {ms * 1e3:9.2f} {ms / base:7.2f} {calls:>11} {bound:>7}")
 
 
 if __name__ == "__main__":

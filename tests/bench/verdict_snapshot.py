@@ -6,6 +6,9 @@ checking cheaper can be shown not to change what it decides.
     /usr/bin/python3 tests/bench/verdict_snapshot.py take  AFTER.json    # with the new build
     /usr/bin/python3 tests/bench/verdict_snapshot.py diff  BEFORE.json AFTER.json
 
+`take --agent KEY=NUMBER` sets a parity.* agent option for every run (e.g. reuse_bytes=0 takes
+the snapshot with every tensor sent in full).
+
 Each run uses policy `block` (every call is checked) and fixed seeds, so the same calls arrive in
 the same order. A snapshot maps (run, rank, step, call index, phase, op, output) to the call's
 status and message head, the output's status, two-way status, failed metric, standard and metric
@@ -38,14 +41,15 @@ RUNS = {
 }
 
 
-def take(path, runs):
+def take(path, runs, agent_options=()):
     snapshot = {}
     for name in runs:
         workdir = harness.tempdir(f"parity_snapshot_{name}_")
         server = harness.Server(workdir, None, extra=["--workers=1", "--golden=true"])
         try:
             config = harness.agent_config(os.path.join(workdir, "config.json"), server.port,
-                                          policy="block", log_level="warning")
+                                          policy="block", log_level="warning",
+                                          **dict(agent_options))
             subprocess.run([harness.PYTHON, *RUNS[name], "--config", config], check=True,
                            cwd=workdir, stdout=subprocess.DEVNULL, timeout=900)
         finally:
@@ -118,12 +122,15 @@ def main():
     t = sub.add_parser("take")
     t.add_argument("path")
     t.add_argument("--runs", default=",".join(RUNS), help="comma-separated: " + ",".join(RUNS))
+    t.add_argument("--agent", action="append", default=[], metavar="KEY=NUMBER",
+                   help="a parity.* agent option for every run, e.g. reuse_bytes=0")
     d = sub.add_parser("diff")
     d.add_argument("before")
     d.add_argument("after")
     args = parser.parse_args()
     if args.cmd == "take":
-        take(args.path, args.runs.split(","))
+        take(args.path, args.runs.split(","),
+             [(k, int(v)) for k, v in (o.split("=", 1) for o in args.agent)])
         return 0
     return diff(args.before, args.after)
 

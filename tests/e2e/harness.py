@@ -71,14 +71,7 @@ class Server:
 
     def metric(self, name, **labels):
         """The value of series `name{labels}` on the server's /metrics (it must be running)."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
-                                    timeout=10) as r:
-            text = r.read().decode()
-        wanted = [f'{k}="{v}"' for k, v in labels.items()]
-        for line in text.splitlines():
-            if line.startswith(name + ("{" if labels else " ")) and all(w in line for w in wanted):
-                return float(line.split()[-1])
-        raise AssertionError(f"{name}{labels} not exported")
+        return metric(self.metrics_port, name, **labels)
 
     def records(self):
         out = []
@@ -96,6 +89,17 @@ class Server:
                     pass
             out.extend(json.loads(line) for line in lines if line.strip())
         return out
+
+
+def metric(metrics_port, name, **labels):
+    """The value of series `name{labels}` on a running server's /metrics at `metrics_port`."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    wanted = [f'{k}="{v}"' for k, v in labels.items()]
+    for line in text.splitlines():
+        if line.startswith(name + ("{" if labels else " ")) and all(w in line for w in wanted):
+            return float(line.split()[-1])
+    raise AssertionError(f"{name}{labels} not exported")
 
 
 def agent_config(path, port, client_tls=None, **parity):

@@ -49,6 +49,9 @@ class AgentEndToEndTest(unittest.TestCase):
         counters = json.loads(r.stdout.split("parity counters:", 1)[1].splitlines()[0])
         for key in ("snapshot_seconds", "encode_cpu_seconds", "serialize_cpu_seconds"):
             self.assertGreater(counters[key], 0, key)
+        # Tensors sent once per stream and named again (parity.reuse_bytes): weights and
+        # activations recur from call to call, and the planted fault is still found below.
+        self.assertGreater(counters["reused_bytes"], 0)
         rows = server.rows("api_precision_compare_result_")
         self.assertGreater(len(rows), 40)
         bad = errors(rows)

@@ -86,10 +86,13 @@ class ManyServersTest(unittest.TestCase):
             for s in servers:
                 s.stop()
         summaries = {}
+        reused = []  # ranks whose agent named tensors again instead of resending them
         for rank, (p, _) in enumerate(procs):
             with open(os.path.join(workdir, f"rank{rank}.log"), encoding="utf-8") as f:
                 text = f.read()
             self.assertEqual(p.returncode, 0, text[-3000:])
+            if re.search(r"; [1-9]\d* tensor bytes named again instead of resent", text):
+                reused.append(rank)
             m = SUMMARY.search(text)
             self.assertIsNotNone(m, text[-2000:])
             (captured, _sent, dropped, lost, _sampled, *verdicts, reconnects) = map(int, m.groups())
@@ -99,6 +102,12 @@ class ManyServersTest(unittest.TestCase):
             summaries[rank] = (captured, dropped, lost, sum(verdicts), reconnects)
         # Who streamed where, from the servers' own logs.
         streams = [[int(r) for r in ACCEPTED.findall(s.read_log())] for s in servers]
+        # A rank that moved starts its new stream afresh: no stream names a blob its server does
+        # not keep (tensors sent once and named again are per stream), nor breaks another rule.
+        for i, s in enumerate(servers):
+            self.assertNotRegex(s.read_log(), r"ended: (INVALID_ARGUMENT|FAILED_PRECONDITION|"
+                                r"RESOURCE_EXHAUSTED)", f"server {i}")
+        self.assertEqual(sorted(reused), list(range(RANKS)), "every rank named tensors again")
         first_server = {}
         for i, ranks in enumerate(streams):
             if i != 1:

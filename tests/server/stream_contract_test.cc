@@ -310,5 +310,133 @@ TEST_F(StreamContractTest, RanksOfOneRunWithDifferentConfigsAreLogged) {
   for (auto& s : streams) EXPECT_TRUE(s->Close().ok());
 }
 
+// A relu call whose input is blob `blob` (its bytes: `payload`), listing `listed` as kept blobs.
+v1::ApiCall ReluOnBlob(uint64_t sequence, uint64_t blob, std::string* payload,
+                       std::vector<uint64_t> listed = {}) {
+  v1::ApiCall call =
+      testing::BuildCall("aten::relu", "", {R({30000}, 1)}, v1::PHASE_FORWARD, nullptr, sequence);
+  *payload = call.inputs(0).tensor().data();
+  v1::Tensor* t = call.mutable_inputs(0)->mutable_tensor();
+  t->clear_data();
+  t->set_form(v1::DATA_FORM_CHUNKED);
+  t->set_blob_id(blob);
+  for (uint64_t id : listed) call.add_kept_blob_ids(id);
+  return call;
+}
+
+v1::AgentMessage Release(std::vector<uint64_t> ids) {
+  v1::AgentMessage m;
+  for (uint64_t id : ids) m.mutable_release()->add_blob_ids(id);
+  return m;
+}
+
+// TensorChunk.keep: a kept blob is named by later calls that list it, until a BlobRelease; calls
+// admitted before the release still find it.
+TEST_F(StreamContractTest, KeptBlobsAreNamedByLaterCallsUntilReleased) {
+  Start();
+  std::string payload;
+  const v1::ApiCall first = ReluOnBlob(1, 7, &payload);
+  v1::AgentMessage kept = Chunk(7, payload.size(), 0, payload);
+  kept.mutable_chunk()->set_keep(true);
+  {
+    TestStream s(channel_);
+    ASSERT_TRUE(s.Hello());
+    EXPECT_EQ(s.server_info().kept_blob_bytes(), uint64_t{256} << 20);
+    ASSERT_TRUE(s.Send(kept));
+    ASSERT_TRUE(s.SendCall(first));
+    ASSERT_TRUE(s.SendCall(ReluOnBlob(2, 7, &payload, {7})));  // named, not sent
+    ASSERT_TRUE(s.SendCall(ReluOnBlob(3, 7, &payload, {7})));
+    ASSERT_TRUE(s.Send(Release({7})));                    // the calls above still have it
+    ASSERT_TRUE(s.SendCall(ReluOnBlob(4, 7, &payload)));  // not listed: no such blob
+    s.SendCall(ReluOnBlob(5, 7, &payload, {7}));          // listed after its release
+    for (uint64_t seq : {1, 2, 3}) {
+      v1::ServerMessage m;
+      ASSERT_TRUE(s.Read(&m));
+      EXPECT_EQ(m.verdict().sequence(), seq);
+      EXPECT_EQ(StatusText(m.verdict().status()), "pass") << m.verdict().ShortDebugString();
+    }
+    v1::ServerMessage m;
+    ASSERT_TRUE(s.Read(&m));
+    EXPECT_EQ(m.verdict().sequence(), 4u);
+    EXPECT_EQ(m.verdict().status(), v1::VERDICT_STATUS_REJECTED) << m.verdict().ShortDebugString();
+    EXPECT_THAT(m.verdict().message(), HasSubstr("blob 7"));
+    const grpc::Status status = s.Close();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("ApiCall.kept_blob_ids names blob 7, which this stream does not keep"));
+  }
+  {  // Releasing what is not kept, and a new blob under a kept id, end the stream.
+    TestStream s(channel_);
+    ASSERT_TRUE(s.Hello());
+    s.Send(Release({3}));
+    const grpc::Status status = s.Close();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(), HasSubstr("BlobRelease names blob 3, which this stream "
+                                                  "does not keep"));
+  }
+  {
+    TestStream s(channel_);
+    ASSERT_TRUE(s.Hello());
+    ASSERT_TRUE(s.Send(kept));
+    ASSERT_TRUE(s.SendCall(first));
+    s.Send(Chunk(7, payload.size(), 0, payload));
+    const grpc::Status status = s.Close();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(), HasSubstr("this stream keeps a blob of that id"));
+  }
+  {  // Another stream has its own kept blobs: 7 is not kept there.
+    TestStream s(channel_);
+    ASSERT_TRUE(s.Hello());
+    s.SendCall(ReluOnBlob(1, 7, &payload, {7}));
+    EXPECT_EQ(s.Close().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+}
+
+TEST_F(StreamContractTest, KeptBlobBytesAreCappedPerStream) {
+  Start([](common::ServerConfig& c) { c.parity.kept_blob_bytes = 150000; });
+  std::string payload;
+  TestStream s(channel_);
+  ASSERT_TRUE(s.Hello());
+  EXPECT_EQ(s.server_info().kept_blob_bytes(), 150000u);
+  const v1::ApiCall first = ReluOnBlob(1, 1, &payload);
+  v1::AgentMessage keep = Chunk(1, payload.size(), 0, payload);
+  keep.mutable_chunk()->set_keep(true);
+  ASSERT_TRUE(s.Send(keep));
+  ASSERT_TRUE(s.SendCall(first));
+  // 120000 kept; released, then another 120000 fits.
+  ASSERT_TRUE(s.Send(Release({1})));
+  keep.mutable_chunk()->set_blob_id(2);
+  ASSERT_TRUE(s.Send(keep));
+  ASSERT_TRUE(s.SendCall(ReluOnBlob(2, 2, &payload)));
+  // Without a release, a third would hold 240000.
+  keep.mutable_chunk()->set_blob_id(3);
+  s.Send(keep);
+  for (uint64_t seq : {1, 2}) {
+    v1::ServerMessage m;
+    ASSERT_TRUE(s.Read(&m));
+    EXPECT_EQ(StatusText(m.verdict().status()), "pass") << seq;
+  }
+  const grpc::Status status = s.Close();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("would hold 240000 bytes of kept blobs on this stream, over "
+                        "ServerInfo.kept_blob_bytes 150000"));
+}
+
+TEST_F(StreamContractTest, KeepIsRefusedByAServerThatKeepsNothing) {
+  Start([](common::ServerConfig& c) { c.parity.kept_blob_bytes = 0; });
+  std::string payload;
+  ReluOnBlob(1, 1, &payload);
+  TestStream s(channel_);
+  ASSERT_TRUE(s.Hello());
+  EXPECT_EQ(s.server_info().kept_blob_bytes(), 0u);
+  v1::AgentMessage keep = Chunk(1, payload.size(), 0, payload);
+  keep.mutable_chunk()->set_keep(true);
+  s.Send(keep);
+  const grpc::Status status = s.Close();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), HasSubstr("this server keeps no blobs"));
+}
+
 }  // namespace
 }  // namespace parity::server

@@ -22,6 +22,9 @@ struct Counters {
   uint64_t captured = 0;    // top-level calls that passed the filters
   uint64_t sent = 0;        // calls written to the server
   uint64_t sent_bytes = 0;  // serialized bytes written
+  // Tensor bytes not sent because the server kept equal bytes from an earlier call
+  // (parity.reuse_bytes): named by blob id instead.
+  uint64_t reused_bytes = 0;
   // Calls never written, by reason: queue_full, disconnected, stopped (still queued when the
   // session ended).
   std::map<std::string, uint64_t> dropped;
