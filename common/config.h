@@ -95,7 +95,8 @@ struct ServerOptions {
   uint64_t max_message_bytes = uint64_t{64} << 20;
   uint32_t max_streams = 1024;
   uint64_t max_partial_blob_bytes = uint64_t{4} << 30;  // all streams' incomplete chunked tensors
-  uint64_t kept_blob_bytes = uint64_t{256} << 20;  // per stream: payloads agents may name again
+  uint64_t kept_blob_bytes = uint64_t{256} << 20;    // per stream: payloads agents may name again
+  uint64_t max_kept_blob_bytes = uint64_t{8} << 30;  // all streams' kept payloads together
   uint32_t shutdown_grace_ms = 10000;  // SIGTERM: how long open streams may take to finish
   std::string log_level = "info";      // "debug", "info", "warning", "error"
   bool replay = true;                  // false: answer every call SKIP (transport-only runs)

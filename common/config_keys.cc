@@ -399,6 +399,10 @@ const KeyTable<ServerConfig>& ServerTable() {
          parity("kept_blob_bytes"), [](C& c) { return &c.parity.kept_blob_bytes; },
          "tensor payloads kept per stream for agents to name again instead of resending (0: none)")
         .flag = "kept_blob_bytes";
+    t->Bytes(
+         parity("max_kept_blob_bytes"), [](C& c) { return &c.parity.max_kept_blob_bytes; },
+         "kept tensor payloads of all streams together; later streams are offered less")
+        .flag = "max_kept_blob_bytes";
     t->Int(
          parity("shutdown_grace_ms"), [](C& c) { return &c.parity.shutdown_grace_ms; }, 0, 3600000,
          "on SIGTERM, how long open streams may take to finish")

@@ -165,6 +165,7 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
   service.rank_list.insert(config.rank_list.begin(), config.rank_list.end());
   service.max_streams = o.max_streams;
   service.max_partial_blob_bytes = o.max_partial_blob_bytes;
+  service.max_kept_blob_bytes = o.max_kept_blob_bytes;
   service.crl = std::move(crl);
   service.limits = o.limits;
   s->service_ = std::make_unique<CheckService>(std::move(service), std::move(handler),

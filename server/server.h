@@ -45,6 +45,7 @@ class ParityServer {
   int metrics_port() const { return metrics_port_; }  // -1 when disabled
   // Bytes held in chunked tensors whose call has not arrived, over all streams.
   uint64_t partial_blob_bytes() const { return service_->partial_blob_bytes(); }
+  uint64_t kept_blob_bytes_offered() const { return service_->kept_blob_bytes_offered(); }
   std::string address() const;  // "host:port" as bound
 
   // Stops accepting streams, lets open ones finish within `grace` (then cancels them), finishes

@@ -57,7 +57,10 @@ struct ServiceOptions {
   common::DecodeLimits limits;  // chunk reassembly caps (tensor and call bytes)
   // Bytes all streams together may hold in chunked tensors whose call has not arrived yet.
   uint64_t max_partial_blob_bytes = uint64_t{4} << 30;
-  // server_info.kept_blob_bytes is the cap of each stream's kept blobs (0: none kept).
+  // server_info.kept_blob_bytes is the cap of each stream's kept blobs (0: none kept); a
+  // stream is offered that much while all streams' offers stay within this total (then less,
+  // down to 0: its agent sends every tensor in full).
+  uint64_t max_kept_blob_bytes = uint64_t{8} << 30;
   // crl.pem of mutual TLS: a stream whose client certificate it revokes is refused
   // (UNAUTHENTICATED) before its Hello is read.
   std::shared_ptr<const common::RevocationList> crl;
@@ -80,6 +83,8 @@ class CheckService final
   int active_streams() const { return active_.load(); }
   // Bytes held in chunked tensors awaiting their call, over all streams.
   uint64_t partial_blob_bytes() const { return partial_blob_bytes_.load(); }
+  // Kept-blob bytes offered to the open streams (ServerInfo.kept_blob_bytes), all together.
+  uint64_t kept_blob_bytes_offered() const { return kept_offered_.load(); }
 
   // From now on, growing a chunked tensor past `bytes` throws std::bad_alloc, as a real
   // allocation failure would (0 = never). Process-wide.
@@ -99,6 +104,10 @@ class CheckService final
   std::atomic<int> active_{0};
   std::atomic<uint64_t> session_counter_{0};
   std::atomic<uint64_t> partial_blob_bytes_{0};
+  std::atomic<uint64_t> kept_offered_{0};
+  // What a new stream is offered for kept blobs: the per-stream cap within what the total
+  // leaves; reserved until the stream ends.
+  uint64_t OfferKeptBytes();
   struct RunDigest {
     std::string digest;
     int32_t rank = 0;

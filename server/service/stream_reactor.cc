@@ -1,5 +1,6 @@
 #include "server/service/stream_reactor.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -30,6 +31,17 @@ absl::Status NeedHello(absl::string_view what) {
 }
 
 }  // namespace
+
+uint64_t CheckService::OfferKeptBytes() {
+  const uint64_t per_stream = options_.server_info.kept_blob_bytes();
+  uint64_t offered = kept_offered_.load();
+  for (;;) {
+    const uint64_t left =
+        offered >= options_.max_kept_blob_bytes ? 0 : options_.max_kept_blob_bytes - offered;
+    const uint64_t offer = std::min(per_stream, left);
+    if (kept_offered_.compare_exchange_weak(offered, offered + offer)) return offer;
+  }
+}
 
 void CheckService::FailBlobGrowthAboveForTesting(uint64_t bytes) {
   g_fail_blob_growth_above.store(bytes);
@@ -99,6 +111,7 @@ void CheckService::Reactor::OnWriteDone(bool ok) {
 
 void CheckService::Reactor::OnDone() {
   service_->partial_blob_bytes_.fetch_sub(pending_blob_bytes_);  // blobs of no call
+  service_->kept_offered_.fetch_sub(kept_cap_);
   if (service_->metrics_) service_->metrics_->AgentDisconnected();
   if (!refused_) service_->active_.fetch_sub(1);
   delete this;
@@ -232,6 +245,8 @@ absl::Status CheckService::Reactor::OnHello(const v1::Hello& hello) {
                                peer_));
   v1::ServerMessage reply;
   *reply.mutable_server_info() = service_->options_.server_info;
+  kept_cap_ = service_->OfferKeptBytes();
+  reply.mutable_server_info()->set_kept_blob_bytes(kept_cap_);
   reply.mutable_server_info()->set_protocol_version(kProtocolVersion);
   reply.mutable_server_info()->set_session_id(absl::StrCat(session_));
   grpc::ByteBuffer bytes = common::Serialize(reply);
@@ -254,7 +269,7 @@ absl::Status CheckService::Reactor::OnChunk(const v1::TensorChunk& chunk) {
                      "(TensorChunk.keep); a new blob needs another id, or a BlobRelease first"));
   }
   if (chunk.keep() && chunk.offset() == 0) {
-    const uint64_t cap = service_->options_.server_info.kept_blob_bytes();
+    const uint64_t cap = kept_cap_;
     if (cap == 0) {
       return absl::FailedPreconditionError(absl::StrCat(
           "chunked tensor ", chunk.blob_id(),
@@ -329,7 +344,7 @@ absl::Status CheckService::Reactor::KeepAndAttach(const std::vector<uint64_t>& l
       return absl::InvalidArgumentError(
           absl::StrCat("chunked tensor ", id, ": kept twice before one call (TensorChunk.keep)"));
     }
-    const uint64_t cap = service_->options_.server_info.kept_blob_bytes();
+    const uint64_t cap = kept_cap_;
     if (kept_bytes_ + it->second.size() > cap) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "kept blobs on this stream would hold ", kept_bytes_ + it->second.size(),

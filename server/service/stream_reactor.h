@@ -83,6 +83,7 @@ class CheckService::Reactor final
   // The stream's kept blobs (at most ServerInfo.kept_blob_bytes together); calls hold shares.
   std::map<uint64_t, std::shared_ptr<const std::string>> kept_;
   uint64_t kept_bytes_ = 0;
+  uint64_t kept_cap_ = 0;  // offered at Hello (ServerInfo.kept_blob_bytes), released at OnDone
   uint64_t last_sequence_ = 0;
   v1::AgentStats last_stats_;
 

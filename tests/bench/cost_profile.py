@@ -196,7 +196,8 @@ def report(name, r, out=sys.stdout):
         print(f"  {what:34} {seconds:9.3f} s {per_call:10.1f} us/call {per_mb:9.1f} ms/MB"
               f"  {note}", file=out)
 
-    print(f"{name}: {c.get('sent', 0)} calls checked, {mb:.1f} MB sent; training CPU "
+    print(f"{name}: {c.get('sent', 0)} calls checked, {mb:.1f} MB sent, "
+          f"{c.get('reused_bytes', 0) / 1e6:.1f} MB of tensors named again instead; training CPU "
           f"{r['bare']['cpu']:.2f} s alone, {r['checked']['cpu']:.2f} s with the agent", file=out)
     print(" agent (the training process's CPU above the bare training)", file=out)
     row("total", agent_cpu)

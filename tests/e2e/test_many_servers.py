@@ -23,6 +23,9 @@ sys.path.insert(0, HERE)
 import harness  # noqa: E402
 
 RANKS = 12
+# Long enough that every rank still trains when the victim is killed (a rank starts its steps
+# seconds after another, as 12 processes import torch on 2 cores; each step takes ~15 ms).
+STEPS = "600"
 SERVERS = 3
 SUMMARY = re.compile(
     r"session ended at step \d+: (\d+) captured, (\d+) sent \(\d+ bytes\), (\d+) dropped.*?, "
@@ -61,7 +64,7 @@ class ManyServersTest(unittest.TestCase):
             for rank in range(RANKS):
                 log = open(os.path.join(workdir, f"rank{rank}.log"), "w", encoding="utf-8")
                 procs.append((subprocess.Popen(
-                    [harness.PYTHON, harness.TRAIN, "--config", config, "--steps", "150",
+                    [harness.PYTHON, harness.TRAIN, "--config", config, "--steps", STEPS,
                      "--loop", "msprobe"],
                     env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank)), stdout=log,
                     stderr=subprocess.STDOUT), log))
@@ -78,6 +81,9 @@ class ManyServersTest(unittest.TestCase):
             victim.proc.send_signal(signal.SIGKILL)
             victim.proc.wait()
             still_running = sum(p.poll() is None for p, _ in procs)
+            finished = [r for r in ranks_there if procs[r][0].poll() is not None]
+            self.assertEqual(finished, [], "ranks of the victim that ended before it was killed "
+                             "cannot move: raise STEPS")
             for p, log in procs:
                 p.wait(timeout=600)
                 log.close()

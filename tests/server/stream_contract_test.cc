@@ -423,6 +423,39 @@ TEST_F(StreamContractTest, KeptBlobBytesAreCappedPerStream) {
                         "ServerInfo.kept_blob_bytes 150000"));
 }
 
+// Offers stay within the server's total: later streams get what is left, and an ended stream's
+// offer goes back.
+TEST_F(StreamContractTest, KeptBlobOffersStayWithinTheServersTotal) {
+  Start([](common::ServerConfig& c) {
+    c.parity.kept_blob_bytes = 150000;
+    c.parity.max_kept_blob_bytes = 200000;
+  });
+  auto first = std::make_unique<TestStream>(channel_);
+  TestStream second(channel_), third(channel_);
+  ASSERT_TRUE(first->Hello(0));
+  ASSERT_TRUE(second.Hello(1));
+  ASSERT_TRUE(third.Hello(2));
+  EXPECT_EQ(first->server_info().kept_blob_bytes(), 150000u);
+  EXPECT_EQ(second.server_info().kept_blob_bytes(), 50000u);
+  EXPECT_EQ(third.server_info().kept_blob_bytes(), 0u);
+  // The second may keep 50000 bytes, not more.
+  std::string payload;
+  ReluOnBlob(1, 1, &payload);
+  v1::AgentMessage keep = Chunk(1, payload.size(), 0, payload);
+  keep.mutable_chunk()->set_keep(true);
+  second.Send(keep);
+  EXPECT_EQ(second.Close().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(first->Close().ok());
+  first.reset();
+  ASSERT_TRUE(Eventually([&] { return server_->kept_blob_bytes_offered() == 0; }))
+      << server_->kept_blob_bytes_offered();
+  TestStream fourth(channel_);
+  ASSERT_TRUE(fourth.Hello(3));
+  EXPECT_EQ(fourth.server_info().kept_blob_bytes(), 150000u);
+  EXPECT_TRUE(fourth.Close().ok());
+  EXPECT_TRUE(third.Close().ok());
+}
+
 TEST_F(StreamContractTest, KeepIsRefusedByAServerThatKeepsNothing) {
   Start([](common::ServerConfig& c) { c.parity.kept_blob_bytes = 0; });
   std::string payload;
