@@ -20,10 +20,13 @@ class BlobCollector : public common::BlobSink {
   BlobCollector(uint64_t* next_id, SentPayloads* sent, EncodedCall* out, v1::ApiCall* call)
       : next_id_(next_id), sent_(sent), out_(out), call_(call) {}
   uint64_t AddBlob(std::string payload) override {
-    out_->blobs.push_back({++*next_id_, std::move(payload), false});
+    EncodedCall::Blob blob;
+    blob.id = ++*next_id_;
+    blob.payload = std::move(payload);
+    out_->blobs.push_back(std::move(blob));
     return *next_id_;
   }
-  uint64_t AddReusable(absl::string_view bytes, std::shared_ptr<const void> owner) override {
+  uint64_t AddReusable(absl::string_view bytes) override {
     if (sent_ == nullptr || !sent_->Keepable(bytes.size())) return AddBlob(std::string(bytes));
     bool earlier = false;
     if (std::optional<uint64_t> id = sent_->Find(bytes, &earlier)) {
@@ -31,9 +34,32 @@ class BlobCollector : public common::BlobSink {
       if (earlier && listed_.insert(*id).second) call_->add_kept_blob_ids(*id);
       return *id;
     }
-    const uint64_t id = AddBlob(std::string(bytes));
-    out_->blobs.back().keep = true;
-    sent_->Add(id, bytes, std::move(owner));
+    // The table keeps the copy that is sent (not the snapshot, which goes back to the pool).
+    if (bytes.size() > kChunkBytes) {
+      const uint64_t id = ++*next_id_;
+      auto payload = std::make_shared<const std::string>(bytes);
+      sent_->Add(id, *payload, payload);
+      EncodedCall::Blob blob;
+      blob.id = id;
+      blob.keep = true;
+      blob.shared_payload = std::move(payload);
+      out_->blobs.push_back(std::move(blob));
+      return id;
+    }
+    const uint64_t id = ++*next_id_;
+    auto chunk = std::make_shared<v1::AgentMessage>();
+    v1::TensorChunk* c = chunk->mutable_chunk();
+    c->set_blob_id(id);
+    c->set_total_bytes(bytes.size());
+    c->set_offset(0);
+    c->set_keep(true);
+    c->mutable_data()->assign(bytes.data(), bytes.size());
+    sent_->Add(id, c->data(), chunk);  // the chunk's bytes never change once made
+    EncodedCall::Blob blob;
+    blob.id = id;
+    blob.keep = true;
+    blob.chunk = std::move(chunk);
+    out_->blobs.push_back(std::move(blob));
     return id;
   }
 
@@ -124,7 +150,9 @@ EncodedCall EncodeCall(CapturedCall& call, const CallEncoding& encoding, uint64_
     out.release = std::move(commit.release);
     for (uint64_t id : commit.unkept) {
       for (EncodedCall::Blob& b : out.blobs) {
-        if (b.id == id) b.keep = false;
+        if (b.id != id) continue;
+        b.keep = false;
+        if (b.chunk) b.chunk->mutable_chunk()->set_keep(false);  // not yet serialized
       }
     }
   }

@@ -18,6 +18,8 @@ namespace parity::agent {
 // Tensors of this many bytes or more are sent once per connection and named again when equal
 // (parity.reuse_bytes; agent/sent_payloads.h); smaller ones are not worth a table entry.
 inline constexpr uint64_t kReuseMinBytes = 16 << 10;
+// A blob travels in TensorChunks of at most this many bytes.
+inline constexpr std::size_t kChunkBytes = 1 << 20;
 
 struct CallEncoding {
   uint64_t max_inline_tensor_bytes = uint64_t{4} << 20;     // larger: a blob (TensorChunks)
@@ -33,6 +35,12 @@ struct EncodedCall {
     uint64_t id = 0;
     std::string payload;
     bool keep = false;  // TensorChunk.keep
+    // A kept blob of one chunk: that chunk, made here and shared with the connection's
+    // SentPayloads, which compares later tensors with its bytes (`payload` is then empty). The
+    // snapshot it was copied from goes back to the buffer pool as soon as the call is sent.
+    std::shared_ptr<v1::AgentMessage> chunk;
+    // A kept blob of several chunks: its bytes, shared so (`payload` is then empty).
+    std::shared_ptr<const std::string> shared_payload;
   };
   std::vector<Blob> blobs;  // in order
   // Kept blobs the server may forget, released before this call's blobs are sent.

@@ -29,8 +29,6 @@
 namespace parity::agent {
 namespace {
 
-constexpr std::size_t kChunkBytes = 1 << 20;
-
 // The device this process trains on, as Hello names it: the accelerator its libtorch has (an
 // NPU is libtorch's PrivateUse1 backend, named by torch_npu), else "cpu".
 std::string ProcessDeviceType() {
@@ -460,7 +458,12 @@ bool Sender::SendCall(CapturedCall& call) {
     if (!Write(std::move(release), /*more=*/true)) return false;
   }
   for (EncodedCall::Blob& blob : encoded.blobs) {
-    const uint64_t total = blob.payload.size();
+    if (blob.chunk) {
+      if (!Write(std::move(blob.chunk), /*more=*/true)) return false;
+      continue;
+    }
+    const std::string& payload = blob.shared_payload ? *blob.shared_payload : blob.payload;
+    const uint64_t total = payload.size();
     for (std::size_t off = 0; off < total; off += kChunkBytes) {
       auto chunk = std::make_shared<v1::AgentMessage>();
       v1::TensorChunk* c = chunk->mutable_chunk();
@@ -468,10 +471,10 @@ bool Sender::SendCall(CapturedCall& call) {
       c->set_total_bytes(total);
       c->set_offset(off);
       c->set_keep(blob.keep && off == 0);
-      if (off == 0 && total <= kChunkBytes) {
+      if (off == 0 && total <= kChunkBytes && !blob.shared_payload) {
         c->set_data(std::move(blob.payload));  // one chunk: no copy
       } else {
-        c->set_data(blob.payload.substr(off, kChunkBytes));
+        c->set_data(payload.substr(off, kChunkBytes));
       }
       if (!Write(std::move(chunk), /*more=*/true)) return false;  // the call follows
     }

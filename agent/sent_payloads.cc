@@ -3,19 +3,35 @@
 #include <cstring>
 
 #include "absl/hash/hash.h"
+#include "absl/types/span.h"
 
 namespace parity::agent {
 namespace {
 
-uint64_t HashOf(absl::string_view bytes) { return absl::HashOf(bytes); }
+// A hash of a sample of the bytes: the whole of a small payload; of a larger one its size, its
+// first and last KiB and 32 windows of 64 bytes spread over it. Reading all of every tensor
+// would cost as much as the copy it saves; equal payloads have equal samples, and a candidate
+// is compared in full before it is named, so a shared sample costs one memcmp, never a wrong
+// reference.
+uint64_t HashOf(absl::string_view bytes) {
+  constexpr std::size_t kWhole = 4096, kEdge = 1024, kWindows = 32, kWindow = 64;
+  if (bytes.size() <= kWhole) return absl::HashOf(bytes);
+  absl::string_view windows[kWindows];
+  const std::size_t stride = (bytes.size() - kWindow) / (kWindows - 1);
+  for (std::size_t i = 0; i < kWindows; ++i) windows[i] = bytes.substr(i * stride, kWindow);
+  return absl::HashOf(bytes.size(), bytes.substr(0, kEdge), bytes.substr(bytes.size() - kEdge),
+                      absl::MakeSpan(windows));
+}
 
 }  // namespace
 
 std::optional<uint64_t> SentPayloads::Find(absl::string_view bytes, bool* from_earlier_call) {
   const uint64_t hash = HashOf(bytes);
   auto [begin, end] = by_hash_.equal_range(hash);
-  for (auto it = begin; it != end; ++it) {
+  int compared = 0;
+  for (auto it = begin; it != end && compared < kMaxCompared; ++it) {
     Lru::iterator e = it->second;
+    ++compared;
     if (e->bytes.size() != bytes.size() ||
         std::memcmp(e->bytes.data(), bytes.data(), bytes.size()) != 0) {
       continue;  // a hash collision: only equal bytes are named again

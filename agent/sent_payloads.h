@@ -2,7 +2,7 @@
 // named again (its blob id) instead of sent again. In a training step most bytes the agent
 // captures are bytes it captured moments before: an op's output is the next op's input, a weight
 // is read by the forward and both backward matmuls. Equality is decided byte for byte
-// (memcmp against the kept payload's own memory: the agent's private snapshot), never by a hash
+// (memcmp against the copy of the payload the agent sent, which it keeps), never by a hash
 // alone; the hash only finds the candidates.
 //
 // Mirrors the server's kept blobs: at most `max_bytes` together (ServerInfo.kept_blob_bytes, or
@@ -63,6 +63,9 @@ class SentPayloads {
   using Lru = std::list<Entry>;  // least recently used first
   void Forget(Lru::iterator it);
 
+  // Candidates of one hash compared at most (payloads that share a sample but differ elsewhere,
+  // e.g. zero-filled tensors of one size): past that, a payload is sent again.
+  static constexpr int kMaxCompared = 4;
   const uint64_t max_bytes_;
   uint64_t bytes_ = 0;  // kept and tentative payloads
   uint64_t call_ = 1;   // the current call's number

@@ -27,12 +27,8 @@ class BlobSink {
   virtual ~BlobSink() = default;
   virtual uint64_t AddBlob(std::string payload) = 0;
   // A payload the sink may send once and name again for equal bytes (EncodeOptions.
-  // reuse_min_bytes): `bytes` stays valid and unchanged while `owner` lives. Default: a copy to
-  // AddBlob.
-  virtual uint64_t AddReusable(absl::string_view bytes, std::shared_ptr<const void> owner) {
-    (void)owner;
-    return AddBlob(std::string(bytes));
-  }
+  // reuse_min_bytes); valid only during the call. Default: a copy to AddBlob.
+  virtual uint64_t AddReusable(absl::string_view bytes) { return AddBlob(std::string(bytes)); }
 };
 
 // Looks up a blob (reassembled TensorChunks) by id; nullptr when unknown.
@@ -50,9 +46,7 @@ struct EncodeOptions {
   uint64_t max_tensor_bytes = uint64_t{1} << 30;
   BlobSink* blob_sink = nullptr;
   // Tensors of this many payload bytes or more, up to max_tensor_bytes, go to the sink's
-  // AddReusable (DATA_FORM_CHUNKED) whatever the inline limit; 0: never. The sink may keep the
-  // tensor's memory to compare later payloads with, so the caller must not write the tensors it
-  // encodes afterwards (the agent encodes its own snapshots).
+  // AddReusable (DATA_FORM_CHUNKED) whatever the inline limit; 0: never.
   uint64_t reuse_min_bytes = 0;
   bool compute_crc32c = false;
   uint32_t max_depth = 8;

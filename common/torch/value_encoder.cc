@@ -101,11 +101,7 @@ absl::Status EncodeTensor(const at::Tensor& tensor, const EncodeOptions& options
     const absl::string_view payload(data, bytes);
     if (options.compute_crc32c) out->set_crc32c(Crc32c(payload));
     out->set_form(v1::DATA_FORM_CHUNKED);
-    // The sink may keep `host` to compare later payloads with (EncodeOptions.reuse_min_bytes).
-    out->set_blob_id(options.blob_sink->AddReusable(
-        payload, std::shared_ptr<const void>(new at::Tensor(host), [](const void* t) {
-          delete static_cast<const at::Tensor*>(t);
-        })));
+    out->set_blob_id(options.blob_sink->AddReusable(payload));
   } else if (bytes <= options.max_inline_tensor_bytes) {
     out->set_form(v1::DATA_FORM_INLINE);
     if (bytes > 0) out->mutable_data()->assign(data, bytes);

@@ -43,6 +43,26 @@ TEST(SentPayloadsTest, EqualBytesAreNamedAgainAndOthersAreNot) {
   sent.CommitCall();
 }
 
+// The hash reads a sample of a large payload; equality is still decided on every byte.
+TEST(SentPayloadsTest, PayloadsThatDifferOutsideTheHashedSampleAreNotNamed) {
+  SentPayloads sent(1 << 20);
+  const Payload a(std::string(100000, 'a'));
+  sent.Add(1, a.view(), a.bytes);
+  sent.CommitCall();
+  std::string b(100000, 'a');
+  b[50000] = 'b';  // between two sampled windows, outside the first and last KiB
+  bool earlier = false;
+  EXPECT_FALSE(sent.Find(b, &earlier));
+  EXPECT_TRUE(sent.Find(std::string(100000, 'a'), &earlier));
+  // Kept too, b is found as itself, and a still as a.
+  const Payload kept_b(b);
+  sent.Add(2, kept_b.view(), kept_b.bytes);
+  sent.CommitCall();
+  EXPECT_EQ(sent.Find(b, &earlier), std::optional<uint64_t>(2));
+  EXPECT_EQ(sent.Find(std::string(100000, 'a'), &earlier), std::optional<uint64_t>(1));
+  sent.CommitCall();
+}
+
 TEST(SentPayloadsTest, LeastRecentlyUsedPayloadsAreReleasedToStayUnderTheCap) {
   SentPayloads sent(3000);
   const Payload p1(std::string(1000, '1')), p2(std::string(1000, '2')), p3(std::string(1000, '3')),
