@@ -27,6 +27,7 @@ exhaustive step over the bound.
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -109,6 +110,39 @@ def child(spec):
         # The first steps warm up caches: the median of the others.
         out[name] = [statistics.median(times[2:]), sent, cpu, replay]
     print(json.dumps(out))
+
+
+def run_child(spec, env, workdir, servers, timeout=600):
+    """One row's process; its last stdout line. A row that stalls is an error, reported with the
+    stacks of every thread of the training and of the servers (gdb, when installed) so that the
+    stall can be read, not only seen."""
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child",
+                                 json.dumps(spec)], env=env, stdout=subprocess.PIPE, stderr=err,
+                                text=True)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            report = os.path.join(workdir, "stalled_row.txt")
+            with open(report, "w", encoding="utf-8") as f:
+                f.write(f"row {spec['mode']} ({spec['loop']}) stalled for {timeout} s\n")
+                for name, pid in [("training", proc.pid)] + [
+                        (f"server on port {s.port}", s.proc.pid) for s in servers]:
+                    if shutil.which("gdb"):
+                        stacks = subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex",
+                                                 "thread apply all bt"], capture_output=True,
+                                                text=True, check=False, timeout=120).stdout
+                        f.write(f"==== {name} (pid {pid})\n{stacks}\n")
+                err.seek(0)
+                f.write("==== training's stderr\n" + err.read())
+            proc.kill()
+            proc.wait()
+            raise RuntimeError(f"row {spec['mode']} stalled for {timeout} s; stacks and its "
+                               f"log in {report}") from None
+        if proc.returncode != 0:
+            err.seek(0)
+            raise RuntimeError(f"row {spec['mode']} failed:\n{err.read()[-3000:]}")
+        return out.strip().splitlines()[-1]
 
 
 def process_cpu():
@@ -199,10 +233,7 @@ def main():
                         "workloads": workloads}
                 if name.startswith("exhaustive ["):  # the bound reads its replays' CPU
                     spec["metrics_port"] = server.metrics_port
-                proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child",
-                                       json.dumps(spec)], env=env, check=True,
-                                      capture_output=True, text=True, timeout=600)
-                row = json.loads(proc.stdout.strip().splitlines()[-1])
+                row = json.loads(run_child(spec, env, workdir, [server, niced, sink]))
                 for w in workloads:
                     results[name][w].append(row[w][0])
                     if row[w][1] != "":
