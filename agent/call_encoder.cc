@@ -13,6 +13,19 @@
 namespace parity::agent {
 namespace {
 
+// One TensorChunk of blob `id`.
+std::shared_ptr<v1::AgentMessage> Chunk(uint64_t id, uint64_t total, uint64_t offset,
+                                        std::string data, bool keep) {
+  auto m = std::make_shared<v1::AgentMessage>();
+  v1::TensorChunk* c = m->mutable_chunk();
+  c->set_blob_id(id);
+  c->set_total_bytes(total);
+  c->set_offset(offset);
+  c->set_keep(keep && offset == 0);
+  c->set_data(std::move(data));
+  return m;
+}
+
 // Collects the payloads of tensors too large to inline, and names payloads sent before when the
 // connection keeps them.
 class BlobCollector : public common::BlobSink {
@@ -20,11 +33,14 @@ class BlobCollector : public common::BlobSink {
   BlobCollector(uint64_t* next_id, SentPayloads* sent, EncodedCall* out, v1::ApiCall* call)
       : next_id_(next_id), sent_(sent), out_(out), call_(call) {}
   uint64_t AddBlob(std::string payload) override {
-    EncodedCall::Blob blob;
-    blob.id = ++*next_id_;
-    blob.payload = std::move(payload);
-    out_->blobs.push_back(std::move(blob));
-    return *next_id_;
+    EncodedCall::Blob& blob = NewBlob(false);
+    if (payload.size() <= kChunkBytes) {  // one chunk: moved, not copied
+      const uint64_t total = payload.size();
+      blob.chunks.push_back(Chunk(blob.id, total, 0, std::move(payload), false));
+    } else {
+      Slice(blob, payload);
+    }
+    return blob.id;
   }
   uint64_t AddReusable(absl::string_view bytes) override {
     if (sent_ == nullptr || !sent_->Keepable(bytes.size())) return AddBlob(std::string(bytes));
@@ -35,35 +51,35 @@ class BlobCollector : public common::BlobSink {
       return *id;
     }
     // The table keeps the copy that is sent (not the snapshot, which goes back to the pool).
-    if (bytes.size() > kChunkBytes) {
-      const uint64_t id = ++*next_id_;
+    EncodedCall::Blob& blob = NewBlob(true);
+    if (bytes.size() <= kChunkBytes) {
+      auto chunk = Chunk(blob.id, bytes.size(), 0, std::string(bytes), true);
+      sent_->Add(blob.id, chunk->chunk().data(), chunk);  // its bytes never change once made
+      blob.chunks.push_back(std::move(chunk));
+    } else {
       auto payload = std::make_shared<const std::string>(bytes);
-      sent_->Add(id, *payload, payload);
-      EncodedCall::Blob blob;
-      blob.id = id;
-      blob.keep = true;
-      blob.shared_payload = std::move(payload);
-      out_->blobs.push_back(std::move(blob));
-      return id;
+      sent_->Add(blob.id, *payload, payload);
+      Slice(blob, *payload);
     }
-    const uint64_t id = ++*next_id_;
-    auto chunk = std::make_shared<v1::AgentMessage>();
-    v1::TensorChunk* c = chunk->mutable_chunk();
-    c->set_blob_id(id);
-    c->set_total_bytes(bytes.size());
-    c->set_offset(0);
-    c->set_keep(true);
-    c->mutable_data()->assign(bytes.data(), bytes.size());
-    sent_->Add(id, c->data(), chunk);  // the chunk's bytes never change once made
-    EncodedCall::Blob blob;
-    blob.id = id;
-    blob.keep = true;
-    blob.chunk = std::move(chunk);
-    out_->blobs.push_back(std::move(blob));
-    return id;
+    return blob.id;
   }
 
  private:
+  EncodedCall::Blob& NewBlob(bool keep) {
+    out_->blobs.emplace_back();
+    EncodedCall::Blob& blob = out_->blobs.back();
+    blob.id = ++*next_id_;
+    blob.keep = keep;
+    return blob;
+  }
+  // `bytes` as chunks of kChunkBytes (copies).
+  static void Slice(EncodedCall::Blob& blob, absl::string_view bytes) {
+    for (std::size_t off = 0; off < bytes.size(); off += kChunkBytes) {
+      blob.chunks.push_back(Chunk(blob.id, bytes.size(), off,
+                                  std::string(bytes.substr(off, kChunkBytes)), blob.keep));
+    }
+  }
+
   uint64_t* next_id_;
   SentPayloads* sent_;
   EncodedCall* out_;
@@ -152,7 +168,7 @@ EncodedCall EncodeCall(CapturedCall& call, const CallEncoding& encoding, uint64_
       for (EncodedCall::Blob& b : out.blobs) {
         if (b.id != id) continue;
         b.keep = false;
-        if (b.chunk) b.chunk->mutable_chunk()->set_keep(false);  // not yet serialized
+        b.chunks.front()->mutable_chunk()->set_keep(false);  // not yet serialized
       }
     }
   }

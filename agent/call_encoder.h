@@ -33,14 +33,12 @@ struct EncodedCall {
   std::shared_ptr<v1::AgentMessage> message;  // the ApiCall, sent after its blobs
   struct Blob {
     uint64_t id = 0;
-    std::string payload;
-    bool keep = false;  // TensorChunk.keep
-    // A kept blob of one chunk: that chunk, made here and shared with the connection's
-    // SentPayloads, which compares later tensors with its bytes (`payload` is then empty). The
-    // snapshot it was copied from goes back to the buffer pool as soon as the call is sent.
-    std::shared_ptr<v1::AgentMessage> chunk;
-    // A kept blob of several chunks: its bytes, shared so (`payload` is then empty).
-    std::shared_ptr<const std::string> shared_payload;
+    bool keep = false;  // TensorChunk.keep, set on the first chunk
+    // Its TensorChunks, ready to write. A kept blob's bytes are shared with the connection's
+    // SentPayloads (one chunk's message, or a copy of several chunks' bytes), which compares
+    // later tensors with them; the snapshot they were copied from goes back to the buffer pool
+    // as soon as the call is sent.
+    std::vector<std::shared_ptr<v1::AgentMessage>> chunks;
   };
   std::vector<Blob> blobs;  // in order
   // Kept blobs the server may forget, released before this call's blobs are sent.

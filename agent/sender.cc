@@ -458,24 +458,7 @@ bool Sender::SendCall(CapturedCall& call) {
     if (!Write(std::move(release), /*more=*/true)) return false;
   }
   for (EncodedCall::Blob& blob : encoded.blobs) {
-    if (blob.chunk) {
-      if (!Write(std::move(blob.chunk), /*more=*/true)) return false;
-      continue;
-    }
-    const std::string& payload = blob.shared_payload ? *blob.shared_payload : blob.payload;
-    const uint64_t total = payload.size();
-    for (std::size_t off = 0; off < total; off += kChunkBytes) {
-      auto chunk = std::make_shared<v1::AgentMessage>();
-      v1::TensorChunk* c = chunk->mutable_chunk();
-      c->set_blob_id(blob.id);
-      c->set_total_bytes(total);
-      c->set_offset(off);
-      c->set_keep(blob.keep && off == 0);
-      if (off == 0 && total <= kChunkBytes && !blob.shared_payload) {
-        c->set_data(std::move(blob.payload));  // one chunk: no copy
-      } else {
-        c->set_data(payload.substr(off, kChunkBytes));
-      }
+    for (auto& chunk : blob.chunks) {
       if (!Write(std::move(chunk), /*more=*/true)) return false;  // the call follows
     }
   }

@@ -65,6 +65,37 @@ TEST(CallEncoderTest, EqualTensorsAreSentOnceAndNamedAfter) {
   EXPECT_EQ(e3.message->call().inputs(0).tensor().form(), v1::DATA_FORM_INLINE);
 }
 
+// A blob over one chunk (1 MiB) is kept too: its chunks go in order, keep on the first only.
+TEST(CallEncoderTest, AKeptBlobOfSeveralChunksIsNamedAfter) {
+  SentPayloads sent(uint64_t{64} << 20);
+  CallEncoding enc;
+  enc.sent = &sent;
+  uint64_t next_blob = 0;
+  const at::Tensor big = at::randn({640, 1024});  // 2.5 MiB: three chunks
+  CapturedCall first = Mul(big, big);
+  first.outputs = {};
+  EncodedCall e1 = EncodeCall(first, enc, &next_blob);
+  ASSERT_EQ(e1.blobs.size(), 1u);  // the second input named the first within the call
+  const EncodedCall::Blob& b = e1.blobs[0];
+  EXPECT_TRUE(b.keep);
+  ASSERT_EQ(b.chunks.size(), 3u);
+  std::string joined;
+  for (std::size_t i = 0; i < b.chunks.size(); ++i) {
+    const v1::TensorChunk& c = b.chunks[i]->chunk();
+    EXPECT_EQ(c.blob_id(), b.id);
+    EXPECT_EQ(c.offset(), joined.size());
+    EXPECT_EQ(c.total_bytes(), 640u * 1024 * 4);
+    EXPECT_EQ(c.keep(), i == 0);
+    joined += c.data();
+  }
+  EXPECT_EQ(joined, std::string(static_cast<const char*>(big.data_ptr()), 640 * 1024 * 4));
+  CapturedCall second = Mul(big.clone(), big);
+  second.outputs = {};
+  EncodedCall e2 = EncodeCall(second, enc, &next_blob);
+  EXPECT_TRUE(e2.blobs.empty());
+  EXPECT_THAT(e2.message->call().kept_blob_ids(), ElementsAre(b.id));
+}
+
 TEST(CallEncoderTest, ACallThatCannotBeEncodedKeepsNothing) {
   SentPayloads sent(uint64_t{64} << 20);
   CallEncoding enc;
