@@ -76,12 +76,14 @@ struct ServerOptions {
   std::string output_dir = "./";
   std::string metrics_host = "0.0.0.0";
   int64_t metrics_port = 9464;  // 0 = ephemeral, -1 = disabled
-  uint32_t workers = 0;         // 0 = one per bench device (CPU: 1)
+  uint32_t workers = 0;         // 0 = half the cores, 1 to 4, and at least 2 per GPU of the bench
   uint32_t queue_max_calls = 64;
   uint64_t queue_max_bytes = uint64_t{2} << 30;
-  std::string bench_device = "auto";  // "auto", "cpu", "cuda", "cuda:N"
-  std::string standards_file;         // empty = the file shipped with the server
-  bool golden = true;                 // float64 CPU golden for three-way standards
+  // "auto" (every GPU, else the CPU), "cpu", "cuda" (every GPU), "cuda:N", "cuda:0,cuda:2"
+  std::string bench_device = "auto";
+  std::string standards_file;          // empty = the file shipped with the server
+  bool golden = true;                  // float64 golden for three-way standards
+  std::string golden_device = "auto";  // "auto": on the bench's GPU (CPU fallback); "cpu"
   // Random ops: "auto" replays them from the training's generator state when the bench has a
   // generator of that kind and the same libtorch, else judges them by properties;
   // "statistical" always judges by properties; "skip" answers SKIP.

@@ -314,7 +314,7 @@ const KeyTable<ServerConfig>& ServerTable() {
         .flag = "metrics_port";
     t->Int(
          parity("workers"), [](C& c) { return &c.parity.workers; }, 0, 1024,
-         "replay workers; 0 = half the cores, 1 to 4")
+         "replay workers; 0 = half the cores, 1 to 4, and at least 2 per GPU of the bench")
         .flag = "workers";
     t->Int(
          parity("queue_max_calls"), [](C& c) { return &c.parity.queue_max_calls; }, 1, 1 << 20,
@@ -326,7 +326,8 @@ const KeyTable<ServerConfig>& ServerTable() {
         .flag = "queue_max_bytes";
     t->String(
          parity("bench_device"), [](C& c) { return &c.parity.bench_device; },
-         "auto (CUDA when present), cpu, cuda, cuda:N")
+         "auto (every GPU when present, else cpu), cpu, cuda (every GPU), cuda:N, or a list "
+         "cuda:0,cuda:2; workers take the GPUs in turn")
         .flag = "bench_device";
     t->String(
          parity("standards_file"), [](C& c) { return &c.parity.standards_file; },
@@ -344,6 +345,11 @@ const KeyTable<ServerConfig>& ServerTable() {
          parity("golden"), [](C& c) { return &c.parity.golden; },
          "replay a float64 golden for the three-way standards")
         .flag = "golden";
+    t->Choice(
+         parity("golden_device"), [](C& c) { return &c.parity.golden_device; }, {"auto", "cpu"},
+         "where the golden runs: auto (on the worker's GPU with a CUDA bench, falling back to the "
+         "CPU for an op it cannot run there; else the CPU), cpu")
+        .flag = "golden_device";
     t->Choice(
          parity("random_checks"), [](C& c) { return &c.parity.random_checks; },
          {"auto", "statistical", "skip"},

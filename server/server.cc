@@ -113,6 +113,7 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
     CheckerOptions checker;
     checker.bench_device = o.bench_device;
     checker.golden = o.golden;
+    checker.golden_device = o.golden_device;
     checker.random_checks = o.random_checks;
     checker.random_false_alarm = o.random_false_alarm;
     checker.limits = o.limits;
@@ -129,11 +130,13 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
   s->metrics_ = std::make_unique<ServerMetrics>(*s->registry_);
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   // Small ops gain from a few workers while large ones already use libtorch's intra-op threads.
-  // The same with a CUDA bench: a check is CPU-bound there too (decode, the float64 golden on
-  // the CPU and the compare: on an H100 host, replay_bench measured a CUDA bench at 0.5-1.2x
-  // the speed of the host's 16-core CPU bench).
+  // A CUDA bench gets at least two workers per GPU (as many as the cores allow), each on a
+  // stream of its own: one worker's decode and copies overlap another's kernels.
+  const unsigned gpus = s->checker_ ? static_cast<unsigned>(s->checker_->bench_gpus()) : 0;
   s->workers_ =
-      o.workers > 0 ? static_cast<int>(o.workers) : static_cast<int>(std::clamp(cores / 2, 1u, 4u));
+      o.workers > 0
+          ? static_cast<int>(o.workers)
+          : static_cast<int>(std::max(std::clamp(cores / 2, 1u, 4u), std::min(2 * gpus, cores)));
   // Large comparisons split across threads; together the workers should not oversubscribe.
   internal::SetCompareThreads(
       static_cast<int>(std::max(1u, cores / static_cast<unsigned>(s->workers_))));

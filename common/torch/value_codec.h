@@ -78,6 +78,10 @@ class ValueDecoder {
   // Tensor payload bytes decoded so far.
   uint64_t bytes_decoded() const { return bytes_decoded_; }
 
+  // Tensors decoded from now on go to page-locked host memory (libtorch's caching host
+  // allocator), so their copy to a CUDA bench can be asynchronous. Needs a libtorch with CUDA.
+  void set_pinned(bool pinned) { pinned_ = pinned; }
+
  private:
   absl::Status DecodeAt(const v1::Value& value, std::string& path, uint32_t depth,
                         c10::IValue* out);
@@ -88,6 +92,7 @@ class ValueDecoder {
   DecodeLimits limits_;
   const BlobSource* blobs_;
   uint64_t bytes_decoded_ = 0;
+  bool pinned_ = false;
 };
 
 }  // namespace parity::common

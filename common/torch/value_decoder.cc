@@ -202,8 +202,10 @@ absl::Status ValueDecoder::DecodeTensor(const v1::Tensor& t, const std::string& 
     }
   }
   std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
-  at::Tensor tensor =
-      at::empty(shape, at::TensorOptions().dtype(*ToScalarType(t.dtype())).device(at::kCPU));
+  at::Tensor tensor = at::empty(shape, at::TensorOptions()
+                                           .dtype(*ToScalarType(t.dtype()))
+                                           .device(at::kCPU)
+                                           .pinned_memory(pinned_ && extent.bytes > 0));
   if (extent.bytes > 0) std::memcpy(tensor.data_ptr(), payload.data(), extent.bytes);
   bytes_decoded_ += extent.bytes;
   *out = c10::IValue(std::move(tensor));

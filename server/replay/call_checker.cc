@@ -1,8 +1,15 @@
 #include "server/replay/call_checker.h"
 
-#include <chrono>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
+#include <atomic>
+#include <chrono>
+#include <optional>
+
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/cpu_clock.h"
 #include "common/naming.h"
 #include "common/random_ops.h"
@@ -151,24 +158,68 @@ CallCheck CheckRandom(const v1::ApiCall& call, const c10::OperatorHandle& op, De
 struct CallChecker::Impl {
   CheckerOptions options;
   const StandardsTable* standards = nullptr;
-  c10::Device device{c10::kCPU};
+  std::vector<c10::Device> devices{c10::Device(c10::kCPU)};
   std::string device_name = "cpu";
+  uint64_t id = 0;  // tells this checker's lanes from those of one destroyed at the same address
+  mutable std::atomic<uint32_t> next_lane{0};
+  mutable GoldenReplayer golden;
 };
+
+namespace {
+
+// Where one thread checks its calls: the bench device it was given (threads take the bench's
+// devices in turn, so the server's workers spread over the GPUs) and, on a GPU, a stream of its
+// own from libtorch's pool: one worker's copies then overlap another's kernels.
+struct Lane {
+  c10::Device device{c10::kCPU};
+  std::optional<c10::Stream> stream;
+};
+
+const Lane& LaneOf(const CallChecker::Impl& impl) {
+  thread_local absl::flat_hash_map<uint64_t, Lane> lanes;
+  auto [it, added] = lanes.try_emplace(impl.id);
+  if (added) {
+    const uint32_t lane = impl.next_lane.fetch_add(1, std::memory_order_relaxed);
+    it->second.device = impl.devices[lane % impl.devices.size()];
+    if (it->second.device.is_cuda()) {
+      const c10::impl::VirtualGuardImpl guard(it->second.device.type());
+      it->second.stream = guard.getStreamFromGlobalPool(it->second.device);
+    }
+  }
+  return it->second;
+}
+
+std::atomic<uint64_t> g_next_checker_id{1};
+
+}  // namespace
 
 CallChecker::CallChecker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CallChecker::~CallChecker() = default;
 
 const std::string& CallChecker::bench_device() const { return impl_->device_name; }
 
+int CallChecker::bench_gpus() const {
+  return impl_->devices.front().is_cuda() ? static_cast<int>(impl_->devices.size()) : 0;
+}
+
+std::vector<std::string> CallChecker::GoldenOpsOnCpu() const { return impl_->golden.OpsOnCpu(); }
+
 absl::StatusOr<std::unique_ptr<CallChecker>> CallChecker::Create(const CheckerOptions& options,
                                                                  const StandardsTable& standards) {
+  if (options.golden_device != "auto" && options.golden_device != "cpu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("golden_device: auto or cpu, got \"", options.golden_device, "\""));
+  }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->standards = &standards;
-  absl::StatusOr<c10::Device> device = ResolveBenchDevice(options.bench_device);
-  if (!device.ok()) return device.status();
-  impl->device = *device;
-  impl->device_name = impl->device.str();
+  absl::StatusOr<std::vector<c10::Device>> devices = ResolveBenchDevices(options.bench_device);
+  if (!devices.ok()) return devices.status();
+  impl->devices = *std::move(devices);
+  std::vector<std::string> names;
+  for (const c10::Device& d : impl->devices) names.push_back(d.str());
+  impl->device_name = absl::StrJoin(names, ",");
+  impl->id = g_next_checker_id.fetch_add(1);
   return std::unique_ptr<CallChecker>(new CallChecker(std::move(impl)));
 }
 
@@ -195,8 +246,11 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
     *stage += now - cpu_mark;
     cpu_mark = now;
   };
+  const Lane& lane = LaneOf(*impl_);
+  std::optional<c10::StreamGuard> on_stream;  // this thread's device and stream, for the call
+  if (lane.stream) on_stream.emplace(*lane.stream);
   absl::StatusOr<DecodedCall> decoded =
-      DecodeCall(call, op->schema(), impl_->options.limits, blobs);
+      DecodeCall(call, op->schema(), impl_->options.limits, blobs, lane.device.is_cuda());
   lap(&cpu.decode);
   if (decoded.status().code() == absl::StatusCode::kFailedPrecondition) {
     CallCheck c = Decided(v1::VERDICT_STATUS_SKIP, std::string(decoded.status().message()));
@@ -209,8 +263,7 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
     return c;
   }
   if (common::RandomFamilyOf(call.op_name()) != common::RandomFamily::kNone) {
-    CallCheck c =
-        CheckRandom(call, *op, *decoded, impl_->options, impl_->device, *impl_->standards);
+    CallCheck c = CheckRandom(call, *op, *decoded, impl_->options, lane.device, *impl_->standards);
     c.replay_seconds = Seconds(Clock::now() - start) - c.compare_seconds;
     lap(&cpu.random);
     c.cpu = cpu;
@@ -218,15 +271,17 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
   }
   // 4. Replay on the bench device, and as the float64 golden where the standard reads it.
   const Standard standard = StandardOf(call, decoded->inputs, *impl_->standards);
+  const c10::Device golden_device =
+      impl_->options.golden_device == "cpu" ? c10::Device(c10::kCPU) : lane.device;
   const bool bench_decides = BenchDecides(call, *decoded, standard, *impl_->standards);
   const Replay bench =
-      ReplayBench(*op, decoded->inputs, impl_->device, common::ToScalarType(call.autocast_dtype()));
+      ReplayBench(*op, decoded->inputs, lane.device, common::ToScalarType(call.autocast_dtype()));
   lap(&cpu.bench);
   cpu.bench_ran = bench.ran();
   const bool exact = bench_decides && bench.ran();
   const Replay golden = !impl_->options.golden ? Replay{{}, "disabled"}
                         : exact                ? Replay{{}, "not needed"}
-                                               : ReplayGolden(*op, decoded->inputs);
+                                : impl_->golden.ReplayOn(*op, decoded->inputs, golden_device);
   lap(&cpu.golden);
   cpu.golden_ran = golden.ran();
   const auto replayed = Clock::now();

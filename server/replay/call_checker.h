@@ -18,8 +18,13 @@
 namespace parity::server {
 
 struct CheckerOptions {
-  std::string bench_device = "auto";  // "auto" (CUDA when present), "cpu", "cuda", "cuda:N"
+  // "auto" (every GPU when there are any, else the CPU), "cpu", "cuda" (every GPU), "cuda:N",
+  // or a list of GPUs "cuda:0,cuda:2": the checking threads take the GPUs in turn.
+  std::string bench_device = "auto";
   bool golden = true;
+  // Where the float64 golden runs: "auto" on the thread's bench device (a GPU's golden falls
+  // back to the CPU for an op it cannot run), "cpu" always on the CPU.
+  std::string golden_device = "auto";
   bool keep_error_values = false;  // CallCheck::values for calls judged error (error data)
   common::DecodeLimits limits;
   // Random ops (docs/results.md#random-operators): "auto" replays them from the training's
@@ -78,11 +83,16 @@ class CallChecker {
   // Thread-safe: many workers share one checker.
   CallCheck Check(const v1::ApiCall& call, const common::BlobSource* blobs = nullptr) const;
 
-  // "cpu" or "cuda:0".
+  // "cpu", "cuda:0", or the GPUs it spreads over: "cuda:0,cuda:1".
   const std::string& bench_device() const;
+  // How many GPUs the bench spreads over; 0 for a CPU bench.
+  int bench_gpus() const;
+  // The ops whose golden fell back from the GPU to the CPU ("aten::foo.overload"), sorted.
+  std::vector<std::string> GoldenOpsOnCpu() const;
+
+  struct Impl;
 
  private:
-  struct Impl;
   explicit CallChecker(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -133,8 +133,9 @@ absl::Status NormalizeArguments(const c10::FunctionSchema& schema, Stack& inputs
 
 absl::StatusOr<DecodedCall> DecodeCall(const v1::ApiCall& call, const c10::FunctionSchema& schema,
                                        const common::DecodeLimits& limits,
-                                       const common::BlobSource* blobs) {
+                                       const common::BlobSource* blobs, bool pinned_inputs) {
   common::ValueDecoder decoder(limits, blobs);
+  decoder.set_pinned(pinned_inputs);
   DecodedCall d;
   d.inputs.resize(call.inputs_size());
   for (int i = 0; i < call.inputs_size(); ++i) {
@@ -145,6 +146,7 @@ absl::StatusOr<DecodedCall> DecodeCall(const v1::ApiCall& call, const c10::Funct
     }
     if (!s.ok()) return s;
   }
+  decoder.set_pinned(false);  // the device's outputs are compared on the host
   d.outputs.resize(call.outputs_size());
   d.output_skip.resize(call.outputs_size());
   for (int i = 0; i < call.outputs_size(); ++i) {

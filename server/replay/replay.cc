@@ -1,10 +1,15 @@
 // Stage 4 of a check: the bench and golden replays through the dispatcher, and the bench device.
 #include <ATen/detail/CUDAHooksInterface.h>
 
+#include <algorithm>
 #include <optional>
 #include <set>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/log.h"
 #include "common/torch/autocast.h"
 #include "common/torch/boxed_call.h"
 #include "common/torch/dtype_map.h"
@@ -108,26 +113,32 @@ std::string ErrorText(const std::exception& e) {
 
 Replay ReplayBench(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device,
                    std::optional<at::ScalarType> autocast) {
-  // Copies, even on the CPU: an in-place op writes its arguments.
+  // Copies, even on the CPU: an in-place op writes its arguments. From page-locked memory to a
+  // GPU the copy is queued on this thread's stream and the host goes on (the caching host
+  // allocator keeps the source until the copy is done).
   Stack copies = MapInputs(
       inputs,
-      [&](const at::Tensor& t) { return t.to(device, /*non_blocking=*/false, /*copy=*/true); },
+      [&](const at::Tensor& t) {
+        return t.to(device, /*non_blocking=*/!device.is_cpu() && t.is_pinned(), /*copy=*/true);
+      },
       device);
   const common::AutocastScope scope(device.type(), autocast);
   return Run(op, std::move(copies));
 }
 
-Replay ReplayGolden(const c10::OperatorHandle& op, const Stack& inputs) {
+Replay ReplayGolden(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device) {
   const std::optional<at::ScalarType> target = GoldenTarget(inputs);
   Stack golden = MapInputs(
       inputs,
       [&](const at::Tensor& t) {
+        const bool async = !device.is_cpu() && t.is_pinned();
         if (target && t.is_floating_point() && t.scalar_type() != at::kDouble) {
-          return t.to(at::kCPU).to(*target);
+          // Moved, then raised where the golden runs (a GPU casts faster than the host).
+          return t.to(device, /*non_blocking=*/async).to(*target);
         }
-        return t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
+        return t.to(device, /*non_blocking=*/async, /*copy=*/true);
       },
-      c10::Device(c10::kCPU));
+      device);
   // A dtype argument naming a low-precision float (`sum(x, dtype=float16)`) is raised with the
   // tensors, or the golden would round to it.
   if (target) {
@@ -141,38 +152,99 @@ Replay ReplayGolden(const c10::OperatorHandle& op, const Stack& inputs) {
       }
     }
   }
-  const common::AutocastScope no_autocast(c10::DeviceType::CPU, std::nullopt);
+  const common::AutocastScope no_autocast(device.type(), std::nullopt);
   return Run(op, std::move(golden));
 }
 
-absl::StatusOr<c10::Device> ResolveBenchDevice(const std::string& name) {
-  const int gpus = at::detail::getCUDAHooks().hasCUDA()
-                       ? static_cast<int>(at::detail::getCUDAHooks().getNumGPUs())
-                       : 0;
-  c10::Device device(c10::kCPU);
+Replay GoldenReplayer::ReplayOn(const c10::OperatorHandle& op, const Stack& inputs,
+                                const c10::Device& device) {
+  if (device.is_cpu()) return ReplayGolden(op, inputs, device);
+  const std::string name = toString(op.schema().operator_name());
+  {
+    absl::MutexLock lock(&mu_);
+    if (on_cpu_.contains(name)) return ReplayGolden(op, inputs, c10::Device(c10::kCPU));
+  }
+  Replay on_device = ReplayGolden(op, inputs, device);
+  if (on_device.ran()) return on_device;
+  // No kernel for float64 on that device, or no memory for it: the host computes it. An op
+  // whose golden then runs on the host goes there from now on, unless it only lacked memory.
+  Replay on_host = ReplayGolden(op, inputs, c10::Device(c10::kCPU));
+  if (on_host.ran() && !absl::StrContains(on_device.error, "out of memory")) {
+    absl::MutexLock lock(&mu_);
+    if (on_cpu_.insert(name).second) {
+      common::LogInfo(absl::StrCat("the golden of ", name, " runs on the CPU from now on: on ",
+                                   device.str(), " it failed: ", on_device.error));
+    }
+  }
+  return on_host;
+}
+
+std::vector<std::string> GoldenReplayer::OpsOnCpu() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> names(on_cpu_.begin(), on_cpu_.end());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+absl::StatusOr<std::vector<c10::Device>> ResolveBenchDevices(const std::string& name, int gpus) {
+  auto all_gpus = [gpus] {
+    std::vector<c10::Device> all;
+    for (int i = 0; i < gpus; ++i) all.emplace_back(c10::kCUDA, static_cast<c10::DeviceIndex>(i));
+    return all;
+  };
   if (name == "auto") {
-    device = gpus > 0 ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
-  } else {
+    return gpus > 0 ? all_gpus() : std::vector<c10::Device>{c10::Device(c10::kCPU)};
+  }
+  std::vector<c10::Device> devices;
+  for (absl::string_view part : absl::StrSplit(name, ',')) {
+    const std::string item(absl::StripAsciiWhitespace(part));
+    if (item == "cuda") {
+      if (gpus == 0) {
+        return absl::InvalidArgumentError(
+            "bench_device: cuda asked for, but this libtorch sees 0 CUDA device(s)");
+      }
+      for (const c10::Device& d : all_gpus()) devices.push_back(d);
+      continue;
+    }
+    c10::Device device(c10::kCPU);
     try {
-      device = c10::Device(name);
+      device = c10::Device(item);
     } catch (const std::exception&) {
-      return absl::InvalidArgumentError(absl::StrCat("bench_device: not a device: \"", name, "\""));
+      return absl::InvalidArgumentError(absl::StrCat("bench_device: not a device: \"", item, "\""));
     }
     if (device.is_cuda()) {
       const int index = device.has_index() ? device.index() : 0;
       if (index >= gpus) {
-        return absl::InvalidArgumentError(absl::StrCat("bench_device: ", name,
+        return absl::InvalidArgumentError(absl::StrCat("bench_device: ", item,
                                                        " asked for, but this libtorch sees ", gpus,
                                                        " CUDA device(s)"));
       }
       device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
     } else if (!device.is_cpu()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("bench_device: only cpu and cuda are supported, got \"", name, "\""));
+          absl::StrCat("bench_device: only cpu and cuda are supported, got \"", item, "\""));
     }
+    if (std::find(devices.begin(), devices.end(), device) != devices.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bench_device: ", device.str(), " is named twice in \"", name, "\""));
+    }
+    devices.push_back(device);
   }
-  if (device.is_cuda()) UseFullPrecisionOnCuda();
-  return device;
+  if (devices.size() > 1 && std::any_of(devices.begin(), devices.end(),
+                                        [](const c10::Device& d) { return d.is_cpu(); })) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bench_device: \"", name, "\" mixes the CPU with GPUs; a bench is the CPU or GPUs"));
+  }
+  return devices;
+}
+
+absl::StatusOr<std::vector<c10::Device>> ResolveBenchDevices(const std::string& name) {
+  const int gpus = at::detail::getCUDAHooks().hasCUDA()
+                       ? static_cast<int>(at::detail::getCUDAHooks().getNumGPUs())
+                       : 0;
+  absl::StatusOr<std::vector<c10::Device>> devices = ResolveBenchDevices(name, gpus);
+  if (devices.ok() && devices->front().is_cuda()) UseFullPrecisionOnCuda();
+  return devices;
 }
 
 }  // namespace parity::server

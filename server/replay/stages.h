@@ -8,8 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/limits.h"
 #include "common/torch/value_codec.h"
 #include "parity/v1/parity.pb.h"
@@ -35,10 +38,11 @@ struct DecodedCall {
   std::vector<std::string> output_skip;  // per output of the call: why not decoded, "" if it was
 };
 // INVALID_ARGUMENT or RESOURCE_EXHAUSTED: the call is rejected; FAILED_PRECONDITION: an input was
-// sent as statistics only, so the call cannot be replayed (SKIP).
+// sent as statistics only, so the call cannot be replayed (SKIP). `pinned_inputs`: the inputs
+// go to page-locked host memory (a CUDA bench copies them asynchronously).
 absl::StatusOr<DecodedCall> DecodeCall(const v1::ApiCall& call, const c10::FunctionSchema& schema,
                                        const common::DecodeLimits& limits,
-                                       const common::BlobSource* blobs);
+                                       const common::BlobSource* blobs, bool pinned_inputs = false);
 // Makes `inputs` a full stack for `schema`: types checked, defaults of omitted trailing
 // arguments appended. INVALID_ARGUMENT naming the argument otherwise.
 absl::Status NormalizeArguments(const c10::FunctionSchema& schema, Stack& inputs);
@@ -54,11 +58,25 @@ struct Replay {
 // ran under autocast (the device's autocast becomes the bench device's).
 Replay ReplayBench(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device,
                    std::optional<at::ScalarType> autocast = std::nullopt);
-// Without autocast, on the CPU with floating inputs upcast as msprobe does (float16/bfloat16 ->
-// float32, float32
-// -> float64; mixed -> float32), and dtype arguments naming a low-precision float raised with
-// them.
-Replay ReplayGolden(const c10::OperatorHandle& op, const Stack& inputs);
+// Without autocast, on `device`, with floating inputs upcast as msprobe does (float16/bfloat16 ->
+// float32, float32 -> float64; mixed -> float32), and dtype arguments naming a low-precision
+// float raised with them.
+Replay ReplayGolden(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device);
+
+// The golden on a GPU bench's device where the op runs there in high precision, else on the CPU:
+// a golden that fails on the GPU (no float64 kernel, no memory) is run again on the CPU, and an
+// op whose golden then ran on the CPU goes straight there from then on (not after running out
+// of memory, which may pass). Thread-safe.
+class GoldenReplayer {
+ public:
+  Replay ReplayOn(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device);
+  // The ops whose golden moved to the CPU ("aten::foo.overload"), sorted.
+  std::vector<std::string> OpsOnCpu() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::flat_hash_set<std::string> on_cpu_ ABSL_GUARDED_BY(mu_);
+};
 
 // 5. Judge: every output of the device against the bench and golden replays, by `standard`;
 // sets `check`'s outputs, status and message (a call-level error when the outputs' structure
@@ -84,8 +102,14 @@ void JudgeRandomProperties(const v1::ApiCall& call, const c10::FunctionSchema& s
 // The leaves of `values` in order (nested lists and tuples flattened): how outputs are counted.
 Stack Flatten(const Stack& values);
 
-// The bench device a CheckerOptions::bench_device names; INVALID_ARGUMENT if absent.
-absl::StatusOr<c10::Device> ResolveBenchDevice(const std::string& name);
+// The bench devices a CheckerOptions::bench_device names, on a host where libtorch sees `gpus`
+// CUDA devices: "auto" every GPU (the CPU when there is none), "cpu", "cuda" every GPU, "cuda:N",
+// or a comma-separated list of GPUs ("cuda:0,cuda:2"). INVALID_ARGUMENT for a device that is
+// absent, named twice, not a device, or the CPU listed with GPUs.
+absl::StatusOr<std::vector<c10::Device>> ResolveBenchDevices(const std::string& name, int gpus);
+// The same for this host's GPUs; with a CUDA bench, also sets float32-in-float32 for CUDA
+// (no TF32, no reduced-precision reductions, deterministic cuDNN).
+absl::StatusOr<std::vector<c10::Device>> ResolveBenchDevices(const std::string& name);
 
 // A libtorch error's message without its C++ backtrace; any other exception's what().
 std::string ErrorText(const std::exception& e);

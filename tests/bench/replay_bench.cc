@@ -1,11 +1,13 @@
 // Replay throughput: how long the server takes to check one call (decode, replay on the bench
-// device, float64 golden on the CPU, compare), with the bench on the CPU and, where this libtorch
-// sees a GPU, on CUDA, measured side by side in one run.
+// device, float64 golden, compare), with the bench on the CPU and, where this libtorch sees a
+// GPU, on CUDA, measured side by side in one run.
 //   replay_bench [--quick] [--only=TEXT]
-// For each call: repetitions alternate the checkers (CPU bench, CUDA bench, CUDA bench without the
-// golden), so all see the same machine; each column is the median time per call. The last
-// columns split each bench's time into replay (decode, bench and golden) and compare (judging
-// every output), as the verdict reports them. The device side of each call is this process on the
+// For each call: repetitions alternate the checkers (CPU bench; CUDA bench with the golden on the
+// GPU, as the server runs it; CUDA bench with the golden on the CPU, as before; CUDA bench
+// without the golden), so all see the same machine; each column is the median time per call,
+// "speedup" the CPU bench's time over the CUDA bench's. The replay and compare columns split a
+// bench's time into replay (decode, bench and golden) and compare (judging every output), as the
+// verdict reports them. The device side of each call is this process on the
 // CPU, as in the tests.
 #include <algorithm>
 #include <chrono>
@@ -61,6 +63,17 @@ std::vector<Row> Rows(bool quick) {
        {R({4096 / s, 1024}, 6), c10::List<int64_t>({1024}), R({1024}, 7), R({1024}, 8), 1e-5}},
       {"gelu 4M", "aten::gelu", "", {R({4096 / s, 1024}, 9), std::string("none")}},
       {"add 4M", "aten::add", "Tensor", {R({4096 / s, 1024}, 10), R({4096 / s, 1024}, 11), 1}},
+      // Attention over 1,024 tokens, 4 heads of 128 (a call's tensors inline, as in the tests:
+      // 16 MiB at most): the scores, their softmax, and the weighted values.
+      {"attn QK^T 4x1024x128",
+       "aten::bmm",
+       "",
+       {R({4 / s, 1024, 128}, 12), R({4 / s, 128, 1024}, 13)}},
+      {"attn softmax 4x1024^2", "aten::_softmax", "", {R({4 / s, 1024, 1024}, 14), -1, false}},
+      {"attn PV 4x1024x1024",
+       "aten::bmm",
+       "",
+       {R({4 / s, 1024, 1024}, 15), R({4 / s, 1024, 128}, 16)}},
   };
 }
 
@@ -88,10 +101,12 @@ int main(int argc, char** argv) {
     std::unique_ptr<CallChecker> checker;
   };
   std::vector<Bench> benches;
-  auto add = [&](const std::string& name, const std::string& device, bool golden) {
+  auto add = [&](const std::string& name, const std::string& device, bool golden,
+                 const std::string& golden_device) {
     CheckerOptions options;
     options.bench_device = device;
     options.golden = golden;
+    options.golden_device = golden_device;
     auto c = CallChecker::Create(options, StandardsTable::Default());
     if (!c.ok()) {
       std::fprintf(stderr, "%s: %s\n", name.c_str(), std::string(c.status().message()).c_str());
@@ -99,17 +114,19 @@ int main(int argc, char** argv) {
     }
     benches.push_back({name, *std::move(c)});
   };
-  add("cpu", "cpu", true);
+  add("cpu", "cpu", true, "auto");
   if (cuda) {
-    add("cuda", "cuda", true);
-    add("cuda, no golden", "cuda", false);
+    add("cuda", "cuda:0", true, "auto");
+    add("cuda, golden on cpu", "cuda:0", true, "cpu");
+    add("cuda, no golden", "cuda:0", false, "auto");
   }
   const int reps = quick ? 2 : 7;
   std::printf("replay_bench: %d repetitions; bench devices: cpu%s; %d CPU threads\n", reps,
               cuda ? ", cuda:0" : "", at::get_num_threads());
   std::printf("%-22s %9s %10s %10s %10s", "call", "MB", "cpu ms", "replay", "compare");
   if (cuda)
-    std::printf(" %10s %8s %12s %10s %10s", "cuda ms", "speedup", "no golden", "replay", "compare");
+    std::printf(" %10s %8s %10s %8s %10s %10s %10s", "cuda ms", "speedup", "gold cpu", "speedup",
+                "no golden", "replay", "compare");
   std::printf("  verdicts\n");
   int failures = 0;
   for (const Row& row : Rows(quick)) {
@@ -150,8 +167,9 @@ int main(int argc, char** argv) {
     std::printf("%-22s %9.1f %10.2f %10.2f %10.2f", row.label.c_str(), mb, Median(times[0]),
                 Median(cpu_replay), Median(cpu_compare));
     if (cuda) {
-      std::printf(" %10.2f %7.1fx %12.2f %10.2f %10.2f", Median(times[1]),
-                  Median(times[0]) / Median(times[1]), Median(times[2]), Median(replay),
+      std::printf(" %10.2f %7.1fx %10.2f %7.1fx %10.2f %10.2f %10.2f", Median(times[1]),
+                  Median(times[0]) / Median(times[1]), Median(times[2]),
+                  Median(times[0]) / Median(times[2]), Median(times[3]), Median(replay),
                   Median(compare));
     }
     std::printf("  %s\n", verdicts.c_str());

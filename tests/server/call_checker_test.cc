@@ -4,16 +4,31 @@
 #include "server/replay/call_checker.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/torch/autocast.h"
 #include "common/torch/torch_pch.h"
 #include "common/torch/value_codec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/compare/judge.h"
+#include "server/replay/stages.h"
 #include "server/results/verdict_text.h"
 #include "tests/testing/op_cases.h"
+
+// An op whose GPU kernel refuses float64, as some vendor kernels do: the golden of a CUDA bench
+// must then fall back to the CPU.
+at::Tensor TwiceOnCpu(const at::Tensor& x) { return x * 2; }
+at::Tensor TwiceNoCudaDouble(const at::Tensor& x) {
+  TORCH_CHECK(x.scalar_type() != at::kDouble,
+              "\"twice_no_cuda_double\" not implemented for 'Double'");
+  return x * 2;
+}
+TORCH_LIBRARY(parity_test, m) { m.def("twice_no_cuda_double(Tensor x) -> Tensor"); }
+TORCH_LIBRARY_IMPL(parity_test, CPU, m) { m.impl("twice_no_cuda_double", TwiceOnCpu); }
+TORCH_LIBRARY_IMPL(parity_test, CUDA, m) { m.impl("twice_no_cuda_double", TwiceNoCudaDouble); }
 
 namespace parity::server {
 namespace {
@@ -34,12 +49,21 @@ class CallCheckerTest : public ::testing::TestWithParam<std::string> {
     if (GetParam() == "cuda" && !CudaPresent()) {
       GTEST_SKIP() << "no CUDA device in this libtorch: the bench-on-CUDA case needs a GPU host";
     }
+    checker_ = MakeChecker("auto");
+    ASSERT_NE(checker_, nullptr);
+    ASSERT_EQ(checker_->bench_device(), Device());
+  }
+
+  std::string Device() const { return GetParam() == "cuda" ? "cuda:0" : "cpu"; }
+
+  // A checker of this instance's bench; its golden where `golden_device` says.
+  std::unique_ptr<CallChecker> MakeChecker(const std::string& golden_device) {
     CheckerOptions options;
-    options.bench_device = GetParam();
+    options.bench_device = Device();
+    options.golden_device = golden_device;
     auto checker = CallChecker::Create(options, StandardsTable::Default());
-    ASSERT_TRUE(checker.ok()) << checker.status();
-    checker_ = *std::move(checker);
-    ASSERT_EQ(checker_->bench_device(), GetParam() == "cuda" ? "cuda:0" : "cpu");
+    EXPECT_TRUE(checker.ok()) << checker.status();
+    return checker.ok() ? *std::move(checker) : nullptr;
   }
 
   v1::ApiCall MakeCall(const std::string& name, const std::string& overload, testing::Stack args,
@@ -518,12 +542,107 @@ TEST_P(CallCheckerTest, HalfPrecisionCallsFromTheGpu) {
   }
 }
 
-TEST(CallCheckerCreateTest, AutoPicksCudaWhenPresent) {
+// With a CUDA bench the golden runs on the GPU too (CheckerOptions::golden_device "auto"): the
+// verdicts are those of the CPU's golden, whatever the standard, for clean calls and for planted
+// faults. On the CPU instance both goldens are the CPU's: the test is meant for the GPU host.
+TEST_P(CallCheckerTest, GoldenOnTheBenchDeviceGivesTheVerdictsOfTheCpuGolden) {
+  std::unique_ptr<CallChecker> on_cpu = MakeChecker("cpu");
+  ASSERT_NE(on_cpu, nullptr);
+  std::vector<v1::ApiCall> calls;
+  for (const OpCase& c : CleanCases())
+    calls.push_back(MakeCall(c.name, c.overload, c.args(), c.phase));
+  const at::Tensor a = R({64, 96}, 31), b = R({96, 48}, 32), x = R({16, 256}, 33);
+  calls.push_back(MakeCall("aten::mm", "", {a, b}, v1::PHASE_FORWARD,
+                           [](Stack& out) { out[0] = out[0].toTensor() * 1.001; }));
+  calls.push_back(MakeCall("aten::_softmax", "", {x, 1, false}, v1::PHASE_FORWARD,
+                           [](Stack& out) { out[0] = out[0].toTensor().roll(1, 1); }));
+  calls.push_back(MakeCall("aten::gelu", "", {x, std::string("none")}, v1::PHASE_FORWARD,
+                           [](Stack& out) { out[0] = out[0].toTensor() + 1e-3; }));
+  int errors = 0;
+  for (const v1::ApiCall& call : calls) {
+    const CallCheck here = checker_->Check(call);
+    const CallCheck there = on_cpu->Check(call);
+    SCOPED_TRACE(call.op_name());
+    errors += here.status == v1::VERDICT_STATUS_ERROR;
+    EXPECT_EQ(StatusText(here.status), StatusText(there.status)) << here.message;
+    ASSERT_EQ(here.outputs.size(), there.outputs.size());
+    for (std::size_t i = 0; i < here.outputs.size(); ++i) {
+      const v1::OutputVerdict h = ToVerdict(call, here).outputs(static_cast<int>(i));
+      const v1::OutputVerdict t = ToVerdict(call, there).outputs(static_cast<int>(i));
+      EXPECT_EQ(h.status(), t.status()) << i;
+      EXPECT_EQ(h.failed_metric(), t.failed_metric()) << i;
+      EXPECT_EQ(h.standard(), t.standard()) << i;
+      for (const auto& [name, value] : t.metrics()) {
+        ASSERT_TRUE(h.metrics().contains(name)) << name;
+        // Two float64 goldens differ by float64's rounding, not by anything a threshold sees.
+        EXPECT_NEAR(h.metrics().at(name), value, 1e-9 * std::max(1.0, std::abs(value))) << name;
+      }
+    }
+  }
+  EXPECT_EQ(errors, 3);  // the planted faults, on either golden
+  EXPECT_THAT(checker_->GoldenOpsOnCpu(), ::testing::IsEmpty());
+}
+
+// An op with no float64 kernel on the GPU: its golden runs on the CPU, and from then on goes
+// there directly (CallChecker::GoldenOpsOnCpu names it).
+TEST_P(CallCheckerTest, AGoldenTheGpuCannotRunRunsOnTheCpu) {
+  if (GetParam() != "cuda") GTEST_SKIP() << "the fallback is from a GPU's golden";
+  const at::Tensor x = R({32, 64}, 41);
+  for (int i = 0; i < 2; ++i) {
+    Result r = Check(MakeCall("parity_test::twice_no_cuda_double", "", {x}));
+    EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+    EXPECT_TRUE(r.check.cpu.golden_ran);
+  }
+  EXPECT_THAT(checker_->GoldenOpsOnCpu(),
+              ::testing::ElementsAre("parity_test::twice_no_cuda_double"));
+  Result fault = Check(MakeCall("parity_test::twice_no_cuda_double", "", {x}, v1::PHASE_FORWARD,
+                                [](Stack& out) { out[0] = out[0].toTensor() * 1.01; }));
+  EXPECT_EQ(StatusText(fault.verdict.status()), "error") << fault.verdict.ShortDebugString();
+}
+
+TEST(BenchDevicesTest, NamesResolveToTheHostsGpus) {
+  auto names = [](const std::string& name, int gpus) {
+    absl::StatusOr<std::vector<c10::Device>> d = ResolveBenchDevices(name, gpus);
+    if (!d.ok()) return absl::StrCat("error: ", d.status().message());
+    std::vector<std::string> out;
+    for (const c10::Device& device : *d) out.push_back(device.str());
+    return absl::StrJoin(out, ",");
+  };
+  EXPECT_EQ(names("auto", 0), "cpu");
+  EXPECT_EQ(names("auto", 1), "cuda:0");
+  EXPECT_EQ(names("auto", 4), "cuda:0,cuda:1,cuda:2,cuda:3");
+  EXPECT_EQ(names("cpu", 4), "cpu");
+  EXPECT_EQ(names("cuda", 2), "cuda:0,cuda:1");
+  EXPECT_EQ(names("cuda:2", 4), "cuda:2");
+  EXPECT_EQ(names("cuda:0, cuda:2", 4), "cuda:0,cuda:2");
+  EXPECT_THAT(names("cuda", 0), HasSubstr("sees 0 CUDA device(s)"));
+  EXPECT_THAT(names("cuda:3", 2), HasSubstr("cuda:3 asked for, but this libtorch sees 2"));
+  EXPECT_THAT(names("cuda:1,cuda:1", 2), HasSubstr("cuda:1 is named twice"));
+  EXPECT_THAT(names("cpu,cuda:0", 2), HasSubstr("mixes the CPU with GPUs"));
+  EXPECT_THAT(names("meta", 2), HasSubstr("only cpu and cuda are supported"));
+  EXPECT_THAT(names("tpu:3", 2), HasSubstr(R"(not a device: "tpu:3")"));
+  EXPECT_THAT(names("gpu0", 2), HasSubstr("not a device: \"gpu0\""));
+}
+
+TEST(CallCheckerCreateTest, AutoPicksEveryGpuWhenPresent) {
   CheckerOptions options;
   options.bench_device = "auto";
   auto c = CallChecker::Create(options, StandardsTable::Default());
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ((*c)->bench_device(), CudaPresent() ? "cuda:0" : "cpu");
+  std::vector<std::string> gpus;
+  const int count = CudaPresent() ? static_cast<int>(at::getNumGPUs()) : 0;
+  for (int i = 0; i < count; ++i) gpus.push_back(absl::StrCat("cuda:", i));
+  EXPECT_EQ((*c)->bench_device(), gpus.empty() ? "cpu" : absl::StrJoin(gpus, ","));
+  EXPECT_EQ((*c)->bench_gpus(), static_cast<int>(gpus.size()));
+}
+
+TEST(CallCheckerCreateTest, RejectsAnUnknownGoldenDevice) {
+  CheckerOptions options;
+  options.golden_device = "gpu";
+  auto c = CallChecker::Create(options, StandardsTable::Default());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("golden_device: auto or cpu, got \"gpu\""));
 }
 
 TEST(CallCheckerCreateTest, RejectsUnavailableBenchDevice) {
