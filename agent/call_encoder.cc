@@ -43,22 +43,27 @@ class BlobCollector : public common::BlobSink {
     return blob.id;
   }
   uint64_t AddReusable(absl::string_view bytes) override {
-    if (sent_ == nullptr || !sent_->Keepable(bytes.size())) return AddBlob(std::string(bytes));
-    bool earlier = false;
-    if (std::optional<uint64_t> id = sent_->Find(bytes, &earlier)) {
-      out_->reused_bytes += bytes.size();
-      if (earlier && listed_.insert(*id).second) call_->add_kept_blob_ids(*id);
-      return *id;
+    const bool keepable = sent_ != nullptr && sent_->Keepable(bytes.size());
+    uint64_t hash = 0;
+    if (keepable) {
+      hash = SentPayloads::Hash(bytes);
+      bool earlier = false;
+      if (std::optional<uint64_t> id = sent_->Find(bytes, hash, &earlier)) {
+        out_->reused_bytes += bytes.size();
+        if (earlier && listed_.insert(*id).second) call_->add_kept_blob_ids(*id);
+        return *id;
+      }
     }
-    // The table keeps the copy that is sent (not the snapshot, which goes back to the pool).
-    EncodedCall::Blob& blob = NewBlob(true);
-    if (bytes.size() <= kChunkBytes) {
-      auto chunk = Chunk(blob.id, bytes.size(), 0, std::string(bytes), true);
-      sent_->Add(blob.id, chunk->chunk().data(), chunk);  // its bytes never change once made
-      blob.chunks.push_back(std::move(chunk));
+    EncodedCall::Blob& blob = NewBlob(keepable);
+    if (!keepable || bytes.size() <= kChunkBytes) {
+      Slice(blob, bytes);
+      // The table keeps the copy that is sent (not the snapshot, which goes back to the pool);
+      // a chunk's bytes never change once made.
+      if (keepable)
+        sent_->Add(blob.id, blob.chunks.front()->chunk().data(), hash, blob.chunks.front());
     } else {
       auto payload = std::make_shared<const std::string>(bytes);
-      sent_->Add(blob.id, *payload, payload);
+      sent_->Add(blob.id, *payload, hash, payload);
       Slice(blob, *payload);
     }
     return blob.id;

@@ -6,14 +6,13 @@
 #include "absl/types/span.h"
 
 namespace parity::agent {
-namespace {
 
 // A hash of a sample of the bytes: the whole of a small payload; of a larger one its size, its
 // first and last KiB and 32 windows of 64 bytes spread over it. Reading all of every tensor
 // would cost as much as the copy it saves; equal payloads have equal samples, and a candidate
 // is compared in full before it is named, so a shared sample costs one memcmp, never a wrong
 // reference.
-uint64_t HashOf(absl::string_view bytes) {
+uint64_t SentPayloads::Hash(absl::string_view bytes) {
   constexpr std::size_t kWhole = 4096, kEdge = 1024, kWindows = 32, kWindow = 64;
   if (bytes.size() <= kWhole) return absl::HashOf(bytes);
   absl::string_view windows[kWindows];
@@ -23,10 +22,8 @@ uint64_t HashOf(absl::string_view bytes) {
                       absl::MakeSpan(windows));
 }
 
-}  // namespace
-
-std::optional<uint64_t> SentPayloads::Find(absl::string_view bytes, bool* from_earlier_call) {
-  const uint64_t hash = HashOf(bytes);
+std::optional<uint64_t> SentPayloads::Find(absl::string_view bytes, uint64_t hash,
+                                           bool* from_earlier_call) {
   auto [begin, end] = by_hash_.equal_range(hash);
   int compared = 0;
   for (auto it = begin; it != end && compared < kMaxCompared; ++it) {
@@ -44,12 +41,13 @@ std::optional<uint64_t> SentPayloads::Find(absl::string_view bytes, bool* from_e
   return std::nullopt;
 }
 
-void SentPayloads::Add(uint64_t id, absl::string_view bytes, std::shared_ptr<const void> owner) {
+void SentPayloads::Add(uint64_t id, absl::string_view bytes, uint64_t hash,
+                       std::shared_ptr<const void> owner) {
   Entry e;
   e.id = id;
   e.bytes = bytes;
   e.owner = std::move(owner);
-  e.hash = HashOf(bytes);
+  e.hash = hash;
   e.tentative = true;
   e.last_call = call_;
   Lru::iterator it = lru_.insert(lru_.end(), std::move(e));

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -26,16 +27,25 @@ class SentPayloads {
  public:
   explicit SentPayloads(uint64_t max_bytes) : max_bytes_(max_bytes) {}
 
+  // The table's hash of `bytes` (a sample of them), for a caller that looks a payload up and
+  // then adds it: one hash for both.
+  static uint64_t Hash(absl::string_view bytes);
   // The id of a kept payload equal to `bytes`, marked used by the current call; nullopt if none.
   // `from_earlier_call`: the payload was kept by an earlier call (ApiCall.kept_blob_ids lists
-  // it), not by the current one.
-  std::optional<uint64_t> Find(absl::string_view bytes, bool* from_earlier_call);
+  // it), not by the current one. `hash` is Hash(bytes).
+  std::optional<uint64_t> Find(absl::string_view bytes, uint64_t hash, bool* from_earlier_call);
+  std::optional<uint64_t> Find(absl::string_view bytes, bool* from_earlier_call) {
+    return Find(bytes, Hash(bytes), from_earlier_call);
+  }
   // Whether a payload of `size` bytes may be kept at all (at most a quarter of the cap: a larger
   // one would evict most of the table for one tensor).
   bool Keepable(uint64_t size) const { return size <= max_bytes_ / 4; }
   // Adds a payload the current call sends with keep, tentatively. `bytes` must stay valid and
-  // unchanged while `owner` lives.
-  void Add(uint64_t id, absl::string_view bytes, std::shared_ptr<const void> owner);
+  // unchanged while `owner` lives; `hash` is Hash(bytes).
+  void Add(uint64_t id, absl::string_view bytes, uint64_t hash, std::shared_ptr<const void> owner);
+  void Add(uint64_t id, absl::string_view bytes, std::shared_ptr<const void> owner) {
+    Add(id, bytes, Hash(bytes), std::move(owner));
+  }
 
   struct Commit {
     std::vector<uint64_t> release;  // kept blobs to release before this call's chunks
