@@ -175,12 +175,15 @@ struct Lane {
   std::optional<c10::Stream> stream;
 };
 
-const Lane& LaneOf(const CallChecker::Impl& impl) {
+// This thread's lane for the checker `checker_id`, which spreads its threads over `devices`
+// (`next_lane` counts the threads it has seen).
+const Lane& LaneOf(uint64_t checker_id, const std::vector<c10::Device>& devices,
+                   std::atomic<uint32_t>& next_lane) {
   thread_local absl::flat_hash_map<uint64_t, Lane> lanes;
-  auto [it, added] = lanes.try_emplace(impl.id);
+  auto [it, added] = lanes.try_emplace(checker_id);
   if (added) {
-    const uint32_t lane = impl.next_lane.fetch_add(1, std::memory_order_relaxed);
-    it->second.device = impl.devices[lane % impl.devices.size()];
+    const uint32_t lane = next_lane.fetch_add(1, std::memory_order_relaxed);
+    it->second.device = devices[lane % devices.size()];
     if (it->second.device.is_cuda()) {
       const c10::impl::VirtualGuardImpl guard(it->second.device.type());
       it->second.stream = guard.getStreamFromGlobalPool(it->second.device);
@@ -246,7 +249,7 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
     *stage += now - cpu_mark;
     cpu_mark = now;
   };
-  const Lane& lane = LaneOf(*impl_);
+  const Lane& lane = LaneOf(impl_->id, impl_->devices, impl_->next_lane);
   std::optional<c10::StreamGuard> on_stream;  // this thread's device and stream, for the call
   if (lane.stream) on_stream.emplace(*lane.stream);
   absl::StatusOr<DecodedCall> decoded =

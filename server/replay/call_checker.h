@@ -90,9 +90,8 @@ class CallChecker {
   // The ops whose golden fell back from the GPU to the CPU ("aten::foo.overload"), sorted.
   std::vector<std::string> GoldenOpsOnCpu() const;
 
-  struct Impl;
-
  private:
+  struct Impl;
   explicit CallChecker(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

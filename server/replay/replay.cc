@@ -159,10 +159,10 @@ Replay ReplayGolden(const c10::OperatorHandle& op, const Stack& inputs, const c1
 Replay GoldenReplayer::ReplayOn(const c10::OperatorHandle& op, const Stack& inputs,
                                 const c10::Device& device) {
   if (device.is_cpu()) return ReplayGolden(op, inputs, device);
-  const std::string name = toString(op.schema().operator_name());
+  const c10::FunctionSchema* schema = &op.schema();
   {
-    absl::MutexLock lock(&mu_);
-    if (on_cpu_.contains(name)) return ReplayGolden(op, inputs, c10::Device(c10::kCPU));
+    absl::ReaderMutexLock lock(&mu_);
+    if (on_cpu_.contains(schema)) return ReplayGolden(op, inputs, c10::Device(c10::kCPU));
   }
   Replay on_device = ReplayGolden(op, inputs, device);
   if (on_device.ran()) return on_device;
@@ -170,8 +170,9 @@ Replay GoldenReplayer::ReplayOn(const c10::OperatorHandle& op, const Stack& inpu
   // whose golden then runs on the host goes there from now on, unless it only lacked memory.
   Replay on_host = ReplayGolden(op, inputs, c10::Device(c10::kCPU));
   if (on_host.ran() && !absl::StrContains(on_device.error, "out of memory")) {
+    const std::string name = toString(schema->operator_name());
     absl::MutexLock lock(&mu_);
-    if (on_cpu_.insert(name).second) {
+    if (on_cpu_.emplace(schema, name).second) {
       common::LogInfo(absl::StrCat("the golden of ", name, " runs on the CPU from now on: on ",
                                    device.str(), " it failed: ", on_device.error));
     }
@@ -180,8 +181,9 @@ Replay GoldenReplayer::ReplayOn(const c10::OperatorHandle& op, const Stack& inpu
 }
 
 std::vector<std::string> GoldenReplayer::OpsOnCpu() const {
-  absl::MutexLock lock(&mu_);
-  std::vector<std::string> names(on_cpu_.begin(), on_cpu_.end());
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<std::string> names;
+  for (const auto& [schema, name] : on_cpu_) names.push_back(name);
   std::sort(names.begin(), names.end());
   return names;
 }

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -75,7 +75,8 @@ class GoldenReplayer {
 
  private:
   mutable absl::Mutex mu_;
-  absl::flat_hash_set<std::string> on_cpu_ ABSL_GUARDED_BY(mu_);
+  // By the op's schema (one per operator for the process's life), with its name for OpsOnCpu.
+  absl::flat_hash_map<const c10::FunctionSchema*, std::string> on_cpu_ ABSL_GUARDED_BY(mu_);
 };
 
 // 5. Judge: every output of the device against the bench and golden replays, by `standard`;
