@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "common/api_names.h"
 #include "common/cpu_clock.h"
@@ -119,6 +120,13 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
     checker.limits = o.limits;
     checker.keep_error_values = o.save_error_data;
     PARITY_ASSIGN_OR_RETURN(s->checker_, CallChecker::Create(checker, *s->standards_));
+    if (const auto& low = s->checker_->low_precision_gemm_dtypes(); !low.empty()) {
+      common::LogInfo(absl::StrCat(
+          "bench ", s->checker_->bench_device(), ": libtorch's ", absl::StrJoin(low, " and "),
+          " matrix products on this CPU round their partial sums to that dtype; the bench "
+          "computes float16 and bfloat16 GEMMs in float32 and rounds once, as an accelerator "
+          "does (docs/results.md#low-precision-gemms)"));
+    }
     PARITY_ASSIGN_OR_RETURN(s->writer_, ResultWriter::Create(o.output_dir, *s->standards_));
     ParityServer* self = s.get();
     handler = [self](const CallOrigin& origin, const v1::ApiCall& call, const BlobStore& blobs) {

@@ -160,6 +160,7 @@ struct CallChecker::Impl {
   const StandardsTable* standards = nullptr;
   std::vector<c10::Device> devices{c10::Device(c10::kCPU)};
   std::string device_name = "cpu";
+  std::vector<std::string> low_precision_gemm;  // LowPrecisionGemmDtypes of the bench
   uint64_t id = 0;  // tells this checker's lanes from those of one destroyed at the same address
   mutable std::atomic<uint32_t> next_lane{0};
   mutable GoldenReplayer golden;
@@ -207,6 +208,10 @@ int CallChecker::bench_gpus() const {
 
 std::vector<std::string> CallChecker::GoldenOpsOnCpu() const { return impl_->golden.OpsOnCpu(); }
 
+const std::vector<std::string>& CallChecker::low_precision_gemm_dtypes() const {
+  return impl_->low_precision_gemm;
+}
+
 absl::StatusOr<std::unique_ptr<CallChecker>> CallChecker::Create(const CheckerOptions& options,
                                                                  const StandardsTable& standards) {
   if (options.golden_device != "auto" && options.golden_device != "cpu") {
@@ -222,6 +227,7 @@ absl::StatusOr<std::unique_ptr<CallChecker>> CallChecker::Create(const CheckerOp
   std::vector<std::string> names;
   for (const c10::Device& d : impl->devices) names.push_back(d.str());
   impl->device_name = absl::StrJoin(names, ",");
+  impl->low_precision_gemm = LowPrecisionGemmDtypes(impl->devices.front());
   impl->id = g_next_checker_id.fetch_add(1);
   return std::unique_ptr<CallChecker>(new CallChecker(std::move(impl)));
 }

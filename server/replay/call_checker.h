@@ -89,6 +89,10 @@ class CallChecker {
   int bench_gpus() const;
   // The ops whose golden fell back from the GPU to the CPU ("aten::foo.overload"), sorted.
   std::vector<std::string> GoldenOpsOnCpu() const;
+  // The low-precision float dtypes whose GEMMs libtorch's kernels on this bench accumulate in
+  // that dtype (a CPU without AVX-512 under libtorch 1.13: "bfloat16"), probed once at Create.
+  // The bench does not use them for GEMMs (ReplayBench); the server logs what it corrects.
+  const std::vector<std::string>& low_precision_gemm_dtypes() const;
 
  private:
   struct Impl;

@@ -2,8 +2,11 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <set>
+#include <string_view>
+#include <tuple>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -111,8 +114,107 @@ std::string ErrorText(const std::exception& e) {
   return e.what();
 }
 
+namespace {
+
+// Matrix products (and the composite ops made of them) whose float16/bfloat16 results an
+// accelerator makes by accumulating in float32 and rounding once.
+constexpr std::string_view kGemms[] = {"aten::mm",
+                                       "aten::bmm",
+                                       "aten::addmm",
+                                       "aten::baddbmm",
+                                       "aten::addbmm",
+                                       "aten::mv",
+                                       "aten::addmv",
+                                       "aten::dot",
+                                       "aten::vdot",
+                                       "aten::matmul",
+                                       "aten::linear",
+                                       "aten::einsum",
+                                       "aten::bilinear",
+                                       "aten::tensordot",
+                                       "aten::inner",
+                                       "aten::chain_matmul",
+                                       "aten::linalg_multi_dot",
+                                       "aten::_addmm_activation"};
+// The ones autocast itself lowers to its dtype (on the CPU and on CUDA).
+constexpr std::string_view kAutocastLowered[] = {"aten::mm",      "aten::bmm",    "aten::addmm",
+                                                 "aten::baddbmm", "aten::addbmm", "aten::linear",
+                                                 "aten::matmul"};
+
+template <std::size_t N>
+bool Contains(const std::string_view (&names)[N], std::string_view name) {
+  return std::find(std::begin(names), std::end(names), name) != std::end(names);
+}
+
+bool IsGemm(const c10::FunctionSchema& schema) {
+  std::string_view name = schema.name();
+  if (!name.empty() && name.back() == '_') name.remove_suffix(1);  // in place: addmm_
+  return Contains(kGemms, name);
+}
+
+// The low-precision float dtype a call of a GEMM computes in, when that is float16 or bfloat16:
+// the dtype of its floating inputs when all are float16 or all bfloat16; under autocast to one
+// of them, that dtype for the functional ops autocast itself lowers (mv, dot and the composite
+// ones it leaves alone) when every floating input is float32 or already that dtype.
+std::optional<at::ScalarType> LowPrecisionGemmInput(const c10::FunctionSchema& schema,
+                                                    const Stack& inputs,
+                                                    std::optional<at::ScalarType> autocast) {
+  auto low = [](at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; };
+  std::set<at::ScalarType> dtypes;
+  for (const c10::IValue& v : inputs) {
+    common::ForEachLeaf(v, [&](const c10::IValue& leaf) {
+      if (leaf.isTensor() && leaf.toTensor().defined() && leaf.toTensor().is_floating_point()) {
+        dtypes.insert(leaf.toTensor().scalar_type());
+      }
+    });
+  }
+  if (!autocast) {
+    if (dtypes.size() != 1 || !low(*dtypes.begin())) return std::nullopt;
+    return *dtypes.begin();
+  }
+  if (!low(*autocast) || !schema.overload_name().empty() ||
+      !Contains(kAutocastLowered, schema.name())) {
+    return std::nullopt;
+  }
+  for (at::ScalarType t : dtypes) {
+    if (t != at::kFloat && t != *autocast) return std::nullopt;
+  }
+  return autocast;
+}
+
+}  // namespace
+
 Replay ReplayBench(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device,
                    std::optional<at::ScalarType> autocast) {
+  // A GEMM in float16/bfloat16 on the CPU: libtorch's CPU kernels may round every partial sum
+  // to that dtype (LowPrecisionGemmDtypes), where an accelerator, and a CUDA bench, accumulates
+  // in float32. The bench computes it as they do: the operands at that dtype's values (under
+  // autocast, rounded to it as autocast would), the products summed in float32, the result
+  // rounded once.
+  if (device.is_cpu() && IsGemm(op.schema())) {
+    if (const std::optional<at::ScalarType> low =
+            LowPrecisionGemmInput(op.schema(), inputs, autocast)) {
+      Stack raised = MapInputs(
+          inputs,
+          [&](const at::Tensor& t) {
+            if (!t.is_floating_point() || t.scalar_type() == at::kDouble) return t.clone();
+            return t.to(*low).to(at::kFloat);  // to(low) is a no-op unless autocast rounds
+          },
+          device);
+      const common::AutocastScope no_autocast(device.type(), std::nullopt);
+      Replay r = Run(op, std::move(raised));
+      for (c10::IValue& v : r.results) {
+        v = common::MapLeaves(v, [&](const c10::IValue& leaf) {
+          if (leaf.isTensor() && leaf.toTensor().defined() &&
+              leaf.toTensor().scalar_type() == at::kFloat) {
+            return c10::IValue(leaf.toTensor().to(*low));
+          }
+          return leaf;
+        });
+      }
+      return r;
+    }
+  }
   // Copies, even on the CPU: an in-place op writes its arguments. From page-locked memory to a
   // GPU the copy is queued on this thread's stream and the host goes on (the caching host
   // allocator keeps the source until the copy is done).
@@ -186,6 +288,59 @@ std::vector<std::string> GoldenReplayer::OpsOnCpu() const {
   for (const auto& [schema, name] : on_cpu_) names.push_back(name);
   std::sort(names.begin(), names.end());
   return names;
+}
+
+namespace {
+
+// Whether `product` (a matrix product of a [4, n] and an [n, 4] operand) of `dtype` rounds its
+// partial sums to `dtype` in any of the four layouts (either operand transposed or not). Each
+// output element sums one 1 and n - 1 terms a quarter of the dtype's unit roundoff at 1: in
+// float32 the sum is exact (1.5); a low-precision accumulator loses the terms added to 1 (the 1
+// comes first in one probe and last in the other, so both orders of a sequential sum are seen).
+template <typename Product>
+bool RoundsPartialSums(at::ScalarType dtype, int mantissa_bits, const Product& product) {
+  const int64_t n = (int64_t{1} << (mantissa_bits + 1)) + 1;  // n - 1 terms sum to 0.5
+  const double tiny = std::ldexp(1.0, -(mantissa_bits + 2));
+  const auto cpu = at::TensorOptions().dtype(dtype);
+  for (const bool one_first : {true, false}) {
+    at::Tensor column = at::full({n}, tiny, cpu);
+    column[one_first ? 0 : n - 1] = 1.0;
+    const at::Tensor ones = at::ones({4, n}, cpu);
+    const at::Tensor columns = column.unsqueeze(1).expand({n, 4}).contiguous();
+    for (const bool a_transposed : {false, true}) {
+      for (const bool b_transposed : {false, true}) {
+        const at::Tensor a = a_transposed ? ones.t().contiguous().t() : ones;
+        const at::Tensor b = b_transposed ? columns.t().contiguous().t() : columns;
+        const at::Tensor out = product(a, b).to(at::kDouble);
+        if (!at::all(out == 1.5).item<bool>()) return true;
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> LowPrecisionGemmDtypes(const c10::Device& device) {
+  std::vector<std::string> dtypes;
+  if (!device.is_cpu()) return dtypes;
+  at::NoGradGuard no_grad;
+  for (const auto& [dtype, mantissa_bits, name] :
+       {std::tuple{at::kBFloat16, 7, "bfloat16"}, std::tuple{at::kHalf, 10, "float16"}}) {
+    try {
+      const bool rounds =
+          RoundsPartialSums(
+              dtype, mantissa_bits,
+              [](const at::Tensor& a, const at::Tensor& b) { return at::mm(a, b); }) ||
+          RoundsPartialSums(dtype, mantissa_bits, [](const at::Tensor& a, const at::Tensor& b) {
+            return at::bmm(a.unsqueeze(0), b.unsqueeze(0));
+          });
+      if (rounds) dtypes.emplace_back(name);
+    } catch (const std::exception&) {
+      // No kernel for that dtype here: such a call is not replayed, nothing passes unseen.
+    }
+  }
+  return dtypes;
 }
 
 absl::StatusOr<std::vector<c10::Device>> ResolveBenchDevices(const std::string& name, int gpus) {

@@ -55,13 +55,25 @@ struct Replay {
   bool ran() const { return error.empty(); }
 };
 // At the inputs' dtypes on `device`, under autocast to `autocast` on that device when the call
-// ran under autocast (the device's autocast becomes the bench device's).
+// ran under autocast (the device's autocast becomes the bench device's). A float16/bfloat16 GEMM
+// on a CPU is computed as an accelerator computes it: its operands at that dtype's values (under
+// autocast, for the ops autocast lowers, rounded to it first), multiplied in float32, the result
+// rounded once (libtorch's CPU kernels may round every partial sum: LowPrecisionGemmDtypes).
 Replay ReplayBench(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device,
                    std::optional<at::ScalarType> autocast = std::nullopt);
 // Without autocast, on `device`, with floating inputs upcast as msprobe does (float16/bfloat16 ->
 // float32, float32 -> float64; mixed -> float32), and dtype arguments naming a low-precision
 // float raised with them.
 Replay ReplayGolden(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device);
+
+// The low-precision float dtypes ("bfloat16", "float16") whose matrix products on `device` round
+// their partial sums to that dtype in some memory layout, where an accelerator (and a CUDA bench,
+// which the server sets so) accumulates in float32 and rounds once. libtorch 1.13 on a CPU
+// without AVX-512 does so for bfloat16 `mm`/`bmm` unless the second operand is transposed.
+// ReplayBench does not use those kernels for GEMMs (it computes them in float32 on a CPU); this
+// says what it corrects. Probed with sums that are exact in float32 and not in the low dtype; a
+// dtype without a kernel there is not listed. Empty for a CUDA device.
+std::vector<std::string> LowPrecisionGemmDtypes(const c10::Device& device);
 
 // The golden on a GPU bench's device where the op runs there in high precision, else on the CPU:
 // a golden that fails on the GPU (no float64 kernel, no memory) is run again on the CPU, and an

@@ -17,6 +17,10 @@ SERVER = os.path.join(BUILD, "server", "parity-server")
 AGENT_LIB = os.path.join(BUILD, "agent", "libparity_agent.so")
 PYTHON = "/usr/bin/python3"
 TRAIN = os.path.join(ROOT, "docs", "examples", "train_mlp.py")
+# The simulated accelerator's GEMMs (tests/device): float32 accumulation where this host's
+# libtorch would round partial sums to float16/bfloat16.
+DEVICE = os.path.join(ROOT, "tests", "device")
+DEVICE_GEMMS = os.path.join(BUILD, "tests", "libparity_test_float32_gemms.so")
 
 
 def make_certs(directory):
@@ -117,9 +121,14 @@ def agent_config(path, port, client_tls=None, **parity):
 
 
 def run(args, env=None, timeout=600):
+    """Runs a training (or any program) with the agent library and the simulated accelerator's
+    GEMMs (DEVICE); its CompletedProcess."""
     full_env = dict(os.environ)
     full_env.update(env or {})
     full_env["PARITY_AGENT_LIB"] = AGENT_LIB
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        [DEVICE] + ([full_env["PYTHONPATH"]] if full_env.get("PYTHONPATH") else []))
+    full_env.setdefault("PARITY_TEST_FLOAT32_GEMMS", DEVICE_GEMMS)
     return subprocess.run(args, env=full_env, capture_output=True, text=True, timeout=timeout,
                           check=False)
 

@@ -13,11 +13,10 @@ tests/faults/train_faults.py, and the ops allowed to show errors (the faulty ker
 run in other calls, such as the backward of the same op).
 """
 import collections
-import warnings
 
 import torch
 
-_LIBS = []  # keep the override libraries alive
+from override import override
 
 Fault = collections.namedtuple("Fault", "plant kind op phase call_index allowed_ops")
 
@@ -26,12 +25,7 @@ _dispatch_key = "CPU"  # the device whose kernel a fault replaces (plant's `devi
 
 
 def _override(op, kernel):
-    lib = torch.library.Library("aten", "IMPL")
-    with warnings.catch_warnings():
-        # libtorch warns that the kernel is replaced: that is the point here.
-        warnings.filterwarnings("ignore", message="Overriding a previously registered kernel")
-        lib.impl(op, kernel, _dispatch_key)
-    _LIBS.append(lib)
+    override(op, kernel, _dispatch_key)
 
 
 def _next_up(x):

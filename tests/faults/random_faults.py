@@ -7,19 +7,14 @@ FAULTS maps a name to (plant, op, metric): the op the first error must name and 
 random_property metric that must see it when the server judges by properties.
 """
 import math
-import warnings
 
 import torch
 
-_LIBS = []
+from override import override
 
 
 def _override(op, kernel, key="CPU"):
-    lib = torch.library.Library("aten", "IMPL")
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Overriding a previously registered kernel")
-        lib.impl(op, kernel, key)
-    _LIBS.append(lib)
+    override(op, kernel, key)
 
 
 def _dropout(keep, scale):
@@ -55,12 +50,8 @@ def uniform_shifted():
     def bad(self, from_=0.0, to=1.0, generator=None):
         u = torch.special.ndtr(torch.randn(self.shape, dtype=torch.float64))
         return self.copy_(from_ + (to - from_) * (u + 0.05))
-    lib = torch.library.Library("aten", "IMPL")
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Overriding a previously registered kernel")
-        # The schema names the bound `from`, a Python keyword: positional only.
-        lib.impl("uniform_", lambda self, *args, **kwargs: bad(self, *args), "CPU")
-    _LIBS.append(lib)
+    # The schema names the bound `from`, a Python keyword: positional only.
+    _override("uniform_", lambda self, *args, **kwargs: bad(self, *args))
 
 
 def randperm_duplicate():

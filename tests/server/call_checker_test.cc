@@ -6,6 +6,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/torch/autocast.h"
@@ -178,6 +180,110 @@ TEST_P(CallCheckerTest, CallsUnderAutocastReplayUnderAutocast) {
   EXPECT_EQ(StatusText(r.verdict.status()), "error") << r.verdict.ShortDebugString();
   // The worker's own autocast state is left as it was.
   EXPECT_FALSE(common::ActiveAutocast(c10::DeviceType::CPU).has_value());
+}
+
+// A float16/bfloat16 GEMM accumulates in float32 and rounds once on an accelerator, and so on the
+// bench: on the CPU too, where libtorch 1.13 without AVX-512 rounds a bfloat16 mm's partial sums
+// to bfloat16 when the second operand is not transposed (LowPrecisionGemmDtypes). A device that
+// accumulates in float32 matches the bench's error exactly; one that accumulates in bfloat16 is
+// an error, which a bench with that kernel would pass (it agrees with the fault bit for bit).
+TEST_P(CallCheckerTest, LowPrecisionGemmsAccumulateInFloat32OnTheBench) {
+  const at::Tensor a = R({16, 128}, 1).to(at::kBFloat16), b = R({128, 24}, 2).to(at::kBFloat16);
+  auto float32_accumulated = [](const at::Tensor& x, const at::Tensor& y) {
+    return at::mm(x.to(at::kFloat), y.to(at::kFloat)).to(x.scalar_type());
+  };
+  auto expect_bench_equals_device = [](const CallCheck& c) {
+    ASSERT_EQ(c.outputs.size(), 1u);
+    const OutputJudgement& j = c.outputs[0].judgement;
+    ASSERT_TRUE(j.device.has_value() && j.bench.has_value());
+    EXPECT_EQ(j.device->ulp_mean, j.bench->ulp_mean) << "the bench is not float32-accumulated";
+    EXPECT_EQ(j.device->max_abs_error, j.bench->max_abs_error);
+  };
+  Result r = Check(MakeCall("aten::mm", "", {a, b}, v1::PHASE_FORWARD,
+                            [&](Stack& out) { out[0] = float32_accumulated(a, b); }));
+  EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+  EXPECT_EQ(r.check.outputs[0].bench_dtype, v1::DTYPE_BFLOAT16);
+  expect_bench_equals_device(r.check);
+
+  // Every partial sum rounded to bfloat16, one product at a time (the fault suite's
+  // mm_bfloat16_accumulator).
+  r = Check(MakeCall("aten::mm", "", {a, b}, v1::PHASE_FORWARD, [&](Stack& out) {
+    at::Tensor acc = at::zeros({a.size(0), b.size(1)}, at::kBFloat16);
+    for (int64_t k = 0; k < a.size(1); ++k) {
+      acc = acc + a.narrow(1, k, 1) * b.narrow(0, k, 1);
+    }
+    out[0] = acc;
+  }));
+  EXPECT_EQ(StatusText(r.verdict.status()), "error") << r.verdict.ShortDebugString();
+  EXPECT_EQ(r.verdict.outputs(0).failed_metric(), "ulp_error");
+
+  // bmm and baddbmm, and float16 (which libtorch 1.13's CPU mm has no kernel for).
+  const at::Tensor a3 = a.unsqueeze(0), b3 = b.unsqueeze(0);
+  r = Check(MakeCall("aten::bmm", "", {a3, b3}, v1::PHASE_FORWARD,
+                     [&](Stack& out) { out[0] = float32_accumulated(a, b).unsqueeze(0); }));
+  EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+  expect_bench_equals_device(r.check);
+  const at::Tensor c3 = R({1, 16, 24}, 3).to(at::kBFloat16);
+  r = Check(MakeCall("aten::baddbmm", "", {c3, a3, b3, 1, 1}, v1::PHASE_FORWARD, [&](Stack& out) {
+    out[0] = at::baddbmm(c3.to(at::kFloat), a3.to(at::kFloat), b3.to(at::kFloat)).to(at::kBFloat16);
+  }));
+  EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+  expect_bench_equals_device(r.check);
+  // The float16 call is made of the bfloat16 one (libtorch 1.13's CPU cannot run it to make it).
+  const at::Tensor h = a.to(at::kHalf), g = b.to(at::kHalf);
+  v1::ApiCall half = MakeCall("aten::mm", "", {a, b}, v1::PHASE_FORWARD,
+                              [&](Stack& out) { out[0] = float32_accumulated(h, g); });
+  half.clear_inputs();
+  ASSERT_TRUE(common::EncodeValue(h, nullptr, {}, "in", half.add_inputs()).ok());
+  ASSERT_TRUE(common::EncodeValue(g, nullptr, {}, "in", half.add_inputs()).ok());
+  r = Check(half);
+  EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+  EXPECT_EQ(r.check.outputs[0].bench_dtype, v1::DTYPE_FLOAT16);
+  expect_bench_equals_device(r.check);
+
+  // Under autocast: float32 operands, which autocast rounds to bfloat16 first (the device's
+  // results are made outside the autocast region, or its own GEMMs would make them).
+  const at::Tensor x = R({16, 128}, 4), w = R({128, 24}, 5), v = R({128}, 6);
+  const at::Tensor xw = float32_accumulated(x.to(at::kBFloat16), w.to(at::kBFloat16));
+  const at::Tensor xv =
+      float32_accumulated(x.to(at::kBFloat16), v.to(at::kBFloat16).unsqueeze(1)).squeeze(1);
+  const at::Tensor xv_float = at::mv(x, v);
+  v1::ApiCall matrix, vector, mv;
+  {
+    const common::AutocastScope autocast(c10::DeviceType::CPU, at::kBFloat16);
+    matrix =
+        MakeCall("aten::matmul", "", {x, w}, v1::PHASE_FORWARD, [&](Stack& out) { out[0] = xw; });
+    vector =
+        MakeCall("aten::matmul", "", {x, v}, v1::PHASE_FORWARD, [&](Stack& out) { out[0] = xv; });
+    // mv is not one of the ops autocast lowers: float32 on the device and on the bench.
+    mv =
+        MakeCall("aten::mv", "", {x, v}, v1::PHASE_FORWARD, [&](Stack& out) { out[0] = xv_float; });
+  }
+  for (v1::ApiCall* call : {&matrix, &vector, &mv}) {
+    call->set_autocast_dtype(v1::DTYPE_BFLOAT16);
+    r = Check(*call);
+    EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+    EXPECT_EQ(r.check.outputs[0].bench_dtype, call == &mv ? v1::DTYPE_FLOAT32 : v1::DTYPE_BFLOAT16);
+    expect_bench_equals_device(r.check);
+  }
+}
+
+// The probe names bfloat16 exactly when this libtorch's CPU mm, on random matrices, in some
+// layout, disagrees with float32 accumulation rounded once on most elements; a CUDA bench is
+// never named (cuBLAS is set to accumulate in float32).
+TEST(LowPrecisionGemmDtypesTest, NamesTheDtypesWhoseCpuGemmsRoundPartialSums) {
+  const at::Tensor a = R({32, 256}, 7).to(at::kBFloat16), b = R({256, 32}, 8).to(at::kBFloat16);
+  const at::Tensor want = at::mm(a.to(at::kFloat), b.to(at::kFloat)).to(at::kBFloat16);
+  double worst = 1;
+  for (const at::Tensor& x : {a, a.t().contiguous().t()}) {
+    for (const at::Tensor& y : {b, b.t().contiguous().t()}) {
+      worst = std::min(worst, at::eq(at::mm(x, y), want).to(at::kDouble).mean().item<double>());
+    }
+  }
+  const std::vector<std::string> named = LowPrecisionGemmDtypes(c10::Device(c10::kCPU));
+  const bool bf16_named = std::find(named.begin(), named.end(), "bfloat16") != named.end();
+  EXPECT_EQ(bf16_named, worst < 0.5) << "share of elements equal in the worst layout: " << worst;
+  EXPECT_TRUE(LowPrecisionGemmDtypes(c10::Device(c10::kCUDA, 0)).empty());
 }
 
 // `Scalar[]` arrives as a list of floats (AdamW's foreach bias correction): it replays.
