@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -95,19 +96,29 @@ BufferPool& SnapshotPool() {
 }
 
 // A contiguous copy of `d`: a CPU tensor of kPooledMinBytes or more into a pooled buffer (no
-// page faults once the pool is warm), anything else by clone().
+// page faults once the pool is warm), anything else by clone(). A contiguous CPU tensor is
+// copied with memcpy: copy_ would go through the dispatcher and set up a TensorIterator for
+// every tensor of every call (measured: docs/performance.md).
 at::Tensor PooledCopy(const at::Tensor& d) {
   const uint64_t bytes = static_cast<uint64_t>(d.numel()) * d.element_size();
-  if (!d.device().is_cpu() || d.layout() != at::kStrided || bytes < kPooledMinBytes ||
-      !g_pool_on.load(std::memory_order_relaxed)) {
-    return d.clone(at::MemoryFormat::Contiguous);
+  const bool cpu = d.device().is_cpu() && d.layout() == at::kStrided;
+  const bool flat = cpu && d.is_contiguous() && bytes > 0;
+  if (!cpu || bytes < kPooledMinBytes || !g_pool_on.load(std::memory_order_relaxed)) {
+    if (!flat) return d.clone(at::MemoryFormat::Contiguous);
+    at::Tensor out = at::empty(d.sizes(), d.options());
+    std::memcpy(out.data_ptr(), d.data_ptr(), bytes);
+    return out;
   }
   uint64_t capacity = 0;
   void* buffer = SnapshotPool().Take(bytes, &capacity);
   if (buffer == nullptr) return d.clone(at::MemoryFormat::Contiguous);
   at::Tensor out = at::from_blob(
       buffer, d.sizes(), [capacity](void* p) { SnapshotPool().Give(p, capacity); }, d.options());
-  out.copy_(d);
+  if (flat) {
+    std::memcpy(buffer, d.data_ptr(), bytes);
+  } else {
+    out.copy_(d);
+  }
   return out;
 }
 

@@ -71,6 +71,11 @@ class RecordingServer {
     std::lock_guard<std::mutex> lock(mu_);
     return calls_;
   }
+  // The calls as they arrived, values included (tensors of kept blobs are named, not carried).
+  std::vector<v1::ApiCall> raw_calls() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return raw_calls_;
+  }
   // A wedged server: the handler blocks until Release().
   void Wedge() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -89,6 +94,7 @@ class RecordingServer {
       cv_.wait(lock, [this] { return !wedged_; });
       calls_.push_back({call.op_name(), call.overload(), call.forward_op_name(), call.call_index(),
                         call.phase(), call.step(), call.module_path(), origin.rank});
+      raw_calls_.push_back(call);
     }
     v1::Verdict v;
     v.set_sequence(call.sequence());
@@ -115,6 +121,7 @@ class RecordingServer {
   std::condition_variable cv_;
   bool wedged_ = false;
   std::vector<Seen> calls_;
+  std::vector<v1::ApiCall> raw_calls_;
 };
 
 // Not a ParityServer: a server speaking the Check method's bytes itself, which answers Hello

@@ -5,6 +5,7 @@
 
 #include <thread>
 
+#include "common/torch/value_codec.h"
 #include "gtest/gtest.h"
 #include "tests/agent/agent_testing.h"
 
@@ -52,6 +53,43 @@ TEST(SessionTest, NamesCallsByOpOverloadStepIndexPhaseAndModule) {
   }
   // Backward kernels are linked to the forward call that made their autograd node.
   EXPECT_TRUE(backward_links.count({"aten::gelu_backward", "aten::gelu"}));
+}
+
+// A snapshot holds the values a call saw, whatever the tensor's layout, and not what the training
+// writes into the tensor afterwards: a contiguous view with a storage offset (copied with memcpy
+// from where the view starts), a transposed one (copied element by element), pooled (16 KiB or
+// more) and small.
+TEST(SessionTest, SnapshotsHoldTheValuesTheCallSaw) {
+  RecordingServer server;
+  common::AgentConfig config = Config(server.port());
+  config.parity.reuse_bytes = 0;  // every tensor inline in its call, to be read back here
+  auto agent = StartAgent(config);
+  torch::Tensor big = torch::arange(0, 40000, torch::kFloat);  // 160 KB
+  torch::Tensor small = torch::arange(0, 200, torch::kFloat);
+  std::vector<torch::Tensor> views = {big.narrow(0, 1000, 20000), big.view({200, 200}).t(),
+                                      small.narrow(0, 3, 50), small.view({10, 20}).t()};
+  std::vector<torch::Tensor> seen;
+  for (torch::Tensor& v : views) {
+    seen.push_back(v.clone());
+    torch::Tensor y = torch::neg(v);
+    v.add_(1000);  // the training writes the tensor after the call
+  }
+  ASSERT_TRUE(agent->Flush(20000));
+  agent->Close();
+
+  std::size_t checked = 0;
+  for (const v1::ApiCall& call : server.raw_calls()) {
+    if (call.op_name() != "aten::neg") continue;
+    ASSERT_LT(checked, seen.size());
+    common::ValueDecoder decoder(common::DecodeLimits{});
+    c10::IValue input, output;
+    ASSERT_TRUE(decoder.Decode(call.inputs(0), "in", &input).ok());
+    ASSERT_TRUE(decoder.Decode(call.outputs(0), "out", &output).ok());
+    EXPECT_TRUE(torch::equal(input.toTensor(), seen[checked])) << "view " << checked;
+    EXPECT_TRUE(torch::equal(output.toTensor(), -seen[checked])) << "view " << checked;
+    ++checked;
+  }
+  EXPECT_EQ(checked, views.size());
 }
 
 // The engine's own work for a node is backward work of that node: the sum that reduces a
