@@ -116,8 +116,8 @@ std::string ErrorText(const std::exception& e) {
 
 namespace {
 
-// Matrix products (and the composite ops made of them) whose float16/bfloat16 results an
-// accelerator makes by accumulating in float32 and rounding once.
+// Matrix products and convolutions (and the composite ops made of them) whose float16/bfloat16
+// results an accelerator makes by accumulating in float32 and rounding once.
 constexpr std::string_view kGemms[] = {"aten::mm",
                                        "aten::bmm",
                                        "aten::addmm",
@@ -135,11 +135,20 @@ constexpr std::string_view kGemms[] = {"aten::mm",
                                        "aten::inner",
                                        "aten::chain_matmul",
                                        "aten::linalg_multi_dot",
-                                       "aten::_addmm_activation"};
-// The ones autocast itself lowers to its dtype (on the CPU and on CUDA).
-constexpr std::string_view kAutocastLowered[] = {"aten::mm",      "aten::bmm",    "aten::addmm",
-                                                 "aten::baddbmm", "aten::addbmm", "aten::linear",
-                                                 "aten::matmul"};
+                                       "aten::_addmm_activation",
+                                       "aten::conv1d",
+                                       "aten::conv2d",
+                                       "aten::conv3d",
+                                       "aten::convolution",
+                                       "aten::_convolution",
+                                       "aten::conv_transpose1d",
+                                       "aten::conv_transpose2d",
+                                       "aten::conv_transpose3d",
+                                       "aten::convolution_backward"};
+// The ones autocast itself lowers to its dtype, on the CPU and on CUDA, in libtorch 1.13 and 2.x.
+constexpr std::string_view kAutocastLowered[] = {
+    "aten::mm",     "aten::bmm",    "aten::addmm",  "aten::baddbmm", "aten::addbmm",
+    "aten::linear", "aten::matmul", "aten::conv1d", "aten::conv2d",  "aten::conv3d"};
 
 template <std::size_t N>
 bool Contains(const std::string_view (&names)[N], std::string_view name) {
