@@ -77,6 +77,17 @@ class BoundedQueue {
     return PopResult::kItem;
   }
 
+  // Takes the oldest item without waiting; false when there is none.
+  bool TryPop(T* out) {
+    absl::MutexLock lock(&mu_);
+    if (items_.empty()) return false;
+    *out = std::move(items_.front().first);
+    bytes_ -= items_.front().second;
+    items_.pop_front();
+    changed_.SignalAll();
+    return true;
+  }
+
   // Consumers blocked in Pop() now (for tests that must act while one waits).
   int WaitingForTesting() const {
     absl::MutexLock lock(&mu_);

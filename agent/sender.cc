@@ -60,6 +60,7 @@ SenderOptions SenderOptionsFor(const common::AgentConfig& c) {
   s.stats_interval_ms = o.stats_interval_ms;
   s.queue_max_bytes = o.queue_max_bytes;
   s.queue_max_calls = o.queue_max_calls;
+  s.batch_calls = o.batch_calls;
   s.policy = o.policy;
   s.block_timeout_ms = o.block_timeout_ms;
   s.max_inline_tensor_bytes = o.max_inline_tensor_bytes;
@@ -184,13 +185,19 @@ void Sender::RunOnce(std::chrono::steady_clock::time_point* last_stats, double* 
   }
   std::unique_ptr<CapturedCall> call;
   if (queue_.Pop(&call, std::chrono::milliseconds(200)) == PopResult::kItem) {
-    if (!SendCall(*call)) {
-      counters_.Dropped(DropReason::kDisconnected);
+    // The calls already waiting go with it, in one message, to a server that takes batches.
+    std::vector<std::unique_ptr<CapturedCall>> calls;
+    calls.push_back(std::move(call));
+    const std::size_t limit = accepts_batches_ ? std::max<uint32_t>(options_.batch_calls, 1) : 1;
+    while (calls.size() < limit && queue_.TryPop(&call)) calls.push_back(std::move(call));
+    const std::size_t written = SendCalls(calls);
+    if (written < calls.size()) {
+      counters_.Dropped(DropReason::kDisconnected, calls.size() - written);
       Disconnect(false);
     }
-    // Written or counted as dropped: only now may Flush() consider it done.
+    // Written or counted as dropped: only now may Flush() consider them done.
     absl::MutexLock lock(&mu_);
-    pending_.fetch_sub(1);
+    pending_.fetch_sub(calls.size());
     cv_.SignalAll();
   }
   // Stats every stats_interval_ms; sooner when a held-back write has nothing left to follow it
@@ -356,6 +363,10 @@ bool Sender::Handshake(std::unique_ptr<Connection>& c) {
   max_tensor_bytes_ = info.max_tensor_bytes() > 0
                           ? std::min<uint64_t>(options_.max_tensor_bytes, info.max_tensor_bytes())
                           : options_.max_tensor_bytes;
+  // Half the server's limit: room for the batch's field headers (a few bytes an item).
+  max_batch_bytes_ =
+      info.max_message_bytes() > 0 ? info.max_message_bytes() / 2 : uint64_t{1} << 20;
+  accepts_batches_ = info.accepts_batches();
   accepted_dtypes_.clear();
   for (int d : info.accepted_dtypes()) accepted_dtypes_.push_back(static_cast<v1::DType>(d));
   // Equal payloads named again: a fresh table per stream, within the server's cap.
@@ -430,9 +441,7 @@ void Sender::Disconnect(bool goodbye) {
 }
 
 bool Sender::Write(std::shared_ptr<const v1::AgentMessage> m, bool more) {
-  const double cpu_start = common::ThreadCpuSeconds();
-  grpc::ByteBuffer bytes = common::SerializeShared(std::move(m));
-  counters_.Spent(AgentCounters::Cost::kSerialize, common::ThreadCpuSeconds() - cpu_start);
+  grpc::ByteBuffer bytes = SerializeForWrite(std::move(m));
   const std::size_t length = bytes.Length();
   unflushed_ = more;
   if (!conn_->stream->Write(std::move(bytes), more)) return false;
@@ -440,41 +449,85 @@ bool Sender::Write(std::shared_ptr<const v1::AgentMessage> m, bool more) {
   return true;
 }
 
-bool Sender::SendCall(CapturedCall& call) {
+grpc::ByteBuffer Sender::SerializeForWrite(std::shared_ptr<const v1::AgentMessage> m) {
+  const double cpu_start = common::ThreadCpuSeconds();
+  grpc::ByteBuffer bytes = common::SerializeShared(std::move(m));
+  counters_.Spent(AgentCounters::Cost::kSerialize, common::ThreadCpuSeconds() - cpu_start);
+  return bytes;
+}
+
+std::size_t Sender::SendCalls(std::vector<std::unique_ptr<CapturedCall>>& calls) {
   CallEncoding encoding;
   encoding.max_inline_tensor_bytes = max_inline_bytes_;
   encoding.max_tensor_bytes = max_tensor_bytes_;
   encoding.checksum = options_.checksum;
   encoding.accepted_dtypes = accepted_dtypes_.empty() ? nullptr : &accepted_dtypes_;
   encoding.sent = conn_->sent.get();
-  const double cpu_start = common::ThreadCpuSeconds();
-  EncodedCall encoded = EncodeCall(call, encoding, &next_blob_);
-  counters_.Spent(AgentCounters::Cost::kEncode, common::ThreadCpuSeconds() - cpu_start);
-  counters_.Reused(encoded.reused_bytes);
-  // Releases first: the server's kept bytes stay within its cap when this call's blobs arrive.
-  if (!encoded.release.empty()) {
-    auto release = std::make_shared<v1::AgentMessage>();
-    for (uint64_t id : encoded.release) release->mutable_release()->add_blob_ids(id);
-    if (!Write(std::move(release), /*more=*/true)) return false;
-  }
-  for (EncodedCall::Blob& blob : encoded.blobs) {
-    for (auto& chunk : blob.chunks) {
-      if (!Write(std::move(chunk), /*more=*/true)) return false;  // the call follows
+  // What goes in the next message: serialized items (each an AgentMessage), their bytes, and
+  // the calls whose last item is among them (whether each went with its data).
+  std::vector<grpc::ByteBuffer> items;
+  std::size_t item_bytes = 0;
+  std::vector<bool> completed;
+  std::size_t written = 0;
+  // One message: the item alone, or a MessageBatch of them. `more`: another write follows at
+  // once, so gRPC may hold this one and send both together.
+  auto flush = [&](bool more) {
+    if (items.empty()) return true;
+    grpc::ByteBuffer bytes =
+        items.size() == 1 ? std::move(items.front()) : common::SerializeBatch(items);
+    items.clear();
+    item_bytes = 0;
+    const std::size_t length = bytes.Length();
+    unflushed_ = more;
+    if (!conn_->stream->Write(std::move(bytes), more)) return false;
+    counters_.BytesWritten(length);
+    for (const bool with_data : completed) {
+      // A call whose data could not be encoded went out as a record only: it gets a verdict
+      // (SKIP) like any other, and is counted as sent without data.
+      if (with_data) {
+        counters_.Sent();
+      } else {
+        counters_.SentWithoutData();
+      }
     }
+    written += completed.size();
+    absl::MutexLock lock(&mu_);
+    written_ += completed.size();
+    completed.clear();
+    return true;
+  };
+  // A message stays within half the server's limit, unless one item alone is larger.
+  auto add = [&](grpc::ByteBuffer item) {
+    if (!items.empty() && item_bytes + item.Length() > max_batch_bytes_ && !flush(true)) {
+      return false;
+    }
+    item_bytes += item.Length();
+    items.push_back(std::move(item));
+    return true;
+  };
+  for (std::unique_ptr<CapturedCall>& call : calls) {
+    const double cpu_start = common::ThreadCpuSeconds();
+    EncodedCall encoded = EncodeCall(*call, encoding, &next_blob_);
+    counters_.Spent(AgentCounters::Cost::kEncode, common::ThreadCpuSeconds() - cpu_start);
+    counters_.Reused(encoded.reused_bytes);
+    // Releases first: the server's kept bytes stay within its cap when this call's blobs arrive.
+    if (!encoded.release.empty()) {
+      auto release = std::make_shared<v1::AgentMessage>();
+      for (uint64_t id : encoded.release) release->mutable_release()->add_blob_ids(id);
+      if (!add(SerializeForWrite(std::move(release)))) return written;
+    }
+    for (EncodedCall::Blob& blob : encoded.blobs) {
+      for (auto& chunk : blob.chunks) {
+        if (!add(SerializeForWrite(std::move(chunk)))) return written;
+      }
+    }
+    if (!add(SerializeForWrite(std::move(encoded.message)))) return written;
+    completed.push_back(encoded.with_data);
   }
   // Held back only while another call is queued: the sender pops it next, and its write (or,
-  // failing that, the stats below) sends both.
-  if (!Write(std::move(encoded.message), /*more=*/queue_.size() > 0)) return false;
-  // A call whose data could not be encoded went out as a record only: it gets a verdict (SKIP)
-  // like any other, and is counted as sent without data.
-  if (encoded.with_data) {
-    counters_.Sent();
-  } else {
-    counters_.SentWithoutData();
-  }
-  absl::MutexLock lock(&mu_);
-  ++written_;
-  return true;
+  // failing that, the stats) sends both.
+  flush(/*more=*/queue_.size() > 0);
+  return written;
 }
 
 void Sender::SendStats(bool goodbye) {

@@ -46,6 +46,7 @@ struct SenderOptions {
   uint32_t stats_interval_ms = 5000;
   uint64_t queue_max_bytes = uint64_t{256} << 20;
   uint32_t queue_max_calls = 1024;
+  uint32_t batch_calls = 64;  // calls waiting together sent in one MessageBatch (1: each alone)
   common::QueuePolicy policy = common::QueuePolicy::kDrop;
   uint32_t block_timeout_ms = 0;
   uint64_t max_inline_tensor_bytes = uint64_t{4} << 20;
@@ -91,7 +92,10 @@ class Sender {
   // Ends a stream that did not become the connection (half-closed, or cancelled) and drops it.
   grpc::Status AbandonStream(std::unique_ptr<Connection>& c, bool cancel);
   void Disconnect(bool goodbye);
-  bool SendCall(CapturedCall& call);
+  // Encodes and writes `calls` in order, in as few messages as the server's limits allow (a
+  // MessageBatch when it takes them); how many were written before a write failed.
+  std::size_t SendCalls(std::vector<std::unique_ptr<CapturedCall>>& calls);
+  grpc::ByteBuffer SerializeForWrite(std::shared_ptr<const v1::AgentMessage> m);
   // Writes `m`; its tensor bytes are sent from its own memory, which the stream keeps alive.
   // `more`: another write follows at once, so gRPC may hold this one and send both together (a
   // synchronous write otherwise waits for its own send; measured by tests/bench/transport_bench).
@@ -116,7 +120,9 @@ class Sender {
   std::thread thread_;
   uint64_t max_inline_bytes_ = 0;                      // from ServerInfo
   std::shared_ptr<const common::RevocationList> crl_;  // crl.pem: servers refused
-  uint64_t max_tensor_bytes_ = 0;           // the agent's and the server's, whichever is smaller
+  uint64_t max_tensor_bytes_ = 0;       // the agent's and the server's, whichever is smaller
+  uint64_t max_batch_bytes_ = 1 << 20;  // a MessageBatch's size at most (ServerInfo's limit / 2)
+  bool accepts_batches_ = false;        // ServerInfo.accepts_batches
   std::vector<v1::DType> accepted_dtypes_;  // the server's; empty: any
   uint64_t next_blob_ = 0;
   bool unflushed_ = false;  // the last write went with `more`

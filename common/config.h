@@ -30,6 +30,7 @@ struct AgentOptions {
   // instead of sent again; at most the server's ServerInfo.kept_blob_bytes; 0 = off.
   uint64_t reuse_bytes = uint64_t{256} << 20;
   uint32_t queue_max_calls = 1024;
+  uint32_t batch_calls = 64;  // calls waiting together sent in one message (1: one each)
   QueuePolicy policy = QueuePolicy::kDrop;
   uint32_t block_timeout_ms = 0;          // kBlock: longest wait per call; 0 = no limit
   uint32_t max_checks_per_signature = 0;  // 0 = check every call

@@ -149,6 +149,9 @@ const KeyTable<AgentConfig>& AgentTable() {
     t->Int(
         "parity.queue_max_calls", [](C& c) { return &c.parity.queue_max_calls; }, 1, 1 << 24,
         "calls the send queue may hold");
+    t->Int(
+        "parity.batch_calls", [](C& c) { return &c.parity.batch_calls; }, 1, 4096,
+        "calls waiting in the queue together sent in one message (1: each alone)");
     t->EnumChoice(
         "parity.policy", [](C& c) { return &c.parity.policy; }, Policies(),
         "full queue: drop the call and count it, or wait for room");

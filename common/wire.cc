@@ -91,6 +91,44 @@ grpc::ByteBuffer Serialize(const google::protobuf::MessageLite& message) {
   return SerializeInto(message, nullptr);
 }
 
+namespace {
+
+// A length-delimited field's tag and length, as protobuf writes them.
+grpc::Slice FieldHeader(uint32_t field, std::size_t length) {
+  uint8_t bytes[16];
+  std::size_t n = 0;
+  auto varint = [&](uint64_t v) {
+    while (v >= 0x80) {
+      bytes[n++] = static_cast<uint8_t>(v | 0x80);
+      v >>= 7;
+    }
+    bytes[n++] = static_cast<uint8_t>(v);
+  };
+  varint((field << 3) | 2);  // wire type 2: length-delimited
+  varint(length);
+  return grpc::Slice(bytes, n);
+}
+
+}  // namespace
+
+grpc::ByteBuffer SerializeBatch(const std::vector<grpc::ByteBuffer>& items) {
+  constexpr uint32_t kBatchField = 7;     // AgentMessage.batch
+  constexpr uint32_t kMessagesField = 1;  // MessageBatch.messages
+  std::vector<grpc::Slice> slices(1);     // the outer header, once the length is known
+  std::size_t inner = 0;
+  for (const grpc::ByteBuffer& item : items) {
+    const std::size_t length = item.Length();
+    slices.push_back(FieldHeader(kMessagesField, length));
+    inner += slices.back().size() + length;
+    std::vector<grpc::Slice> parts;
+    if (length > 0 && item.Dump(&parts).ok()) {
+      for (grpc::Slice& part : parts) slices.push_back(std::move(part));
+    }
+  }
+  slices[0] = FieldHeader(kBatchField, inner);
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
 bool Parse(grpc::ByteBuffer& buffer, google::protobuf::MessageLite* message) {
   grpc::ProtoBufferReader reader(&buffer);
   return message->ParseFromZeroCopyStream(&reader);

@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
+#include <vector>
 
 #include "google/protobuf/message_lite.h"
 
@@ -25,6 +26,9 @@ grpc::ByteBuffer SerializeShared(std::shared_ptr<const google::protobuf::Message
 
 // `message` serialized (copied): for small messages.
 grpc::ByteBuffer Serialize(const google::protobuf::MessageLite& message);
+// An AgentMessage holding a MessageBatch of `items` (each a serialized AgentMessage), made
+// without copying them: a few bytes of field headers, then each item's own slices.
+grpc::ByteBuffer SerializeBatch(const std::vector<grpc::ByteBuffer>& items);
 
 // Options for a write that `more` writes follow at once: gRPC may then hold it back and send
 // them together (a buffer hint); the last write of a burst goes out at once.

@@ -63,6 +63,8 @@ const std::vector<MetricInfo>& MetricCatalogue() {
        "op=\"other\")."},
       {"parity_server_received_bytes_total", "counter", "",
        "Serialized bytes of agent messages received."},
+      {"parity_server_messages_received_total", "counter", "",
+       "gRPC messages received from agents (a MessageBatch of several calls counts once)."},
       {"parity_server_stream_errors_total", "counter", "code",
        "Agent streams ended with an error status, by gRPC code."},
       {"parity_server_queue_calls", "gauge", "", "Calls waiting for or in replay."},
@@ -103,6 +105,8 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, std::size_t max_op_
   op_errors_ = &Build(prometheus::BuildCounter(), "parity_server_op_errors_total", registry);
   received_bytes_ =
       &Build(prometheus::BuildCounter(), "parity_server_received_bytes_total", registry).Add({});
+  received_messages_ =
+      &Build(prometheus::BuildCounter(), "parity_server_messages_received_total", registry).Add({});
   stream_errors_ =
       &Build(prometheus::BuildCounter(), "parity_server_stream_errors_total", registry);
   queue_calls_ = &Build(prometheus::BuildGauge(), "parity_server_queue_calls", registry).Add({});
@@ -191,6 +195,7 @@ void ServerMetrics::CallReceived(v1::Phase phase) {
 
 void ServerMetrics::MessageBytes(uint64_t bytes) {
   received_bytes_->Increment(static_cast<double>(bytes));
+  received_messages_->Increment();
 }
 
 void ServerMetrics::CallChecked(v1::Phase phase, v1::VerdictStatus status, absl::string_view op,

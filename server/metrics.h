@@ -84,6 +84,7 @@ class ServerMetrics {
   prometheus::Family<prometheus::Counter>* agent_dropped_;
   prometheus::Family<prometheus::Counter>* error_data_;
   prometheus::Counter* received_bytes_;
+  prometheus::Counter* received_messages_;
   prometheus::Counter* agent_captured_;
   prometheus::Gauge* queue_calls_;
   prometheus::Gauge* queue_bytes_;

@@ -5,6 +5,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -63,6 +64,62 @@ Peek PeekMessage(grpc::ByteBuffer& buffer) {
   }
   peek.well_formed = in.ConsumedEntireMessage();
   return peek;
+}
+
+namespace {
+
+// The bytes [offset, offset + length) of `slices` as a ByteBuffer of sub-slices.
+grpc::ByteBuffer Range(const std::vector<grpc::Slice>& slices, std::size_t offset,
+                       std::size_t length) {
+  std::vector<grpc::Slice> parts;
+  std::size_t start = 0;  // of the current slice within the whole
+  for (const grpc::Slice& slice : slices) {
+    const std::size_t end = start + slice.size();
+    if (end > offset && start < offset + length) {
+      const std::size_t from = std::max(offset, start) - start;
+      const std::size_t to = std::min(offset + length, end) - start;
+      parts.push_back(slice.sub(from, to));
+    }
+    start = end;
+    if (start >= offset + length) break;
+  }
+  return grpc::ByteBuffer(parts.data(), parts.size());
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<grpc::ByteBuffer>> SplitBatch(grpc::ByteBuffer& buffer) {
+  using google::protobuf::internal::WireFormatLite;
+  std::vector<grpc::Slice> slices;
+  if (!buffer.Dump(&slices).ok()) return absl::InvalidArgumentError("unreadable MessageBatch");
+  grpc::ProtoBufferReader reader(&buffer);
+  google::protobuf::io::CodedInputStream in(&reader);
+  uint32_t length = 0;
+  if (in.ReadTag() != WireFormatLite::MakeTag(v1::AgentMessage::kBatchFieldNumber,
+                                              WireFormatLite::WIRETYPE_LENGTH_DELIMITED) ||
+      !in.ReadVarint32(&length)) {
+    return absl::InvalidArgumentError("malformed MessageBatch");
+  }
+  std::vector<grpc::ByteBuffer> items;
+  const uint32_t item_tag = WireFormatLite::MakeTag(v1::MessageBatch::kMessagesFieldNumber,
+                                                    WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+  for (uint32_t t = in.ReadTag(); t != 0; t = in.ReadTag()) {
+    if (t != item_tag) {
+      if (!WireFormatLite::SkipField(&in, t)) break;
+      continue;
+    }
+    uint32_t bytes = 0;
+    if (!in.ReadVarint32(&bytes)) break;
+    const std::size_t offset = static_cast<std::size_t>(in.CurrentPosition());
+    if (!in.Skip(static_cast<int>(bytes))) break;
+    items.push_back(Range(slices, offset, bytes));
+  }
+  if (!in.ConsumedEntireMessage() ||
+      static_cast<std::size_t>(in.CurrentPosition()) != buffer.Length()) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed MessageBatch (", buffer.Length(),
+                                                   " bytes, ", items.size(), " items read)"));
+  }
+  return items;
 }
 
 absl::Status NotAMessage(uint64_t index, std::size_t bytes) {

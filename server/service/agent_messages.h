@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "parity/v1/parity.pb.h"
 
 namespace parity::server {
@@ -25,6 +26,11 @@ struct Peek {
   bool well_formed = false;             // every field of the ApiCall was read or skipped cleanly
 };
 Peek PeekMessage(grpc::ByteBuffer& buffer);
+
+// The items of a serialized AgentMessage holding a MessageBatch (PeekMessage's kind kBatch), each
+// a ByteBuffer over the same slices (no copy), in order. INVALID_ARGUMENT when the batch's bytes
+// are malformed (a field that is not a length-delimited item is skipped, as a parser would).
+absl::StatusOr<std::vector<grpc::ByteBuffer>> SplitBatch(grpc::ByteBuffer& buffer);
 
 // The status that ends a stream at message `index` (0-based) of `bytes` bytes that did not parse.
 absl::Status NotAMessage(uint64_t index, std::size_t bytes);

@@ -162,21 +162,47 @@ void CheckService::Reactor::ActAndUnlock() {
 
 // An ApiCall goes to a worker unparsed (the worker parses it: the tensors are copied there, not
 // on this thread); any other message is small and parsed here.
-absl::Status CheckService::Reactor::Handle() {
-  const Peek peek = PeekMessage(in_);
+absl::Status CheckService::Reactor::Handle() { return HandleMessage(in_, /*in_batch=*/false); }
+
+absl::Status CheckService::Reactor::HandleMessage(grpc::ByteBuffer& in, bool in_batch) {
+  const Peek peek = PeekMessage(in);
   if (peek.kind == v1::AgentMessage::kCall) {
     if (!hello_) return NeedHello("ApiCall");
     if (service_->metrics_) service_->metrics_->CallReceived(peek.phase);
     // A malformed call has no sequence to check: its worker reports the bytes as malformed.
     return OnCall(peek.well_formed ? std::optional<uint64_t>(peek.sequence) : std::nullopt,
-                  std::make_shared<grpc::ByteBuffer>(std::move(in_)), nullptr,
+                  std::make_shared<grpc::ByteBuffer>(std::move(in)), nullptr,
                   peek.well_formed ? peek.kept_blob_ids : std::vector<uint64_t>{});
   }
+  if (peek.kind == v1::AgentMessage::kBatch) {
+    if (in_batch) return absl::InvalidArgumentError("a MessageBatch inside a MessageBatch");
+    if (!hello_) return NeedHello("MessageBatch");
+    // Each item is a view of this message's bytes: a call still goes to its worker unparsed.
+    absl::StatusOr<std::vector<grpc::ByteBuffer>> items = SplitBatch(in);
+    in.Clear();
+    if (!items.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("message ", messages_ + 1, " on this stream: ", items.status().message()));
+    }
+    for (std::size_t i = 0; i < items->size(); ++i) {
+      const absl::Status s = HandleMessage((*items)[i], /*in_batch=*/true);
+      if (!s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("MessageBatch item ", i + 1, " of ",
+                                                   items->size(), ": ", s.message()));
+      }
+    }
+    return absl::OkStatus();
+  }
   v1::AgentMessage m;
-  const bool parsed = common::Parse(in_, &m);
-  const std::size_t bytes = in_.Length();
-  in_.Clear();
+  const bool parsed = common::Parse(in, &m);
+  const std::size_t bytes = in.Length();
+  in.Clear();
   if (!parsed) return NotAMessage(messages_, bytes);
+  if (in_batch && m.kind_case() != v1::AgentMessage::kCall &&
+      m.kind_case() != v1::AgentMessage::kChunk && m.kind_case() != v1::AgentMessage::kRelease) {
+    return absl::InvalidArgumentError(
+        "only ApiCall, TensorChunk and BlobRelease may be items of a MessageBatch");
+  }
   if (!hello_) {
     switch (m.kind_case()) {
       case v1::AgentMessage::kCall:
@@ -189,6 +215,8 @@ absl::Status CheckService::Reactor::Handle() {
         return NeedHello("Goodbye");
       case v1::AgentMessage::kRelease:
         return NeedHello("BlobRelease");
+      case v1::AgentMessage::kBatch:
+        return NeedHello("MessageBatch");
       default:
         break;
     }
@@ -216,8 +244,8 @@ absl::Status CheckService::Reactor::Handle() {
       return OnRelease(m.release());
     default:
       return absl::InvalidArgumentError(
-          "empty AgentMessage: none of hello, call, chunk, stats, goodbye, release is set (is the "
-          "agent newer than this server?)");
+          "empty AgentMessage: none of hello, call, chunk, stats, goodbye, release, batch is set "
+          "(is the agent newer than this server?)");
   }
 }
 
@@ -247,6 +275,7 @@ absl::Status CheckService::Reactor::OnHello(const v1::Hello& hello) {
   *reply.mutable_server_info() = service_->options_.server_info;
   kept_cap_ = service_->OfferKeptBytes();
   reply.mutable_server_info()->set_kept_blob_bytes(kept_cap_);
+  reply.mutable_server_info()->set_accepts_batches(true);
   reply.mutable_server_info()->set_protocol_version(kProtocolVersion);
   reply.mutable_server_info()->set_session_id(absl::StrCat(session_));
   grpc::ByteBuffer bytes = common::Serialize(reply);

@@ -41,6 +41,8 @@ class CheckService::Reactor final
  private:
   // ---- the reading side: reactions only -----------------------------------------------------
   absl::Status Handle();  // one message read into in_
+  // One message, alone or an item of a MessageBatch (`in_batch`): its bytes may be moved out.
+  absl::Status HandleMessage(grpc::ByteBuffer& bytes, bool in_batch);
   absl::Status OnHello(const v1::Hello& hello);
   absl::Status OnChunk(const v1::TensorChunk& chunk);
   absl::Status OnRelease(const v1::BlobRelease& release);

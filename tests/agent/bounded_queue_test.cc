@@ -62,6 +62,27 @@ TEST(BoundedQueueTest, CloseWakesABlockedConsumerAndRefusesProducers) {
   EXPECT_EQ(q.Clear(), 0u);
 }
 
+// TryPop (the sender gathering the calls already waiting into a batch) takes them in order, frees
+// their room, and never waits.
+TEST(BoundedQueueTest, TryPopTakesWhatWaitsInOrderWithoutWaiting) {
+  BoundedQueue<int> q(2, 100);
+  int v = 0;
+  EXPECT_FALSE(q.TryPop(&v));
+  ASSERT_EQ(q.TryPush(1, 60), PushResult::kOk);
+  ASSERT_EQ(q.TryPush(2, 30), PushResult::kOk);
+  EXPECT_EQ(q.TryPush(3, 1), PushResult::kFull);
+  ASSERT_TRUE(q.TryPop(&v));
+  EXPECT_EQ(v, 1);
+  EXPECT_EQ(q.bytes(), 30u);
+  EXPECT_EQ(q.TryPush(3, 70), PushResult::kOk);  // its room is free again
+  ASSERT_TRUE(q.TryPop(&v));
+  EXPECT_EQ(v, 2);
+  ASSERT_TRUE(q.TryPop(&v));
+  EXPECT_EQ(v, 3);
+  EXPECT_FALSE(q.TryPop(&v));
+  EXPECT_EQ(q.size(), 0u);
+}
+
 TEST(BoundedQueueTest, PopTellsATimeoutFromAnItem) {
   BoundedQueue<int> q(4, 100);
   int v = 0;

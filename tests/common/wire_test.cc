@@ -73,6 +73,34 @@ TEST(WireTest, SharedSerializationSendsTensorsFromTheMessageAndKeepsItAlive) {
   EXPECT_TRUE(alive.expired());  // and lets it go with the last slice
 }
 
+// A MessageBatch made of serialized items: what protobuf writes for the same batch, byte for
+// byte, with the items' tensor bytes still not copied; a batch of 1 item and of 300 (lengths
+// needing two-byte varints) alike.
+TEST(WireTest, BatchesAreTheirItemsWithoutCopies) {
+  for (std::size_t count : {1, 3, 300}) {
+    std::vector<std::shared_ptr<v1::AgentMessage>> messages;
+    std::vector<grpc::ByteBuffer> items;
+    v1::AgentMessage expected;
+    for (std::size_t i = 0; i < count; ++i) {
+      messages.push_back(CallWithTensor(i % 2 == 0 ? 40000 : 12));
+      messages.back()->mutable_call()->set_sequence(i + 1);
+      *expected.mutable_batch()->add_messages() = *messages.back();
+      items.push_back(SerializeShared(messages.back()));
+    }
+    const grpc::ByteBuffer batch = SerializeBatch(items);
+    std::string bytes;
+    for (const grpc::Slice& slice : Slices(batch)) {
+      bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+    EXPECT_EQ(bytes, expected.SerializeAsString()) << count;
+    EXPECT_TRUE(SharesMemory(batch, messages.front()->call().inputs(0).tensor().data()));
+    grpc::ByteBuffer copy = batch;
+    v1::AgentMessage back;
+    ASSERT_TRUE(Parse(copy, &back));
+    EXPECT_EQ(back.batch().messages_size(), static_cast<int>(count));
+  }
+}
+
 TEST(WireTest, SmallAndEmptyMessagesRoundTrip) {
   for (std::size_t n : {0, 1, 100, 8191, 8192, 20000}) {
     auto m = CallWithTensor(n);

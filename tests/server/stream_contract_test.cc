@@ -392,6 +392,95 @@ TEST_F(StreamContractTest, KeptBlobsAreNamedByLaterCallsUntilReleased) {
   }
 }
 
+// MessageBatch: its items are handled in order exactly as if each had come alone (a kept blob,
+// the calls naming it, one verdict per call); only calls, chunks and releases may be items.
+TEST_F(StreamContractTest, BatchItemsAreHandledInOrderAsIfEachCameAlone) {
+  Start();
+  std::string payload;
+  const v1::ApiCall first = ReluOnBlob(1, 7, &payload);
+  v1::AgentMessage kept = Chunk(7, payload.size(), 0, payload);
+  kept.mutable_chunk()->set_keep(true);
+  {
+    TestStream s(channel_);
+    ASSERT_TRUE(s.Hello());
+    EXPECT_TRUE(s.server_info().accepts_batches());
+    v1::AgentMessage batch;
+    v1::MessageBatch* items = batch.mutable_batch();
+    *items->add_messages() = kept;
+    *items->add_messages()->mutable_call() = first;
+    *items->add_messages()->mutable_call() = ReluOnBlob(2, 7, &payload, {7});
+    *items->add_messages()->mutable_call() = Relu(3);
+    ASSERT_TRUE(s.Send(batch));
+    ASSERT_TRUE(s.SendCall(ReluOnBlob(4, 7, &payload, {7})));  // alone, after it: still kept
+    v1::AgentMessage release_and_call;
+    *release_and_call.mutable_batch()->add_messages() = Release({7});
+    *release_and_call.mutable_batch()->add_messages()->mutable_call() = Relu(5);
+    ASSERT_TRUE(s.Send(release_and_call));
+    for (uint64_t seq : {1, 2, 3, 4, 5}) {
+      v1::ServerMessage m;
+      ASSERT_TRUE(s.Read(&m));
+      EXPECT_EQ(m.verdict().sequence(), seq);
+      EXPECT_EQ(StatusText(m.verdict().status()), "pass") << m.verdict().ShortDebugString();
+    }
+    EXPECT_TRUE(s.Close().ok());
+  }
+  struct Bad {
+    std::string name;
+    std::function<void(v1::MessageBatch*)> fill;
+    grpc::StatusCode code;
+    std::string message;
+  };
+  const std::vector<Bad> bad = {
+      {"hello", [](v1::MessageBatch* b) { b->add_messages()->mutable_hello()->set_rank(0); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "MessageBatch item 1 of 1: only ApiCall, TensorChunk and BlobRelease may be items"},
+      {"stats", [](v1::MessageBatch* b) { b->add_messages()->mutable_stats(); },
+       grpc::StatusCode::INVALID_ARGUMENT, "only ApiCall, TensorChunk and BlobRelease"},
+      {"nested",
+       [](v1::MessageBatch* b) {
+         *b->add_messages()->mutable_call() = Relu(1);
+         b->add_messages()->mutable_batch()->add_messages()->mutable_call()->set_sequence(2);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "MessageBatch item 2 of 2: a MessageBatch inside a MessageBatch"},
+      {"empty item", [](v1::MessageBatch* b) { b->add_messages(); },
+       grpc::StatusCode::INVALID_ARGUMENT, "only ApiCall, TensorChunk and BlobRelease"},
+      {"a bad call",
+       [](v1::MessageBatch* b) {
+         *b->add_messages()->mutable_call() = Relu(2);
+         *b->add_messages()->mutable_call() = Relu(1);  // sequence going back
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "MessageBatch item 2 of 2"},
+  };
+  for (const Bad& c : bad) {
+    TestStream s(channel_);
+    ASSERT_TRUE(s.Hello());
+    v1::AgentMessage batch;
+    c.fill(batch.mutable_batch());
+    s.Send(batch);
+    const grpc::Status status = s.Close();
+    EXPECT_EQ(status.error_code(), c.code) << c.name << ": " << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr(c.message)) << c.name;
+  }
+  {  // Before the Hello, a batch is a protocol error like any other message.
+    TestStream s(channel_);
+    v1::AgentMessage batch;
+    *batch.mutable_batch()->add_messages()->mutable_call() = Relu(1);
+    s.Send(batch);
+    const grpc::Status status = s.Close();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_THAT(status.error_message(), HasSubstr("MessageBatch before Hello"));
+  }
+  {  // Bytes that claim to be a batch and are not: an item running past the end.
+    TestStream s(channel_);
+    ASSERT_TRUE(s.Hello());
+    s.SendBytes(std::string("\x3a\x03\x0a\x05\x10", 5));
+    const grpc::Status status = s.Close();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(), HasSubstr("MessageBatch"));
+  }
+}
+
 TEST_F(StreamContractTest, KeptBlobBytesAreCappedPerStream) {
   Start([](common::ServerConfig& c) { c.parity.kept_blob_bytes = 150000; });
   std::string payload;
