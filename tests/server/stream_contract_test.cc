@@ -330,14 +330,23 @@ v1::AgentMessage Release(std::vector<uint64_t> ids) {
   return m;
 }
 
+// The whole of blob `id` in one chunk marked keep.
+v1::AgentMessage KeptChunk(uint64_t id, const std::string& payload) {
+  v1::AgentMessage m;
+  m.mutable_chunk()->set_blob_id(id);
+  m.mutable_chunk()->set_total_bytes(payload.size());
+  m.mutable_chunk()->set_data(payload);
+  m.mutable_chunk()->set_keep(true);
+  return m;
+}
+
 // TensorChunk.keep: a kept blob is named by later calls that list it, until a BlobRelease; calls
 // admitted before the release still find it.
 TEST_F(StreamContractTest, KeptBlobsAreNamedByLaterCallsUntilReleased) {
   Start();
   std::string payload;
   const v1::ApiCall first = ReluOnBlob(1, 7, &payload);
-  v1::AgentMessage kept = Chunk(7, payload.size(), 0, payload);
-  kept.mutable_chunk()->set_keep(true);
+  const v1::AgentMessage kept = KeptChunk(7, payload);
   {
     TestStream s(channel_);
     ASSERT_TRUE(s.Hello());
@@ -398,8 +407,7 @@ TEST_F(StreamContractTest, BatchItemsAreHandledInOrderAsIfEachCameAlone) {
   Start();
   std::string payload;
   const v1::ApiCall first = ReluOnBlob(1, 7, &payload);
-  v1::AgentMessage kept = Chunk(7, payload.size(), 0, payload);
-  kept.mutable_chunk()->set_keep(true);
+  const v1::AgentMessage kept = KeptChunk(7, payload);
   {
     TestStream s(channel_);
     ASSERT_TRUE(s.Hello());
