@@ -4,14 +4,17 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "agent/thread_priority.h"
 #include "common/log.h"
 #include "common/wire.h"
 
 namespace parity::agent {
 
 CheckStream::CheckStream(std::shared_ptr<grpc::ChannelInterface> channel, OnMessage on_message,
-                         std::function<void()> on_end)
-    : on_message_(std::move(on_message)), on_end_(std::move(on_end)) {
+                         std::function<void()> on_end, int background_nice)
+    : on_message_(std::move(on_message)),
+      on_end_(std::move(on_end)),
+      background_nice_(background_nice) {
   grpc::GenericStub stub(std::move(channel));
   stub.PrepareBidiStreamingCall(&context_, common::kCheckMethod, grpc::StubOptions(), this);
   StartRead(&in_);
@@ -51,6 +54,7 @@ void CheckStream::StartNextWriteLocked() {
 }
 
 void CheckStream::OnWriteDone(bool ok) {
+  LowerThisThreadOnce(background_nice_);
   absl::MutexLock lock(&mu_);
   writing_ = false;
   out_.Clear();
@@ -81,6 +85,7 @@ std::optional<grpc::ByteBuffer> CheckStream::AwaitFirst() {
 }
 
 void CheckStream::OnReadDone(bool ok) {
+  LowerThisThreadOnce(background_nice_);
   if (!ok) {
     absl::MutexLock lock(&mu_);
     reading_ended_ = true;

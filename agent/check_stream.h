@@ -33,9 +33,10 @@ class CheckStream : private grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::Byte
   using OnMessage = std::function<void(grpc::ByteBuffer&)>;
 
   // Starts the Check call on `channel`. `on_end`, if set, runs once when the stream ends, on a
-  // gRPC callback thread (must not block).
+  // gRPC callback thread (must not block). Each gRPC thread that runs a reaction of this stream
+  // has its nice value raised by `background_nice`, once (parity.background_nice).
   CheckStream(std::shared_ptr<grpc::ChannelInterface> channel, OnMessage on_message,
-              std::function<void()> on_end = nullptr);
+              std::function<void()> on_end = nullptr, int background_nice = 0);
   // Cancels the stream unless it has ended, and waits for gRPC's last callback.
   ~CheckStream() override;
   CheckStream(const CheckStream&) = delete;
@@ -73,6 +74,7 @@ class CheckStream : private grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::Byte
   grpc::ClientContext context_;
   const OnMessage on_message_;
   const std::function<void()> on_end_;
+  const int background_nice_;
   grpc::ByteBuffer in_;  // the read in flight: touched only by gRPC between StartRead and its end
 
   mutable absl::Mutex mu_;

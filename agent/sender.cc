@@ -3,9 +3,11 @@
 #include "agent/call_encoder.h"
 #include "agent/check_stream.h"
 #include "agent/server_list.h"
+#include "agent/thread_priority.h"
 
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <grpcpp/grpcpp.h>
+#include <pthread.h>
 #include <torch/version.h>
 #include <unistd.h>
 
@@ -61,6 +63,7 @@ SenderOptions SenderOptionsFor(const common::AgentConfig& c) {
   s.queue_max_bytes = o.queue_max_bytes;
   s.queue_max_calls = o.queue_max_calls;
   s.batch_calls = o.batch_calls;
+  s.background_nice = static_cast<int>(o.background_nice);
   s.policy = o.policy;
   s.block_timeout_ms = o.block_timeout_ms;
   s.max_inline_tensor_bytes = o.max_inline_tensor_bytes;
@@ -78,6 +81,9 @@ SenderOptions SenderOptionsFor(const common::AgentConfig& c) {
   h.set_framework_version(absl::StrCat("torch ", common::TorchVersion()));
   h.set_device_type(ProcessDeviceType());
   h.set_config_digest(common::AgentConfigDigest(c));
+  // The server may answer with VerdictBatches; parity.batch_calls 1 asks for every message
+  // alone, both ways.
+  h.set_accepts_batches(o.batch_calls > 1);
   return s;
 }
 
@@ -139,6 +145,10 @@ void Sender::LogOnce(const std::string& message, common::LogLevel level) {
 
 void Sender::Run() {
   MarkAgentThread();
+#if defined(__linux__)
+  pthread_setname_np(pthread_self(), "parity-sender");  // in top, perf and gdb
+#endif
+  LowerThisThreadOnce(options_.background_nice);
   auto last_stats = std::chrono::steady_clock::now();
   double backoff_ms = options_.reconnect_initial_ms;
   for (;;) {
@@ -289,7 +299,7 @@ bool Sender::Connect() {
   Connection* raw = c.get();
   c->stream = std::make_unique<CheckStream>(
       channel_, [this, raw](grpc::ByteBuffer& bytes) { OnServerMessage(raw, bytes); },
-      [this] { OnStreamEnd(); });
+      [this] { OnStreamEnd(); }, options_.background_nice);
   {
     absl::MutexLock lock(&mu_);
     live_stream_ = c->stream.get();
@@ -405,10 +415,29 @@ void Sender::OnServerMessage(Connection* c, grpc::ByteBuffer& bytes) {
     }
     return;
   }
-  if (!m.has_verdict()) return;
-  on_verdict_(m.verdict());
+  uint64_t verdicts = 0;
+  if (m.has_verdict()) {
+    on_verdict_(m.verdict());
+    verdicts = 1;
+  } else if (m.has_batch()) {
+    // Each item as if it had come alone (parity.proto, VerdictBatch).
+    for (const v1::ServerMessage& item : m.batch().messages()) {
+      if (!item.has_verdict()) {
+        counters_.Unreadable();
+        if (!c->logged_unreadable.exchange(true)) {
+          common::LogWarning(
+              "a VerdictBatch from the server held an item that is not a verdict; ignored, and "
+              "counted as unreadable (a server of another release?)");
+        }
+        continue;
+      }
+      on_verdict_(item.verdict());
+      ++verdicts;
+    }
+  }
+  if (verdicts == 0) return;
   absl::MutexLock lock(&mu_);
-  ++answered_;
+  answered_ += verdicts;
   cv_.SignalAll();
 }
 
@@ -473,8 +502,9 @@ std::size_t Sender::SendCalls(std::vector<std::unique_ptr<CapturedCall>>& calls)
   // once, so gRPC may hold this one and send both together.
   auto flush = [&](bool more) {
     if (items.empty()) return true;
-    grpc::ByteBuffer bytes =
-        items.size() == 1 ? std::move(items.front()) : common::SerializeBatch(items);
+    grpc::ByteBuffer bytes = items.size() == 1
+                                 ? std::move(items.front())
+                                 : common::SerializeBatch(common::kAgentBatchField, items);
     items.clear();
     item_bytes = 0;
     const std::size_t length = bytes.Length();

@@ -47,6 +47,7 @@ struct SenderOptions {
   uint64_t queue_max_bytes = uint64_t{256} << 20;
   uint32_t queue_max_calls = 1024;
   uint32_t batch_calls = 64;  // calls waiting together sent in one MessageBatch (1: each alone)
+  int background_nice = 10;   // added to the sender's and the stream callbacks' nice value
   common::QueuePolicy policy = common::QueuePolicy::kDrop;
   uint32_t block_timeout_ms = 0;
   uint64_t max_inline_tensor_bytes = uint64_t{4} << 20;

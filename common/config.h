@@ -31,6 +31,9 @@ struct AgentOptions {
   uint64_t reuse_bytes = uint64_t{256} << 20;
   uint32_t queue_max_calls = 1024;
   uint32_t batch_calls = 64;  // calls waiting together sent in one message (1: one each)
+  // Added to the nice value of the agent's own threads (the sender, gRPC's callback threads of
+  // its stream): the training goes first on busy cores. 0: the training's priority.
+  uint32_t background_nice = 10;
   QueuePolicy policy = QueuePolicy::kDrop;
   uint32_t block_timeout_ms = 0;          // kBlock: longest wait per call; 0 = no limit
   uint32_t max_checks_per_signature = 0;  // 0 = check every call

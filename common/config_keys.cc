@@ -152,6 +152,9 @@ const KeyTable<AgentConfig>& AgentTable() {
     t->Int(
         "parity.batch_calls", [](C& c) { return &c.parity.batch_calls; }, 1, 4096,
         "calls waiting in the queue together sent in one message (1: each alone)");
+    t->Int(
+        "parity.background_nice", [](C& c) { return &c.parity.background_nice; }, 0, 19,
+        "added to the nice value of the agent's own threads, so the training runs first");
     t->EnumChoice(
         "parity.policy", [](C& c) { return &c.parity.policy; }, Policies(),
         "full queue: drop the call and count it, or wait for room");

@@ -111,9 +111,8 @@ grpc::Slice FieldHeader(uint32_t field, std::size_t length) {
 
 }  // namespace
 
-grpc::ByteBuffer SerializeBatch(const std::vector<grpc::ByteBuffer>& items) {
-  constexpr uint32_t kBatchField = 7;     // AgentMessage.batch
-  constexpr uint32_t kMessagesField = 1;  // MessageBatch.messages
+grpc::ByteBuffer SerializeBatch(uint32_t batch_field, const std::vector<grpc::ByteBuffer>& items) {
+  constexpr uint32_t kMessagesField = 1;  // MessageBatch.messages, VerdictBatch.messages
   std::vector<grpc::Slice> slices(1);     // the outer header, once the length is known
   std::size_t inner = 0;
   for (const grpc::ByteBuffer& item : items) {
@@ -125,7 +124,7 @@ grpc::ByteBuffer SerializeBatch(const std::vector<grpc::ByteBuffer>& items) {
       for (grpc::Slice& part : parts) slices.push_back(std::move(part));
     }
   }
-  slices[0] = FieldHeader(kBatchField, inner);
+  slices[0] = FieldHeader(batch_field, inner);
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 

@@ -26,9 +26,14 @@ grpc::ByteBuffer SerializeShared(std::shared_ptr<const google::protobuf::Message
 
 // `message` serialized (copied): for small messages.
 grpc::ByteBuffer Serialize(const google::protobuf::MessageLite& message);
-// An AgentMessage holding a MessageBatch of `items` (each a serialized AgentMessage), made
-// without copying them: a few bytes of field headers, then each item's own slices.
-grpc::ByteBuffer SerializeBatch(const std::vector<grpc::ByteBuffer>& items);
+// The oneof fields that hold a batch: AgentMessage.batch (MessageBatch) and ServerMessage.batch
+// (VerdictBatch); in both, the items are field 1.
+inline constexpr uint32_t kAgentBatchField = 7;
+inline constexpr uint32_t kServerBatchField = 3;
+// A message holding, in its field `batch_field`, a batch of `items` (each a serialized message
+// of the outer type: AgentMessages for kAgentBatchField, ServerMessages for kServerBatchField),
+// made without copying them: a few bytes of field headers, then each item's own slices.
+grpc::ByteBuffer SerializeBatch(uint32_t batch_field, const std::vector<grpc::ByteBuffer>& items);
 
 // Options for a write that `more` writes follow at once: gRPC may then hold it back and send
 // them together (a buffer hint); the last write of a burst goes out at once.

@@ -65,6 +65,8 @@ const std::vector<MetricInfo>& MetricCatalogue() {
        "Serialized bytes of agent messages received."},
       {"parity_server_messages_received_total", "counter", "",
        "gRPC messages received from agents (a MessageBatch of several calls counts once)."},
+      {"parity_server_messages_sent_total", "counter", "",
+       "gRPC messages sent to agents (a VerdictBatch of several verdicts counts once)."},
       {"parity_server_stream_errors_total", "counter", "code",
        "Agent streams ended with an error status, by gRPC code."},
       {"parity_server_queue_calls", "gauge", "", "Calls waiting for or in replay."},
@@ -107,6 +109,8 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, std::size_t max_op_
       &Build(prometheus::BuildCounter(), "parity_server_received_bytes_total", registry).Add({});
   received_messages_ =
       &Build(prometheus::BuildCounter(), "parity_server_messages_received_total", registry).Add({});
+  sent_messages_ =
+      &Build(prometheus::BuildCounter(), "parity_server_messages_sent_total", registry).Add({});
   stream_errors_ =
       &Build(prometheus::BuildCounter(), "parity_server_stream_errors_total", registry);
   queue_calls_ = &Build(prometheus::BuildGauge(), "parity_server_queue_calls", registry).Add({});
@@ -197,6 +201,8 @@ void ServerMetrics::MessageBytes(uint64_t bytes) {
   received_bytes_->Increment(static_cast<double>(bytes));
   received_messages_->Increment();
 }
+
+void ServerMetrics::MessageSent() { sent_messages_->Increment(); }
 
 void ServerMetrics::CallChecked(v1::Phase phase, v1::VerdictStatus status, absl::string_view op,
                                 double replay_seconds, double compare_seconds) {

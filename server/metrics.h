@@ -49,6 +49,7 @@ class ServerMetrics {
   // All helpers are thread-safe.
   void CallReceived(v1::Phase phase);
   void MessageBytes(uint64_t bytes);
+  void MessageSent();  // a gRPC message to an agent (a VerdictBatch counts once)
   void CallChecked(v1::Phase phase, v1::VerdictStatus status, absl::string_view op,
                    double replay_seconds, double compare_seconds);
   // CPU seconds a worker spent in one stage of a call (parse, decode, bench, golden, compare,
@@ -85,6 +86,7 @@ class ServerMetrics {
   prometheus::Family<prometheus::Counter>* error_data_;
   prometheus::Counter* received_bytes_;
   prometheus::Counter* received_messages_;
+  prometheus::Counter* sent_messages_;
   prometheus::Counter* agent_captured_;
   prometheus::Gauge* queue_calls_;
   prometheus::Gauge* queue_bytes_;

@@ -14,20 +14,29 @@ namespace parity::server {
 
 class OrderedOutbox {
  public:
-  // A message that goes out after everything queued so far (the ServerInfo).
+  // A message that goes out after everything queued so far, alone (the ServerInfo).
   void Push(grpc::ByteBuffer message);
+
+  // From now on, verdicts ready together when a write starts go out as one VerdictBatch of at
+  // most `max_items` verdicts and `max_bytes` bytes (for an agent whose Hello says it takes
+  // them). A verdict larger than `max_bytes` goes alone; nothing waits for company.
+  void BatchVerdicts(std::size_t max_items, std::size_t max_bytes) {
+    max_batch_items_ = max_items;
+    max_batch_bytes_ = max_bytes;
+  }
 
   // The slot of the next call, in arrival order.
   uint64_t Reserve() { return next_slot_++; }
 
-  // Call `slot` is done: its verdict, or nothing when its message did not parse. Verdicts are
+  // Call `slot` is done: its verdict (a serialized ServerMessage holding it), or nothing when its
+  // message did not parse. Verdicts are
   // released in slot order; at an empty slot the stream stops: nothing from it or after it goes
   // out (the stream ends there, with the error).
   void Complete(uint64_t slot, std::optional<grpc::ByteBuffer> message);
 
-  // Takes the next message to write when none is being written: true and `*out` filled, with
-  // `*more` telling whether another is ready behind it (a buffer hint lets gRPC send them
-  // together).
+  // Takes the next message to write when none is being written: true and `*out` filled (one
+  // message, or a VerdictBatch of those ready), with `*more` telling whether another is ready
+  // behind it (a buffer hint lets gRPC send them together).
   bool StartWrite(grpc::ByteBuffer* out, bool* more);
   // The write started by StartWrite ended; after a failed one (the client is gone) nothing more
   // is written.
@@ -38,13 +47,19 @@ class OrderedOutbox {
   bool drained() const { return next_to_release_ == next_slot_; }
 
  private:
-  std::deque<grpc::ByteBuffer> ready_;                             // in order, not yet written
+  struct Ready {
+    grpc::ByteBuffer message;
+    bool verdict = false;  // may go in a VerdictBatch
+  };
+  std::deque<Ready> ready_;                                        // in order, not yet written
   std::map<uint64_t, std::optional<grpc::ByteBuffer>> completed_;  // out of order, held back
   uint64_t next_slot_ = 0;
   uint64_t next_to_release_ = 0;
   bool writing_ = false;
-  bool failed_ = false;   // a write failed: the client is gone
-  bool stopped_ = false;  // an empty slot was released: nothing more goes out
+  bool failed_ = false;              // a write failed: the client is gone
+  bool stopped_ = false;             // an empty slot was released: nothing more goes out
+  std::size_t max_batch_items_ = 1;  // 1: every message alone
+  std::size_t max_batch_bytes_ = 0;
 };
 
 }  // namespace parity::server

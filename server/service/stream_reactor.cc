@@ -17,6 +17,10 @@ namespace {
 
 std::atomic<uint64_t> g_fail_blob_growth_above{0};
 
+// A VerdictBatch holds at most this many verdicts and bytes (parity.proto, VerdictBatch).
+constexpr std::size_t kMaxVerdictBatch = 64;
+constexpr std::size_t kMaxVerdictBatchBytes = std::size_t{1} << 20;
+
 // Appends a chunk's bytes to its blob: the blob grows as bytes arrive (never to the announced
 // total at once, so an announcement costs nothing until the bytes are there).
 void AppendToBlob(std::string& blob, absl::string_view bytes) {
@@ -156,7 +160,10 @@ void CheckService::Reactor::ActAndUnlock() {
   // Both may be needed: a read and a write can be outstanding at once. The stream cannot
   // finish while either is, so the reactor outlives both calls. More verdicts waiting: gRPC may
   // hold this one and send them together.
-  if (write) StartWrite(&out_, common::WriteOptionsFor(more));
+  if (write) {
+    if (service_->metrics_) service_->metrics_->MessageSent();
+    StartWrite(&out_, common::WriteOptionsFor(more));
+  }
   if (read) StartRead(&in_);
 }
 
@@ -282,6 +289,8 @@ absl::Status CheckService::Reactor::OnHello(const v1::Hello& hello) {
   absl::MutexLock lock(&mu_);
   who_ = absl::StrCat("rank ", hello.rank());
   outbox_.Push(std::move(bytes));
+  // Verdicts ready together go in one message (VerdictBatch) to an agent that takes them.
+  if (hello.accepts_batches()) outbox_.BatchVerdicts(kMaxVerdictBatch, kMaxVerdictBatchBytes);
   return absl::OkStatus();
 }
 

@@ -126,11 +126,16 @@ class RecordingServer {
 
 // Not a ParityServer: a server speaking the Check method's bytes itself, which answers Hello
 // properly and then puts `garbage` (bytes that are no ServerMessage) before each call's verdict;
-// or, with `answer_calls` false, never answers a call at all.
+// or, with `answer_calls` false, never answers a call at all; or, with `verdicts_per_batch` above
+// 0, holds the verdicts and sends each `verdicts_per_batch` of them as one VerdictBatch, after
+// an item that is not a verdict (a ServerInfo), and no garbage.
 class GarbledServer : public grpc::CallbackGenericService {
  public:
-  explicit GarbledServer(std::string garbage, bool answer_calls = true)
-      : garbage_(std::move(garbage)), answer_calls_(answer_calls) {
+  explicit GarbledServer(std::string garbage, bool answer_calls = true,
+                         std::size_t verdicts_per_batch = 0)
+      : garbage_(std::move(garbage)),
+        answer_calls_(answer_calls),
+        verdicts_per_batch_(verdicts_per_batch) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     builder.RegisterCallbackGenericService(this);
@@ -141,6 +146,9 @@ class GarbledServer : public grpc::CallbackGenericService {
   int port() const { return port_; }
   uint64_t verdicts_sent() const { return verdicts_sent_.load(); }
   uint64_t calls_received() const { return calls_received_.load(); }
+  uint64_t batches_sent() const { return batches_sent_.load(); }
+  // Whether the last Hello said the agent takes VerdictBatches.
+  bool hello_accepts_batches() const { return hello_accepts_batches_.load(); }
 
  private:
   class Reactor : public parity::testing::GenericStreamReactor {
@@ -152,6 +160,7 @@ class GarbledServer : public grpc::CallbackGenericService {
       v1::AgentMessage m;
       ASSERT_TRUE(common::Parse(message, &m));
       if (m.has_hello()) {
+        server_->hello_accepts_batches_.store(m.hello().accepts_batches());
         v1::ServerMessage info;
         info.mutable_server_info()->set_protocol_version(m.hello().protocol_version());
         info.mutable_server_info()->set_max_message_bytes(4 << 20);
@@ -159,13 +168,27 @@ class GarbledServer : public grpc::CallbackGenericService {
       } else if (m.has_call()) {
         server_->calls_received_.fetch_add(1);
         if (!server_->answer_calls_) return;
-        grpc::Slice slice(server_->garbage_);
-        out_.emplace_back(&slice, 1);
         v1::ServerMessage verdict;
         verdict.mutable_verdict()->set_sequence(m.call().sequence());
         verdict.mutable_verdict()->set_status(v1::VERDICT_STATUS_PASS);
-        out_.push_back(common::Serialize(verdict));
         server_->verdicts_sent_.fetch_add(1);
+        if (server_->verdicts_per_batch_ > 0) {
+          if (held_.empty()) {
+            v1::ServerMessage not_a_verdict;
+            not_a_verdict.mutable_server_info()->set_server_version("not a verdict");
+            held_.push_back(common::Serialize(not_a_verdict));
+          }
+          held_.push_back(common::Serialize(verdict));
+          if (held_.size() == server_->verdicts_per_batch_ + 1) {
+            out_.push_back(common::SerializeBatch(common::kServerBatchField, held_));
+            held_.clear();
+            server_->batches_sent_.fetch_add(1);
+          }
+          return;
+        }
+        grpc::Slice slice(server_->garbage_);
+        out_.emplace_back(&slice, 1);
+        out_.push_back(common::Serialize(verdict));
       }
     }
     std::optional<grpc::ByteBuffer> NextWrite() override {
@@ -177,6 +200,7 @@ class GarbledServer : public grpc::CallbackGenericService {
 
     GarbledServer* const server_;
     std::deque<grpc::ByteBuffer> out_;
+    std::vector<grpc::ByteBuffer> held_;  // the next VerdictBatch's items
   };
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext*) override {
     return new Reactor(this);
@@ -184,7 +208,10 @@ class GarbledServer : public grpc::CallbackGenericService {
 
   const std::string garbage_;
   const bool answer_calls_;
+  const std::size_t verdicts_per_batch_;
   std::atomic<uint64_t> verdicts_sent_{0};
+  std::atomic<uint64_t> batches_sent_{0};
+  std::atomic<bool> hello_accepts_batches_{false};
   std::atomic<uint64_t> calls_received_{0};
   int port_ = 0;
   std::unique_ptr<grpc::Server> server_;

@@ -1,11 +1,16 @@
 // The agent's session in-process against a real ParityServer on loopback whose handler records
 // what arrives: call names (op, overload, per-step call index, phase, module, forward link),
-// fail_fast, reconnection, wedged and dying servers, and the accounting of every call.
+// fail_fast, reconnection, wedged and dying servers, the accounting of every call, verdict
+// batches, and the priority of the agent's threads.
 #include "agent/session.h"
 
+#include <filesystem>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
+#include "agent/thread_priority.h"
 #include "common/torch/value_codec.h"
 #include "gtest/gtest.h"
 #include "tests/agent/agent_testing.h"
@@ -315,6 +320,93 @@ TEST(SessionTest, UnreadableServerMessagesAreCountedAndTheVerdictsAfterThemStill
     EXPECT_EQ(c.reconnects, 0u);
     EXPECT_TRUE(c.connected);
   }
+}
+
+// A VerdictBatch counts every verdict it holds, each as if it had come alone (an item that is
+// no verdict is counted as unreadable); the agent says it takes them unless parity.batch_calls
+// is 1.
+TEST(SessionTest, EveryVerdictOfAVerdictBatchCounts) {
+  GarbledServer server("", /*answer_calls=*/true, /*verdicts_per_batch=*/5);
+  const torch::Tensor x = torch::randn({3, 4});
+  auto agent = StartAgent(Config(server.port()));
+  for (int i = 0; i < 10; ++i) torch::relu(x);
+  ASSERT_TRUE(agent->Flush(20000));
+  const Counters c = agent->GetCounters();
+  agent->Close();
+  EXPECT_TRUE(server.hello_accepts_batches());
+  EXPECT_EQ(c.sent, 10u);
+  EXPECT_EQ(server.batches_sent(), 2u);
+  EXPECT_EQ(c.verdicts, 10u);
+  EXPECT_EQ(c.pass, 10u);
+  EXPECT_EQ(c.unreadable, 2u);
+  common::AgentConfig one_by_one = Config(server.port());
+  one_by_one.parity.batch_calls = 1;
+  one_by_one.parity.flush_timeout_ms = 200;  // its one verdict stays held for a batch of 5
+  auto second = StartAgent(one_by_one);
+  torch::relu(x);
+  second->Close();
+  EXPECT_FALSE(server.hello_accepts_batches());
+}
+
+// The nice value and name of each thread of this process (Linux: /proc/self/task).
+struct ThreadNice {
+  std::string name;
+  int nice = 0;
+};
+std::vector<ThreadNice> Threads() {
+  std::vector<ThreadNice> out;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream stat(task.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const std::size_t open = text.find('('), close = text.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    // After the name: state, then 15 fields up to priority; the 17th is the nice value.
+    std::istringstream fields(text.substr(close + 2));
+    std::string field;
+    for (int i = 0; i < 17 && fields >> field; ++i) {
+    }
+    out.push_back({text.substr(open + 1, close - open - 1), std::stoi(field)});
+  }
+  return out;
+}
+
+// parity.background_nice: the sender thread ("parity-sender") and the gRPC threads that ran the
+// stream's reactions run that much nicer than the training; the training's own thread is left
+// alone. 0 leaves a new sender at the training's priority.
+TEST(SessionTest, TheAgentsThreadsRunBelowTheTraining) {
+  const int base = ThisThreadNice();
+  if (base > 12) {
+    GTEST_SKIP() << "this test runs at nice " << base;
+  }
+  RecordingServer server;
+  common::AgentConfig config = Config(server.port());
+  config.parity.background_nice = 7;
+  auto agent = StartAgent(config);
+  torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
+  TrainStep(w, torch::randn({3, 4}));
+  ASSERT_TRUE(agent->Flush(20000));
+  int senders = 0, lowered = 0;
+  for (const ThreadNice& t : Threads()) {
+    if (t.name == "parity-sender") {
+      ++senders;
+      EXPECT_EQ(t.nice, base + 7);
+    }
+    if (t.nice == base + 7) ++lowered;
+  }
+  EXPECT_EQ(senders, 1);
+  EXPECT_GE(lowered, 2) << "the sender and at least one thread that ran a stream reaction";
+  EXPECT_EQ(ThisThreadNice(), base) << "the training's thread keeps its priority";
+  agent->Close();
+  config.parity.background_nice = 0;
+  auto second = StartAgent(config);
+  TrainStep(w, torch::randn({3, 4}));
+  ASSERT_TRUE(second->Flush(20000));
+  for (const ThreadNice& t : Threads()) {
+    if (t.name == "parity-sender") {
+      EXPECT_EQ(t.nice, base);
+    }
+  }
+  second->Close();
 }
 
 // A server that accepts the stream but never answers: under `drop` the training never waits,

@@ -87,7 +87,7 @@ TEST(WireTest, BatchesAreTheirItemsWithoutCopies) {
       *expected.mutable_batch()->add_messages() = *messages.back();
       items.push_back(SerializeShared(messages.back()));
     }
-    const grpc::ByteBuffer batch = SerializeBatch(items);
+    const grpc::ByteBuffer batch = SerializeBatch(kAgentBatchField, items);
     std::string bytes;
     for (const grpc::Slice& slice : Slices(batch)) {
       bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
@@ -98,6 +98,32 @@ TEST(WireTest, BatchesAreTheirItemsWithoutCopies) {
     v1::AgentMessage back;
     ASSERT_TRUE(Parse(copy, &back));
     EXPECT_EQ(back.batch().messages_size(), static_cast<int>(count));
+  }
+}
+
+// The server's VerdictBatch the same way: verdicts serialized alone, then wrapped without a
+// copy into what protobuf writes for a ServerMessage holding them all.
+TEST(WireTest, VerdictBatchesAreTheirItems) {
+  for (std::size_t count : {1, 2, 200}) {
+    std::vector<grpc::ByteBuffer> items;
+    v1::ServerMessage expected;
+    for (std::size_t i = 0; i < count; ++i) {
+      v1::ServerMessage one;
+      one.mutable_verdict()->set_sequence(i + 1);
+      one.mutable_verdict()->set_api_name(std::string(i % 7 * 30, 'a'));
+      *expected.mutable_batch()->add_messages() = one;
+      items.push_back(Serialize(one));
+    }
+    grpc::ByteBuffer batch = SerializeBatch(kServerBatchField, items);
+    std::string bytes;
+    for (const grpc::Slice& slice : Slices(batch)) {
+      bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+    EXPECT_EQ(bytes, expected.SerializeAsString()) << count;
+    v1::ServerMessage back;
+    ASSERT_TRUE(Parse(batch, &back));
+    ASSERT_EQ(back.batch().messages_size(), static_cast<int>(count));
+    EXPECT_EQ(back.batch().messages(static_cast<int>(count) - 1).verdict().sequence(), count);
   }
 }
 

@@ -39,6 +39,7 @@ class AgentEndToEndTest(unittest.TestCase):
             cpu = {stage: server.metric("parity_server_stage_cpu_seconds_total", stage=stage)
                    for stage in runs}
             messages = server.metric("parity_server_messages_received_total")
+            sent = server.metric("parity_server_messages_sent_total")
         finally:
             server.stop()
         calls = len(server.records())
@@ -46,6 +47,12 @@ class AgentEndToEndTest(unittest.TestCase):
         # went in MessageBatches: fewer messages than calls, though every call has its record,
         # and new tensors and releases are messages of their own when sent alone.
         self.assertLess(messages, calls)
+        # Back to the agent: the ServerInfo, then every verdict alone or in a VerdictBatch with
+        # those ready at the same moment (how many are is the workers' timing: at most one
+        # message a verdict; StreamContractTest pins the batching itself).
+        self.assertGreater(sent, 1)
+        self.assertLessEqual(sent, calls + 1)
+        print(f"{calls} calls came in {messages:.0f} messages; their verdicts went in {sent:.0f}")
         self.assertEqual(runs["parse"], calls)
         self.assertEqual(runs["write"], calls)
         self.assertGreater(runs["bench"], runs["golden"])

@@ -1,12 +1,15 @@
 // The verdicts of one stream go out in the order the calls arrived, whatever order the workers
-// finish in; a message that did not parse stops the stream there; a failed write drops the rest.
+// finish in; a message that did not parse stops the stream there; a failed write drops the rest;
+// for an agent that takes them, verdicts ready together go in one VerdictBatch within its caps.
 #include "server/service/ordered_outbox.h"
 
 #include <string>
 #include <vector>
 
+#include "common/wire.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "parity/v1/parity.pb.h"
 
 namespace parity::server {
 namespace {
@@ -90,6 +93,130 @@ TEST(OrderedOutboxTest, AFailedWriteDropsTheRest) {
   box.Push(Message("d"));
   EXPECT_THAT(Drain(box), IsEmpty());
   EXPECT_TRUE(box.drained());
+}
+
+// A ServerMessage holding the verdict of call `sequence`, its api_name `padding` bytes long.
+grpc::ByteBuffer VerdictMessage(uint64_t sequence, std::size_t padding = 0) {
+  v1::ServerMessage m;
+  m.mutable_verdict()->set_sequence(sequence);
+  m.mutable_verdict()->set_api_name(std::string(padding, 'x'));
+  return common::Serialize(m);
+}
+
+// What one write carried: the sequences of its verdicts, and whether they came as a batch.
+struct Written {
+  std::vector<uint64_t> sequences;
+  bool batch = false;
+};
+
+std::vector<Written> DrainVerdicts(OrderedOutbox& box) {
+  std::vector<Written> writes;
+  grpc::ByteBuffer out;
+  bool more = false;
+  while (box.StartWrite(&out, &more)) {
+    v1::ServerMessage m;
+    EXPECT_TRUE(common::Parse(out, &m));
+    Written w;
+    if (m.has_batch()) {
+      w.batch = true;
+      for (const v1::ServerMessage& item : m.batch().messages()) {
+        EXPECT_TRUE(item.has_verdict());
+        w.sequences.push_back(item.verdict().sequence());
+      }
+    } else if (m.has_verdict()) {
+      w.sequences.push_back(m.verdict().sequence());
+    }
+    writes.push_back(w);
+    box.WriteDone(true);
+  }
+  return writes;
+}
+
+std::vector<std::size_t> Sizes(const std::vector<Written>& writes) {
+  std::vector<std::size_t> sizes;
+  for (const Written& w : writes) sizes.push_back(w.sequences.size());
+  return sizes;
+}
+
+TEST(OrderedOutboxTest, VerdictsReadyTogetherGoInOneBatchAfterTheServerInfoAlone) {
+  OrderedOutbox box;
+  box.BatchVerdicts(64, 1 << 20);
+  v1::ServerMessage info;
+  info.mutable_server_info()->set_server_version("v");
+  box.Push(common::Serialize(info));
+  std::vector<uint64_t> slots;
+  for (int i = 0; i < 5; ++i) slots.push_back(box.Reserve());
+  for (int i = 4; i >= 1; --i) box.Complete(slots[i], VerdictMessage(i + 1));
+  grpc::ByteBuffer out;
+  bool more = true;
+  ASSERT_TRUE(box.StartWrite(&out, &more));
+  v1::ServerMessage first;
+  ASSERT_TRUE(common::Parse(out, &first));
+  EXPECT_TRUE(first.has_server_info()) << "the ServerInfo goes alone, first";
+  EXPECT_FALSE(more) << "verdicts 2-5 wait for the first";
+  box.Complete(slots[0], VerdictMessage(1));  // while the ServerInfo is being written
+  box.WriteDone(true);
+  const std::vector<Written> writes = DrainVerdicts(box);
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_TRUE(writes[0].batch);
+  EXPECT_THAT(writes[0].sequences, ElementsAre(1, 2, 3, 4, 5));
+  // A verdict alone in the outbox goes alone, as a plain verdict: nothing waits for company.
+  box.Complete(box.Reserve(), VerdictMessage(6));
+  const std::vector<Written> alone = DrainVerdicts(box);
+  ASSERT_EQ(alone.size(), 1u);
+  EXPECT_FALSE(alone[0].batch);
+  EXPECT_THAT(alone[0].sequences, ElementsAre(6));
+}
+
+TEST(OrderedOutboxTest, BatchesStayWithinTheirCountAndBytes) {
+  {
+    OrderedOutbox box;
+    box.BatchVerdicts(3, 1 << 20);
+    for (uint64_t i = 1; i <= 7; ++i) box.Complete(box.Reserve(), VerdictMessage(i));
+    const std::vector<Written> writes = DrainVerdicts(box);
+    EXPECT_THAT(Sizes(writes), ElementsAre(3, 3, 1));
+    EXPECT_THAT(writes[2].sequences, ElementsAre(7));
+  }
+  {
+    // 400 KiB verdicts under a 1 MiB cap: two a batch; a 2 MiB one alone; order kept.
+    OrderedOutbox box;
+    box.BatchVerdicts(64, 1 << 20);
+    for (uint64_t i = 1; i <= 3; ++i) box.Complete(box.Reserve(), VerdictMessage(i, 400 << 10));
+    box.Complete(box.Reserve(), VerdictMessage(4, 2 << 20));
+    box.Complete(box.Reserve(), VerdictMessage(5, 400 << 10));
+    grpc::ByteBuffer out;
+    bool more = false;
+    std::vector<std::size_t> lengths;
+    std::vector<Written> writes;
+    while (box.StartWrite(&out, &more)) {
+      lengths.push_back(out.Length());
+      v1::ServerMessage m;
+      ASSERT_TRUE(common::Parse(out, &m));
+      Written w;
+      w.batch = m.has_batch();
+      if (w.batch) {
+        for (const auto& item : m.batch().messages())
+          w.sequences.push_back(item.verdict().sequence());
+      } else {
+        w.sequences.push_back(m.verdict().sequence());
+      }
+      writes.push_back(w);
+      box.WriteDone(true);
+    }
+    EXPECT_THAT(Sizes(writes), ElementsAre(2, 1, 1, 1));
+    EXPECT_THAT(writes[1].sequences, ElementsAre(3));
+    EXPECT_THAT(writes[2].sequences, ElementsAre(4));
+    EXPECT_LE(lengths[0], std::size_t{1} << 20);
+    EXPECT_GT(lengths[2], std::size_t{2} << 20) << "the large verdict went whole, alone";
+  }
+}
+
+TEST(OrderedOutboxTest, WithoutBatchingEveryVerdictGoesAlone) {
+  OrderedOutbox box;  // an agent whose Hello does not say it takes batches
+  for (uint64_t i = 1; i <= 4; ++i) box.Complete(box.Reserve(), VerdictMessage(i));
+  const std::vector<Written> writes = DrainVerdicts(box);
+  EXPECT_THAT(Sizes(writes), ElementsAre(1, 1, 1, 1));
+  for (const Written& w : writes) EXPECT_FALSE(w.batch);
 }
 
 }  // namespace

@@ -8,9 +8,12 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/torch/torch_pch.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
 #include "server/compare/judge.h"
 #include "server/server.h"
 #include "tests/testing/op_cases.h"
@@ -486,6 +489,74 @@ TEST_F(StreamContractTest, BatchItemsAreHandledInOrderAsIfEachCameAlone) {
     const grpc::Status status = s.Close();
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_THAT(status.error_message(), HasSubstr("MessageBatch"));
+  }
+}
+
+// Verdicts ready together go to an agent that takes them (Hello.accepts_batches) as one
+// VerdictBatch, in call order; to an agent that does not say so, one by one. Made deterministic
+// with two workers: the first call's check waits until the other worker has checked calls 2-10,
+// so that verdicts 2-9 at least are complete (held for the first) when it ends.
+TEST_F(StreamContractTest, VerdictsReadyTogetherGoInOneBatchToAnAgentThatTakesThem) {
+  constexpr uint64_t kCalls = 10;
+  for (const bool takes_batches : {true, false}) {
+    absl::Notification others_checked;
+    std::atomic<uint64_t> checked{0};
+    common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("vb_"), "");
+    config.parity.workers = 2;
+    auto created = ParityServer::Create(
+        config, [&](const CallOrigin&, const v1::ApiCall& call, const BlobStore&) {
+          if (call.sequence() == 1) {
+            EXPECT_TRUE(others_checked.WaitForNotificationWithTimeout(absl::Seconds(60)));
+          } else if (checked.fetch_add(1) + 1 == kCalls - 1) {
+            others_checked.Notify();
+          }
+          v1::Verdict v;
+          v.set_sequence(call.sequence());
+          v.set_status(v1::VERDICT_STATUS_PASS);
+          return v;
+        });
+    ASSERT_TRUE(created.ok()) << created.status();
+    std::unique_ptr<ParityServer> server = *std::move(created);
+    ASSERT_TRUE(server->Start().ok());
+    TestStream s(testing::TestChannel(server->port(), ""));
+    v1::Hello hello;
+    hello.set_protocol_version(1);
+    hello.set_world_size(1);
+    hello.set_run_id("test-run");
+    hello.set_accepts_batches(takes_batches);
+    ASSERT_TRUE(s.SendHello(hello));
+    for (uint64_t seq = 1; seq <= kCalls; ++seq) ASSERT_TRUE(s.SendCall(Relu(seq)));
+    std::vector<uint64_t> sequences;
+    std::vector<int> per_message;
+    while (sequences.size() < kCalls) {
+      v1::ServerMessage m;
+      ASSERT_TRUE(s.Read(&m)) << sequences.size() << " verdicts read";
+      if (m.has_batch()) {
+        ASSERT_TRUE(takes_batches) << "a batch for an agent that did not ask for them";
+        for (const v1::ServerMessage& item : m.batch().messages()) {
+          ASSERT_TRUE(item.has_verdict()) << item.ShortDebugString();
+          sequences.push_back(item.verdict().sequence());
+        }
+        per_message.push_back(m.batch().messages_size());
+      } else {
+        ASSERT_TRUE(m.has_verdict()) << m.ShortDebugString();
+        sequences.push_back(m.verdict().sequence());
+        per_message.push_back(1);
+      }
+    }
+    EXPECT_EQ(sequences, std::vector<uint64_t>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+    EXPECT_TRUE(s.Close().ok());
+    // The messages sent: the ServerInfo, then the verdicts' messages.
+    const std::string metrics =
+        prometheus::TextSerializer().Serialize(server->registry().Collect());
+    EXPECT_THAT(metrics, HasSubstr(absl::StrCat("parity_server_messages_sent_total ",
+                                                1 + per_message.size())));
+    if (takes_batches) {
+      EXPECT_GE(per_message.front(), 9) << "verdicts 1-9 were ready together";
+      EXPECT_LE(per_message.size(), 2u);
+    } else {
+      EXPECT_EQ(per_message.size(), kCalls);
+    }
   }
 }
 
