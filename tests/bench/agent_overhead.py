@@ -7,7 +7,8 @@ Two more rows split the exhaustive cost: "exhaustive, no replay" sends every cal
 server started with --replay=false, which decodes and answers but does not replay, confined to
 the machine's last core with taskset: the agent's and the transport's own cost ("no buffer
 pool": the same with parity.snapshot_pool_bytes = 0, every snapshot a fresh allocation; "no
-reuse": parity.reuse_bytes = 0, every tensor sent in full, not named again when equal). On a
+reuse": parity.reuse_bytes = 0, every tensor sent in full, not named again when equal;
+"training's priority": parity.background_nice = 0, the agent's threads not niced). On a
 machine where the server shares the training's cores, the difference to "exhaustive" is the
 replay; "every call, drop, server niced" shows the remedy for
 drop mode: the server at nice 19.
@@ -211,7 +212,11 @@ def main():
         ("exhaustive, no replay, no buffer pool",
          lambda: config(sink, policy="block", snapshot_pool_bytes=0)),
         ("exhaustive, no replay, no reuse", lambda: config(sink, policy="block", reuse_bytes=0)),
+        ("exhaustive, no replay, training's priority",
+         lambda: config(sink, policy="block", background_nice=0)),
         ("exhaustive, no reuse", lambda: config(server, policy="block", reuse_bytes=0)),
+        ("exhaustive, training's priority",
+         lambda: config(server, policy="block", background_nice=0)),
         ("exhaustive", lambda: config(server, policy="block")),
     ]
     for loop in ("once", "msprobe"):
