@@ -323,6 +323,10 @@ const KeyTable<ServerConfig>& ServerTable() {
          "replay workers; 0 = half the cores, 1 to 4, and at least 2 per GPU of the bench")
         .flag = "workers";
     t->Int(
+         parity("intra_op_threads"), [](C& c) { return &c.parity.intra_op_threads; }, 0, 1024,
+         "libtorch's threads for one replayed op; 0 = the cores divided among the workers")
+        .flag = "intra_op_threads";
+    t->Int(
          parity("queue_max_calls"), [](C& c) { return &c.parity.queue_max_calls; }, 1, 1 << 20,
          "calls the work queue may hold")
         .flag = "queue_max_calls";

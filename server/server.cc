@@ -145,9 +145,16 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
       o.workers > 0
           ? static_cast<int>(o.workers)
           : static_cast<int>(std::max(std::clamp(cores / 2, 1u, 4u), std::min(2 * gpus, cores)));
-  // Large comparisons split across threads; together the workers should not oversubscribe.
-  internal::SetCompareThreads(
-      static_cast<int>(std::max(1u, cores / static_cast<unsigned>(s->workers_))));
+  // Large comparisons and libtorch's own ops split across threads; together the workers should
+  // not oversubscribe the cores (a worker's replay waits for the slowest of its op's threads).
+  const int per_worker = static_cast<int>(std::max(1u, cores / static_cast<unsigned>(s->workers_)));
+  internal::SetCompareThreads(per_worker);
+  if (s->checker_) {
+    // Auto: libtorch's own choice, but no more than the worker's share of the cores.
+    SetIntraOpThreads(o.intra_op_threads > 0
+                          ? static_cast<int>(o.intra_op_threads)
+                          : std::min(per_worker, LibtorchDefaultIntraOpThreads()));
+  }
   ServerMetrics* metrics = s->metrics_.get();
   if (s->checker_ && o.save_error_data) {
     ErrorDataOptions error_data;

@@ -1,5 +1,6 @@
 #include "server/replay/call_checker.h"
 
+#include <ATen/Parallel.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
@@ -318,5 +319,15 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
   check.cpu = cpu;
   return check;
 }
+
+int LibtorchDefaultIntraOpThreads() {
+  static const int threads = at::get_num_threads();  // before any server of this process set it
+  return threads;
+}
+void SetIntraOpThreads(int threads) {
+  LibtorchDefaultIntraOpThreads();
+  at::set_num_threads(std::max(1, threads));
+}
+int IntraOpThreads() { return at::get_num_threads(); }
 
 }  // namespace parity::server

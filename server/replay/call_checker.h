@@ -104,4 +104,10 @@ class CallChecker {
 // names in the server's white and black lists that select nothing.
 std::vector<std::string> KnownOperatorNames();
 
+// Sets libtorch's intra-op threads (process-wide: every worker's replays use this many).
+void SetIntraOpThreads(int threads);
+int IntraOpThreads();
+// libtorch's own choice, as it was before the first SetIntraOpThreads of this process.
+int LibtorchDefaultIntraOpThreads();
+
 }  // namespace parity::server

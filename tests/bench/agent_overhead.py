@@ -8,7 +8,9 @@ server started with --replay=false, which decodes and answers but does not repla
 the machine's last core with taskset: the agent's and the transport's own cost ("no buffer
 pool": the same with parity.snapshot_pool_bytes = 0, every snapshot a fresh allocation; "no
 reuse": parity.reuse_bytes = 0, every tensor sent in full, not named again when equal;
-"training's priority": parity.background_nice = 0, the agent's threads not niced). On a
+"training's priority": parity.background_nice = 0, the agent's threads not niced;
+"co-located server": the server as docs/deploy.md runs one on the training's host, nice 19, a
+worker per core, one libtorch thread each, with its own bound row). On a
 machine where the server shares the training's cores, the difference to "exhaustive" is the
 replay; "every call, drop, server niced" shows the remedy for
 drop mode: the server at nice 19.
@@ -186,6 +188,11 @@ def main():
     # should run under the drop policy: the training's threads go first when both want a core.
     niced = harness.Server(harness.tempdir("parity_overhead_niced_"), server_tls,
                            extra=["--workers=1", "--golden=true"], nice=19)
+    # A server sharing the training's host as docs/deploy.md#a-server-on-the-trainings-host
+    # runs it: nice 19, a worker per core, one libtorch thread each.
+    colocated = harness.Server(harness.tempdir("parity_overhead_colocated_"), server_tls,
+                               extra=[f"--workers={os.cpu_count() or 1}", "--intra_op_threads=1",
+                                      "--golden=true"], nice=19)
     # The agent and transport alone: a server that decodes and answers without replaying,
     # confined to the last core (the training runs one torch thread).
     sink = harness.Server(harness.tempdir("parity_overhead_sink_"), server_tls,
@@ -218,6 +225,7 @@ def main():
         ("exhaustive, training's priority",
          lambda: config(server, policy="block", background_nice=0)),
         ("exhaustive", lambda: config(server, policy="block")),
+        ("exhaustive, co-located server", lambda: config(colocated, policy="block")),
     ]
     for loop in ("once", "msprobe"):
         rows += [(f"{name} [{loop}]", loop, make) for name, make in modes]
@@ -238,7 +246,9 @@ def main():
                         "workloads": workloads}
                 if name.startswith("exhaustive ["):  # the bound reads its replays' CPU
                     spec["metrics_port"] = server.metrics_port
-                row = json.loads(run_child(spec, env, workdir, [server, niced, sink]))
+                elif name.startswith("exhaustive, co-located server ["):
+                    spec["metrics_port"] = colocated.metrics_port
+                row = json.loads(run_child(spec, env, workdir, [server, niced, colocated, sink]))
                 for w in workloads:
                     results[name][w].append(row[w][0])
                     if row[w][1] != "":
@@ -249,6 +259,7 @@ def main():
     finally:
         server.stop()
         niced.stop()
+        colocated.stop()
         sink.stop()
 
     print(f"agent overhead: median step time, fwd+bwd+SGD, {steps} steps, 1 torch thread, "
@@ -270,9 +281,8 @@ def main():
             if replay[name][w]:
                 bound_s = max(base, (base_cpu + statistics.median(replay[name][w])) / cores)
                 bound = f"{ms / bound_s:7.2f}"
-                loop = name[len("exhaustive "):]
-                print(f"{w:11} {'bound ' + loop:40} {bound_s * 1e3:9.2f} {bound_s / base:7.2f} "
-                      f"{'':>11}")
+                label = name.replace("exhaustive", "bound")
+                print(f"{w:11} {label:40} {bound_s * 1e3:9.2f} {bound_s / base:7.2f} {'':>11}")
             print(f"{w:11} {name:40} {ms * 1e3:9.2f} {ms / base:7.2f} {calls:>11} {bound:>7}")
 
 

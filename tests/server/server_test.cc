@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/compare/judge.h"
+#include "server/replay/call_checker.h"
 #include "server/results/result_writer.h"
 #include "tests/testing/op_cases.h"
 #include "tests/testing/server_harness.h"
@@ -246,6 +247,28 @@ TEST_F(ServerTest, RefusedTlsConnectionsAreDiagnosedInWords) {
   common::ServerConfig plain = testing::TestServerConfig(output_dir_, "");
   StartServer(plain);
   EXPECT_THAT(diagnose(TestPki().client_dir), HasSubstr("does not speak TLS on this port"));
+}
+
+// libtorch's intra-op threads: its own choice, but at most the cores divided among the workers,
+// unless set; so the workers' replays together ask for no more threads than the host has.
+TEST(ServerThreadsTest, IntraOpThreadsAreAtMostTheCoresDividedAmongTheWorkers) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // libtorch's choice as it was before any server of this process (earlier tests) set it.
+  const int own = LibtorchDefaultIntraOpThreads();
+  ASSERT_GE(own, 1);
+  for (const auto& [workers, set, expected] : std::vector<std::tuple<uint32_t, uint32_t, int>>{
+           {1, 0, std::min(own, cores)},
+           {2, 0, std::min(own, std::max(1, cores / 2))},
+           {2, 3, 3},
+           {1, 1, 1},
+           {1, 0, std::min(own, cores)}}) {
+    common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("t_"), "");
+    config.parity.workers = workers;
+    config.parity.intra_op_threads = set;
+    auto s = ParityServer::Create(config);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(IntraOpThreads(), expected) << workers << " workers, intra_op_threads " << set;
+  }
 }
 
 TEST_F(ServerTest, BadServerConfigurationIsAClearStartupError) {
