@@ -107,6 +107,7 @@ grpc::ByteBuffer VerdictMessage(uint64_t sequence, std::size_t padding = 0) {
 struct Written {
   std::vector<uint64_t> sequences;
   bool batch = false;
+  std::size_t bytes = 0;  // the message's serialized size
 };
 
 std::vector<Written> DrainVerdicts(OrderedOutbox& box) {
@@ -114,9 +115,10 @@ std::vector<Written> DrainVerdicts(OrderedOutbox& box) {
   grpc::ByteBuffer out;
   bool more = false;
   while (box.StartWrite(&out, &more)) {
+    Written w;
+    w.bytes = out.Length();
     v1::ServerMessage m;
     EXPECT_TRUE(common::Parse(out, &m));
-    Written w;
     if (m.has_batch()) {
       w.batch = true;
       for (const v1::ServerMessage& item : m.batch().messages()) {
@@ -184,30 +186,12 @@ TEST(OrderedOutboxTest, BatchesStayWithinTheirCountAndBytes) {
     for (uint64_t i = 1; i <= 3; ++i) box.Complete(box.Reserve(), VerdictMessage(i, 400 << 10));
     box.Complete(box.Reserve(), VerdictMessage(4, 2 << 20));
     box.Complete(box.Reserve(), VerdictMessage(5, 400 << 10));
-    grpc::ByteBuffer out;
-    bool more = false;
-    std::vector<std::size_t> lengths;
-    std::vector<Written> writes;
-    while (box.StartWrite(&out, &more)) {
-      lengths.push_back(out.Length());
-      v1::ServerMessage m;
-      ASSERT_TRUE(common::Parse(out, &m));
-      Written w;
-      w.batch = m.has_batch();
-      if (w.batch) {
-        for (const auto& item : m.batch().messages())
-          w.sequences.push_back(item.verdict().sequence());
-      } else {
-        w.sequences.push_back(m.verdict().sequence());
-      }
-      writes.push_back(w);
-      box.WriteDone(true);
-    }
+    const std::vector<Written> writes = DrainVerdicts(box);
     EXPECT_THAT(Sizes(writes), ElementsAre(2, 1, 1, 1));
     EXPECT_THAT(writes[1].sequences, ElementsAre(3));
     EXPECT_THAT(writes[2].sequences, ElementsAre(4));
-    EXPECT_LE(lengths[0], std::size_t{1} << 20);
-    EXPECT_GT(lengths[2], std::size_t{2} << 20) << "the large verdict went whole, alone";
+    EXPECT_LE(writes[0].bytes, std::size_t{1} << 20);
+    EXPECT_GT(writes[2].bytes, std::size_t{2} << 20) << "the large verdict went whole, alone";
   }
 }
 
