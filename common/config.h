@@ -79,9 +79,10 @@ struct AgentConfig {
 struct ServerOptions {
   std::string output_dir = "./";
   std::string metrics_host = "0.0.0.0";
-  int64_t metrics_port = 9464;    // 0 = ephemeral, -1 = disabled
-  uint32_t workers = 0;           // 0 = half the cores, 1 to 4, and at least 2 per GPU of the bench
-  uint32_t intra_op_threads = 0;  // libtorch's threads for one op; 0 = the cores over the workers
+  int64_t metrics_port = 9464;  // 0 = ephemeral, -1 = disabled
+  uint32_t workers = 0;         // 0 = half the cores, 1 to 4, and at least 2 per GPU of the bench
+  // libtorch's threads for one op; 0 = libtorch's own choice, at most the cores over the workers
+  uint32_t intra_op_threads = 0;
   uint32_t queue_max_calls = 64;
   uint64_t queue_max_bytes = uint64_t{2} << 30;
   // "auto" (every GPU, else the CPU), "cpu", "cuda" (every GPU), "cuda:N", "cuda:0,cuda:2"

@@ -324,7 +324,8 @@ const KeyTable<ServerConfig>& ServerTable() {
         .flag = "workers";
     t->Int(
          parity("intra_op_threads"), [](C& c) { return &c.parity.intra_op_threads; }, 0, 1024,
-         "libtorch's threads for one replayed op; 0 = the cores divided among the workers")
+         "libtorch's threads for one replayed op; 0 = its own choice, at most the cores over the "
+         "workers")
         .flag = "intra_op_threads";
     t->Int(
          parity("queue_max_calls"), [](C& c) { return &c.parity.queue_max_calls; }, 1, 1 << 20,

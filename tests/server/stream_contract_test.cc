@@ -333,23 +333,29 @@ v1::AgentMessage Release(std::vector<uint64_t> ids) {
   return m;
 }
 
-// The whole of blob `id` in one chunk marked keep.
-v1::AgentMessage KeptChunk(uint64_t id, const std::string& payload) {
-  v1::AgentMessage m;
-  m.mutable_chunk()->set_blob_id(id);
-  m.mutable_chunk()->set_total_bytes(payload.size());
-  m.mutable_chunk()->set_data(payload);
-  m.mutable_chunk()->set_keep(true);
-  return m;
+// Blob 7 as the kept-blob tests start: its bytes, call 1 whose input it is, and the one chunk
+// that carries all of it marked keep.
+struct KeptBlob {
+  std::string payload;
+  v1::ApiCall first;
+  v1::AgentMessage kept;
+};
+KeptBlob KeptBlob7() {
+  KeptBlob b;
+  b.first = ReluOnBlob(1, 7, &b.payload);
+  v1::TensorChunk* chunk = b.kept.mutable_chunk();
+  chunk->set_blob_id(7);
+  chunk->set_total_bytes(b.payload.size());
+  chunk->set_data(b.payload);
+  chunk->set_keep(true);
+  return b;
 }
 
 // TensorChunk.keep: a kept blob is named by later calls that list it, until a BlobRelease; calls
 // admitted before the release still find it.
 TEST_F(StreamContractTest, KeptBlobsAreNamedByLaterCallsUntilReleased) {
   Start();
-  std::string payload;
-  const v1::ApiCall first = ReluOnBlob(1, 7, &payload);
-  const v1::AgentMessage kept = KeptChunk(7, payload);
+  auto [payload, first, kept] = KeptBlob7();
   {
     TestStream s(channel_);
     ASSERT_TRUE(s.Hello());
@@ -408,9 +414,7 @@ TEST_F(StreamContractTest, KeptBlobsAreNamedByLaterCallsUntilReleased) {
 // the calls naming it, one verdict per call); only calls, chunks and releases may be items.
 TEST_F(StreamContractTest, BatchItemsAreHandledInOrderAsIfEachCameAlone) {
   Start();
-  std::string payload;
-  const v1::ApiCall first = ReluOnBlob(1, 7, &payload);
-  const v1::AgentMessage kept = KeptChunk(7, payload);
+  auto [payload, first, kept] = KeptBlob7();
   {
     TestStream s(channel_);
     ASSERT_TRUE(s.Hello());
