@@ -50,7 +50,8 @@ TEST(AgentConfigTest, ReadsParitySectionAndRanges) {
     "tensor": {"online_run_ut": true, "host": "gpu-1", "port": 7000, "list": ["gelu"]},
     "parity": {"plaintext": true, "policy": "block", "queue_max_bytes": "64MiB",
                "queue_max_calls": 16, "max_checks_per_signature": 2, "budget_period": "step",
-               "fail_fast": true, "black_list": ["dropout"], "max_inline_tensor_bytes": 1024}
+               "fail_fast": true, "black_list": ["dropout"], "max_inline_tensor_bytes": 1024,
+               "background_nice": 19, "batch_calls": 1}
   })");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   const AgentConfig& c = parsed->config;
@@ -65,6 +66,17 @@ TEST(AgentConfigTest, ReadsParitySectionAndRanges) {
   EXPECT_TRUE(c.parity.fail_fast);
   EXPECT_THAT(c.parity.black_list, ElementsAre("dropout"));
   EXPECT_EQ(c.parity.max_inline_tensor_bytes, 1024u);
+  EXPECT_EQ(c.parity.background_nice, 19u);
+  EXPECT_EQ(c.parity.batch_calls, 1u);
+  // A nice value past Linux's range is refused, naming the key and the range.
+  auto bad = ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,
+      "host": "h", "port": 1}, "parity": {"plaintext": true, "background_nice": 20,
+      "batch_calls": 0}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("parity.background_nice: must be between 0 and 19, got 20"));
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("parity.batch_calls: must be between 1 and 4096, got 0"));
 }
 
 TEST(AgentConfigTest, StatsIntervalIsReadAndZeroIsRefused) {
@@ -220,7 +232,7 @@ TEST(ServerConfigTest, AcceptsMsprobeConfigAsIs) {
 
 TEST(ServerConfigTest, ReadsParitySectionAndLimits) {
   auto parsed = ParseServerConfig(R"({"task": "run_ut", "run_ut": {"port": 0, "tls_path": "t"},
-      "parity": {"output_dir": "/tmp/out", "metrics_port": -1, "workers": 2,
+      "parity": {"output_dir": "/tmp/out", "metrics_port": -1, "workers": 2, "intra_op_threads": 3,
                  "max_message_bytes": "8MiB", "bench_device": "cpu",
                  "limits": {"max_tensor_bytes": "1GiB", "max_dims": 8}}})");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
@@ -229,6 +241,7 @@ TEST(ServerConfigTest, ReadsParitySectionAndLimits) {
   EXPECT_EQ(c.parity.output_dir, "/tmp/out");
   EXPECT_EQ(c.parity.metrics_port, -1);
   EXPECT_EQ(c.parity.workers, 2u);
+  EXPECT_EQ(c.parity.intra_op_threads, 3u);
   EXPECT_EQ(c.parity.max_message_bytes, 8u << 20);
   EXPECT_EQ(c.parity.limits.max_tensor_bytes, 1u << 30);
   EXPECT_EQ(c.parity.limits.max_dims, 8u);
@@ -236,12 +249,14 @@ TEST(ServerConfigTest, ReadsParitySectionAndLimits) {
 
 TEST(ServerConfigTest, InvalidValuesAreClearErrors) {
   auto parsed = ParseServerConfig(R"({"task": "run_ut", "run_ut": {"port": 1, "tls_path": "",
-      "rank_list": "0", "nfs_path": "/nfs"}, "parity": {"limits": {"max_dims": 0}}})");
+      "rank_list": "0", "nfs_path": "/nfs"}, "parity": {"limits": {"max_dims": 0},
+      "intra_op_threads": -1}})");
   ASSERT_FALSE(parsed.ok());
   const std::string m(parsed.status().message());
   EXPECT_THAT(m, HasSubstr("run_ut.rank_list: expected a list of integers, got \"0\""));
   EXPECT_THAT(m, HasSubstr("run_ut.nfs_path: shared-storage (NFS) mode is not supported"));
   EXPECT_THAT(m, HasSubstr("parity.limits.max_dims: must be between 1 and 64, got 0"));
+  EXPECT_THAT(m, HasSubstr("parity.intra_op_threads: must be between 0 and 1024, got -1"));
   auto names = ParseServerConfig(R"({"task": "run_ut", "run_ut": {"port": 1, "tls_path": "t",
       "white_list": ["Functional.linear", "a b"]}})");
   ASSERT_FALSE(names.ok());
