@@ -105,6 +105,9 @@ struct ServerOptions {
   uint64_t max_partial_blob_bytes = uint64_t{4} << 30;  // all streams' incomplete chunked tensors
   uint64_t kept_blob_bytes = uint64_t{256} << 20;    // per stream: payloads agents may name again
   uint64_t max_kept_blob_bytes = uint64_t{8} << 30;  // all streams' kept payloads together
+  // Ready verdicts wait up to this long to go out together (VerdictBatch) while later calls of
+  // the stream are being checked; 0 = each goes as soon as the write before it ends.
+  uint32_t verdict_hold_ms = 10;
   uint32_t shutdown_grace_ms = 10000;  // SIGTERM: how long open streams may take to finish
   std::string log_level = "info";      // "debug", "info", "warning", "error"
   bool replay = true;                  // false: answer every call SKIP (transport-only runs)

@@ -421,6 +421,11 @@ const KeyTable<ServerConfig>& ServerTable() {
          "kept tensor payloads of all streams together; later streams are offered less")
         .flag = "max_kept_blob_bytes";
     t->Int(
+         parity("verdict_hold_ms"), [](C& c) { return &c.parity.verdict_hold_ms; }, 0, 1000,
+         "how long ready verdicts may wait to go out together while later calls of the stream "
+         "are being checked (agents that take batches); 0 = never")
+        .flag = "verdict_hold_ms";
+    t->Int(
          parity("shutdown_grace_ms"), [](C& c) { return &c.parity.shutdown_grace_ms; }, 0, 3600000,
          "on SIGTERM, how long open streams may take to finish")
         .flag = "shutdown_grace_ms";

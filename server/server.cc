@@ -4,6 +4,7 @@
 #include <prometheus/registry.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <thread>
 
@@ -185,6 +186,7 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
   service.max_partial_blob_bytes = o.max_partial_blob_bytes;
   service.max_kept_blob_bytes = o.max_kept_blob_bytes;
   service.crl = std::move(crl);
+  service.verdict_hold = std::chrono::milliseconds(o.verdict_hold_ms);
   service.limits = o.limits;
   s->service_ = std::make_unique<CheckService>(std::move(service), std::move(handler),
                                                s->queue_.get(), metrics);

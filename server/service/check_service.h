@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -64,6 +65,9 @@ struct ServiceOptions {
   // crl.pem of mutual TLS: a stream whose client certificate it revokes is refused
   // (UNAUTHENTICATED) before its Hello is read.
   std::shared_ptr<const common::RevocationList> crl;
+  // To an agent that takes VerdictBatch: how long ready verdicts may wait for company while
+  // later calls of the stream are still being checked (zero: never).
+  std::chrono::steady_clock::duration verdict_hold = std::chrono::milliseconds(10);
 };
 
 // The Check method is registered raw (ByteBuffer in and out): the reactor reads only the first

@@ -130,6 +130,12 @@ void CheckService::Reactor::EndReading(const absl::Status& error) {
   reads_done_ = true;  // read nothing more; an outstanding read is discarded
 }
 
+void CheckService::Reactor::OnAlarm() {
+  mu_.Lock();
+  alarm_set_ = false;
+  ActAndUnlock();
+}
+
 void CheckService::Reactor::ActAndUnlock() {
   bool read = false, write = false, finish = false, more = false;
   if (read_again_ && !reads_done_) {
@@ -137,9 +143,19 @@ void CheckService::Reactor::ActAndUnlock() {
     read = true;
     reading_ = true;
   }
-  write = outbox_.StartWrite(&out_, &more);
+  const OrderedOutbox::Clock::time_point now = OrderedOutbox::Clock::now();
+  std::optional<OrderedOutbox::Clock::time_point> held_until;
+  write = outbox_.StartWrite(now, &out_, &more, &held_until);
+  grpc::Alarm* alarm = nullptr;  // set after mu_ is released (its callback takes mu_)
+  if (held_until && !alarm_set_) {
+    // A new alarm each time: the last one's callback may still be returning. Nothing replaces
+    // this one, and the stream cannot finish, until its callback has run.
+    alarm_set_ = true;
+    alarm_ = std::make_unique<grpc::Alarm>();
+    alarm = alarm_.get();
+  }
   if (!read && !write && !outbox_.writing() && !reading_ && reads_done_ && outbox_.drained() &&
-      holds_ == 0 && !finished_) {
+      holds_ == 0 && !alarm_set_ && !finished_) {
     finished_ = true;
     finish = true;
   }
@@ -160,6 +176,9 @@ void CheckService::Reactor::ActAndUnlock() {
   // Both may be needed: a read and a write can be outstanding at once. The stream cannot
   // finish while either is, so the reactor outlives both calls. More verdicts waiting: gRPC may
   // hold this one and send them together.
+  if (alarm != nullptr) {
+    alarm->Set(std::chrono::system_clock::now() + (*held_until - now), [this](bool) { OnAlarm(); });
+  }
   if (write) {
     if (service_->metrics_) service_->metrics_->MessageSent();
     StartWrite(&out_, common::WriteOptionsFor(more));
@@ -290,7 +309,10 @@ absl::Status CheckService::Reactor::OnHello(const v1::Hello& hello) {
   who_ = absl::StrCat("rank ", hello.rank());
   outbox_.Push(std::move(bytes));
   // Verdicts ready together go in one message (VerdictBatch) to an agent that takes them.
-  if (hello.accepts_batches()) outbox_.BatchVerdicts(kMaxVerdictBatch, kMaxVerdictBatchBytes);
+  // While later calls are being checked, ready verdicts wait up to verdict_hold for company.
+  if (hello.accepts_batches()) {
+    outbox_.BatchVerdicts(kMaxVerdictBatch, kMaxVerdictBatchBytes, service_->options_.verdict_hold);
+  }
   return absl::OkStatus();
 }
 

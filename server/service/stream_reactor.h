@@ -7,9 +7,11 @@
 // admit parked calls on their own threads: everything both sides touch is guarded by mu_, and
 // each action (read, write, finish) is decided under it and started after releasing it, as the
 // last thing that thread does with the reactor. gRPC calls OnDone only after Finish(), and
-// Finish is called only when no read, write, queued call or parked call remains, so the reactor
-// deletes itself in OnDone with nothing left that could touch it.
+// Finish is called only when no read, write, queued call, parked call or alarm remains, so the
+// reactor deletes itself in OnDone with nothing left that could touch it.
 #pragma once
+
+#include <grpcpp/alarm.h>
 
 #include <map>
 #include <memory>
@@ -64,6 +66,7 @@ class CheckService::Reactor final
   // server ran out of memory), which ends the stream after the verdicts before it.
   void Deliver(uint64_t slot, std::optional<grpc::ByteBuffer> verdict, const absl::Status& error);
   void ReleaseHold() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnAlarm();  // the hold on ready verdicts (ServiceOptions.verdict_hold) ended
   void EndReading(const absl::Status& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Decides the next actions under mu_, releases it, then starts them.
   void ActAndUnlock() ABSL_UNLOCK_FUNCTION(mu_);
@@ -101,6 +104,11 @@ class CheckService::Reactor final
   // work queue (released when a worker admits it).
   int holds_ ABSL_GUARDED_BY(mu_) = 0;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  // Ready verdicts held for company (OrderedOutbox::BatchVerdicts) are written when this alarm
+  // fires, unless a write takes them first. One at a time; the stream does not finish while one
+  // is set, so its callback never outlives the reactor.
+  std::unique_ptr<grpc::Alarm> alarm_ ABSL_GUARDED_BY(mu_);
+  bool alarm_set_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(mu_);                    // the stream's end status
   std::string who_ ABSL_GUARDED_BY(mu_) = "before its Hello";  // for logs
 };

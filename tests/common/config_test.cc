@@ -233,7 +233,7 @@ TEST(ServerConfigTest, AcceptsMsprobeConfigAsIs) {
 TEST(ServerConfigTest, ReadsParitySectionAndLimits) {
   auto parsed = ParseServerConfig(R"({"task": "run_ut", "run_ut": {"port": 0, "tls_path": "t"},
       "parity": {"output_dir": "/tmp/out", "metrics_port": -1, "workers": 2, "intra_op_threads": 3,
-                 "max_message_bytes": "8MiB", "bench_device": "cpu",
+                 "verdict_hold_ms": 25, "max_message_bytes": "8MiB", "bench_device": "cpu",
                  "limits": {"max_tensor_bytes": "1GiB", "max_dims": 8}}})");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   const ServerConfig& c = parsed->config;
@@ -242,6 +242,7 @@ TEST(ServerConfigTest, ReadsParitySectionAndLimits) {
   EXPECT_EQ(c.parity.metrics_port, -1);
   EXPECT_EQ(c.parity.workers, 2u);
   EXPECT_EQ(c.parity.intra_op_threads, 3u);
+  EXPECT_EQ(c.parity.verdict_hold_ms, 25u);
   EXPECT_EQ(c.parity.max_message_bytes, 8u << 20);
   EXPECT_EQ(c.parity.limits.max_tensor_bytes, 1u << 30);
   EXPECT_EQ(c.parity.limits.max_dims, 8u);
@@ -250,13 +251,14 @@ TEST(ServerConfigTest, ReadsParitySectionAndLimits) {
 TEST(ServerConfigTest, InvalidValuesAreClearErrors) {
   auto parsed = ParseServerConfig(R"({"task": "run_ut", "run_ut": {"port": 1, "tls_path": "",
       "rank_list": "0", "nfs_path": "/nfs"}, "parity": {"limits": {"max_dims": 0},
-      "intra_op_threads": -1}})");
+      "intra_op_threads": -1, "verdict_hold_ms": 1001}})");
   ASSERT_FALSE(parsed.ok());
   const std::string m(parsed.status().message());
   EXPECT_THAT(m, HasSubstr("run_ut.rank_list: expected a list of integers, got \"0\""));
   EXPECT_THAT(m, HasSubstr("run_ut.nfs_path: shared-storage (NFS) mode is not supported"));
   EXPECT_THAT(m, HasSubstr("parity.limits.max_dims: must be between 1 and 64, got 0"));
   EXPECT_THAT(m, HasSubstr("parity.intra_op_threads: must be between 0 and 1024, got -1"));
+  EXPECT_THAT(m, HasSubstr("parity.verdict_hold_ms: must be between 0 and 1000, got 1001"));
   auto names = ParseServerConfig(R"({"task": "run_ut", "run_ut": {"port": 1, "tls_path": "t",
       "white_list": ["Functional.linear", "a b"]}})");
   ASSERT_FALSE(names.ok());

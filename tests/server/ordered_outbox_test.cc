@@ -1,8 +1,11 @@
 // The verdicts of one stream go out in the order the calls arrived, whatever order the workers
 // finish in; a message that did not parse stops the stream there; a failed write drops the rest;
-// for an agent that takes them, verdicts ready together go in one VerdictBatch within its caps.
+// for an agent that takes them, verdicts ready together go in one VerdictBatch within its caps,
+// and with a hold they wait for the verdicts of the calls still being checked.
 #include "server/service/ordered_outbox.h"
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -110,11 +113,15 @@ struct Written {
   std::size_t bytes = 0;  // the message's serialized size
 };
 
-std::vector<Written> DrainVerdicts(OrderedOutbox& box) {
+// Writes what the outbox lets go at `now`; `*held_until` says when held verdicts go.
+std::vector<Written> DrainVerdicts(
+    OrderedOutbox& box, OrderedOutbox::Clock::time_point now = OrderedOutbox::Clock::now(),
+    std::optional<OrderedOutbox::Clock::time_point>* held_until = nullptr) {
   std::vector<Written> writes;
   grpc::ByteBuffer out;
   bool more = false;
-  while (box.StartWrite(&out, &more)) {
+  if (held_until != nullptr) held_until->reset();
+  while (box.StartWrite(now, &out, &more, held_until)) {
     Written w;
     w.bytes = out.Length();
     v1::ServerMessage m;
@@ -162,7 +169,7 @@ TEST(OrderedOutboxTest, VerdictsReadyTogetherGoInOneBatchAfterTheServerInfoAlone
   ASSERT_EQ(writes.size(), 1u);
   EXPECT_TRUE(writes[0].batch);
   EXPECT_THAT(writes[0].sequences, ElementsAre(1, 2, 3, 4, 5));
-  // A verdict alone in the outbox goes alone, as a plain verdict: nothing waits for company.
+  // A verdict alone in the outbox goes alone, as a plain verdict (no hold here: nothing waits).
   box.Complete(box.Reserve(), VerdictMessage(6));
   const std::vector<Written> alone = DrainVerdicts(box);
   ASSERT_EQ(alone.size(), 1u);
@@ -192,6 +199,66 @@ TEST(OrderedOutboxTest, BatchesStayWithinTheirCountAndBytes) {
     EXPECT_THAT(writes[2].sequences, ElementsAre(4));
     EXPECT_LE(writes[0].bytes, std::size_t{1} << 20);
     EXPECT_GT(writes[2].bytes, std::size_t{2} << 20) << "the large verdict went whole, alone";
+  }
+}
+
+// With a hold, ready verdicts wait for the verdicts of the calls still being checked: until the
+// hold ends (counted from the first of them), or a batch is full, or no call is left to wait for.
+TEST(OrderedOutboxTest, ReadyVerdictsWaitForCompanyWithinTheHold) {
+  using std::chrono::milliseconds;
+  const OrderedOutbox::Clock::time_point t0{};  // times are the test's own
+  std::optional<OrderedOutbox::Clock::time_point> held_until;
+  {
+    OrderedOutbox box;
+    box.BatchVerdicts(4, 1 << 20, milliseconds(10));
+    std::vector<uint64_t> slots;
+    for (int i = 0; i < 7; ++i) slots.push_back(box.Reserve());
+    box.Complete(slots[0], VerdictMessage(1), t0);
+    EXPECT_THAT(DrainVerdicts(box, t0 + milliseconds(1), &held_until), IsEmpty());
+    EXPECT_EQ(held_until, t0 + milliseconds(10)) << "the first ready verdict's hold";
+    box.Complete(slots[1], VerdictMessage(2), t0 + milliseconds(5));
+    EXPECT_THAT(DrainVerdicts(box, t0 + milliseconds(9), &held_until), IsEmpty());
+    EXPECT_EQ(held_until, t0 + milliseconds(10)) << "a later verdict does not extend it";
+    std::vector<Written> writes = DrainVerdicts(box, t0 + milliseconds(10), &held_until);
+    ASSERT_EQ(writes.size(), 1u) << "the hold ended";
+    EXPECT_THAT(writes[0].sequences, ElementsAre(1, 2));
+    EXPECT_FALSE(held_until);
+    // A full batch does not wait.
+    for (int i = 2; i < 6; ++i)
+      box.Complete(slots[i], VerdictMessage(i + 1), t0 + milliseconds(11));
+    writes = DrainVerdicts(box, t0 + milliseconds(11), &held_until);
+    ASSERT_EQ(writes.size(), 1u);
+    EXPECT_THAT(writes[0].sequences, ElementsAre(3, 4, 5, 6));
+    // The stream's last call in the server: its verdict has nothing to wait for.
+    box.Complete(slots[6], VerdictMessage(7), t0 + milliseconds(12));
+    writes = DrainVerdicts(box, t0 + milliseconds(12), &held_until);
+    ASSERT_EQ(writes.size(), 1u);
+    EXPECT_THAT(writes[0].sequences, ElementsAre(7));
+    EXPECT_TRUE(box.drained());
+  }
+  {
+    // A stream that stops (a message that did not parse) sends what is ready at once.
+    OrderedOutbox box;
+    box.BatchVerdicts(64, 1 << 20, milliseconds(10));
+    const uint64_t a = box.Reserve(), b = box.Reserve();
+    box.Reserve();
+    box.Complete(a, VerdictMessage(1), t0);
+    EXPECT_THAT(DrainVerdicts(box, t0, &held_until), IsEmpty());
+    box.Complete(b, std::nullopt, t0);
+    const std::vector<Written> writes = DrainVerdicts(box, t0, &held_until);
+    ASSERT_EQ(writes.size(), 1u);
+    EXPECT_THAT(writes[0].sequences, ElementsAre(1));
+  }
+  {
+    // Without a hold (the default), verdicts go as soon as a write can start.
+    OrderedOutbox box;
+    box.BatchVerdicts(64, 1 << 20);
+    const uint64_t a = box.Reserve();
+    box.Reserve();
+    box.Complete(a, VerdictMessage(1), t0);
+    const std::vector<Written> writes = DrainVerdicts(box, t0, &held_until);
+    ASSERT_EQ(writes.size(), 1u);
+    EXPECT_FALSE(held_until);
   }
 }
 

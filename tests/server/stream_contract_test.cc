@@ -2,10 +2,13 @@
 // sequence numbers, chunk totals and completeness, memory held for chunked tensors (announced
 // sizes reserve nothing; per-stream and server-wide caps; an allocation failure ends only its
 // stream), Hello's fields, and a shutdown that completes whatever the streams are doing.
+#include <chrono>
 #include <fstream>
 #include <future>
 #include <string>
+#include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -562,6 +565,67 @@ TEST_F(StreamContractTest, VerdictsReadyTogetherGoInOneBatchToAnAgentThatTakesTh
       EXPECT_EQ(per_message.size(), kCalls);
     }
   }
+}
+
+// While later calls of the stream are still being checked, ready verdicts wait for company
+// (parity.verdict_hold_ms), and the hold's end sends them even though the call behind them is
+// not done. One worker: call 1 waits until the server has read all six calls, calls 2-5 pass at
+// once, call 6 waits until the test has read the others. The verdicts of calls 1-5 come together
+// after the hold; call 6's, the stream's last, goes at once.
+TEST_F(StreamContractTest, ReadyVerdictsWaitForCompanyUntilTheirHoldEnds) {
+  constexpr auto kHold = std::chrono::milliseconds(1000);
+  absl::Notification all_read, first_five_read;
+  common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("hold_"), "");
+  config.parity.workers = 1;
+  config.parity.verdict_hold_ms = kHold.count();
+  auto created = ParityServer::Create(
+      config, [&](const CallOrigin&, const v1::ApiCall& call, const BlobStore&) {
+        if (call.sequence() == 1) {
+          EXPECT_TRUE(all_read.WaitForNotificationWithTimeout(absl::Seconds(60)));
+        } else if (call.sequence() == 6) {
+          EXPECT_TRUE(first_five_read.WaitForNotificationWithTimeout(absl::Seconds(60)));
+        }
+        v1::Verdict v;
+        v.set_sequence(call.sequence());
+        v.set_status(v1::VERDICT_STATUS_PASS);
+        return v;
+      });
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<ParityServer> server = *std::move(created);
+  ASSERT_TRUE(server->Start().ok());
+  TestStream s(testing::TestChannel(server->port(), ""));
+  v1::Hello hello;
+  hello.set_protocol_version(1);
+  hello.set_world_size(1);
+  hello.set_run_id("test-run");
+  hello.set_accepts_batches(true);
+  ASSERT_TRUE(s.SendHello(hello));
+  for (uint64_t seq = 1; seq <= 6; ++seq) ASSERT_TRUE(s.SendCall(Relu(seq)));
+  // Wait (with a deadline, no sleep) until the server has read all six.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  auto received = [&] {
+    return absl::StrContains(prometheus::TextSerializer().Serialize(server->registry().Collect()),
+                             "parity_server_calls_received_total{phase=\"forward\"} 6");
+  };
+  while (!received() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  ASSERT_TRUE(received());
+  const auto released = std::chrono::steady_clock::now();
+  all_read.Notify();
+  v1::ServerMessage m;
+  ASSERT_TRUE(s.Read(&m));
+  const auto waited = std::chrono::steady_clock::now() - released;
+  ASSERT_TRUE(m.has_batch()) << m.ShortDebugString();
+  std::vector<uint64_t> sequences;
+  for (const v1::ServerMessage& item : m.batch().messages()) {
+    sequences.push_back(item.verdict().sequence());
+  }
+  EXPECT_EQ(sequences, std::vector<uint64_t>({1, 2, 3, 4, 5})) << "ready together, one message";
+  EXPECT_GE(waited, kHold) << "held for company while call 6 was being checked";
+  first_five_read.Notify();
+  ASSERT_TRUE(s.Read(&m));
+  EXPECT_TRUE(m.has_verdict()) << "the last verdict has nothing to wait for";
+  EXPECT_EQ(m.verdict().sequence(), 6u);
+  EXPECT_TRUE(s.Close().ok());
 }
 
 TEST_F(StreamContractTest, KeptBlobBytesAreCappedPerStream) {
