@@ -23,9 +23,15 @@ allow (docs/performance.md#the-bound), from the bare row's CPU per step and the 
 bench, golden and random stage CPU read around the exhaustive row; its "/bound" column is the
 exhaustive step over the bound.
 
-    /usr/bin/python3 tests/bench/agent_overhead.py [--quick] [--rounds N] [--rows no replay,...]
+    /usr/bin/python3 tests/bench/agent_overhead.py [--quick] [--rounds N] [--steps N]
+                                                   [--rows no replay,...]
                                                    [--workloads mlp,encoder,llama,llama-bf16]
                                                    [--plaintext]
+
+"llama-wide" (not in the default list) is the same Llama-style model at dim 256, FFN 688, 4x128
+tokens: the same 527 calls a step, each with about 11x the training's compute (1.4 s a step on
+one core of the development VM), to show how the per-call costs weigh as calls grow; run it with
+fewer steps (--steps 8).
 """
 import argparse
 import json
@@ -56,6 +62,9 @@ def workload(name):
     if name.startswith("llama"):  # docs/examples/train_llama.py: RMSNorm, RoPE, GQA, SwiGLU
         sys.path.insert(0, os.path.join(HERE, "..", "..", "docs", "examples"))
         import train_llama  # pylint: disable=import-outside-toplevel
+        if name == "llama-wide":  # 4x the width, 2x the tokens: ~11x the compute per call
+            model = train_llama.Llama(dim=256, layers=2, heads=4, kv_heads=2, hidden=688, seq=128)
+            return model, torch.randint(0, 128, (4, 128))
         model = train_llama.Llama(dim=128, layers=2, seq=64)
         return model, torch.randint(0, 128, (4, 64))
     model = torch.nn.TransformerEncoderLayer(d_model=128, nhead=4, dim_feedforward=256,
@@ -166,6 +175,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--rounds", type=int, default=0, help="rounds of every row (default 3)")
+    parser.add_argument("--steps", type=int, default=0,
+                        help="training steps of every row (default 30, 6 with --quick)")
     parser.add_argument("--rows", help="only the rows whose name contains one of these "
                         "comma-separated words (\"no agent\" always runs)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
@@ -176,7 +187,7 @@ def main():
     if args.child:
         child(json.loads(args.child))
         return
-    steps = 6 if args.quick else 30
+    steps = args.steps or (6 if args.quick else 30)
     rounds = args.rounds or (1 if args.quick else 3)
 
     workdir = harness.tempdir("parity_overhead_")
