@@ -30,17 +30,17 @@ bool OrderedOutbox::StartWrite(Clock::time_point now, grpc::ByteBuffer* out, boo
   // the batch's own counted at their largest, so that the whole stays within the cap).
   constexpr std::size_t kHeaderBytes = 11;
   std::size_t count = 0, bytes = kHeaderBytes;
-  bool full = false;  // the batch can take no more: nothing to wait for
-  while (count < ready_.size() && ready_[count].verdict) {
+  bool over_bytes = false;
+  while (count < ready_.size() && count < max_batch_items_ && ready_[count].verdict) {
     const std::size_t length = ready_[count].message.Length() + kHeaderBytes;
-    if (count == max_batch_items_ || (count > 0 && bytes + length > max_batch_bytes_)) {
-      full = true;
+    if (count > 0 && bytes + length > max_batch_bytes_) {
+      over_bytes = true;
       break;
     }
     bytes += length;
     ++count;
   }
-  full = full || count >= max_batch_items_;
+  const bool full = over_bytes || count == max_batch_items_;  // nothing to wait for
   // Later calls of the stream are still being checked: their verdicts will come, so these wait
   // for them, within the hold.
   const bool later_calls = next_to_release_ < next_slot_;

@@ -41,7 +41,34 @@ class StreamContractTest : public ::testing::Test {
     ASSERT_TRUE(server_->Start().ok());
     channel_ = testing::TestChannel(server_->port(), "");
   }
+  // A server whose handler calls `before(sequence)` (to hold a call until the test lets it go),
+  // then passes the call.
+  void StartPassing(const common::ServerConfig& config,
+                    const std::function<void(uint64_t sequence)>& before) {
+    auto s = ParityServer::Create(
+        config, [before](const CallOrigin&, const v1::ApiCall& call, const BlobStore&) {
+          before(call.sequence());
+          v1::Verdict v;
+          v.set_sequence(call.sequence());
+          v.set_status(v1::VERDICT_STATUS_PASS);
+          return v;
+        });
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+    ASSERT_TRUE(server_->Start().ok());
+    channel_ = testing::TestChannel(server_->port(), "");
+  }
   void TearDown() override { CheckService::FailBlobGrowthAboveForTesting(0); }
+
+  // A Hello of one rank that says whether this agent takes VerdictBatch.
+  static v1::Hello HelloTakingBatches(bool takes_batches) {
+    v1::Hello hello;
+    hello.set_protocol_version(1);
+    hello.set_world_size(1);
+    hello.set_run_id("test-run");
+    hello.set_accepts_batches(takes_batches);
+    return hello;
+  }
 
   static v1::ApiCall Relu(uint64_t sequence) {
     return testing::BuildCall("aten::relu", "", {R({8}, 1)}, v1::PHASE_FORWARD, nullptr, sequence);
@@ -510,28 +537,15 @@ TEST_F(StreamContractTest, VerdictsReadyTogetherGoInOneBatchToAnAgentThatTakesTh
     std::atomic<uint64_t> checked{0};
     common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("vb_"), "");
     config.parity.workers = 2;
-    auto created = ParityServer::Create(
-        config, [&](const CallOrigin&, const v1::ApiCall& call, const BlobStore&) {
-          if (call.sequence() == 1) {
-            EXPECT_TRUE(others_checked.WaitForNotificationWithTimeout(absl::Seconds(60)));
-          } else if (checked.fetch_add(1) + 1 == kCalls - 1) {
-            others_checked.Notify();
-          }
-          v1::Verdict v;
-          v.set_sequence(call.sequence());
-          v.set_status(v1::VERDICT_STATUS_PASS);
-          return v;
-        });
-    ASSERT_TRUE(created.ok()) << created.status();
-    std::unique_ptr<ParityServer> server = *std::move(created);
-    ASSERT_TRUE(server->Start().ok());
-    TestStream s(testing::TestChannel(server->port(), ""));
-    v1::Hello hello;
-    hello.set_protocol_version(1);
-    hello.set_world_size(1);
-    hello.set_run_id("test-run");
-    hello.set_accepts_batches(takes_batches);
-    ASSERT_TRUE(s.SendHello(hello));
+    StartPassing(config, [&](uint64_t sequence) {
+      if (sequence == 1) {
+        EXPECT_TRUE(others_checked.WaitForNotificationWithTimeout(absl::Seconds(60)));
+      } else if (checked.fetch_add(1) + 1 == kCalls - 1) {
+        others_checked.Notify();
+      }
+    });
+    TestStream s(channel_);
+    ASSERT_TRUE(s.SendHello(HelloTakingBatches(takes_batches)));
     for (uint64_t seq = 1; seq <= kCalls; ++seq) ASSERT_TRUE(s.SendCall(Relu(seq)));
     std::vector<uint64_t> sequences;
     std::vector<int> per_message;
@@ -555,7 +569,7 @@ TEST_F(StreamContractTest, VerdictsReadyTogetherGoInOneBatchToAnAgentThatTakesTh
     EXPECT_TRUE(s.Close().ok());
     // The messages sent: the ServerInfo, then the verdicts' messages.
     const std::string metrics =
-        prometheus::TextSerializer().Serialize(server->registry().Collect());
+        prometheus::TextSerializer().Serialize(server_->registry().Collect());
     EXPECT_THAT(metrics, HasSubstr(absl::StrCat("parity_server_messages_sent_total ",
                                                 1 + per_message.size())));
     if (takes_batches) {
@@ -578,37 +592,21 @@ TEST_F(StreamContractTest, ReadyVerdictsWaitForCompanyUntilTheirHoldEnds) {
   common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("hold_"), "");
   config.parity.workers = 1;
   config.parity.verdict_hold_ms = kHold.count();
-  auto created = ParityServer::Create(
-      config, [&](const CallOrigin&, const v1::ApiCall& call, const BlobStore&) {
-        if (call.sequence() == 1) {
-          EXPECT_TRUE(all_read.WaitForNotificationWithTimeout(absl::Seconds(60)));
-        } else if (call.sequence() == 6) {
-          EXPECT_TRUE(first_five_read.WaitForNotificationWithTimeout(absl::Seconds(60)));
-        }
-        v1::Verdict v;
-        v.set_sequence(call.sequence());
-        v.set_status(v1::VERDICT_STATUS_PASS);
-        return v;
-      });
-  ASSERT_TRUE(created.ok()) << created.status();
-  std::unique_ptr<ParityServer> server = *std::move(created);
-  ASSERT_TRUE(server->Start().ok());
-  TestStream s(testing::TestChannel(server->port(), ""));
-  v1::Hello hello;
-  hello.set_protocol_version(1);
-  hello.set_world_size(1);
-  hello.set_run_id("test-run");
-  hello.set_accepts_batches(true);
-  ASSERT_TRUE(s.SendHello(hello));
+  StartPassing(config, [&](uint64_t sequence) {
+    if (sequence == 1) {
+      EXPECT_TRUE(all_read.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    } else if (sequence == 6) {
+      EXPECT_TRUE(first_five_read.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    }
+  });
+  TestStream s(channel_);
+  ASSERT_TRUE(s.SendHello(HelloTakingBatches(true)));
   for (uint64_t seq = 1; seq <= 6; ++seq) ASSERT_TRUE(s.SendCall(Relu(seq)));
   // Wait (with a deadline, no sleep) until the server has read all six.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  auto received = [&] {
-    return absl::StrContains(prometheus::TextSerializer().Serialize(server->registry().Collect()),
+  ASSERT_TRUE(Eventually([&] {
+    return absl::StrContains(prometheus::TextSerializer().Serialize(server_->registry().Collect()),
                              "parity_server_calls_received_total{phase=\"forward\"} 6");
-  };
-  while (!received() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
-  ASSERT_TRUE(received());
+  }));
   const auto released = std::chrono::steady_clock::now();
   all_read.Notify();
   v1::ServerMessage m;
