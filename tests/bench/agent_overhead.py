@@ -10,7 +10,8 @@ pool": the same with parity.snapshot_pool_bytes = 0, every snapshot a fresh allo
 reuse": parity.reuse_bytes = 0, every tensor sent in full, not named again when equal;
 "training's priority": parity.background_nice = 0, the agent's threads not niced;
 "co-located server": the server as docs/deploy.md runs one on the training's host, nice 19, a
-worker per core, one libtorch thread each, with its own bound row). On a
+worker per core, one libtorch thread each, with its own bound row; "verdicts one by one": the
+default server with parity.verdict_hold_ms 0, each verdict sent alone as soon as it is ready). On a
 machine where the server shares the training's cores, the difference to "exhaustive" is the
 replay; "every call, drop, server niced" shows the remedy for
 drop mode: the server at nice 19.
@@ -204,6 +205,10 @@ def main():
     colocated = harness.Server(harness.tempdir("parity_overhead_colocated_"), server_tls,
                                extra=[f"--workers={os.cpu_count() or 1}", "--intra_op_threads=1",
                                       "--golden=true"], nice=19)
+    # The default server sending each verdict alone as soon as it is ready (verdict_hold_ms 0,
+    # the behaviour before verdicts waited for company): the hold's effect, side by side.
+    unheld = harness.Server(harness.tempdir("parity_overhead_unheld_"), server_tls,
+                            extra=["--workers=1", "--golden=true", "--verdict_hold_ms=0"])
     # The agent and transport alone: a server that decodes and answers without replaying,
     # confined to the last core (the training runs one torch thread).
     sink = harness.Server(harness.tempdir("parity_overhead_sink_"), server_tls,
@@ -236,6 +241,7 @@ def main():
         ("exhaustive, training's priority",
          lambda: config(server, policy="block", background_nice=0)),
         ("exhaustive", lambda: config(server, policy="block")),
+        ("exhaustive, verdicts one by one", lambda: config(unheld, policy="block")),
         ("exhaustive, co-located server", lambda: config(colocated, policy="block")),
     ]
     for loop in ("once", "msprobe"):
@@ -259,7 +265,7 @@ def main():
                     spec["metrics_port"] = server.metrics_port
                 elif name.startswith("exhaustive, co-located server ["):
                     spec["metrics_port"] = colocated.metrics_port
-                row = json.loads(run_child(spec, env, workdir, [server, niced, colocated, sink]))
+                row = json.loads(run_child(spec, env, workdir, [server, niced, colocated, unheld, sink]))
                 for w in workloads:
                     results[name][w].append(row[w][0])
                     if row[w][1] != "":
@@ -271,6 +277,7 @@ def main():
         server.stop()
         niced.stop()
         colocated.stop()
+        unheld.stop()
         sink.stop()
 
     print(f"agent overhead: median step time, fwd+bwd+SGD, {steps} steps, 1 torch thread, "
