@@ -30,14 +30,14 @@ CheckStream::~CheckStream() {
 bool CheckStream::Write(grpc::ByteBuffer message, bool more) {
   absl::MutexLock lock(&mu_);
   auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !queued_.has_value() || done_ || write_failed_;
+    return !queued_.has_value() || done_ || write_failed_ || cancelled_;
   };
   if (!room()) {
     ++waiting_writes_;
     mu_.Await(absl::Condition(&room));
     --waiting_writes_;
   }
-  if (done_ || write_failed_ || writes_done_) return false;
+  if (done_ || write_failed_ || writes_done_ || cancelled_) return false;
   queued_.emplace(std::move(message), more);
   if (!writing_) StartNextWriteLocked();
   return true;
@@ -58,9 +58,9 @@ void CheckStream::OnWriteDone(bool ok) {
   absl::MutexLock lock(&mu_);
   writing_ = false;
   out_.Clear();
-  if (!ok) {
-    write_failed_ = true;  // the stream is ending: OnDone follows
-    queued_.reset();
+  if (!ok) write_failed_ = true;  // the stream is ending: OnDone follows
+  if (write_failed_ || cancelled_) {
+    queued_.reset();  // accepted, never sent: the caller counts it lost with the stream
     return;
   }
   if (queued_.has_value()) {
@@ -127,6 +127,14 @@ grpc::Status CheckStream::Finish(absl::Duration timeout) {
     mu_.Await(absl::Condition(&done_));
   }
   return status_;
+}
+
+void CheckStream::Cancel() {
+  {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+  }
+  context_.TryCancel();
 }
 
 bool CheckStream::WriteWaitingForTesting() const {

@@ -58,8 +58,10 @@ class CheckStream : private grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::Byte
   std::string PeerCertificatePem() const;
   // The server's address as gRPC names it ("ipv4:10.0.0.5:59208"); "" before it connected.
   std::string Peer() const { return context_.peer(); }
-  // Ends the stream now (any thread): blocked writes and waits return.
-  void Cancel() { context_.TryCancel(); }
+  // Ends the stream now (any thread): blocked writes and waits return, and from the moment this
+  // returns no Write succeeds and no queued write starts (gRPC's cancellation itself is
+  // asynchronous; the stream's reactions follow it).
+  void Cancel();
   // The stream has ended (the server finished it, it failed, or it was cancelled).
   bool done() const;
   // A Write is waiting for the write in flight (flow control holds the stream).
@@ -84,6 +86,7 @@ class CheckStream : private grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::Byte
   int waiting_writes_ ABSL_GUARDED_BY(mu_) = 0;
   bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
   bool writes_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;  // Cancel() was called
   std::optional<grpc::ByteBuffer> first_ ABSL_GUARDED_BY(mu_);
   bool first_taken_ ABSL_GUARDED_BY(mu_) = false;
   bool reading_ended_ ABSL_GUARDED_BY(mu_) = false;
