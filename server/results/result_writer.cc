@@ -202,8 +202,6 @@ absl::Status ResultWriter::Write(const CallOrigin& origin, const v1::ApiCall& ca
   PARITY_ASSIGN_OR_RETURN(RankFiles * f, FilesFor(origin.rank));
   // Details first, then the summary row: a crash in between never marks a call done without
   // its detail rows (msprobe wrote the summary first).
-  // Details first, then the summary row: a crash in between never marks a call done without
-  // its detail rows (msprobe wrote the summary first).
   for (auto [file, row] :
        {std::pair{&f->accuracy_details, &rows.accuracy_details},
         std::pair{&f->precision_details, &rows.precision_details}, std::pair{&f->jsonl, &rows.json},
