@@ -32,9 +32,9 @@ exhaustive step over the bound.
 "llama-wide" and "llama-1k" (not in the default list) are the same Llama-style model at dim 256,
 FFN 688, 4x128 tokens (about 11x the training's compute per call; 1.4 s a step on one core of
 the development VM) and at dim 1024, FFN 2816, 2x128 tokens (an LLM's width: the matmuls'
-work per byte of tensor is 8x Llama's; about 10 s a step there with Debian's reference BLAS):
+work per byte of tensor is 8-16x Llama's; about 10 s a step there with Debian's reference BLAS):
 the same 527 calls a step, to show how the per-call costs weigh as calls grow. Run them with
-fewer steps (--steps 8 for llama-wide; --steps 5 for llama-1k: about 27 minutes for
+fewer steps (--steps 8 for llama-wide; --steps 5 for llama-1k: about 25 minutes for
 --rows "exhaustive [,co-located" and 3 rounds).
 """
 import argparse
@@ -69,7 +69,7 @@ def workload(name):
         if name == "llama-wide":  # 4x the width, 2x the tokens: ~11x the compute per call
             model = train_llama.Llama(dim=256, layers=2, heads=4, kv_heads=2, hidden=688, seq=128)
             return model, torch.randint(0, 128, (4, 128))
-        if name == "llama-1k":  # 8x the width, the same tokens: ~64x the matmul work per call
+        if name == "llama-1k":  # 8x the width, the same tokens: 64-130x the matmul work per call
             model = train_llama.Llama(dim=1024, layers=2, heads=8, kv_heads=4, hidden=2816,
                                       seq=128)
             return model, torch.randint(0, 128, (2, 128))
