@@ -53,6 +53,13 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 import harness  # noqa: E402
 
 WORKLOADS = ("mlp", "encoder", "llama", "llama-bf16")
+LLAMA_SHAPES = {
+    "llama": (dict(dim=128, seq=64), (4, 64)),
+    # 4x the width, 2x the tokens: ~11x the compute per call
+    "llama-wide": (dict(dim=256, heads=4, kv_heads=2, hidden=688, seq=128), (4, 128)),
+    # 8x the width, the same tokens: 64-130x the matmul work per call
+    "llama-1k": (dict(dim=1024, heads=8, kv_heads=4, hidden=2816, seq=128), (2, 128)),
+}
 
 
 def workload(name):
@@ -66,15 +73,9 @@ def workload(name):
     if name.startswith("llama"):  # docs/examples/train_llama.py: RMSNorm, RoPE, GQA, SwiGLU
         sys.path.insert(0, os.path.join(HERE, "..", "..", "docs", "examples"))
         import train_llama  # pylint: disable=import-outside-toplevel
-        if name == "llama-wide":  # 4x the width, 2x the tokens: ~11x the compute per call
-            model = train_llama.Llama(dim=256, layers=2, heads=4, kv_heads=2, hidden=688, seq=128)
-            return model, torch.randint(0, 128, (4, 128))
-        if name == "llama-1k":  # 8x the width, the same tokens: 64-130x the matmul work per call
-            model = train_llama.Llama(dim=1024, layers=2, heads=8, kv_heads=4, hidden=2816,
-                                      seq=128)
-            return model, torch.randint(0, 128, (2, 128))
-        model = train_llama.Llama(dim=128, layers=2, seq=64)
-        return model, torch.randint(0, 128, (4, 64))
+        # (model shape, token batch); llama-bf16 is the default shape under autocast.
+        shape, tokens = LLAMA_SHAPES.get(name, LLAMA_SHAPES["llama"])
+        return train_llama.Llama(layers=2, **shape), torch.randint(0, 128, tokens)
     model = torch.nn.TransformerEncoderLayer(d_model=128, nhead=4, dim_feedforward=256,
                                              dropout=0.0, batch_first=True)
     return model, torch.randn(8, 32, 128)
@@ -221,6 +222,7 @@ def main():
     sink = harness.Server(harness.tempdir("parity_overhead_sink_"), server_tls,
                           extra=["--workers=1", "--replay=false"],
                           cpus=str(os.cpu_count() - 1) if (os.cpu_count() or 1) > 1 else None)
+    servers = [server, niced, colocated, unheld, sink]
 
     def config(target, **parity_opts):
         tensor = {"online_run_ut": True, "host": "127.0.0.1", "port": target.port}
@@ -272,7 +274,7 @@ def main():
                     spec["metrics_port"] = server.metrics_port
                 elif name.startswith("exhaustive, co-located server ["):
                     spec["metrics_port"] = colocated.metrics_port
-                row = json.loads(run_child(spec, env, workdir, [server, niced, colocated, unheld, sink]))
+                row = json.loads(run_child(spec, env, workdir, servers))
                 for w in workloads:
                     results[name][w].append(row[w][0])
                     if row[w][1] != "":
@@ -281,11 +283,8 @@ def main():
                     if row[w][3] != "":
                         replay[name][w].append(row[w][3])
     finally:
-        server.stop()
-        niced.stop()
-        colocated.stop()
-        unheld.stop()
-        sink.stop()
+        for srv in servers:
+            srv.stop()
 
     print(f"agent overhead: median step time, fwd+bwd+SGD, {steps} steps, 1 torch thread, "
           f"median of {rounds} rounds (one process per row and round)")
