@@ -10,21 +10,34 @@
 #   scripts/gpu-check.sh [PHASE...] on the GPU host (x86-64 Linux with g++, cmake, ninja, nvcc and
 #                                   a python3 whose torch has CUDA), with .deps/debs beside it:
 #                                   unpacks them into a private prefix (nothing is installed),
-#                                   builds into build-gpu and runs the phases (default: env
-#                                   build test demo bench):
-#     env      what the host is: GPU, compiler, torch, CPU
-#     headers  torch's headers and CMake files as a tarball in $OUT (to compile-check elsewhere)
-#     build    configure and build everything (log: $OUT/build.log)
-#     test     ctest: unit, torch and gpu tiers (the Python ones need Debian's python3: left out)
-#     demo     parity-server on the GPU, a training on the GPU with the agent, the summary
-#     bench    compare_bench and replay_bench on this host (transport_bench too with
-#              PARITY_GPU_TRANSPORT=1)
-# Results and logs go to $OUT (default /tmp/parity-gpu-out). PARITY_GPU_TARGETS builds only those
-# targets; PARITY_GPU_METRICS_PORT=-1 runs the demo's server without metrics.
+#                                   builds into build-gpu and runs the phases (default: env build
+#                                   test bench throughput demo snapshot e2e):
+#     env        what the host is: GPU, compiler, torch, CPU
+#     headers    torch's headers and CMake files as a tarball in $OUT (to compile-check elsewhere;
+#                also written whenever the build fails)
+#     build      configure and build everything (log: build.log); the phases after it are skipped
+#                when it fails
+#     test       ctest: the gpu tier first, then the unit and torch tiers (agent, server, replay,
+#                codec, oplib) against this libtorch
+#     bench      replay_bench: one call checked with the bench on the CPU and on CUDA (golden on the
+#                GPU and on the CPU), matmul-, attention- and LLM-layer-sized (compare_bench too
+#                with PARITY_GPU_COMPARE=1, transport_bench with PARITY_GPU_TRANSPORT=1)
+#     throughput server_throughput --bench_device=cuda with 1, 2, 4 and 8 agents
+#     demo       parity-server on the GPU, a training on the GPU with the agent, the summary
+#     snapshot   every verdict of the example trainings and planted faults (fp32 and bf16) judged
+#                by a CPU bench and by a CUDA bench, and their diff (verdict_snapshot.py)
+#     e2e        the Python suites (agent front-ends, the fault suites) with this host's python3 and
+#                their servers benching on CUDA
+# Logs go to a work folder; $OUT (default /tmp/parity-gpu-out) gets logs.tgz (refreshed after each
+# phase, so a run cut short still returns what it did) and the headers when asked for.
+# PARITY_GPU_TARGETS builds only those targets; PARITY_GPU_METRICS_PORT=-1 runs the demo's server
+# without metrics; PARITY_GPU_PHASE_TIMEOUT caps each long step (seconds, default 300).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-/tmp/parity-gpu-out}
-mkdir -p "$out"
+final=${OUT:-/tmp/parity-gpu-out}
+out=/tmp/parity-gpu-logs
+rm -rf "$out" && mkdir -p "$out" "$final"
+limit=${PARITY_GPU_PHASE_TIMEOUT:-300}
 debs=.deps/debs
 prefix=/tmp/parity-deps
 build=build-gpu
@@ -47,10 +60,22 @@ if [[ "${1:-}" == "fetch" ]]; then
 fi
 
 phases=("$@")
-((${#phases[@]})) || phases=(env build test demo bench)
+((${#phases[@]})) || phases=(env build test bench throughput demo snapshot e2e)
 failed=()
-step() { printf '\n== %s\n' "$*"; }
-run_phase() { "phase_$1" || failed+=("$1"); }
+built=1
+step() { printf '\n== %s (%s s in)\n' "$*" "$SECONDS"; }
+run_phase() {
+  if [[ $built == 0 && $1 != env && $1 != headers ]]; then
+    echo "== $1: skipped (the build failed)"
+    return
+  fi
+  "phase_$1" || failed+=("$1")
+  if [[ $1 == build && " ${failed[*]} " == *" build "* ]]; then
+    built=0
+    phase_headers
+  fi
+  tar -C "$out" -czf "$final/logs.tgz" . 2>/dev/null
+}
 
 python=$(command -v python3)
 torch_dir=$("$python" -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)
@@ -87,8 +112,8 @@ loopback_up() {
 
 phase_headers() {
   step "headers"
-  tar -C "$torch_dir" -cf - include share/cmake | xz -T0 -6 | split -b 15M - "$out/torch-headers.tar.xz."
-  ls -l "$out"/torch-headers.tar.xz.*
+  tar -C "$torch_dir" -cf - include share/cmake | xz -T0 -6 | split -b 15M - "$final/torch-headers.tar.xz."
+  ls -l "$final"/torch-headers.tar.xz.*
 }
 
 unpack_deps() {
@@ -106,7 +131,8 @@ phase_build() {
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPARITY_WERROR=OFF \
     -DCMAKE_PREFIX_PATH="$prefix/usr;$prefix/usr/share/cmake;$("$python" -c \
       'import torch.utils; print(torch.utils.cmake_prefix_path)')" \
-    -DProtobuf_PROTOC_EXECUTABLE="$prefix/usr/bin/protoc" >"$out/configure.log" 2>&1 || {
+    -DProtobuf_PROTOC_EXECUTABLE="$prefix/usr/bin/protoc" -DPARITY_PYTHON="$python" \
+    -DPARITY_TEST_BENCH_DEVICE=cuda >"$out/configure.log" 2>&1 || {
     tail -n 60 "$out/configure.log"
     return 1
   }
@@ -122,9 +148,15 @@ phase_build() {
 }
 
 phase_test() {
-  step "test"
-  timeout 300 ctest --test-dir "$build" -L 'unit|torch|gpu' -E 'python_tests' -j 8 \
-    --output-on-failure --timeout 240 2>&1 | tee "$out/ctest.log" | grep -v '^ *[0-9]*/[0-9]* Test' | tail -n 80
+  step "test: gpu tier"
+  timeout "$limit" ctest --test-dir "$build" -L gpu --output-on-failure --timeout 240 2>&1 |
+    tee "$out/ctest-gpu.log" | tail -n 40
+  local rc=${PIPESTATUS[0]}
+  step "test: unit and torch tiers"
+  timeout "$limit" ctest --test-dir "$build" -L 'unit|torch' -E 'thread_safety_analysis' -j 8 \
+    --output-on-failure --timeout 240 2>&1 | tee "$out/ctest.log" |
+    grep -v '^ *[0-9]*/[0-9]* Test' | tail -n 60
+  ((rc == 0 && PIPESTATUS[0] == 0))
 }
 
 phase_demo() {
@@ -158,13 +190,54 @@ JSON
 }
 
 phase_bench() {
-  step "bench"
-  "$build/tests/bench/compare_bench" 2>&1 | tee "$out/compare_bench.txt" | tail -n 40
-  [[ -x "$build/tests/bench/replay_bench" ]] &&
-    "$build/tests/bench/replay_bench" 2>&1 | tee "$out/replay_bench.txt"
+  step "bench: replay_bench"
+  local bench=$build/tests/bench/replay_bench
+  timeout "$limit" "$bench" 2>&1 | tee "$out/replay_bench.txt"
+  local rc=${PIPESTATUS[0]}
+  if ((rc > 128)); then
+    # Died by a signal (its stack is above): each row alone, so one row's crash costs that row.
+    echo "replay_bench died (status $rc): the rows one by one"
+    local row
+    while IFS= read -r row; do
+      timeout 120 "$bench" --only="$row" 2>&1 | tee -a "$out/replay_bench-rows.txt" | tail -n 1
+    done < <("$bench" --list)
+  fi
+  if [[ -n "${PARITY_GPU_COMPARE:-}" ]]; then
+    "$build/tests/bench/compare_bench" 2>&1 | tee "$out/compare_bench.txt" | tail -n 40
+  fi
   if [[ -n "${PARITY_GPU_TRANSPORT:-}" ]]; then
     "$build/tests/bench/transport_bench" 2>&1 | tee "$out/transport_bench.txt" | tail -n 20
   fi
+  return $rc
+}
+
+phase_throughput() {
+  step "throughput: server_throughput --bench_device=cuda"
+  timeout "$limit" "$build/tests/bench/server_throughput" --bench_device=cuda --seconds=2 2>&1 |
+    tee "$out/server_throughput.txt"
+}
+
+# The same trainings (CPU tensors, fixed seeds) judged by a CPU bench and by a CUDA bench.
+phase_snapshot() {
+  step "snapshot: verdicts of a CPU bench and of a CUDA bench"
+  local s=tests/bench/verdict_snapshot.py rc=0
+  export PARITY_BUILD_DIR=$build PARITY_PYTHON=$python
+  timeout "$limit" "$python" $s take "$out/snapshot-cpu.json" --server=--bench_device=cpu || rc=1
+  timeout "$limit" "$python" $s take "$out/snapshot-cuda.json" --server=--bench_device=cuda ||
+    rc=1
+  "$python" $s diff "$out/snapshot-cpu.json" "$out/snapshot-cuda.json" |
+    tee "$out/snapshot-diff.txt" | head -n 60
+  ((rc == 0 && PIPESTATUS[0] == 0))
+}
+
+# The Python suites against this libtorch, their servers benching on CUDA (configured in build).
+phase_e2e() {
+  step "e2e: agent front-ends and fault suites, CUDA bench"
+  local tests='agent_e2e|msprobe_loop|optional_args|error_data|fault_suite|llama_fault_suite'
+  tests+='|random_ops_suite|npu_fused_suite|python_tests'
+  timeout "$limit" ctest --test-dir "$build" -j 6 --output-on-failure --timeout 280 \
+    -R "^($tests)\$" 2>&1 | tee "$out/ctest-e2e.log" | grep -v '^ *[0-9]*/[0-9]* Test' |
+    tail -n 60
 }
 
 loopback_up

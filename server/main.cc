@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/crash_report.h"
 #include "common/grpc_tuning.h"
 #include "common/log.h"
 #include "common/naming.h"
@@ -65,6 +66,7 @@ parity::server::CallHandler SkipEverything() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  parity::common::InstallCrashReport(argv[0]);
   parity::common::SetLogPrefix("parity-server");
   auto line = parity::server::ParseCommandLine(argc, argv);
   if (!line.ok()) return Fail(line.status());

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/crash_report.h"
 #include "common/naming.h"
 #include "common/torch/torch_pch.h"
 #include "common/torch/value_codec.h"
@@ -210,6 +211,7 @@ int Run(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  parity::common::InstallCrashReport(argv[0]);
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];

@@ -1,7 +1,9 @@
 // Replay throughput: how long the server takes to check one call (decode, replay on the bench
 // device, float64 golden, compare), with the bench on the CPU and, where this libtorch sees a
 // GPU, on CUDA, measured side by side in one run.
-//   replay_bench [--quick] [--only=TEXT]
+//   replay_bench [--quick] [--only=TEXT] [--list]
+// (--list prints the rows' labels, one a line: scripts/gpu-check.sh runs them one by one when the
+// whole run dies, so one row's crash costs only that row.)
 // For each call: repetitions alternate the checkers (CPU bench; CUDA bench with the golden on the
 // GPU, as the server runs it; CUDA bench with the golden on the CPU, as before; CUDA bench
 // without the golden), so all see the same machine; each column is the median time per call,
@@ -20,6 +22,7 @@
 #include <ATen/Parallel.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/crash_report.h"
 #include "common/grpc_tuning.h"
 #include "common/torch/torch_pch.h"
 #include "server/compare/standards.h"
@@ -74,23 +77,51 @@ std::vector<Row> Rows(bool quick) {
        "aten::bmm",
        "",
        {R({4 / s, 1024, 1024}, 15), R({4 / s, 1024, 128}, 16)}},
+      // An LLM layer in bfloat16, as a mixed-precision training calls it (each tensor at most
+      // the agent's 16 MiB inline limit): 2,048 tokens of a 2,048-wide model projected to 4,096,
+      // its attention's scores and their softmax (8 heads of 128 over 1,024 tokens), and its
+      // RMSNorm's reduction.
+      {"llm linear bf16 2048x2048x4096",
+       "aten::linear",
+       "",
+       {R({2048 / s, 2048}, 17, at::kBFloat16), R({4096 / s, 2048}, 18, at::kBFloat16), c10::IValue()}},
+      {"llm QK^T bf16 8x1024x128",
+       "aten::bmm",
+       "",
+       {R({8 / s, 1024, 128}, 19, at::kBFloat16), R({8 / s, 128, 1024}, 20, at::kBFloat16)}},
+      {"llm softmax bf16 8x1024^2",
+       "aten::_softmax",
+       "",
+       {R({8 / s, 1024, 1024}, 21, at::kBFloat16), -1, false}},
+      {"llm mean bf16 2048x2048",
+       "aten::mean",
+       "dim",
+       {R({2048 / s, 2048}, 22, at::kBFloat16), c10::List<int64_t>({-1}), true, c10::IValue()}},
   };
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  parity::common::InstallCrashReport(argv[0]);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row as it is measured, even into a pipe
+  bool quick = false, list = false;
   std::string only;  // --only=TEXT: the rows whose label holds TEXT (to profile one)
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
+    } else if (std::strcmp(argv[i], "--list") == 0) {
+      list = true;
     } else if (std::strncmp(argv[i], "--only=", 7) == 0) {
       only = argv[i] + 7;
     } else {
-      std::fprintf(stderr, "usage: replay_bench [--quick] [--only=TEXT]\n");
+      std::fprintf(stderr, "usage: replay_bench [--quick] [--only=TEXT] [--list]\n");
       return 2;
     }
+  }
+  if (list) {
+    for (const Row& row : Rows(quick)) std::printf("%s\n", row.label.c_str());
+    return 0;
   }
   // As parity-server runs: large tensors stay in the heap instead of being mapped and unmapped
   // (page faults were a third of a gelu check's time without it).
@@ -123,7 +154,7 @@ int main(int argc, char** argv) {
   const int reps = quick ? 2 : 7;
   std::printf("replay_bench: %d repetitions; bench devices: cpu%s; %d CPU threads\n", reps,
               cuda ? ", cuda:0" : "", at::get_num_threads());
-  std::printf("%-22s %9s %10s %10s %10s", "call", "MB", "cpu ms", "replay", "compare");
+  std::printf("%-30s %9s %10s %10s %10s", "call", "MB", "cpu ms", "replay", "compare");
   if (cuda)
     std::printf(" %10s %8s %10s %8s %10s %10s %10s", "cuda ms", "speedup", "gold cpu", "speedup",
                 "no golden", "replay", "compare");
@@ -164,7 +195,7 @@ int main(int argc, char** argv) {
         }
       }
     }
-    std::printf("%-22s %9.1f %10.2f %10.2f %10.2f", row.label.c_str(), mb, Median(times[0]),
+    std::printf("%-30s %9.1f %10.2f %10.2f %10.2f", row.label.c_str(), mb, Median(times[0]),
                 Median(cpu_replay), Median(cpu_compare));
     if (cuda) {
       std::printf(" %10.2f %7.1fx %10.2f %7.1fx %10.2f %10.2f %10.2f", Median(times[1]),

@@ -7,7 +7,9 @@ checking cheaper can be shown not to change what it decides.
     /usr/bin/python3 tests/bench/verdict_snapshot.py diff  BEFORE.json AFTER.json
 
 `take --agent KEY=NUMBER` sets a parity.* agent option for every run (e.g. reuse_bytes=0 takes
-the snapshot with every tensor sent in full).
+the snapshot with every tensor sent in full); `take --server=FLAG` a server flag (e.g.
+`--server=--bench_device=cuda`: the same trainings judged by a bench on the GPU, to diff against
+the CPU bench's snapshot, as scripts/gpu-check.sh does).
 
 Each run uses policy `block` (every call is checked) and fixed seeds, so the same calls arrive in
 the same order. A snapshot maps (run, rank, step, call index, phase, op, output) to the call's
@@ -38,20 +40,27 @@ RUNS = {
                    "bf16"],
     "llama_fault_rope": [os.path.join(EXAMPLES, "train_llama.py"), "--steps", "1", "--fault",
                          "rope_rotates_wrong_half"],
+    "llama_bf16_fault_gemm": [os.path.join(EXAMPLES, "train_llama.py"), "--steps", "1",
+                              "--autocast", "bf16", "--fault", "matmul_bf16_accumulator"],
+    "llama_fused_bf16": [os.path.join(EXAMPLES, "train_llama.py"), "--steps", "1", "--autocast",
+                         "bf16", "--fused", "--npu-sim",
+                         os.path.join(harness.BUILD, "tests", "libparity_npu_sim.so")],
 }
 
 
-def take(path, runs, agent_options=()):
+def take(path, runs, agent_options=(), server_flags=()):
     snapshot = {}
+    env = dict(os.environ, PARITY_AGENT_LIB=harness.AGENT_LIB)
     for name in runs:
         workdir = harness.tempdir(f"parity_snapshot_{name}_")
-        server = harness.Server(workdir, None, extra=["--workers=1", "--golden=true"])
+        server = harness.Server(workdir, None,
+                                extra=["--workers=1", "--golden=true", *server_flags])
         try:
             config = harness.agent_config(os.path.join(workdir, "config.json"), server.port,
                                           policy="block", log_level="warning",
                                           **dict(agent_options))
             subprocess.run([harness.PYTHON, *RUNS[name], "--config", config], check=True,
-                           cwd=workdir, stdout=subprocess.DEVNULL, timeout=900)
+                           cwd=workdir, stdout=subprocess.DEVNULL, timeout=900, env=env)
         finally:
             server.stop()
         records = server.records()
@@ -124,13 +133,15 @@ def main():
     t.add_argument("--runs", default=",".join(RUNS), help="comma-separated: " + ",".join(RUNS))
     t.add_argument("--agent", action="append", default=[], metavar="KEY=NUMBER",
                    help="a parity.* agent option for every run, e.g. reuse_bytes=0")
+    t.add_argument("--server", action="append", default=[], metavar="FLAG",
+                   help="a parity-server flag for every run, e.g. --bench_device=cuda")
     d = sub.add_parser("diff")
     d.add_argument("before")
     d.add_argument("after")
     args = parser.parse_args()
     if args.cmd == "take":
         take(args.path, args.runs.split(","),
-             [(k, int(v)) for k, v in (o.split("=", 1) for o in args.agent)])
+             [(k, int(v)) for k, v in (o.split("=", 1) for o in args.agent)], args.server)
         return 0
     return diff(args.before, args.after)
 

@@ -12,10 +12,13 @@ import time
 import urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-BUILD = os.environ.get("PARITY_BUILD_DIR", os.path.join(ROOT, "build"))
+BUILD = os.path.abspath(os.environ.get("PARITY_BUILD_DIR", os.path.join(ROOT, "build")))
 SERVER = os.path.join(BUILD, "server", "parity-server")
 AGENT_LIB = os.path.join(BUILD, "agent", "libparity_agent.so")
-PYTHON = "/usr/bin/python3"
+# Debian's python3 (Debian's torch) unless the build was configured for another (tests/CMakeLists.txt).
+PYTHON = os.environ.get("PARITY_PYTHON") or "/usr/bin/python3"
+# Where the servers the tests start run their bench: cpu here, cuda on a GPU host (gpu-check.sh).
+BENCH_DEVICE = os.environ.get("PARITY_TEST_BENCH_DEVICE") or "cpu"
 TRAIN = os.path.join(ROOT, "docs", "examples", "train_mlp.py")
 # The simulated accelerator's GEMMs (tests/device): float32 accumulation where this host's
 # libtorch would round partial sums to float16/bfloat16.
@@ -41,7 +44,7 @@ class Server:
         args = (["taskset", "-c", cpus] if cpus else []) + \
             (["nice", "-n", str(nice)] if nice else []) + [SERVER, f"--port={port}", "--metrics_port=0", "--metrics_host=127.0.0.1",
                 "--host=127.0.0.1", f"--output_dir={self.out}", f"--port_file={port_file}",
-                "--bench_device=cpu", *extra]
+                f"--bench_device={BENCH_DEVICE}", *extra]
         args.append(f"--tls_path={tls_dir}" if tls_dir else "--plaintext")
         self.log = open(os.path.join(workdir, "server.log"), "w", encoding="utf-8")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)

@@ -692,8 +692,9 @@ TEST_P(CallCheckerTest, HalfPrecisionCallsFromTheGpu) {
 }
 
 // With a CUDA bench the golden runs on the GPU too (CheckerOptions::golden_device "auto"): the
-// verdicts are those of the CPU's golden, whatever the standard, for clean calls and for planted
-// faults. On the CPU instance both goldens are the CPU's: the test is meant for the GPU host.
+// verdicts are those of the CPU's golden (the same bench, golden_device "cpu"), whatever the
+// standard, for clean calls and for planted faults. On the CPU instance both goldens are the
+// CPU's: the test is meant for the GPU host.
 TEST_P(CallCheckerTest, GoldenOnTheBenchDeviceGivesTheVerdictsOfTheCpuGolden) {
   std::unique_ptr<CallChecker> on_cpu = MakeChecker("cpu");
   ASSERT_NE(on_cpu, nullptr);
@@ -723,8 +724,12 @@ TEST_P(CallCheckerTest, GoldenOnTheBenchDeviceGivesTheVerdictsOfTheCpuGolden) {
       EXPECT_EQ(h.standard(), t.standard()) << i;
       for (const auto& [name, value] : t.metrics()) {
         ASSERT_TRUE(h.metrics().contains(name)) << name;
-        // Two float64 goldens differ by float64's rounding, not by anything a threshold sees.
-        EXPECT_NEAR(h.metrics().at(name), value, 1e-9 * std::max(1.0, std::abs(value))) << name;
+        // Two float64 goldens differ by far less than anything a threshold sees, but by more
+        // than float64's rounding: the GPU's and the CPU's float64 kernels are other code (their
+        // own erf/tanh, constants). Measured on an H200 with torch 2.11 (2026-11-26): up to
+        // 1.2e-5 of the metric (bfloat16 gelu 'tanh'), 1.6e-9 on float32 ULP metrics; the
+        // thresholds these metrics meet are 10x apart.
+        EXPECT_NEAR(h.metrics().at(name), value, 1e-4 * std::max(1e-3, std::abs(value))) << name;
       }
     }
   }
