@@ -1,6 +1,10 @@
 // npu_fusion_attention and npu_fusion_attention_grad: softmax(scale * (q k^T + pse), masked) v,
-// rebuilt from Q, K and V (never from the device's softmax statistics), in float32 for
-// low-precision inputs as the NPU kernel computes, in float64 for the golden.
+// in float32 for low-precision inputs as the NPU kernel computes, in float64 for the golden. The
+// forward rebuilds the softmax from Q and K. The grad computes from what the real kernel is given:
+// the forward's softmax_max / softmax_sum (P = exp(S - max) / sum) and its output attention_in
+// (the softmax correction rowsum(dY * O)), never recomputing them; only when the call carries
+// none (empty tensors) does it rebuild them from Q, K and V. A faulty forward then does not make
+// its correct backward an error: the backward is judged on the statistics it was handed.
 //
 // Layouts BSH, SBH, BSND, BNSD and TND (varlen, with the cumulative actual_seq_qlen /
 // actual_seq_kvlen); grouped-query K/V (N_kv dividing N); pse added before the scale; atten_mask
@@ -126,6 +130,32 @@ Softmax Probabilities(const Block& b, double scale) {
   out.sum = e.sum(-1, true);
   out.p = at::where(out.sum > 0, e / out.sum, at::zeros_like(e));
   return out;
+}
+
+// The softmax the grad kernel uses: from the forward's row statistics max and sum ((B, N, S1, 1),
+// in the compute dtype), P = exp(S - max) / sum over the unmasked scores, 0 where sum is not
+// positive (a row that attends to nothing).
+at::Tensor ProbabilitiesFromStats(const Block& b, double scale, const at::Tensor& max,
+                                  const at::Tensor& sum) {
+  at::Tensor s = at::matmul(b.q, b.k.transpose(-1, -2));
+  if (b.pse) s = s + *b.pse;
+  s = s * scale;
+  if (b.mask) s = s.masked_fill(*b.mask, -std::numeric_limits<double>::infinity());
+  const at::Tensor live = (sum > 0).logical_and(at::isfinite(max));
+  const at::Tensor safe_max = at::where(live, max, at::zeros_like(max));
+  const at::Tensor safe_sum = at::where(live, sum, at::ones_like(sum));
+  return at::where(live, at::exp(s - safe_max) / safe_sum, at::zeros_like(s));
+}
+
+// A statistics tensor of the forward ((B, N, S1, 8); TND: (T, N, 8)) as (B, N, S1, 1) rows of one
+// problem, in `ct`; nullopt when the call carries none.
+std::optional<at::Tensor> StatRows(const std::optional<at::Tensor>& stats,
+                                   const std::string& layout, int64_t q_start, int64_t q_len,
+                                   at::ScalarType ct) {
+  if (!stats || !stats->defined() || stats->numel() == 0) return std::nullopt;
+  at::Tensor t = *stats;
+  if (layout == "TND") t = t.narrow(0, q_start, q_len).permute({1, 0, 2}).unsqueeze(0);
+  return t.narrow(-1, 0, 1).to(ct);
 }
 
 // (B, N, S, D) with N = N_kv * group -> summed over each group -> (B, N_kv, S, D).
@@ -256,8 +286,11 @@ Stack FusionAttention(const Args& a) {
   return r;
 }
 
-// dV = P^T dY; dP = dY V^T; dZ = P * (dP - rowsum(dP * P)); dQ = scale dZ K, dK = scale dZ^T Q,
-// dpse = scale dZ; K and V gradients summed over each query group.
+// dV = P^T dY; dP = dY V^T; dZ = P * (dP - D); dQ = scale dZ K, dK = scale dZ^T Q, dpse = scale dZ;
+// K and V gradients summed over each query group. P from the forward's softmax_max/softmax_sum
+// and D = rowsum(dY * O) from its output attention_in, as the kernel computes them (both
+// rebuilt from Q, K, V only when the call carries none: D is then rowsum(dP * P), equal for a
+// correct forward).
 Stack FusionAttentionGrad(const Args& a) {
   const at::Tensor& q = a.tensor(0);
   const at::Tensor& k = a.tensor(1);
@@ -265,17 +298,29 @@ Stack FusionAttentionGrad(const Args& a) {
   const at::Tensor& dy = a.tensor(3);
   const Options o = ReadOptions(a, /*grad=*/true);
   const at::ScalarType ct = ComputeType(q);
+  // The forward's statistics and output, as the grad's schema passes them (softmax_in unused).
+  const std::optional<at::Tensor> softmax_max = a.optional_tensor(9);
+  const std::optional<at::Tensor> softmax_sum = a.optional_tensor(10);
+  const std::optional<at::Tensor> attention_in = a.optional_tensor(12);
   std::vector<at::Tensor> dqs, dks, dvs;
   at::Tensor dpse;
   for (const Problem& p : Problems(q, k, v, o, ct)) {
     const Block& b = p.block;
-    const at::Tensor dyb =
-        ToBNSD(o.layout == "TND" ? dy.narrow(0, p.q_start, p.q_len).to(ct) : dy.to(ct), o.layout,
-               o.head_num);
-    const Softmax sm = Probabilities(b, o.scale);
-    const at::Tensor dv = at::matmul(sm.p.transpose(-1, -2), dyb);
+    auto rows = [&](const at::Tensor& t) {  // a (B, S, ...) or TND tensor of the call -> BNSD
+      return ToBNSD(o.layout == "TND" ? t.narrow(0, p.q_start, p.q_len).to(ct) : t.to(ct), o.layout,
+                    o.head_num);
+    };
+    const at::Tensor dyb = rows(dy);
+    const std::optional<at::Tensor> max = StatRows(softmax_max, o.layout, p.q_start, p.q_len, ct);
+    const std::optional<at::Tensor> sum = StatRows(softmax_sum, o.layout, p.q_start, p.q_len, ct);
+    const at::Tensor prob =
+        max && sum ? ProbabilitiesFromStats(b, o.scale, *max, *sum) : Probabilities(b, o.scale).p;
+    const at::Tensor dv = at::matmul(prob.transpose(-1, -2), dyb);
     const at::Tensor dp = at::matmul(dyb, b.v.transpose(-1, -2));
-    const at::Tensor dz = sm.p * (dp - (dp * sm.p).sum(-1, true)) * o.scale;
+    const bool has_out = attention_in && attention_in->defined() && attention_in->numel() > 0;
+    const at::Tensor correction =
+        has_out ? (dyb * rows(*attention_in)).sum(-1, true) : (dp * prob).sum(-1, true);
+    const at::Tensor dz = prob * (dp - correction) * o.scale;
     dqs.push_back(FromBNSD(at::matmul(dz, b.k), o.layout));
     dks.push_back(FromBNSD(SumGroups(at::matmul(dz.transpose(-1, -2), b.q), b.group), o.layout));
     dvs.push_back(FromBNSD(SumGroups(dv, b.group), o.layout));

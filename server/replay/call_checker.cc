@@ -290,8 +290,10 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
   cpu.bench_ran = bench.ran();
   const bool exact = bench_decides && bench.ran();
   const Replay golden = !impl_->options.golden ? Replay{{}, "disabled"}
-                        : exact                ? Replay{{}, "not needed"}
-                                : impl_->golden.ReplayOn(*op, decoded->inputs, golden_device);
+                        : exact
+                            ? Replay{{}, "not needed"}
+                            : impl_->golden.ReplayOn(*op, decoded->inputs, golden_device,
+                                                     common::ToScalarType(call.autocast_dtype()));
   lap(&cpu.golden);
   cpu.golden_ran = golden.ran();
   const auto replayed = Clock::now();

@@ -200,10 +200,7 @@ std::optional<at::ScalarType> LowPrecisionGemmInput(const c10::FunctionSchema& s
     if (dtypes.size() != 1 || !low(*dtypes.begin())) return std::nullopt;
     return *dtypes.begin();
   }
-  if (!low(*autocast) || !schema.overload_name().empty() ||
-      !Contains(kAutocastLowered, schema.name())) {
-    return std::nullopt;
-  }
+  if (!AutocastKernelDtype(schema, autocast)) return std::nullopt;
   for (at::ScalarType t : dtypes) {
     if (t != at::kFloat && t != *autocast) return std::nullopt;
   }
@@ -256,15 +253,31 @@ Replay ReplayBench(const c10::OperatorHandle& op, const Stack& inputs, const c10
   return Run(op, std::move(copies));
 }
 
-Replay ReplayGolden(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device) {
+std::optional<at::ScalarType> AutocastKernelDtype(const c10::FunctionSchema& schema,
+                                                  std::optional<at::ScalarType> autocast) {
+  // Autocast registers the functional overloads only (not `out=` ones).
+  if (!autocast || (*autocast != at::kHalf && *autocast != at::kBFloat16) ||
+      !schema.overload_name().empty() || !Contains(kAutocastLowered, schema.name())) {
+    return std::nullopt;
+  }
+  return autocast;
+}
+
+Replay ReplayGolden(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device,
+                    std::optional<at::ScalarType> autocast) {
   const std::optional<at::ScalarType> target = GoldenTarget(inputs);
+  // Under autocast the kernel saw its floating inputs (all but float64: autocast's eligibility
+  // rule) rounded to the autocast dtype.
+  const std::optional<at::ScalarType> kernel = AutocastKernelDtype(op.schema(), autocast);
   Stack golden = MapInputs(
       inputs,
       [&](const at::Tensor& t) {
         const bool async = !device.is_cpu() && t.is_pinned();
         if (target && t.is_floating_point() && t.scalar_type() != at::kDouble) {
           // Moved, then raised where the golden runs (a GPU casts faster than the host).
-          return t.to(device, /*non_blocking=*/async).to(*target);
+          at::Tensor moved = t.to(device, /*non_blocking=*/async);
+          if (kernel) moved = moved.to(*kernel);
+          return moved.to(*target);
         }
         return t.to(device, /*non_blocking=*/async, /*copy=*/true);
       },
@@ -287,18 +300,20 @@ Replay ReplayGolden(const c10::OperatorHandle& op, const Stack& inputs, const c1
 }
 
 Replay GoldenReplayer::ReplayOn(const c10::OperatorHandle& op, const Stack& inputs,
-                                const c10::Device& device) {
-  if (device.is_cpu()) return ReplayGolden(op, inputs, device);
+                                const c10::Device& device, std::optional<at::ScalarType> autocast) {
+  if (device.is_cpu()) return ReplayGolden(op, inputs, device, autocast);
   const c10::FunctionSchema* schema = &op.schema();
   {
     absl::ReaderMutexLock lock(&mu_);
-    if (on_cpu_.contains(schema)) return ReplayGolden(op, inputs, c10::Device(c10::kCPU));
+    if (on_cpu_.contains(schema)) {
+      return ReplayGolden(op, inputs, c10::Device(c10::kCPU), autocast);
+    }
   }
-  Replay on_device = ReplayGolden(op, inputs, device);
+  Replay on_device = ReplayGolden(op, inputs, device, autocast);
   if (on_device.ran()) return on_device;
   // No kernel for float64 on that device, or no memory for it: the host computes it. An op
   // whose golden then runs on the host goes there from now on, unless it only lacked memory.
-  Replay on_host = ReplayGolden(op, inputs, c10::Device(c10::kCPU));
+  Replay on_host = ReplayGolden(op, inputs, c10::Device(c10::kCPU), autocast);
   if (on_host.ran() && !absl::StrContains(on_device.error, "out of memory")) {
     const std::string name = toString(schema->operator_name());
     absl::MutexLock lock(&mu_);

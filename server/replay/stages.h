@@ -63,8 +63,19 @@ Replay ReplayBench(const c10::OperatorHandle& op, const Stack& inputs, const c10
                    std::optional<at::ScalarType> autocast = std::nullopt);
 // Without autocast, on `device`, with floating inputs upcast as msprobe does (float16/bfloat16 ->
 // float32, float32 -> float64; mixed -> float32), and dtype arguments naming a low-precision
-// float raised with them.
-Replay ReplayGolden(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device);
+// float raised with them. The golden starts from the inputs the kernel received: for a call that
+// ran under autocast to float16/bfloat16 (`autocast`) of an op autocast lowers, its floating
+// inputs rounded to that dtype first, as the autocast layer rounded them on the device; the
+// golden then measures the kernel, not the rounding before it.
+Replay ReplayGolden(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device,
+                    std::optional<at::ScalarType> autocast = std::nullopt);
+
+// The dtype an op's kernel received its floating inputs in when the call ran under `autocast`:
+// the autocast dtype for the ops autocast lowers to float16/bfloat16 (mm, bmm, addmm, baddbmm,
+// addbmm, linear, matmul, conv1d/2d/3d: lowered on the CPU and on CUDA, in libtorch 1.13 and
+// 2.x), else none (the inputs as captured).
+std::optional<at::ScalarType> AutocastKernelDtype(const c10::FunctionSchema& schema,
+                                                  std::optional<at::ScalarType> autocast);
 
 // The low-precision float dtypes ("bfloat16", "float16") whose matrix products on `device` round
 // their partial sums to that dtype in some memory layout, where an accelerator (and a CUDA bench,
@@ -81,7 +92,8 @@ std::vector<std::string> LowPrecisionGemmDtypes(const c10::Device& device);
 // of memory, which may pass). Thread-safe.
 class GoldenReplayer {
  public:
-  Replay ReplayOn(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device);
+  Replay ReplayOn(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device,
+                  std::optional<at::ScalarType> autocast = std::nullopt);
   // The ops whose golden moved to the CPU ("aten::foo.overload"), sorted.
   std::vector<std::string> OpsOnCpu() const;
 

@@ -16,6 +16,11 @@ FAULTS = {
                          "npu::npu_swiglu", "forward", 0, ("npu::npu_swiglu",)),
     "fa_scale": Fault("npu_fusion_attention (and its grad) forget the scale",
                       "npu::npu_fusion_attention", "forward", 0, _FA),
+    # The forward alone is wrong: its correct grad, handed the wrong forward's softmax statistics
+    # and output, is judged on them and must not be blamed (only the forward may be reported).
+    "fa_fwd_scale": Fault("npu_fusion_attention's forward forgets the scale; its grad is right",
+                          "npu::npu_fusion_attention", "forward", 0,
+                          ("npu::npu_fusion_attention",)),
     "fa_sparse": Fault("npu_fusion_attention applies no mask for sparse_mode 2 (causal)",
                        "npu::npu_fusion_attention", "forward", 0, _FA),
     "fa_grad_softmax": Fault("npu_fusion_attention_grad drops the softmax correction "

@@ -13,6 +13,7 @@
 //   rotary_half     npu_rotary_mul rotates the wrong half: (x2, -x1) instead of (-x2, x1)
 //   swiglu_swap     npu_swiglu swaps its halves: silu(b) * a
 //   fa_scale        npu_fusion_attention forgets the scale
+//   fa_fwd_scale    npu_fusion_attention's forward alone forgets the scale (its grad is right)
 //   fa_sparse       npu_fusion_attention applies no causal mask for sparse_mode 2/3
 //   fa_grad_softmax npu_fusion_attention_grad drops the softmax correction rowsum(dO * O)
 #include <torch/csrc/autograd/function.h>
@@ -187,7 +188,8 @@ int64_t KvHeads(const at::Tensor& q, const at::Tensor& k, const Attn& o) {
 }
 
 Stack FusionAttention(const Args& a) {
-  const Attn o = ReadAttn(a, 0, 8, 16);
+  Attn o = ReadAttn(a, 0, 8, 16);
+  if (Fault("fa_fwd_scale")) o.scale = 1.0;
   const at::Tensor q = Bnsd(F32(a.tensor(0)), o.layout, o.heads);
   const at::Tensor k = Bnsd(F32(a.tensor(1)), o.layout, KvHeads(a.tensor(0), a.tensor(1), o));
   const at::Tensor v = Bnsd(F32(a.tensor(2)), o.layout, KvHeads(a.tensor(0), a.tensor(2), o));

@@ -297,6 +297,82 @@ TEST_F(NpuReferenceTest, FusionAttentionGradIsTheDerivativeForEveryInput) {
                   "fusion_attention");
 }
 
+// A fused backward computes from what the real kernel is handed (the forward's softmax_max,
+// softmax_sum and output for attention; the forward's rstd for RMSNorm), never recomputing it:
+// given the statistics of a deliberately different forward, it agrees with a kernel that uses them
+// and not with one that recomputes them. So a faulty forward does not make its correct backward an
+// error.
+TEST_F(NpuReferenceTest, FusedBackwardsUseTheStatisticsTheyAreGiven) {
+  at::manual_seed(6);
+  {
+    const int64_t N = 2, S1 = 4, S2 = 5, D = 3;
+    const at::Tensor q = R({1, N, S1, D}), k = R({1, N, S2, D}), v = R({1, N, S2, D}),
+                     dy = R({1, N, S1, D});
+    const double scale = 0.7;
+    // The forward the statistics come from saw another query (a faulty forward, say).
+    const Stack other = Fa(q * 1.5 + 0.2, k, v, N, "BNSD", {}, scale, 0);
+    auto grad = [&](const c10::IValue& max, const c10::IValue& sum, const c10::IValue& out) {
+      return Call("npu::npu_fusion_attention_grad", {q,
+                                                     k,
+                                                     v,
+                                                     dy,
+                                                     N,
+                                                     std::string("BNSD"),
+                                                     c10::IValue(),
+                                                     c10::IValue(),
+                                                     c10::IValue(),
+                                                     max,
+                                                     sum,
+                                                     at::empty({0}, q.options()),
+                                                     out,
+                                                     scale,
+                                                     1.0,
+                                                     int64_t{2147483647},
+                                                     int64_t{2147483647},
+                                                     int64_t{0},
+                                                     int64_t{0},
+                                                     int64_t{0},
+                                                     int64_t{0},
+                                                     c10::IValue(),
+                                                     c10::IValue(),
+                                                     c10::IValue(),
+                                                     int64_t{0},
+                                                     true,
+                                                     false});
+    };
+    const Stack given = grad(T(other, 1), T(other, 2), T(other, 0));
+    // A kernel that uses them: P = exp(S - max) / sum, D = rowsum(dY * O).
+    const at::Tensor max = T(other, 1).narrow(-1, 0, 1).to(at::kDouble);
+    const at::Tensor sum = T(other, 2).narrow(-1, 0, 1).to(at::kDouble);
+    const at::Tensor p = at::exp(at::matmul(q, k.transpose(-1, -2)) * scale - max) / sum;
+    const at::Tensor dp = at::matmul(dy, v.transpose(-1, -2));
+    const at::Tensor dz = p * (dp - (dy * T(other, 0)).sum(-1, true)) * scale;
+    EXPECT_TRUE(at::allclose(T(given, 0), at::matmul(dz, k), 1e-10, 1e-12)) << "dq";
+    EXPECT_TRUE(at::allclose(T(given, 1), at::matmul(dz.transpose(-1, -2), q), 1e-10, 1e-12))
+        << "dk";
+    EXPECT_TRUE(at::allclose(T(given, 2), at::matmul(p.transpose(-1, -2), dy), 1e-10, 1e-12))
+        << "dv";
+    // A kernel that recomputes them from Q and K (what the call gets without statistics).
+    const at::Tensor none = at::empty({0}, q.options());
+    const Stack recomputed = grad(none, none, none);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_FALSE(at::allclose(T(given, i), T(recomputed, i), 1e-3, 1e-3)) << "output " << i;
+    }
+  }
+  {
+    const at::Tensor x = R({3, 8}), g = R({8}), dy = R({3, 8});
+    const at::Tensor other_rstd = T(Call("npu::npu_rms_norm", {x * 2 + 0.5, g, 1e-6}), 1);
+    const Stack given = Call("npu::npu_rms_norm_backward", {dy, x, g, other_rstd});
+    const at::Tensor xhat = x * other_rstd, dxhat = dy * g;
+    EXPECT_TRUE(at::allclose(
+        T(given, 0), other_rstd * (dxhat - xhat * (dxhat * xhat).mean(-1, true)), 1e-10, 1e-12));
+    EXPECT_TRUE(at::allclose(T(given, 1), (dy * xhat).sum(0), 1e-10, 1e-12));
+    const at::Tensor own_rstd = T(Call("npu::npu_rms_norm", {x, g, 1e-6}), 1);
+    const Stack recomputed = Call("npu::npu_rms_norm_backward", {dy, x, g, own_rstd});
+    EXPECT_FALSE(at::allclose(T(given, 0), T(recomputed, 0), 1e-3, 1e-3));
+  }
+}
+
 TEST_F(NpuReferenceTest, WhatTheReferenceCannotRebuildIsRefusedWithTheReason) {
   const at::Tensor q = R({1, 2, 4, 8});
   auto message = [&](const std::function<void()>& call) {

@@ -182,6 +182,52 @@ TEST_P(CallCheckerTest, CallsUnderAutocastReplayUnderAutocast) {
   EXPECT_FALSE(common::ActiveAutocast(c10::DeviceType::CPU).has_value());
 }
 
+// Under autocast the kernel receives its inputs rounded to the autocast dtype: the golden starts
+// from those (rounded, then widened), so it is the exact product of what the kernel multiplied.
+// A device whose bfloat16 linear is correctly rounded is then within half a ULP everywhere;
+// against a golden of the float32 inputs as captured, a quarter of its elements were over 1 ULP
+// (the inputs' rounding), and whether it passed turned on a few elements at rounding ties.
+TEST_P(CallCheckerTest, TheGoldenUnderAutocastStartsFromTheInputsTheKernelReceived) {
+  const at::Tensor x = R({64, 256}, 51), w = R({128, 256}, 52), b = R({128}, 53);
+  auto exact = [](const at::Tensor& t) { return t.to(at::kBFloat16).to(at::kDouble); };
+  v1::ApiCall call;
+  {
+    const common::AutocastScope autocast(c10::DeviceType::CPU, at::kBFloat16);
+    call = MakeCall("aten::linear", "", {x, w, b}, v1::PHASE_FORWARD, [&](Stack& out) {
+      // The most accurate kernel there is: the bfloat16 operands' product, rounded once.
+      out[0] = at::addmm(exact(b), exact(x), exact(w).t()).to(at::kBFloat16);
+    });
+  }
+  call.set_autocast_dtype(v1::DTYPE_BFLOAT16);
+  ASSERT_EQ(call.inputs(0).tensor().dtype(), v1::DTYPE_FLOAT32);
+  Result r = Check(call);
+  EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+  ASSERT_EQ(r.check.outputs.size(), 1u);
+  const OutputJudgement& j = r.check.outputs[0].judgement;
+  ASSERT_TRUE(j.device.has_value() && j.bench.has_value());
+  EXPECT_LE(j.device->ulp_max, 0.5 + 1e-6) << "the golden is not the kernel's exact product";
+  EXPECT_EQ(j.device->ulp_over_threshold_ratio, 0);
+  // The bench accumulates in float32 and rounds once: within a ULP of the same golden.
+  EXPECT_LT(j.bench->ulp_max, 1.0);
+
+  // The same kernel wrong by one bfloat16 step on every 50th element is still an error.
+  v1::ApiCall faulty;
+  {
+    const common::AutocastScope autocast(c10::DeviceType::CPU, at::kBFloat16);
+    faulty = MakeCall("aten::linear", "", {x, w, b}, v1::PHASE_FORWARD, [&](Stack& out) {
+      at::Tensor y = at::addmm(exact(b), exact(x), exact(w).t()).to(at::kBFloat16);
+      at::Tensor flat = y.view({-1});
+      at::Tensor every = flat.slice(0, 0, flat.numel(), 50);
+      every.copy_(every.to(at::kFloat) * (1 + 1.0 / 64));  // 2 steps of 2^-7 near 1
+      out[0] = y;
+    });
+  }
+  faulty.set_autocast_dtype(v1::DTYPE_BFLOAT16);
+  r = Check(faulty);
+  EXPECT_EQ(StatusText(r.verdict.status()), "error") << r.verdict.ShortDebugString();
+  EXPECT_EQ(r.verdict.outputs(0).failed_metric(), "ulp_error");
+}
+
 // A float16/bfloat16 GEMM accumulates in float32 and rounds once on an accelerator, and so on the
 // bench: on the CPU too, where libtorch 1.13 without AVX-512 rounds a bfloat16 mm's partial sums
 // to bfloat16 when the second operand is not transposed (LowPrecisionGemmDtypes). A device that
