@@ -215,6 +215,7 @@ absl::StatusOr<StandardsTable> StandardsTable::Parse(absl::string_view json_text
   u.Double("float32_share", &t.ulp_.float32_share);
   u.Double("low_precision_share", &t.ulp_.low_precision_share);
   u.Double("share_ratio", &t.ulp_.share_ratio);
+  u.Double("share_excess_alpha", &t.ulp_.share_excess_alpha);
   u.Finish();
   top.Double("thousandth_pass", &t.thousandth_pass_);
   common::ConfigReader w = top.Section("two_way");

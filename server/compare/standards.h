@@ -38,6 +38,11 @@ struct BenchmarkRatioThresholds {
 };
 struct UlpRules {
   double float32_mean_ulp = 64, float32_share = 0.05, low_precision_share = 0.001, share_ratio = 1;
+  // The share ratio condemns a device only when its excess of elements over the threshold is
+  // significant: a one-sided sign test on the over-threshold counts (device d, bench b: the
+  // chance of at least d of d + b under equal odds) below this. One element of 16,384 at a
+  // rounding tie, or an accumulation order's few, is not evidence (issue 36).
+  double share_excess_alpha = 1e-3;
 };
 struct TwoWayThresholds {
   double cosine = 0.99, max_abs_error = 0.001, hundredth = 0.99, thousandth = 0.999,

@@ -61,8 +61,8 @@ struct Replay {
 // rounded once (libtorch's CPU kernels may round every partial sum: LowPrecisionGemmDtypes).
 Replay ReplayBench(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device,
                    std::optional<at::ScalarType> autocast = std::nullopt);
-// Without autocast, on `device`, with floating inputs upcast as msprobe does (float16/bfloat16 ->
-// float32, float32 -> float64; mixed -> float32), and dtype arguments naming a low-precision
+// Without autocast, on `device`, with floating inputs raised to float64 (msprobe raised float16/
+// bfloat16 only to float32, not exact where a sum cancels), and dtype arguments naming a lower
 // float raised with them. The golden starts from the inputs the kernel received: for a call that
 // ran under autocast to float16/bfloat16 (`autocast`) of an op autocast lowers, its floating
 // inputs rounded to that dtype first, as the autocast layer rounded them on the device; the

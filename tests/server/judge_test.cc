@@ -93,6 +93,13 @@ INSTANTIATE_TEST_SUITE_P(
              v1::VERDICT_STATUS_PASS, ""},
         Case{"ulp_worse_than_bench", Standard::kUlp, Scaled(g, 1e-4), Round(g), g,
              v1::VERDICT_STATUS_ERROR, "ulp_error"},
+        // A worse share condemns only when the excess is significant (a sign test on the
+        // over-threshold counts, alpha 1e-3): 67 elements over 32 ULP against the bench's 50 is
+        // chance (p = 0.07), 100 against 50 is not (p = 3e-5).
+        Case{"ulp_excess_within_chance", Standard::kUlp, Scaled(g, 1e-4, 3), Scaled(g, 1e-4, 4), g,
+             v1::VERDICT_STATUS_PASS, ""},
+        Case{"ulp_excess_significant", Standard::kUlp, Scaled(g, 1e-4, 2), Scaled(g, 1e-4, 4), g,
+             v1::VERDICT_STATUS_ERROR, "ulp_error"},
         Case{"ulp_within_thresholds", Standard::kUlp, Scaled(g, 1e-6, 40), Round(g), g,
              v1::VERDICT_STATUS_PASS, ""},
         // Benchmark: device errors up to 2x (rmse, mean rel) / 10x (max rel) the bench's.
