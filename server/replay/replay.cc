@@ -38,12 +38,18 @@ Stack MapInputs(const Stack& inputs, const F& tensor, const c10::Device& device)
   return out;
 }
 
-// The golden's dtype: float64 for any float input below it; none (float64 only, or no floats)
-// -> nothing. msprobe raised float16/bfloat16 only to float32, which is not exact where a sum
-// cancels: a correctly rounded float16 GEMM was then more than 1 ULP from its float32 golden at
-// such elements (4 false errors in 141 clean float16 mm calls, lowp_false_errors). The exact
-// value decides, so the golden is float64 whatever the inputs (issue 36).
-std::optional<at::ScalarType> GoldenTarget(const Stack& inputs) {
+// The golden is computed in float64 for any float input below it (none for float64-only or
+// non-float inputs), and kept in msprobe's golden dtype: float64 for float32 inputs, float32 when
+// every floating input is float16/bfloat16 or the dtypes are mixed. msprobe computed the latter
+// in float32, which is not exact where a sum cancels: a correctly rounded float16 GEMM was then
+// more than 1 ULP from its golden at such elements (4 false errors in 141 clean float16 mm calls,
+// lowp_false_errors). Computed in float64 and rounded once to float32, the golden is within
+// 2^-24 of the exact value relative to itself, far inside a float16/bfloat16 ULP, and the
+// metrics keep msprobe's float32 arithmetic (issue 36).
+struct GoldenDtypes {
+  at::ScalarType compute, keep;
+};
+std::optional<GoldenDtypes> GoldenTarget(const Stack& inputs) {
   std::set<at::ScalarType> dtypes;
   for (const c10::IValue& v : inputs) {
     common::ForEachLeaf(v, [&](const c10::IValue& leaf) {
@@ -54,7 +60,8 @@ std::optional<at::ScalarType> GoldenTarget(const Stack& inputs) {
   }
   dtypes.erase(at::kDouble);
   if (dtypes.empty()) return std::nullopt;
-  return at::kDouble;
+  const bool only_float32 = dtypes.size() == 1 && *dtypes.begin() == at::kFloat;
+  return GoldenDtypes{at::kDouble, only_float32 ? at::kDouble : at::kFloat};
 }
 
 bool IsDtypeArgument(const c10::Argument& arg) {
@@ -266,7 +273,9 @@ std::optional<at::ScalarType> AutocastKernelDtype(const c10::FunctionSchema& sch
 
 Replay ReplayGolden(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device,
                     std::optional<at::ScalarType> autocast) {
-  const std::optional<at::ScalarType> target = GoldenTarget(inputs);
+  const std::optional<GoldenDtypes> dtypes = GoldenTarget(inputs);
+  const std::optional<at::ScalarType> target =
+      dtypes ? std::optional<at::ScalarType>(dtypes->compute) : std::nullopt;
   // Under autocast the kernel saw its floating inputs (all but float64: autocast's eligibility
   // rule) rounded to the autocast dtype.
   const std::optional<at::ScalarType> kernel = AutocastKernelDtype(op.schema(), autocast);
@@ -297,7 +306,19 @@ Replay ReplayGolden(const c10::OperatorHandle& op, const Stack& inputs, const c1
     }
   }
   const common::AutocastScope no_autocast(device.type(), std::nullopt);
-  return Run(op, std::move(golden));
+  Replay r = Run(op, std::move(golden));
+  if (dtypes && dtypes->keep != dtypes->compute) {
+    for (c10::IValue& v : r.results) {
+      v = common::MapLeaves(v, [&](const c10::IValue& leaf) {
+        if (leaf.isTensor() && leaf.toTensor().defined() &&
+            leaf.toTensor().scalar_type() == dtypes->compute) {
+          return c10::IValue(leaf.toTensor().to(dtypes->keep));
+        }
+        return leaf;
+      });
+    }
+  }
+  return r;
 }
 
 Replay GoldenReplayer::ReplayOn(const c10::OperatorHandle& op, const Stack& inputs,

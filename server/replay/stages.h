@@ -61,12 +61,13 @@ struct Replay {
 // rounded once (libtorch's CPU kernels may round every partial sum: LowPrecisionGemmDtypes).
 Replay ReplayBench(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device,
                    std::optional<at::ScalarType> autocast = std::nullopt);
-// Without autocast, on `device`, with floating inputs raised to float64 (msprobe raised float16/
-// bfloat16 only to float32, not exact where a sum cancels), and dtype arguments naming a lower
-// float raised with them. The golden starts from the inputs the kernel received: for a call that
-// ran under autocast to float16/bfloat16 (`autocast`) of an op autocast lowers, its floating
-// inputs rounded to that dtype first, as the autocast layer rounded them on the device; the
-// golden then measures the kernel, not the rounding before it.
+// Without autocast, on `device`, with floating inputs raised to float64 and dtype arguments naming
+// a lower float raised with them; the results kept in msprobe's golden dtype (float64 for float32
+// inputs, float32 for float16/bfloat16 or mixed ones: rounded once from the float64 result, where
+// msprobe computed in float32, not exact where a sum cancels). The golden starts from the inputs
+// the kernel received: for a call that ran under autocast to float16/bfloat16 (`autocast`) of an op
+// autocast lowers, its floating inputs rounded to that dtype first, as the autocast layer rounded
+// them on the device; the golden then measures the kernel, not the rounding before it.
 Replay ReplayGolden(const c10::OperatorHandle& op, const Stack& inputs, const c10::Device& device,
                     std::optional<at::ScalarType> autocast = std::nullopt);
 

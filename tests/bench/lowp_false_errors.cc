@@ -249,7 +249,7 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "lowp_false_errors: %lld calls (one in ten with a planted fault), seed %llu, CPU "
-      "bench, float64 golden\n",
+      "bench, golden computed in float64\n",
       static_cast<long long>(calls), static_cast<unsigned long long>(seed));
   std::printf("%-22s %8s %8s %10s %8s %8s  %s\n", "family", "clean", "errors", "error rate",
               "faulty", "caught", "false errors by metric");
