@@ -205,6 +205,7 @@ PairMetrics Compute(const HostTensor& tested, const HostTensor& ref, const DType
     m.cosine = std::isnan(cos) ? cos : std::clamp(cos, -1.0, 1.0);
   }
   m.max_abs_error = a.nan_error ? kNaN : a.max_abs_error;
+  m.max_abs_reference = a.max_abs_ref;
   m.hundredth_ratio = a.hundredth / dn;
   m.thousandth_ratio = a.thousandth / dn;
   m.ten_thousandth_ratio = a.ten_thousandth / dn;

@@ -40,6 +40,7 @@ struct PairMetrics {
   bool cosine_blank = false;          // N = 1 or both sides ~0: not computed, passes
   bool cosine_one_side_zero = false;  // only one side ~0: not computed, an error
   double max_abs_error = 0;
+  double max_abs_reference = 0;     // the reference's largest magnitude (not a CSV column)
   double hundredth_ratio = 1;       // share with rel_err < 1e-2
   double thousandth_ratio = 1;      // share with rel_err < 1e-3
   double ten_thousandth_ratio = 1;  // share with rel_err < 1e-4

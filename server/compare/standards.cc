@@ -207,6 +207,7 @@ absl::StatusOr<StandardsTable> StandardsTable::Parse(absl::string_view json_text
   b.Double("small_value_error_ratio", &t.benchmark_.small_value_error_ratio);
   b.Double("rmse", &t.benchmark_.rmse);
   b.Double("max_rel_error", &t.benchmark_.max_rel_error);
+  b.Double("max_abs_error", &t.benchmark_.max_abs_error);
   b.Double("mean_rel_error", &t.benchmark_.mean_rel_error);
   b.Double("error_balance", &t.benchmark_.error_balance);
   b.Finish();

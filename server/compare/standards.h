@@ -35,6 +35,12 @@ absl::string_view StandardDisplayName(Standard s);
 struct BenchmarkRatioThresholds {
   double small_value_error_ratio = 2, rmse = 2, max_rel_error = 10, mean_rel_error = 2,
          error_balance = 2;
+  // Parity: the largest absolute error against the bench's, floored at minimum_err times the
+  // golden's largest magnitude. msprobe's four ratios are blind to an output whose every value
+  // is below the small-value threshold (a bfloat16 gradient under 2^-10): its RMSE and relative
+  // errors mask them all, and its small-value error ratio counts any error at all, the bench's
+  // too.
+  double max_abs_error = 10;
 };
 struct UlpRules {
   double float32_mean_ulp = 64, float32_share = 0.05, low_precision_share = 0.001, share_ratio = 1;

@@ -16,12 +16,19 @@
 //   fa_fwd_scale    npu_fusion_attention's forward alone forgets the scale (its grad is right)
 //   fa_sparse       npu_fusion_attention applies no causal mask for sparse_mode 2/3
 //   fa_grad_softmax npu_fusion_attention_grad drops the softmax correction rowsum(dO * O)
+//   random:SEED     one kernel of the eight (each fused forward and backward) wrong in one way,
+//                   both drawn from SEED (RandomFault below); the choice is printed to stderr as
+//                   "npu_sim fault: OP PHASE KIND"
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/library.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <random>
+#include <string>
 
 #include "oplib/support/boxed_kernel.h"
 #include "oplib/support/schema_data.h"
@@ -40,6 +47,76 @@ bool Fault(const char* name) {
   return f != nullptr && std::strcmp(f, name) == 0;
 }
 
+// A fault drawn at random (PARITY_NPU_SIM_FAULT=random:SEED): which kernel, and how it is wrong.
+//   sign        every 7th element of output 0 negated
+//   scale       output 0 scaled by 1.01
+//   swap_halves output 0's last dimension with its halves swapped
+//   missing     a term of the kernel's formula dropped: rms_norm's gamma, rotary's sin term,
+//               swiglu's silu (a * b), attention's scale; the backwards' second term (rms_norm's
+//               projection, rotary's rotated term, swiglu's sigmoid' term, attention's
+//               softmax correction)
+//   mask_offset attention's causal mask one token late (forward only)
+enum class Kernel {
+  kRmsNorm,
+  kRmsNormGrad,
+  kRotary,
+  kRotaryGrad,
+  kSwiglu,
+  kSwigluGrad,
+  kFa,
+  kFaGrad
+};
+struct RandomFault {
+  Kernel kernel;
+  std::string kind;
+};
+
+const std::optional<RandomFault>& Random() {
+  static const std::optional<RandomFault> fault = []() -> std::optional<RandomFault> {
+    const char* f = std::getenv("PARITY_NPU_SIM_FAULT");
+    if (f == nullptr || std::strncmp(f, "random:", 7) != 0) return std::nullopt;
+    std::mt19937 rng(static_cast<uint32_t>(std::strtoul(f + 7, nullptr, 10)));
+    const Kernel kernel = static_cast<Kernel>(std::uniform_int_distribution<int>(0, 7)(rng));
+    std::vector<std::string> kinds = {"sign", "scale", "swap_halves", "missing"};
+    if (kernel == Kernel::kFa) kinds.push_back("mask_offset");
+    const std::string kind =
+        kinds[std::uniform_int_distribution<std::size_t>(0, kinds.size() - 1)(rng)];
+    static const char* const kNames[] = {
+        "npu::npu_rms_norm forward",         "npu::npu_rms_norm_backward backward",
+        "npu::npu_rotary_mul forward",       "npu::npu_rotary_mul_backward backward",
+        "npu::npu_swiglu forward",           "npu::npu_swiglu_backward backward",
+        "npu::npu_fusion_attention forward", "npu::npu_fusion_attention_grad backward"};
+    std::fprintf(stderr, "npu_sim fault: %s %s\n", kNames[static_cast<int>(kernel)], kind.c_str());
+    return RandomFault{kernel, kind};
+  }();
+  return fault;
+}
+
+// Whether the random fault is `kind` in `kernel`.
+bool RandomIs(Kernel kernel, const char* kind) {
+  const std::optional<RandomFault>& f = Random();
+  return f && f->kernel == kernel && f->kind == kind;
+}
+
+// Output 0 of `kernel` with the random fault's generic kinds applied (sign, scale, swap_halves).
+Stack Planted(Kernel kernel, Stack out) {
+  const std::optional<RandomFault>& f = Random();
+  if (!f || f->kernel != kernel) return out;
+  at::Tensor y = out[0].toTensor();
+  if (f->kind == "sign") {
+    at::Tensor flat = y.contiguous().view({-1}).clone();
+    flat.slice(0, 0, flat.numel(), 7).neg_();
+    y = flat.view(y.sizes());
+  } else if (f->kind == "scale") {
+    y = (y.to(at::kDouble) * 1.01).to(y.scalar_type());
+  } else if (f->kind == "swap_halves") {
+    const int64_t half = y.size(-1) / 2;
+    y = at::cat({y.narrow(-1, half, y.size(-1) - half), y.narrow(-1, 0, half)}, -1);
+  }
+  out[0] = y;
+  return out;
+}
+
 at::Tensor F32(const at::Tensor& t) {
   return t.scalar_type() == at::kDouble ? t : t.to(at::kFloat);
 }
@@ -55,7 +132,10 @@ Stack RmsNorm(const Args& a) {
   for (int64_t d = x.dim() - gamma.dim(); d < x.dim(); ++d) dims.push_back(d);
   const at::Tensor rms =
       at::sqrt((xf * xf).sum(dims, true) / static_cast<double>(gamma.numel()) + eps);
-  return Results({(xf / rms * F32(gamma)).to(x.scalar_type()), (1.0 / rms).to(at::kFloat)});
+  const at::Tensor g =
+      RandomIs(Kernel::kRmsNorm, "missing") ? at::ones_like(F32(gamma)) : F32(gamma);
+  return Planted(Kernel::kRmsNorm,
+                 Results({(xf / rms * g).to(x.scalar_type()), (1.0 / rms).to(at::kFloat)}));
 }
 
 Stack RmsNormBackward(const Args& a) {
@@ -68,8 +148,12 @@ Stack RmsNormBackward(const Args& a) {
   const at::Tensor dgamma = (rows_dy * xhat).sum(0).reshape(gamma.sizes());
   const at::Tensor gy = rows_dy * g;
   const at::Tensor dot = (gy * rows_x).sum(1, true);
-  const at::Tensor dx = gy * rows_r - rows_x * rows_r.pow(3) * dot / static_cast<double>(n);
-  return Results({dx.reshape(x.sizes()).to(a.tensor(1).scalar_type()), dgamma.to(at::kFloat)});
+  at::Tensor dx = gy * rows_r;
+  if (!RandomIs(Kernel::kRmsNormGrad, "missing")) {
+    dx = dx - rows_x * rows_r.pow(3) * dot / static_cast<double>(n);
+  }
+  return Planted(Kernel::kRmsNormGrad, Results({dx.reshape(x.sizes()).to(a.tensor(1).scalar_type()),
+                                                dgamma.to(at::kFloat)}));
 }
 
 // ---- npu_rotary_mul ("half" mode) ----------------------------------------------------------
@@ -85,20 +169,24 @@ at::Tensor RotateBySign(const at::Tensor& x, bool wrong_half) {
 Stack RotaryMul(const Args& a) {
   TORCH_CHECK(a.str(3) == "half", "npu_sim: rotary_mode 'half' only");
   const at::Tensor x = F32(a.tensor(0));
-  const at::Tensor y =
-      x * F32(a.tensor(1)) + RotateBySign(x, Fault("rotary_half")) * F32(a.tensor(2));
-  return Results({y.to(a.tensor(0).scalar_type())});
+  at::Tensor y = x * F32(a.tensor(1));
+  if (!RandomIs(Kernel::kRotary, "missing")) {
+    y = y + RotateBySign(x, Fault("rotary_half")) * F32(a.tensor(2));
+  }
+  return Planted(Kernel::kRotary, Results({y.to(a.tensor(0).scalar_type())}));
 }
 
 Stack RotaryMulBackward(const Args& a) {
   const at::Tensor g = F32(a.tensor(0)), x = F32(a.tensor(1)), r1 = F32(a.tensor(2)),
                    r2 = F32(a.tensor(3));
   // rotate is (x1, x2) -> (-x2, x1); its transpose, (g1, g2) -> (g2, -g1), is -rotate.
-  const at::Tensor dx = g * r1 - RotateBySign(g * r2, false);
+  const at::Tensor dx =
+      RandomIs(Kernel::kRotaryGrad, "missing") ? g * r1 : g * r1 - RotateBySign(g * r2, false);
   const at::Tensor dr1 = at::sum_to(g * x, r1.sizes());
   const at::Tensor dr2 = at::sum_to(g * RotateBySign(x, false), r2.sizes());
-  return Results({dx.to(a.tensor(1).scalar_type()), dr1.to(a.tensor(2).scalar_type()),
-                  dr2.to(a.tensor(3).scalar_type())});
+  return Planted(Kernel::kRotaryGrad,
+                 Results({dx.to(a.tensor(1).scalar_type()), dr1.to(a.tensor(2).scalar_type()),
+                          dr2.to(a.tensor(3).scalar_type())}));
 }
 
 // ---- npu_swiglu -----------------------------------------------------------------------------
@@ -108,7 +196,9 @@ Stack Swiglu(const Args& a) {
   const int64_t dim = a.i64(1), half = x.size(dim) / 2;
   at::Tensor first = x.narrow(dim, 0, half), second = x.narrow(dim, half, half);
   if (Fault("swiglu_swap")) std::swap(first, second);
-  return Results({(first / (1 + at::exp(-first)) * second).to(a.tensor(0).scalar_type())});
+  const at::Tensor gate =
+      RandomIs(Kernel::kSwiglu, "missing") ? first : first / (1 + at::exp(-first));
+  return Planted(Kernel::kSwiglu, Results({(gate * second).to(a.tensor(0).scalar_type())}));
 }
 
 Stack SwigluBackward(const Args& a) {
@@ -116,8 +206,10 @@ Stack SwigluBackward(const Args& a) {
   const int64_t dim = a.i64(2), half = x.size(dim) / 2;
   const at::Tensor p = x.narrow(dim, 0, half), q = x.narrow(dim, half, half);
   const at::Tensor sig = 1 / (1 + at::exp(-p));
-  const at::Tensor dp = g * q * (sig + p * sig * (1 - sig));
-  return Results({at::cat({dp, g * p * sig}, dim).to(a.tensor(1).scalar_type())});
+  const at::Tensor dp =
+      RandomIs(Kernel::kSwigluGrad, "missing") ? g * q * sig : g * q * (sig + p * sig * (1 - sig));
+  return Planted(Kernel::kSwigluGrad,
+                 Results({at::cat({dp, g * p * sig}, dim).to(a.tensor(1).scalar_type())}));
 }
 
 // ---- npu_fusion_attention: per head, key blocks of 16 with an online softmax -----------------
@@ -150,11 +242,12 @@ at::Tensor FromBnsd(const at::Tensor& x, const std::string& layout) {
 
 // Is (row i, column j) masked? For one query row against a key block [j0, j0 + len).
 at::Tensor MaskRow(const Attn& o, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t len,
-                   int64_t s1, int64_t s2) {
+                   int64_t s1, int64_t s2, bool forward = false) {
   at::Tensor m = at::zeros({len}, at::kBool);
   const bool causal = (o.sparse_mode == 2 || o.sparse_mode == 3) && !Fault("fa_sparse");
   if (causal) {
-    const int64_t shift = o.sparse_mode == 3 ? s2 - s1 : 0;
+    const int64_t late = forward && RandomIs(Kernel::kFa, "mask_offset") ? 1 : 0;
+    const int64_t shift = (o.sparse_mode == 3 ? s2 - s1 : 0) + late;
     for (int64_t j = 0; j < len; ++j) {
       if (j0 + j > i + shift) m[j] = true;
     }
@@ -189,7 +282,7 @@ int64_t KvHeads(const at::Tensor& q, const at::Tensor& k, const Attn& o) {
 
 Stack FusionAttention(const Args& a) {
   Attn o = ReadAttn(a, 0, 8, 16);
-  if (Fault("fa_fwd_scale")) o.scale = 1.0;
+  if (Fault("fa_fwd_scale") || RandomIs(Kernel::kFa, "missing")) o.scale = 1.0;
   const at::Tensor q = Bnsd(F32(a.tensor(0)), o.layout, o.heads);
   const at::Tensor k = Bnsd(F32(a.tensor(1)), o.layout, KvHeads(a.tensor(0), a.tensor(1), o));
   const at::Tensor v = Bnsd(F32(a.tensor(2)), o.layout, KvHeads(a.tensor(0), a.tensor(2), o));
@@ -207,7 +300,7 @@ Stack FusionAttention(const Args& a) {
         for (int64_t j0 = 0; j0 < S2; j0 += kBlock) {
           const int64_t len = std::min(kBlock, S2 - j0);
           at::Tensor s = at::mv(kh.narrow(0, j0, len), qh[i]) * o.scale;
-          s = s.masked_fill(MaskRow(o, b, h, i, j0, len, S1, S2), -INFINITY);
+          s = s.masked_fill(MaskRow(o, b, h, i, j0, len, S1, S2, /*forward=*/true), -INFINITY);
           const double block_max = s.max().item<double>();
           if (std::isinf(block_max)) continue;
           const double m_new = std::max(m, block_max);
@@ -227,8 +320,9 @@ Stack FusionAttention(const Args& a) {
     return t.unsqueeze(-1).expand({t.size(0), t.size(1), t.size(2), 8}).to(at::kFloat).contiguous();
   };
   const at::Tensor& q_in = a.tensor(0);
-  Stack r = Results({FromBnsd(out, o.layout).to(q_in.scalar_type()), stats(row_max), stats(row_sum),
-                     at::empty({0}, q_in.options())});
+  Stack r =
+      Planted(Kernel::kFa, Results({FromBnsd(out, o.layout).to(q_in.scalar_type()), stats(row_max),
+                                    stats(row_sum), at::empty({0}, q_in.options())}));
   for (int64_t v_ : {int64_t{1234}, int64_t{0}, B * N * S1 * S2})
     r.emplace_back(v_);  // seed, offset, numels
   return r;
@@ -251,7 +345,7 @@ Stack FusionAttentionGrad(const Args& a) {
   const int64_t B = q.size(0), N = q.size(1), S1 = q.size(2), S2 = k.size(2);
   const int64_t group = N / k.size(1);
   at::Tensor dq = at::zeros_like(q), dk = at::zeros_like(k), dv = at::zeros_like(v);
-  const bool drop_correction = Fault("fa_grad_softmax");
+  const bool drop_correction = Fault("fa_grad_softmax") || RandomIs(Kernel::kFaGrad, "missing");
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < N; ++h) {
       const at::Tensor qh = q[b][h], kh = k[b][h / group], vh = v[b][h / group];
@@ -273,10 +367,10 @@ Stack FusionAttentionGrad(const Args& a) {
       }
     }
   }
-  return Results({FromBnsd(dq, o.layout).to(q_in.scalar_type()),
-                  FromBnsd(dk, o.layout).to(a.tensor(1).scalar_type()),
-                  FromBnsd(dv, o.layout).to(a.tensor(2).scalar_type()),
-                  at::empty({0}, q_in.options())});
+  return Planted(Kernel::kFaGrad, Results({FromBnsd(dq, o.layout).to(q_in.scalar_type()),
+                                           FromBnsd(dk, o.layout).to(a.tensor(1).scalar_type()),
+                                           FromBnsd(dv, o.layout).to(a.tensor(2).scalar_type()),
+                                           at::empty({0}, q_in.options())}));
 }
 
 // ---- autograd: one node per forward call, as torch_npu's generated autograd kernels ----------

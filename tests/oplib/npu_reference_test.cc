@@ -5,6 +5,7 @@
 // refused with a reason; AdamW's step against libtorch's own optimizer.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/optim/adamw.h>
 
 #include <fstream>
@@ -370,6 +371,107 @@ TEST_F(NpuReferenceTest, FusedBackwardsUseTheStatisticsTheyAreGiven) {
     const at::Tensor own_rstd = T(Call("npu::npu_rms_norm", {x, g, 1e-6}), 1);
     const Stack recomputed = Call("npu::npu_rms_norm_backward", {dy, x, g, own_rstd});
     EXPECT_FALSE(at::allclose(T(given, 0), T(recomputed, 0), 1e-3, 1e-3));
+  }
+}
+
+// A second opinion at the shapes an LLM layer uses (2 sequences of 128 tokens, hidden 512, 8
+// query heads of 64 over 2 key/value heads, FFN 2 x 688): each fused reference equals a
+// composition of aten ops written here from the operator's definition, in float64; and each
+// backward equals libtorch's autograd through that composition.
+TEST_F(NpuReferenceTest, FusedReferencesEqualAtenCompositionsAtLlmShapes) {
+  at::manual_seed(7);
+  const int64_t B = 2, S = 128, H = 512, N = 8, NKV = 2, D = 64, F = 688;
+  auto close = [](const at::Tensor& a, const at::Tensor& b) {
+    return at::allclose(a, b, 1e-10, 1e-11);
+  };
+  auto autograd = [](const std::function<at::Tensor(const std::vector<at::Tensor>&)>& f,
+                     std::vector<at::Tensor> in, const at::Tensor& dy) {
+    for (at::Tensor& t : in) t = t.detach().requires_grad_(true);
+    const at::Tensor y = f(in);
+    std::vector<at::Tensor> grads;
+    for (const at::Tensor& g : torch::autograd::grad({y}, in, {dy})) grads.push_back(g);
+    return grads;
+  };
+  {  // RMSNorm: x * rsqrt(mean(x^2) + eps) * gamma
+    const at::Tensor x = R({B, S, H}), g = R({H}), dy = R({B, S, H});
+    auto f = [](const std::vector<at::Tensor>& in) {
+      return in[0] * at::rsqrt(in[0].pow(2).mean(-1, true) + 1e-6) * in[1];
+    };
+    const Stack fwd = Call("npu::npu_rms_norm", {x, g, 1e-6});
+    EXPECT_TRUE(close(T(fwd, 0), f({x, g}))) << "rms_norm";
+    const Stack bwd = Call("npu::npu_rms_norm_backward", {dy, x, g, T(fwd, 1)});
+    const auto want = autograd(f, {x, g}, dy);
+    EXPECT_TRUE(close(T(bwd, 0), want[0])) << "rms_norm dx";
+    EXPECT_TRUE(close(T(bwd, 1), want[1])) << "rms_norm dgamma";
+  }
+  {  // RoPE, 'half': x * cos + rotate_half(x) * sin, rotate_half = cat(-x2, x1)
+    const at::Tensor x = R({B, S, N, D}), c = R({1, S, 1, D}), sn = R({1, S, 1, D}),
+                     dy = R({B, S, N, D});
+    auto f = [](const std::vector<at::Tensor>& in) {
+      const auto halves = in[0].chunk(2, -1);
+      return in[0] * in[1] + at::cat({-halves[1], halves[0]}, -1) * in[2];
+    };
+    EXPECT_TRUE(
+        close(T(Call("npu::npu_rotary_mul", {x, c, sn, std::string("half")}), 0), f({x, c, sn})))
+        << "rotary_mul";
+    const Stack bwd = Call("npu::npu_rotary_mul_backward", {dy, x, c, sn, std::string("half")});
+    const auto want = autograd(f, {x, c, sn}, dy);
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(close(T(bwd, i), want[i])) << "rotary_mul grad " << i;
+  }
+  {  // SwiGLU: silu(a) * b of the two halves of the last dim
+    const at::Tensor x = R({B, S, 2 * F}), dy = R({B, S, F});
+    auto f = [](const std::vector<at::Tensor>& in) {
+      const auto halves = in[0].chunk(2, -1);
+      return at::silu(halves[0]) * halves[1];
+    };
+    EXPECT_TRUE(close(T(Call("npu::npu_swiglu", {x, int64_t{-1}}), 0), f({x}))) << "swiglu";
+    EXPECT_TRUE(close(T(Call("npu::npu_swiglu_backward", {dy, x, int64_t{-1}}), 0),
+                      autograd(f, {x}, dy)[0]))
+        << "swiglu grad";
+  }
+  {  // Causal grouped-query attention, BSND, sparse_mode 2: softmax(q k^T * scale, causal) v
+    const at::Tensor q = R({B, S, N, D}), k = R({B, S, NKV, D}), v = R({B, S, NKV, D}),
+                     dy = R({B, S, N, D});
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    const at::Tensor causal = at::arange(S).unsqueeze(0) > at::arange(S).unsqueeze(1);
+    auto f = [&](const std::vector<at::Tensor>& in) {
+      const auto bnsd = [](const at::Tensor& t) { return t.transpose(1, 2); };
+      return Attention(bnsd(in[0]), bnsd(in[1]), bnsd(in[2]), scale, causal, c10::nullopt)
+          .transpose(1, 2);
+    };
+    const Stack fwd = Fa(q, k, v, N, "BSND", {}, scale, 2);
+    EXPECT_TRUE(close(T(fwd, 0), f({q, k, v}))) << "fusion_attention";
+    const Stack g = Call("npu::npu_fusion_attention_grad", {q,
+                                                            k,
+                                                            v,
+                                                            dy,
+                                                            N,
+                                                            std::string("BSND"),
+                                                            c10::IValue(),
+                                                            c10::IValue(),
+                                                            c10::IValue(),
+                                                            T(fwd, 1),
+                                                            T(fwd, 2),
+                                                            T(fwd, 3),
+                                                            T(fwd, 0),
+                                                            scale,
+                                                            1.0,
+                                                            int64_t{2147483647},
+                                                            int64_t{2147483647},
+                                                            int64_t{0},
+                                                            int64_t{0},
+                                                            int64_t{0},
+                                                            int64_t{0},
+                                                            c10::IValue(),
+                                                            c10::IValue(),
+                                                            c10::IValue(),
+                                                            int64_t{2},
+                                                            true,
+                                                            false});
+    const auto want = autograd(f, {q, k, v}, dy);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_TRUE(close(T(g, i), want[i])) << "fusion_attention grad " << i;
+    }
   }
 }
 

@@ -64,6 +64,28 @@ TEST_P(JudgeTest, Decides) {
 
 const std::vector<double> g = Golden();
 
+// Every value below float32's small-value threshold (2^-20): a gradient's scale.
+std::vector<double> SmallGolden() {
+  std::vector<double> out;
+  for (double v : Golden()) out.push_back(v * 1e-7);
+  return out;
+}
+const std::vector<double> gs = SmallGolden();
+
+// One element near zero (a sum that cancels), the rest as Golden(); and a copy of it with only
+// that element off by `rel`.
+std::vector<double> CancellingGolden() {
+  std::vector<double> out = Golden();
+  out[0] = 1e-4;
+  return out;
+}
+const std::vector<double> gc = CancellingGolden();
+std::vector<float> OffAtTheCancellation(double rel) {
+  std::vector<float> out = Round(gc);
+  out[0] = static_cast<float>(gc[0] * (1 + rel));
+  return out;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Standards, JudgeTest,
     ::testing::Values(
@@ -100,6 +122,20 @@ INSTANTIATE_TEST_SUITE_P(
              v1::VERDICT_STATUS_PASS, ""},
         Case{"ulp_excess_significant", Standard::kUlp, Scaled(g, 1e-4, 2), Scaled(g, 1e-4, 4), g,
              v1::VERDICT_STATUS_ERROR, "ulp_error"},
+        // Benchmark, all values small: msprobe's ratios mask them all; the largest absolute
+        // error at the output's scale (Parity) still sees a device 1e-3 off where the bench
+        // rounds.
+        Case{"benchmark_all_small_rounding", Standard::kBenchmark, Round(gs), Round(gs), gs,
+             v1::VERDICT_STATUS_PASS, ""},
+        Case{"benchmark_all_small_worse", Standard::kBenchmark, Scaled(gs, 1e-3), Round(gs), gs,
+             v1::VERDICT_STATUS_ERROR, "max_abs_error"},
+        // The largest relative error at an element a sum cancels, 200x the bench's, with the
+        // largest absolute error below the bench's: not evidence (Parity); 10x the bench's
+        // absolute error as well: an error.
+        Case{"benchmark_max_rel_at_a_cancellation", Standard::kBenchmark,
+             OffAtTheCancellation(2e-3), Scaled(gc, 1e-5), gc, v1::VERDICT_STATUS_PASS, ""},
+        Case{"benchmark_max_rel_and_abs_worse", Standard::kBenchmark, OffAtTheCancellation(0.5),
+             Scaled(gc, 1e-5), gc, v1::VERDICT_STATUS_ERROR, "max_rel_error"},
         Case{"ulp_within_thresholds", Standard::kUlp, Scaled(g, 1e-6, 40), Round(g), g,
              v1::VERDICT_STATUS_PASS, ""},
         // Benchmark: device errors up to 2x (rmse, mean rel) / 10x (max rel) the bench's.
