@@ -40,7 +40,7 @@ struct BenchmarkRatioThresholds {
   // is below the small-value threshold (a bfloat16 gradient under 2^-10): its RMSE and relative
   // errors mask them all, and its small-value error ratio counts any error at all, the bench's
   // too.
-  double max_abs_error = 10;
+  double max_abs_error = 2;
 };
 struct UlpRules {
   double float32_mean_ulp = 64, float32_share = 0.05, low_precision_share = 0.001, share_ratio = 1;
