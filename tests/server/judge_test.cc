@@ -211,6 +211,28 @@ TEST(JudgeHalfPrecisionTest, BFloat16ThousandthOpsAreJudgedAgainstTheBench) {
   EXPECT_NE(StatusText(j.status), "error") << j.message;
 }
 
+// A float64 output judged exactly (an op of the binary standard, a random op replayed from its
+// generator state) stays exact: one element changed by 5e-4 is an error, not a two-way pass.
+TEST(JudgeFloat64Test, ExactComparisonsStayExactInFloat64) {
+  std::vector<double> ref(1000), same(1000), off(1000);
+  for (int i = 0; i < 1000; ++i) ref[i] = same[i] = off[i] = std::sin(0.37 * i);
+  off[123] += 5e-4;
+  const HostTensor r{v1::DTYPE_FLOAT64, {1000}, ref.data(), 1000};
+  const HostTensor s{v1::DTYPE_FLOAT64, {1000}, same.data(), 1000};
+  const HostTensor o{v1::DTYPE_FLOAT64, {1000}, off.data(), 1000};
+  const StandardsTable& table = StandardsTable::Default();
+  OutputJudgement j = JudgeOutput(s, &r, &r, Standard::kBinary, table);
+  EXPECT_EQ(StatusText(j.status), "pass") << j.message;
+  EXPECT_EQ(j.standard, Standard::kBinary);
+  j = JudgeOutput(o, &r, &r, Standard::kBinary, table);
+  EXPECT_EQ(StatusText(j.status), "error") << j.message;
+  EXPECT_EQ(MetricName(j.failed_metric), "mismatch_rate");
+  // Other standards keep msprobe's rule for float64: the two-way chain (which passes it).
+  j = JudgeOutput(o, &r, &r, Standard::kBenchmark, table);
+  EXPECT_EQ(j.standard, Standard::kTwoWay);
+  EXPECT_EQ(StatusText(j.status), "pass") << j.message;
+}
+
 TEST(TwoWayChainTest, FollowsMsprobeOrder) {
   const TwoWayThresholds t;
   Metric metric = Metric::kNone;
