@@ -146,13 +146,20 @@ void CheckService::Reactor::ActAndUnlock() {
   const OrderedOutbox::Clock::time_point now = OrderedOutbox::Clock::now();
   std::optional<OrderedOutbox::Clock::time_point> held_until;
   write = outbox_.StartWrite(now, &out_, &more, &held_until);
-  grpc::Alarm* alarm = nullptr;  // set after mu_ is released (its callback takes mu_)
+  grpc::Alarm* alarm = nullptr;   // set after mu_ is released (its callback takes mu_)
+  grpc::Alarm* cancel = nullptr;  // likewise cancelled after
   if (held_until && !alarm_set_) {
     // A new alarm each time: the last one's callback may still be returning. Nothing replaces
     // this one, and the stream cannot finish, until its callback has run.
     alarm_set_ = true;
+    alarm_cancelled_ = false;
     alarm_ = std::make_unique<grpc::Alarm>();
     alarm = alarm_.get();
+  } else if (!held_until && alarm_set_ && !alarm_cancelled_ && outbox_.drained()) {
+    // Every call's verdict is out or going: nothing waits for the alarm any more, and the
+    // stream must not wait out the hold to finish. Cancelling runs its callback at once.
+    alarm_cancelled_ = true;
+    cancel = alarm_.get();
   }
   if (!read && !write && !outbox_.writing() && !reading_ && reads_done_ && outbox_.drained() &&
       holds_ == 0 && !alarm_set_ && !finished_) {
@@ -179,6 +186,7 @@ void CheckService::Reactor::ActAndUnlock() {
   if (alarm != nullptr) {
     alarm->Set(std::chrono::system_clock::now() + (*held_until - now), [this](bool) { OnAlarm(); });
   }
+  if (cancel != nullptr) cancel->Cancel();
   if (write) {
     if (service_->metrics_) service_->metrics_->MessageSent();
     StartWrite(&out_, common::WriteOptionsFor(more));

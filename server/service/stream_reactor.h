@@ -109,6 +109,9 @@ class CheckService::Reactor final
   // is set, so its callback never outlives the reactor.
   std::unique_ptr<grpc::Alarm> alarm_ ABSL_GUARDED_BY(mu_);
   bool alarm_set_ ABSL_GUARDED_BY(mu_) = false;
+  // The set alarm was cancelled (nothing is held any more: every call's verdict is out or
+  // going); its callback still runs, at once, before the stream may finish.
+  bool alarm_cancelled_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(mu_);                    // the stream's end status
   std::string who_ ABSL_GUARDED_BY(mu_) = "before its Hello";  // for logs
 };

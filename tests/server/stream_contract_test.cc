@@ -626,6 +626,52 @@ TEST_F(StreamContractTest, ReadyVerdictsWaitForCompanyUntilTheirHoldEnds) {
   EXPECT_TRUE(s.Close().ok());
 }
 
+// A full VerdictBatch (64 verdicts) goes at once, whatever the hold (proto: "a full batch goes at
+// once"): with a 30 s hold and call 65 still being checked, verdicts 1-64 arrive together long
+// before the hold would end, and 65's after.
+TEST_F(StreamContractTest, AFullVerdictBatchGoesAtOnce) {
+  constexpr auto kHold = std::chrono::seconds(30);
+  constexpr uint64_t kCalls = 65;
+  absl::Notification all_read, batch_read;
+  common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("full_"), "");
+  config.parity.workers = 1;
+  config.parity.verdict_hold_ms = std::chrono::milliseconds(kHold).count();
+  StartPassing(config, [&](uint64_t sequence) {
+    if (sequence == 1) {
+      EXPECT_TRUE(all_read.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    } else if (sequence == kCalls) {
+      EXPECT_TRUE(batch_read.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    }
+  });
+  TestStream s(channel_);
+  ASSERT_TRUE(s.SendHello(HelloTakingBatches(true)));
+  for (uint64_t seq = 1; seq <= kCalls; ++seq) ASSERT_TRUE(s.SendCall(Relu(seq)));
+  ASSERT_TRUE(Eventually([&] {
+    return absl::StrContains(
+        prometheus::TextSerializer().Serialize(server_->registry().Collect()),
+        absl::StrCat("parity_server_calls_received_total{phase=\"forward\"} ", kCalls));
+  }));
+  const auto released = std::chrono::steady_clock::now();
+  all_read.Notify();
+  v1::ServerMessage m;
+  ASSERT_TRUE(s.Read(&m));
+  const auto waited = std::chrono::steady_clock::now() - released;
+  ASSERT_TRUE(m.has_batch()) << m.ShortDebugString();
+  EXPECT_EQ(m.batch().messages_size(), 64);
+  EXPECT_LT(waited, kHold / 2) << "a full batch waited for the hold";
+  const auto last_released = std::chrono::steady_clock::now();
+  batch_read.Notify();
+  ASSERT_TRUE(s.Read(&m));
+  ASSERT_TRUE(m.has_verdict()) << m.ShortDebugString();
+  EXPECT_EQ(m.verdict().sequence(), kCalls);
+  EXPECT_LT(std::chrono::steady_clock::now() - last_released, kHold / 2)
+      << "the stream's last verdict waited for the hold";
+  const auto closing = std::chrono::steady_clock::now();
+  EXPECT_TRUE(s.Close().ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - closing, kHold / 2)
+      << "the stream's end waited for an alarm nothing needs any more";
+}
+
 TEST_F(StreamContractTest, KeptBlobBytesAreCappedPerStream) {
   Start([](common::ServerConfig& c) { c.parity.kept_blob_bytes = 150000; });
   std::string payload;
