@@ -18,6 +18,7 @@
 #include "common/cpu_clock.h"
 #include "common/dtype.h"
 #include "common/grpc_tuning.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/tls.h"
 #include "common/torch/generator_state.h"
@@ -526,9 +527,12 @@ std::size_t Sender::SendCalls(std::vector<std::unique_ptr<CapturedCall>>& calls)
     completed.clear();
     return true;
   };
-  // A message stays within half the server's limit, unless one item alone is larger.
+  // A message stays within half the server's limit, unless one item alone is larger, and within
+  // the items a batch may hold.
   auto add = [&](grpc::ByteBuffer item) {
-    if (!items.empty() && item_bytes + item.Length() > max_batch_bytes_ && !flush(true)) {
+    if (!items.empty() &&
+        (item_bytes + item.Length() > max_batch_bytes_ || items.size() == common::kMaxBatchItems) &&
+        !flush(true)) {
       return false;
     }
     item_bytes += item.Length();

@@ -22,6 +22,11 @@ struct DecodeLimits {
 inline constexpr std::size_t kMaxNameBytes = 256;
 inline constexpr std::size_t kMaxModulePathBytes = 1024;
 inline constexpr std::size_t kMaxSkipReasonBytes = 4096;
+// Items one MessageBatch may hold (parity.proto): the agent flushes a batch at this many, the
+// server ends a stream whose batch holds more. Each item costs the server a buffer of a few
+// hundred bytes however small it is on the wire (a 7.6 MiB batch of two million empty releases
+// took 700 MiB before the cap).
+inline constexpr std::size_t kMaxBatchItems = 4096;
 // A random op's generator state (ApiCall.generator.state): libtorch's are 16 to 5056 bytes.
 inline constexpr std::size_t kMaxGeneratorStateBytes = 65536;
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/limits.h"
 
 namespace parity::server {
 namespace {
@@ -107,6 +108,11 @@ absl::StatusOr<std::vector<grpc::ByteBuffer>> SplitBatch(grpc::ByteBuffer& buffe
     if (t != item_tag) {
       if (!WireFormatLite::SkipField(&in, t)) break;
       continue;
+    }
+    if (items.size() == common::kMaxBatchItems) {
+      return absl::ResourceExhaustedError(absl::StrCat("MessageBatch holds more than ",
+                                                       common::kMaxBatchItems,
+                                                       " items (the most one batch may hold)"));
     }
     uint32_t bytes = 0;
     if (!in.ReadVarint32(&bytes)) break;

@@ -5,6 +5,7 @@
 
 #include <grpcpp/support/byte_buffer.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -29,7 +30,8 @@ Peek PeekMessage(grpc::ByteBuffer& buffer);
 
 // The items of a serialized AgentMessage holding a MessageBatch (PeekMessage's kind kBatch), each
 // a ByteBuffer over the same slices (no copy), in order. INVALID_ARGUMENT when the batch's bytes
-// are malformed (a field that is not a length-delimited item is skipped, as a parser would).
+// are malformed (a field that is not a length-delimited item is skipped, as a parser would);
+// RESOURCE_EXHAUSTED, before reading further, at its common::kMaxBatchItems + 1st item.
 absl::StatusOr<std::vector<grpc::ByteBuffer>> SplitBatch(grpc::ByteBuffer& buffer);
 
 // The status that ends a stream at message `index` (0-based) of `bytes` bytes that did not parse.

@@ -215,7 +215,8 @@ absl::Status CheckService::Reactor::HandleMessage(grpc::ByteBuffer& in, bool in_
     absl::StatusOr<std::vector<grpc::ByteBuffer>> items = SplitBatch(in);
     in.Clear();
     if (!items.ok()) {
-      return absl::InvalidArgumentError(
+      return absl::Status(
+          items.status().code(),
           absl::StrCat("message ", messages_ + 1, " on this stream: ", items.status().message()));
     }
     for (std::size_t i = 0; i < items->size(); ++i) {

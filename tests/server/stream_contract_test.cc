@@ -516,6 +516,22 @@ TEST_F(StreamContractTest, BatchItemsAreHandledInOrderAsIfEachCameAlone) {
     EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
     EXPECT_THAT(status.error_message(), HasSubstr("MessageBatch before Hello"));
   }
+  {  // 4096 items (empty releases) are handled; one more ends the stream before any is.
+    for (const int items : {4096, 4097}) {
+      TestStream s(channel_);
+      ASSERT_TRUE(s.Hello());
+      v1::AgentMessage batch;
+      for (int i = 0; i < items; ++i) batch.mutable_batch()->add_messages()->mutable_release();
+      s.Send(batch);
+      const grpc::Status status = s.Close();
+      if (items == 4096) {
+        EXPECT_TRUE(status.ok()) << status.error_message();
+      } else {
+        EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+        EXPECT_THAT(status.error_message(), HasSubstr("MessageBatch holds more than 4096 items"));
+      }
+    }
+  }
   {  // Bytes that claim to be a batch and are not: an item running past the end.
     TestStream s(channel_);
     ASSERT_TRUE(s.Hello());
