@@ -90,6 +90,10 @@ const std::vector<MetricInfo>& MetricCatalogue() {
        "flight."},
       {"parity_server_agent_captured_calls_total", "counter", "",
        "Calls the agents report they captured."},
+      {"parity_server_result_rows_lost_total", "counter", "reason",
+       "Calls whose result rows could not all be written: disk_full (no space or a file size "
+       "limit), not_writable (read-only or no permission), io_error. Each file keeps whole rows: "
+       "a failed write is truncated back."},
       {"parity_server_error_data_total", "counter", "outcome",
        "Calls judged error by what became of their error data: saved, over_budget "
        "(parity.error_data_max_bytes), over_op_count (parity.error_data_per_op), failed."},
@@ -137,6 +141,10 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, std::size_t max_op_
   agent_captured_ =
       &Build(prometheus::BuildCounter(), "parity_server_agent_captured_calls_total", registry)
            .Add({});
+  rows_lost_ = &Build(prometheus::BuildCounter(), "parity_server_result_rows_lost_total", registry);
+  for (const char* reason : {"disk_full", "not_writable", "io_error"}) {
+    rows_lost_->Add({{"reason", reason}});
+  }
   error_data_ = &Build(prometheus::BuildCounter(), "parity_server_error_data_total", registry);
   for (const char* outcome : kErrorDataOutcomeNames) {
     error_data_->Add({{"outcome", outcome}});
@@ -267,6 +275,10 @@ void ServerMetrics::AgentDropped(absl::string_view reason, uint64_t delta) {
 
 void ServerMetrics::AgentCaptured(uint64_t delta) {
   agent_captured_->Increment(static_cast<double>(delta));
+}
+
+void ServerMetrics::ResultRowsLost(absl::string_view reason) {
+  rows_lost_->Add({{"reason", std::string(reason)}}).Increment();
 }
 
 void ServerMetrics::ErrorData(absl::string_view outcome) {

@@ -66,6 +66,8 @@ class ServerMetrics {
   void AgentCaptured(uint64_t delta);
   // A call judged error and its error data: "saved", "over_budget", "over_op_count", "failed".
   void ErrorData(absl::string_view outcome);
+  // A call whose result rows could not all be written: disk_full, not_writable or io_error.
+  void ResultRowsLost(absl::string_view reason);
 
   static absl::string_view VerdictLabel(v1::VerdictStatus s);  // "pass", "warning", ...
   static absl::string_view PhaseLabel(v1::Phase p);            // "forward", "backward", ...
@@ -84,6 +86,7 @@ class ServerMetrics {
   prometheus::Family<prometheus::Counter>* stream_errors_;
   prometheus::Family<prometheus::Counter>* agent_dropped_;
   prometheus::Family<prometheus::Counter>* error_data_;
+  prometheus::Family<prometheus::Counter>* rows_lost_;
   prometheus::Counter* received_bytes_;
   prometheus::Counter* received_messages_;
   prometheus::Counter* sent_messages_;

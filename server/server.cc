@@ -285,6 +285,12 @@ v1::Verdict ParityServer::Process(const CallOrigin& origin, const v1::ApiCall& c
     {
       common::ScopedCpuTimer timer(&write_cpu);
       absl::Status written = writer_->Write(origin, call, check, verdict);
+      if (!written.ok()) {
+        metrics_->ResultRowsLost(
+            written.code() == absl::StatusCode::kResourceExhausted  ? "disk_full"
+            : written.code() == absl::StatusCode::kPermissionDenied ? "not_writable"
+                                                                    : "io_error");
+      }
       uint64_t suppressed = 0;
       if (!written.ok() && write_errors.Allow(&suppressed)) {
         common::LogError(absl::StrCat("result files: ", written.ToString(), " (", suppressed,

@@ -20,21 +20,27 @@ def _dirs(results_dirs):
     return [results_dirs] if isinstance(results_dirs, str) else list(results_dirs)
 
 
-def load_records(results_dirs):
-    """Every record of one or several servers' result folders."""
+def load_records(results_dirs, malformed=None):
+    """Every record of one or several servers' result folders. Lines that are not a JSON record
+    (cut by a crash or a full disk) are skipped, the rest of the file still counts; when
+    `malformed` is a list, each skipped line's "path:line" is appended to it."""
     records = []
     paths = []
     for d in _dirs(results_dirs):
         paths += sorted(glob.glob(os.path.join(d, "parity_results_*.jsonl")))
     for path in paths:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for number, line in enumerate(f, 1):
                 line = line.strip()
                 if line:
                     try:
-                        records.append(json.loads(line))
+                        record = json.loads(line)
                     except json.JSONDecodeError:
-                        continue  # a line cut by a crash: the rest of the file still counts
+                        record = None
+                    if isinstance(record, dict):
+                        records.append(record)
+                    elif malformed is not None:
+                        malformed.append(f"{path}:{number}")
     return records
 
 
@@ -80,7 +86,8 @@ def scrape(url):
 
 
 def summarise(results_dir, metrics_url=None, max_errors=5, out=sys.stdout):
-    records = load_records(results_dir)
+    malformed = []
+    records = load_records(results_dir, malformed)
     dirs = _dirs(results_dir)
     results_dir = ", ".join(dirs)
     if not records:
@@ -99,6 +106,9 @@ def summarise(results_dir, metrics_url=None, max_errors=5, out=sys.stdout):
           f"{max(r.get('step', 0) for r in records)})", file=out)
     print("  verdicts      : " + ", ".join(f"{verdicts.get(v, 0)} {v}" for v in
                                            ("pass", "warning", "error", "skip")), file=out)
+    if malformed:
+        print(f"  skipped       : {len(malformed)} malformed line(s), not counted above "
+              f"(first: {malformed[0]})", file=out)
     if errors:
         print(f"  first error   : {describe(errors[0])}", file=out)
         print("  errors by op  : " + ", ".join(f"{op} {phase} x{n}" for (op, phase), n in

@@ -60,13 +60,26 @@ class AppendFile {
     return keep > 0;
   }
 
+  // Appends one whole row, or nothing: a write that fails part way (a full disk, a file size
+  // limit) is truncated back, so no partial row stays for the next one to be glued onto. The
+  // error's code says why: RESOURCE_EXHAUSTED no space (ENOSPC, EDQUOT, EFBIG),
+  // PERMISSION_DENIED not writable (EROFS, EACCES, EPERM), DATA_LOSS anything else.
   absl::Status Append(const std::string& bytes) {
+    const off_t before = ::lseek(fd_, 0, SEEK_END);
     const char* p = bytes.data();
     size_t left = bytes.size();
     while (left > 0) {
       const ssize_t n = ::write(fd_, p, left);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return Error("write");
+      if (n <= 0) {
+        const int failed = n == 0 ? EIO : errno;
+        if (before >= 0 && ::ftruncate(fd_, before) != 0) {
+          return absl::DataLossError(absl::StrCat(path_, ": write failed (", std::strerror(failed),
+                                                  ") and its partial row could not be removed (",
+                                                  std::strerror(errno), ")"));
+        }
+        return WriteError(failed);
+      }
       p += n;
       left -= static_cast<size_t>(n);
     }
@@ -100,6 +113,23 @@ class AppendFile {
     }
     ::close(rfd);
     return found;
+  }
+
+  absl::Status WriteError(int failed) const {
+    const std::string what =
+        absl::StrCat(path_, ": write failed (", std::strerror(failed), "); the row was not kept");
+    switch (failed) {
+      case ENOSPC:
+      case EDQUOT:
+      case EFBIG:
+        return absl::ResourceExhaustedError(what);
+      case EROFS:
+      case EACCES:
+      case EPERM:
+        return absl::PermissionDeniedError(what);
+      default:
+        return absl::DataLossError(what);
+    }
   }
 
   absl::Status Error(const char* what) const {
@@ -208,8 +238,8 @@ absl::Status ResultWriter::Write(const CallOrigin& origin, const v1::ApiCall& ca
         std::pair{&f->accuracy_result, &rows.accuracy_result},
         std::pair{&f->precision_result, &rows.precision_result}}) {
     if (absl::Status s = file->Append(*row); !s.ok()) {
-      return absl::DataLossError(
-          absl::StrCat("writing results for rank ", origin.rank, ": ", s.message()));
+      return absl::Status(
+          s.code(), absl::StrCat("writing results for rank ", origin.rank, ": ", s.message()));
     }
   }
   return absl::OkStatus();

@@ -35,7 +35,10 @@ class ResultWriter {
   ~ResultWriter();
 
   // Appends the rows of one checked call (`verdict` = ToVerdict(call, check)) and flushes.
-  // Thread-safe.
+  // Each file gets its whole row or none (a failed write is truncated back); a failure stops at
+  // that file (the details go first, so a call never has a summary row without its details) and
+  // says why in its code: RESOURCE_EXHAUSTED no space, PERMISSION_DENIED not writable, DATA_LOSS
+  // another I/O error. Thread-safe.
   absl::Status Write(const CallOrigin& origin, const v1::ApiCall& call, const CallCheck& check,
                      const v1::Verdict& verdict);
 

@@ -48,6 +48,22 @@ class ReportTest(unittest.TestCase):
         self.assertIn("first error   : aten::gelu.0 forward, step 0, module act: output 0: rmse "
                       "ratio 3.5; worst ratio max_rel_error 40 (benchmark standard)", text)
         self.assertIn("errors by op  : aten::gelu forward x2", text)
+        # The cut line is skipped and said so, with where it is.
+        self.assertRegex(text, r"skipped       : 1 malformed line\(s\), not counted above "
+                               r"\(first: .*parity_results_20260101000000_rank0\.jsonl:6\)")
+
+    def test_a_row_glued_onto_a_cut_one_is_skipped_and_counted(self):
+        # What a full disk left before result rows were truncated back: a cut row with the next
+        # one appended onto it (one line), then whole rows again.
+        glued = json.dumps(record("aten::zeros", "forward", "pass", 0, 2))[:40] + \
+            json.dumps(record("aten::zeros", "forward", "pass", 0, 3))
+        d = self.write([record("aten::add", "forward", "pass", 0, 1)],
+                       tail=glued + "\n" + json.dumps(record("aten::add", "forward", "pass", 0, 4))
+                       + "\n")
+        status, text = self.run_report(d)
+        self.assertEqual(status, 0)
+        self.assertIn("calls checked : 2 ", text)
+        self.assertIn("skipped       : 1 malformed line(s)", text)
 
     def test_clean_results_exit_zero_and_missing_results_exit_two(self):
         status, text = self.run_report(self.write([record("aten::mm", "forward", "pass", 0, 1)]))

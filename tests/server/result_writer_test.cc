@@ -3,9 +3,15 @@
 
 #include <limits>
 
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <csignal>
+
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -116,6 +122,58 @@ TEST(ResultWriterTest, WritesMsprobeHeadersAndCells) {
   // The legacy two-way chain's status (Warning here) is kept there, not in the CSVs.
   EXPECT_THAT(jsonl, HasSubstr("\"two_way_status\":\"Warning\""));
   EXPECT_EQ((*w)->Paths().size(), 5u);
+}
+
+// A write that fails part way (a full disk; here a file size limit, which fails the same way:
+// a short write, then an error) leaves no partial row: the file is truncated back, the error
+// says why (RESOURCE_EXHAUSTED: the server counts it as disk_full), and once there is room the
+// next row starts on a line of its own. Before, the cut row stayed and the next was glued to it.
+TEST(ResultWriterTest, AFailedWriteLeavesNoPartialRow) {
+  const std::string dir = testing::MakeTempDir("parity_rw_full_");
+  auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20261126000000");
+  ASSERT_TRUE(w.ok()) << w.status();
+  const CallOrigin origin{0, "run", "h"};
+  ASSERT_TRUE(
+      Write(**w, origin, SampleCall(v1::PHASE_FORWARD), SampleCheck(v1::VERDICT_STATUS_ERROR))
+          .ok());
+  std::uintmax_t largest = 0;
+  for (const std::string& p : (*w)->Paths()) {
+    largest = std::max(largest, std::filesystem::file_size(p));
+  }
+  struct rlimit saved {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  const auto previous_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of a signal
+  struct rlimit limited = saved;
+  limited.rlim_cur = static_cast<rlim_t>(largest + 40);  // room for 40 bytes of the next row
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limited), 0);
+  const absl::Status failed =
+      Write(**w, origin, SampleCall(v1::PHASE_FORWARD), SampleCheck(v1::VERDICT_STATUS_PASS));
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &saved), 0);
+  std::signal(SIGXFSZ, previous_handler);
+  EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
+  EXPECT_THAT(failed.message(), HasSubstr("the row was not kept"));
+  ASSERT_TRUE(
+      Write(**w, origin, SampleCall(v1::PHASE_BACKWARD), SampleCheck(v1::VERDICT_STATUS_PASS))
+          .ok());
+  for (const std::string& p : (*w)->Paths()) {
+    SCOPED_TRACE(p);
+    const std::string text = testing::ReadAll(p);
+    const bool jsonl = absl::EndsWith(p, ".jsonl");
+    ASSERT_TRUE(absl::EndsWith(text, jsonl ? "\n" : "\r\n")) << "a line left unterminated";
+    for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+      // One call's row a line: never a row glued onto the cut end of another.
+      if (jsonl) {
+        EXPECT_TRUE(absl::StartsWith(line, "{") && absl::EndsWith(line, "}")) << line;
+        const std::vector<absl::string_view> parts = absl::StrSplit(line, "\"api\":");
+        EXPECT_EQ(parts.size(), 2u) << line;
+      } else {
+        const std::vector<absl::string_view> rows = absl::StrSplit(line, "aten::gelu");
+        EXPECT_LE(rows.size(), 2u) << line;
+      }
+    }
+  }
+  // The summary files: a header and the two whole rows of the calls that were written.
+  EXPECT_EQ(Rows(dir + "/api_precision_compare_result_20261126000000_rank0.csv").size(), 3u);
 }
 
 TEST(ResultWriterTest, RestartAppendsToTheNewestFileSetOfTheRank) {
