@@ -7,6 +7,10 @@
 #include <pthread.h>
 #include <torch/library.h>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <mutex>
 
@@ -221,10 +225,48 @@ TORCH_LIBRARY(parity, m) {
   m.def("pop_module() -> ()", &parity::agent::OpPopModule);
 }
 
+namespace {
+
+// Whether this process is a child of the process that started the zero-code agent for the same
+// rank: LD_PRELOAD and PARITY_CONFIG pass to every process a training spawns (a DataLoader's
+// spawned workers, multiprocessing's resource tracker, a subprocess), and each would start an
+// agent claiming the training's rank and filling its result files with its own ops. The first
+// agent of a rank records "RANK:pid" in PARITY_AGENT_OWNER; a process that finds its own RANK
+// there with another process's pid, still alive, is such a child. A launcher without RANK
+// (torchrun's) records an empty rank, so the ranks it starts do start their agents; forked
+// children never run this (they share the parent's agent, already started).
+bool IsChildOfTheRanksAgent() {
+  const char* rank_env = std::getenv("RANK");
+  const std::string rank = rank_env != nullptr ? rank_env : "";
+  const char* owner = std::getenv("PARITY_AGENT_OWNER");
+  if (owner != nullptr) {
+    const std::string value = owner;
+    const std::size_t colon = value.rfind(':');
+    if (colon != std::string::npos && value.substr(0, colon) == rank) {
+      const long pid = std::strtol(value.c_str() + colon + 1, nullptr, 10);
+      if (pid > 0 && pid != ::getpid() &&
+          (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) {
+        return true;
+      }
+    }
+  }
+  ::setenv("PARITY_AGENT_OWNER", absl::StrCat(rank, ":", ::getpid()).c_str(), /*overwrite=*/1);
+  return false;
+}
+
+}  // namespace
+
 // Zero-code path: LD_PRELOAD=libparity_agent.so PARITY_CONFIG=config.json python train.py
 __attribute__((constructor)) static void ParityPreloadStart() {
   const char* path = std::getenv("PARITY_CONFIG");
   if (path == nullptr || *path == '\0') return;
+  if (IsChildOfTheRanksAgent()) {
+    parity::common::LogInfo(absl::StrCat(
+        "pid ", ::getpid(), " was started by rank ", std::getenv("RANK") ? std::getenv("RANK") : "",
+        "'s training (PARITY_AGENT_OWNER ", std::getenv("PARITY_AGENT_OWNER"),
+        "): no agent here; the training's own process checks the rank"));
+    return;
+  }
   std::string error;
   parity::agent::StartFromFile(path, &error);  // errors are logged; the training runs on
 }

@@ -98,6 +98,27 @@ class AgentEndToEndTest(unittest.TestCase):
         self.assertEqual({x["step"] for x in records if x["op"] == "aten::linear"}, {0, 1, 2})
         self.assertFalse(errors(server.rows("api_precision_compare_result_")))
 
+    def test_ld_preload_starts_no_agent_in_the_processes_a_training_spawns(self):
+        # They inherit LD_PRELOAD and PARITY_CONFIG: each spawned child (a process, two DataLoader
+        # workers, the resource tracker) used to start an agent as the same rank.
+        server = harness.Server(self.dir, self.server_tls)
+        try:
+            config = harness.agent_config(os.path.join(self.dir, "config.json"), server.port,
+                                          self.client_tls, policy="block")
+            r = harness.run([harness.PYTHON, os.path.join(os.path.dirname(__file__),
+                                                          "spawn_train.py")],
+                            env={"LD_PRELOAD": harness.AGENT_LIB, "PARITY_CONFIG": config,
+                                 "RANK": "0", "WORLD_SIZE": "1"})
+            self.assertEqual(r.returncode, 0, r.stderr)
+        finally:
+            server.stop()
+        self.assertEqual(r.stderr.count("capturing on rank 0"), 1, r.stderr)
+        self.assertGreaterEqual(r.stderr.count("no agent here"), 3, r.stderr)
+        records = server.records()
+        self.assertTrue(any(x["op"] == "aten::linear" for x in records))
+        self.assertEqual(len({x.get("run_id") for x in records}), 1,
+                         "calls from more than one process")
+
     def test_ld_preload_delivers_at_exit_to_a_server_that_comes_up_late(self):
         # The agent is not connected when the training loop ends: its exit path must still
         # connect over TLS (after OpenSSL would have cleaned itself up) and deliver every call.
