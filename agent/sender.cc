@@ -20,6 +20,7 @@
 #include "common/grpc_tuning.h"
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/net.h"
 #include "common/tls.h"
 #include "common/torch/generator_state.h"
 #include "common/wire.h"
@@ -60,6 +61,7 @@ SenderOptions SenderOptionsFor(const common::AgentConfig& c) {
   s.reconnect_initial_ms = o.reconnect_initial_ms;
   s.reconnect_max_ms = o.reconnect_max_ms;
   s.flush_timeout_ms = o.flush_timeout_ms;
+  s.wait_for_server_at_exit = o.wait_for_server_at_exit;
   s.stats_interval_ms = o.stats_interval_ms;
   s.queue_max_bytes = o.queue_max_bytes;
   s.queue_max_calls = o.queue_max_calls;
@@ -279,21 +281,41 @@ bool Sender::OpenChannel() {
 }
 
 bool Sender::Connect() {
-  if (!OpenChannel()) return false;
+  if (!OpenChannel()) {
+    unreachable_.store(true);
+    return false;
+  }
   const std::string target = target_text_;
   if (!WaitForConnected(std::chrono::milliseconds(options_.connect_timeout_ms))) {
-    // gRPC says only "unavailable"; a handshake of our own says why (refused port, untrusted
-    // server, refused client certificate, plaintext server, wrong name, a hung server). Not
-    // while the session is ending: the end is bounded by flush_timeout_ms.
+    // gRPC says only "unavailable"; a connection of our own says why (refused port, no route,
+    // untrusted server, refused client certificate, plaintext server, wrong name, a hung
+    // server). While the session is ending too, within a second: the reason is the one thing
+    // a short training's user needs.
+    const int budget =
+        static_cast<int>(closing_.load() ? std::min<uint32_t>(options_.connect_timeout_ms, 1000)
+                                         : options_.connect_timeout_ms);
     std::string why;
-    if (!options_.plaintext && !closing_.load()) {
-      why = common::DiagnoseTlsConnection(
-          first_server_.host, first_server_.port, options_.tls_path, options_.server_name,
-          static_cast<int>(options_.connect_timeout_ms), options_.tls_key_password_file);
+    if (options_.plaintext) {
+      std::string error;
+      const int fd = common::ConnectTcp(first_server_.host, first_server_.port, budget, &error);
+      if (fd >= 0) {
+        ::close(fd);
+        why = absl::StrCat("the server at ", first_server_.host, ":", first_server_.port,
+                           " accepts TCP connections but does not answer as a plaintext gRPC "
+                           "server (one with TLS, or another service?)");
+      } else {
+        why = error;
+      }
+    } else {
+      why = common::DiagnoseTlsConnection(first_server_.host, first_server_.port, options_.tls_path,
+                                          options_.server_name, budget,
+                                          options_.tls_key_password_file);
     }
     LogOnce(absl::StrCat("server ", target, " unreachable", why.empty() ? "" : ": ", why,
-                         "; retrying in the background"),
+                         closing_.load() ? "; the session is ending: its calls are not checked"
+                                         : "; retrying in the background"),
             common::LogLevel::kWarning);
+    unreachable_.store(true);
     return false;
   }
   auto c = std::make_unique<Connection>();
@@ -309,6 +331,7 @@ bool Sender::Connect() {
   if (!Handshake(c)) return false;
   conn_ = std::move(c);
   undeliverable_.store(false);
+  unreachable_.store(false);
   if (ever_connected_) counters_.Reconnected();
   ever_connected_ = true;
   counters_.SetConnected(true);
@@ -397,6 +420,13 @@ bool Sender::WaitForConnected(std::chrono::milliseconds timeout) {
         std::min(deadline, std::chrono::system_clock::now() + std::chrono::milliseconds(100));
     if (channel_->WaitForConnected(slice)) return true;
     if (std::chrono::system_clock::now() >= deadline) return false;
+    // Once the session is ending, an attempt that already failed (a refused port fails at
+    // once) ends here, so that its reason is logged before the end gives up; before, the whole
+    // connect timeout is waited (a server starting beside the training is found).
+    if (closing_.load() && !options_.wait_for_server_at_exit &&
+        channel_->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+      return false;
+    }
     absl::MutexLock lock(&mu_);
     if (stopping_) return false;
   }
@@ -580,8 +610,13 @@ bool Sender::Flush(std::chrono::milliseconds timeout) {
   while (std::chrono::steady_clock::now() < deadline) {
     if (pending_.load() == 0 && answered_ >= written_) return true;
     // Nothing can be delivered (TLS material unusable, or the server refused this agent): no
-    // point in waiting.
+    // point in waiting. Nor, once the session is ending, for a server whose last connection
+    // attempt failed: its reason is already in the log.
     if (undeliverable_.load() && !counters_.connected()) break;
+    if (closing_.load() && unreachable_.load() && !counters_.connected() &&
+        !options_.wait_for_server_at_exit) {
+      break;
+    }
     // The queue has its own condition variable: re-check in short slices.
     cv_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
   }

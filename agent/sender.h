@@ -43,6 +43,7 @@ struct SenderOptions {
   uint32_t reconnect_initial_ms = 200;
   uint32_t reconnect_max_ms = 30000;
   uint32_t flush_timeout_ms = 30000;
+  bool wait_for_server_at_exit = false;  // AgentOptions::wait_for_server_at_exit
   uint32_t stats_interval_ms = 5000;
   uint64_t queue_max_bytes = uint64_t{256} << 20;
   uint32_t queue_max_calls = 1024;
@@ -144,6 +145,9 @@ class Sender {
   std::atomic<bool> undeliverable_{false};
   std::atomic<bool> first_attempt_{true};  // the first connection attempt has not ended yet
   std::atomic<bool> closing_{false};       // Close() has begun
+  // The last connection attempt failed (none since succeeded): a closing session does not wait
+  // its flush timeout for a server that did not answer.
+  std::atomic<bool> unreachable_{false};
 };
 
 }  // namespace parity::agent

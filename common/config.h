@@ -46,6 +46,9 @@ struct AgentOptions {
   uint32_t reconnect_initial_ms = 200;
   uint32_t reconnect_max_ms = 30000;
   uint32_t flush_timeout_ms = 30000;  // stop() waits at most this long for the queue
+  // The end of the session waits (flush_timeout_ms) for a server whose last connection attempt
+  // failed, for one that comes up late; by default it gives up at once.
+  bool wait_for_server_at_exit = false;
   uint32_t stats_interval_ms = 5000;  // how often the agent sends its counters to the server
   uint64_t max_inline_tensor_bytes = uint64_t{4} << 20;  // larger tensors travel in chunks
   uint64_t max_tensor_bytes = uint64_t{256} << 20;       // larger tensors: statistics only

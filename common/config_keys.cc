@@ -192,6 +192,9 @@ const KeyTable<AgentConfig>& AgentTable() {
     t->Int(
         "parity.flush_timeout_ms", [](C& c) { return &c.parity.flush_timeout_ms; }, 0, UINT32_MAX,
         "the end of the session waits at most this long for undelivered calls");
+    t->Bool(
+        "parity.wait_for_server_at_exit", [](C& c) { return &c.parity.wait_for_server_at_exit; },
+        "the end of the session waits flush_timeout_ms for a server that is unreachable");
     t->Int(
         "parity.stats_interval_ms", [](C& c) { return &c.parity.stats_interval_ms; }, 1, UINT32_MAX,
         "how often the agent reports its counters to the server");

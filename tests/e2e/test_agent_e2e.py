@@ -98,6 +98,20 @@ class AgentEndToEndTest(unittest.TestCase):
         self.assertEqual({x["step"] for x in records if x["op"] == "aten::linear"}, {0, 1, 2})
         self.assertFalse(errors(server.rows("api_precision_compare_result_")))
 
+    def test_a_wrong_port_is_diagnosed_and_the_training_exits_at_once(self):
+        # The quickstart's example against a port nothing listens on: the reason is in the
+        # "unreachable" line even though the training ends before a connect timeout, and the
+        # exit does not wait the flush timeout (30 s) for a server that never answered.
+        config = harness.agent_config(os.path.join(self.dir, "config.json"), harness.free_port(),
+                                      self.client_tls)
+        started = time.monotonic()
+        r = harness.run([harness.PYTHON, harness.TRAIN, "--config", config, "--steps", "3"])
+        elapsed = time.monotonic() - started
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stderr, r"unreachable: .*Connection refused")
+        self.assertIn("session ended at step 3", r.stderr)
+        self.assertLess(elapsed, 15, "the exit waited for the flush timeout")
+
     def test_ld_preload_starts_no_agent_in_the_processes_a_training_spawns(self):
         # They inherit LD_PRELOAD and PARITY_CONFIG: each spawned child (a process, two DataLoader
         # workers, the resource tracker) used to start an agent as the same rank.
@@ -125,7 +139,8 @@ class AgentEndToEndTest(unittest.TestCase):
         port = harness.free_port()
         config = harness.agent_config(os.path.join(self.dir, "config.json"), port,
                                       self.client_tls, reconnect_initial_ms=50,
-                                      reconnect_max_ms=200, flush_timeout_ms=120000)
+                                      reconnect_max_ms=200, flush_timeout_ms=120000,
+                                      wait_for_server_at_exit=True)
         losses = os.path.join(self.dir, "losses.txt")
         env = dict(os.environ, LD_PRELOAD=harness.AGENT_LIB, PARITY_CONFIG=config)
         proc = subprocess.Popen([harness.PYTHON, harness.TRAIN, "--no-agent", "--steps", "3",
