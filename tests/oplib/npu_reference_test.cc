@@ -194,6 +194,41 @@ Stack Fa(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t 
        c10::IValue(), seq_q, seq_kv, sparse, true, false});
 }
 
+// npu_fusion_attention_grad with the forward's statistics (softmax_max, softmax_sum), its output
+// (attention_in) and the call's options; softmax_in empty, no dropout, no band.
+Stack FaGrad(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& dy,
+             int64_t heads, const std::string& layout, const c10::IValue& pse,
+             const c10::IValue& softmax_max, const c10::IValue& softmax_sum,
+             const c10::IValue& attention_in, double scale, int64_t sparse) {
+  return NpuReferenceTest::Call("npu::npu_fusion_attention_grad", {q,
+                                                                   k,
+                                                                   v,
+                                                                   dy,
+                                                                   heads,
+                                                                   layout,
+                                                                   pse,
+                                                                   c10::IValue(),
+                                                                   c10::IValue(),
+                                                                   softmax_max,
+                                                                   softmax_sum,
+                                                                   at::empty({0}, q.options()),
+                                                                   attention_in,
+                                                                   scale,
+                                                                   1.0,
+                                                                   int64_t{2147483647},
+                                                                   int64_t{2147483647},
+                                                                   int64_t{0},
+                                                                   int64_t{0},
+                                                                   int64_t{0},
+                                                                   int64_t{0},
+                                                                   c10::IValue(),
+                                                                   c10::IValue(),
+                                                                   c10::IValue(),
+                                                                   sparse,
+                                                                   true,
+                                                                   false});
+}
+
 TEST_F(NpuReferenceTest, FusionAttentionLayoutsGroupsAndSparseModes) {
   at::manual_seed(3);
   const int64_t B = 2, N = 4, NKV = 2, S1 = 6, S2 = 9, D = 8;
@@ -267,33 +302,7 @@ TEST_F(NpuReferenceTest, FusionAttentionGradIsTheDerivativeForEveryInput) {
     return T(Fa(in[0], in[1], in[2], N, "BSND", {}, scale, 3, 2147483647, 2147483647, in[3]), 0);
   };
   const Stack fwd = Fa(q, k, v, N, "BSND", {}, scale, 3, 2147483647, 2147483647, pse);
-  const Stack g = Call("npu::npu_fusion_attention_grad", {q,
-                                                          k,
-                                                          v,
-                                                          dy,
-                                                          N,
-                                                          std::string("BSND"),
-                                                          pse,
-                                                          c10::IValue(),
-                                                          c10::IValue(),
-                                                          T(fwd, 1),
-                                                          T(fwd, 2),
-                                                          T(fwd, 3),
-                                                          T(fwd, 0),
-                                                          scale,
-                                                          1.0,
-                                                          int64_t{2147483647},
-                                                          int64_t{2147483647},
-                                                          int64_t{0},
-                                                          int64_t{0},
-                                                          int64_t{0},
-                                                          int64_t{0},
-                                                          c10::IValue(),
-                                                          c10::IValue(),
-                                                          c10::IValue(),
-                                                          int64_t{3},
-                                                          true,
-                                                          false});
+  const Stack g = FaGrad(q, k, v, dy, N, "BSND", pse, T(fwd, 1), T(fwd, 2), T(fwd, 0), scale, 3);
   ExpectGradients(f, {q, k, v, pse}, dy, {{0, T(g, 0)}, {1, T(g, 1)}, {2, T(g, 2)}, {3, T(g, 3)}},
                   "fusion_attention");
 }
@@ -313,33 +322,7 @@ TEST_F(NpuReferenceTest, FusedBackwardsUseTheStatisticsTheyAreGiven) {
     // The forward the statistics come from saw another query (a faulty forward, say).
     const Stack other = Fa(q * 1.5 + 0.2, k, v, N, "BNSD", {}, scale, 0);
     auto grad = [&](const c10::IValue& max, const c10::IValue& sum, const c10::IValue& out) {
-      return Call("npu::npu_fusion_attention_grad", {q,
-                                                     k,
-                                                     v,
-                                                     dy,
-                                                     N,
-                                                     std::string("BNSD"),
-                                                     c10::IValue(),
-                                                     c10::IValue(),
-                                                     c10::IValue(),
-                                                     max,
-                                                     sum,
-                                                     at::empty({0}, q.options()),
-                                                     out,
-                                                     scale,
-                                                     1.0,
-                                                     int64_t{2147483647},
-                                                     int64_t{2147483647},
-                                                     int64_t{0},
-                                                     int64_t{0},
-                                                     int64_t{0},
-                                                     int64_t{0},
-                                                     c10::IValue(),
-                                                     c10::IValue(),
-                                                     c10::IValue(),
-                                                     int64_t{0},
-                                                     true,
-                                                     false});
+      return FaGrad(q, k, v, dy, N, "BNSD", {}, max, sum, out, scale, 0);
     };
     const Stack given = grad(T(other, 1), T(other, 2), T(other, 0));
     // A kernel that uses them: P = exp(S - max) / sum, D = rowsum(dY * O).
@@ -441,33 +424,7 @@ TEST_F(NpuReferenceTest, FusedReferencesEqualAtenCompositionsAtLlmShapes) {
     };
     const Stack fwd = Fa(q, k, v, N, "BSND", {}, scale, 2);
     EXPECT_TRUE(close(T(fwd, 0), f({q, k, v}))) << "fusion_attention";
-    const Stack g = Call("npu::npu_fusion_attention_grad", {q,
-                                                            k,
-                                                            v,
-                                                            dy,
-                                                            N,
-                                                            std::string("BSND"),
-                                                            c10::IValue(),
-                                                            c10::IValue(),
-                                                            c10::IValue(),
-                                                            T(fwd, 1),
-                                                            T(fwd, 2),
-                                                            T(fwd, 3),
-                                                            T(fwd, 0),
-                                                            scale,
-                                                            1.0,
-                                                            int64_t{2147483647},
-                                                            int64_t{2147483647},
-                                                            int64_t{0},
-                                                            int64_t{0},
-                                                            int64_t{0},
-                                                            int64_t{0},
-                                                            c10::IValue(),
-                                                            c10::IValue(),
-                                                            c10::IValue(),
-                                                            int64_t{2},
-                                                            true,
-                                                            false});
+    const Stack g = FaGrad(q, k, v, dy, N, "BSND", {}, T(fwd, 1), T(fwd, 2), T(fwd, 0), scale, 2);
     const auto want = autograd(f, {q, k, v}, dy);
     for (int i = 0; i < 3; ++i) {
       EXPECT_TRUE(close(T(g, i), want[i])) << "fusion_attention grad " << i;

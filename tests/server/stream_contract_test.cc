@@ -82,6 +82,47 @@ class StreamContractTest : public ::testing::Test {
     return m;
   }
 
+  // A server with one worker and a verdict hold of `hold`, whose check of call 1 waits for
+  // `first` and of call `last` for `later`; then a stream that takes batches sends calls
+  // 1..`last`, waits until the server has read them all, lets call 1 go and reads the first
+  // message (`*m`), `*waited` after letting it go. Returns the stream.
+  std::unique_ptr<TestStream> HeldCallsFirstMessage(std::chrono::milliseconds hold, uint64_t last,
+                                                    absl::Notification& first,
+                                                    absl::Notification& later, v1::ServerMessage* m,
+                                                    std::chrono::steady_clock::duration* waited) {
+    common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("hold_"), "");
+    config.parity.workers = 1;
+    config.parity.verdict_hold_ms = hold.count();
+    StartPassing(config, [&first, &later, last](uint64_t sequence) {
+      if (sequence == 1) {
+        EXPECT_TRUE(first.WaitForNotificationWithTimeout(absl::Seconds(60)));
+      } else if (sequence == last) {
+        EXPECT_TRUE(later.WaitForNotificationWithTimeout(absl::Seconds(60)));
+      }
+    });
+    auto s = std::make_unique<TestStream>(channel_);
+    EXPECT_TRUE(s->SendHello(HelloTakingBatches(true)));
+    for (uint64_t seq = 1; seq <= last; ++seq) EXPECT_TRUE(s->SendCall(Relu(seq)));
+    // Wait (with a deadline, no sleep) until the server has read them all.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!HasReceived(last) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    EXPECT_TRUE(HasReceived(last));
+    const auto released = std::chrono::steady_clock::now();
+    first.Notify();
+    EXPECT_TRUE(s->Read(m));
+    *waited = std::chrono::steady_clock::now() - released;
+    return s;
+  }
+
+  // Whether the server has read `calls` forward calls (its metric says so).
+  bool HasReceived(uint64_t calls) const {
+    return absl::StrContains(
+        prometheus::TextSerializer().Serialize(server_->registry().Collect()),
+        absl::StrCat("parity_server_calls_received_total{phase=\"forward\"} ", calls));
+  }
+
   std::unique_ptr<ParityServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
 };
@@ -605,29 +646,11 @@ TEST_F(StreamContractTest, VerdictsReadyTogetherGoInOneBatchToAnAgentThatTakesTh
 TEST_F(StreamContractTest, ReadyVerdictsWaitForCompanyUntilTheirHoldEnds) {
   constexpr auto kHold = std::chrono::milliseconds(1000);
   absl::Notification all_read, first_five_read;
-  common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("hold_"), "");
-  config.parity.workers = 1;
-  config.parity.verdict_hold_ms = kHold.count();
-  StartPassing(config, [&](uint64_t sequence) {
-    if (sequence == 1) {
-      EXPECT_TRUE(all_read.WaitForNotificationWithTimeout(absl::Seconds(60)));
-    } else if (sequence == 6) {
-      EXPECT_TRUE(first_five_read.WaitForNotificationWithTimeout(absl::Seconds(60)));
-    }
-  });
-  TestStream s(channel_);
-  ASSERT_TRUE(s.SendHello(HelloTakingBatches(true)));
-  for (uint64_t seq = 1; seq <= 6; ++seq) ASSERT_TRUE(s.SendCall(Relu(seq)));
-  // Wait (with a deadline, no sleep) until the server has read all six.
-  ASSERT_TRUE(Eventually([&] {
-    return absl::StrContains(prometheus::TextSerializer().Serialize(server_->registry().Collect()),
-                             "parity_server_calls_received_total{phase=\"forward\"} 6");
-  }));
-  const auto released = std::chrono::steady_clock::now();
-  all_read.Notify();
   v1::ServerMessage m;
-  ASSERT_TRUE(s.Read(&m));
-  const auto waited = std::chrono::steady_clock::now() - released;
+  std::chrono::steady_clock::duration waited{};
+  const std::unique_ptr<TestStream> stream =
+      HeldCallsFirstMessage(kHold, 6, all_read, first_five_read, &m, &waited);
+  TestStream& s = *stream;
   ASSERT_TRUE(m.has_batch()) << m.ShortDebugString();
   std::vector<uint64_t> sequences;
   for (const v1::ServerMessage& item : m.batch().messages()) {
@@ -649,29 +672,11 @@ TEST_F(StreamContractTest, AFullVerdictBatchGoesAtOnce) {
   constexpr auto kHold = std::chrono::seconds(30);
   constexpr uint64_t kCalls = 65;
   absl::Notification all_read, batch_read;
-  common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("full_"), "");
-  config.parity.workers = 1;
-  config.parity.verdict_hold_ms = std::chrono::milliseconds(kHold).count();
-  StartPassing(config, [&](uint64_t sequence) {
-    if (sequence == 1) {
-      EXPECT_TRUE(all_read.WaitForNotificationWithTimeout(absl::Seconds(60)));
-    } else if (sequence == kCalls) {
-      EXPECT_TRUE(batch_read.WaitForNotificationWithTimeout(absl::Seconds(60)));
-    }
-  });
-  TestStream s(channel_);
-  ASSERT_TRUE(s.SendHello(HelloTakingBatches(true)));
-  for (uint64_t seq = 1; seq <= kCalls; ++seq) ASSERT_TRUE(s.SendCall(Relu(seq)));
-  ASSERT_TRUE(Eventually([&] {
-    return absl::StrContains(
-        prometheus::TextSerializer().Serialize(server_->registry().Collect()),
-        absl::StrCat("parity_server_calls_received_total{phase=\"forward\"} ", kCalls));
-  }));
-  const auto released = std::chrono::steady_clock::now();
-  all_read.Notify();
   v1::ServerMessage m;
-  ASSERT_TRUE(s.Read(&m));
-  const auto waited = std::chrono::steady_clock::now() - released;
+  std::chrono::steady_clock::duration waited{};
+  const std::unique_ptr<TestStream> stream = HeldCallsFirstMessage(
+      std::chrono::milliseconds(kHold), kCalls, all_read, batch_read, &m, &waited);
+  TestStream& s = *stream;
   ASSERT_TRUE(m.has_batch()) << m.ShortDebugString();
   EXPECT_EQ(m.batch().messages_size(), 64);
   EXPECT_LT(waited, kHold / 2) << "a full batch waited for the hold";
