@@ -47,6 +47,19 @@ void CheckService::NoteConfigDigest(const std::string& run_id, int32_t rank,
                    "agents' start-up lines)"));
 }
 
+v1::AgentStats CheckService::ExchangeAgentStats(const std::string& agent,
+                                                const v1::AgentStats& stats) {
+  absl::MutexLock lock(&agent_stats_mu_);
+  constexpr std::size_t kMaxAgents = 65536;  // a long-lived server forgets the oldest agents
+  if (agent_stats_.size() >= kMaxAgents && agent_stats_.count(agent) == 0) {
+    agent_stats_.erase(agent_stats_.begin());
+  }
+  v1::AgentStats& last = agent_stats_[agent];
+  v1::AgentStats previous = std::move(last);
+  last = stats;
+  return previous;
+}
+
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* CheckService::Check(
     grpc::CallbackServerContext* context) {
   auto* reactor = new Reactor(this, context->peer(), ++session_counter_);

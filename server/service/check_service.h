@@ -99,6 +99,13 @@ class CheckService final
   // different settings check different calls). Thread-safe.
   void NoteConfigDigest(const std::string& run_id, int32_t rank, const std::string& digest);
 
+  // An agent's counters (AgentStats, cumulative since the agent started, over all its streams)
+  // as last reported on any stream by the agent `agent` (Hello's run_id, hostname, pid and
+  // rank); returns the previous report, empty for an agent not seen before. So the metrics count
+  // each increase once, whichever stream reports it: after a reconnect the new stream's first
+  // report carries the old stream's counts too. Thread-safe.
+  v1::AgentStats ExchangeAgentStats(const std::string& agent, const v1::AgentStats& stats);
+
  private:
   class Reactor;
   const ServiceOptions options_;
@@ -119,6 +126,8 @@ class CheckService final
   };
   absl::Mutex digests_mu_;
   std::map<std::string, RunDigest> digests_ ABSL_GUARDED_BY(digests_mu_);  // by run id
+  absl::Mutex agent_stats_mu_;
+  std::map<std::string, v1::AgentStats> agent_stats_ ABSL_GUARDED_BY(agent_stats_mu_);
 };
 
 // The one place an absl::Status becomes a grpc::Status (messages truncated to 1 KiB).

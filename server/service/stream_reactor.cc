@@ -302,6 +302,8 @@ absl::Status CheckService::Reactor::OnHello(const v1::Hello& hello) {
   origin_.rank = hello.rank();
   origin_.run_id = hello.run_id();
   origin_.hostname = hello.hostname();
+  agent_ =
+      absl::StrCat(hello.run_id(), "\n", hello.hostname(), "\n", hello.pid(), "\n", hello.rank());
   common::LogInfo(absl::StrCat("agent connected: rank ", hello.rank(), " of ", hello.world_size(),
                                ", host ", common::Printable(hello.hostname()), ", pid ",
                                hello.pid(), ", run ", common::Printable(hello.run_id()), ", from ",
@@ -441,20 +443,20 @@ absl::Status CheckService::Reactor::KeepAndAttach(const std::vector<uint64_t>& l
 void CheckService::Reactor::OnStats(const v1::AgentStats& stats) {
   ServerMetrics* m = service_->metrics_;
   if (m == nullptr) return;
-  // Agent counters are cumulative per stream; the server counts increases.
-  if (stats.captured_calls() > last_stats_.captured_calls()) {
-    m->AgentCaptured(stats.captured_calls() - last_stats_.captured_calls());
+  // Agent counters are cumulative since the agent started, over all its streams: the server
+  // counts each increase once per agent, whichever of its streams reports it.
+  const v1::AgentStats last = service_->ExchangeAgentStats(agent_, stats);
+  if (stats.captured_calls() > last.captured_calls()) {
+    m->AgentCaptured(stats.captured_calls() - last.captured_calls());
   }
   for (const auto& [reason, n] : stats.dropped_calls()) {
-    auto it = last_stats_.dropped_calls().find(reason);
-    const uint64_t before = it == last_stats_.dropped_calls().end() ? 0 : it->second;
+    auto it = last.dropped_calls().find(reason);
+    const uint64_t before = it == last.dropped_calls().end() ? 0 : it->second;
     if (n > before) m->AgentDropped(reason, n - before);
   }
-  if (stats.lost_in_flight_calls() > last_stats_.lost_in_flight_calls()) {
-    m->AgentDropped("lost_in_flight",
-                    stats.lost_in_flight_calls() - last_stats_.lost_in_flight_calls());
+  if (stats.lost_in_flight_calls() > last.lost_in_flight_calls()) {
+    m->AgentDropped("lost_in_flight", stats.lost_in_flight_calls() - last.lost_in_flight_calls());
   }
-  last_stats_ = stats;
 }
 
 absl::Status CheckService::Reactor::AdmitCall(std::optional<uint64_t> sequence) {

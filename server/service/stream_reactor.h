@@ -90,7 +90,7 @@ class CheckService::Reactor final
   uint64_t kept_bytes_ = 0;
   uint64_t kept_cap_ = 0;  // offered at Hello (ServerInfo.kept_blob_bytes), released at OnDone
   uint64_t last_sequence_ = 0;
-  v1::AgentStats last_stats_;
+  std::string agent_;  // the agent across its streams: Hello's run_id, hostname, pid, rank
 
   absl::Mutex mu_;
   OrderedOutbox outbox_ ABSL_GUARDED_BY(mu_);

@@ -7,6 +7,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -691,6 +692,34 @@ TEST_F(StreamContractTest, AFullVerdictBatchGoesAtOnce) {
   EXPECT_TRUE(s.Close().ok());
   EXPECT_LT(std::chrono::steady_clock::now() - closing, kHold / 2)
       << "the stream's end waited for an alarm nothing needs any more";
+}
+
+// An agent's counters are cumulative over all its streams (proto AgentStats): after a reconnect
+// its new stream's reports add only what is new, per agent (Hello's run_id, hostname, pid,
+// rank); another agent counts apart. Before, each stream was counted from zero: 25 captured.
+TEST_F(StreamContractTest, AgentCountersAreCountedOncePerAgentAcrossItsStreams) {
+  Start();
+  auto stats = [](uint64_t captured, uint64_t disconnected) {
+    v1::AgentMessage m;
+    m.mutable_stats()->set_captured_calls(captured);
+    (*m.mutable_stats()->mutable_dropped_calls())["disconnected"] = disconnected;
+    return m;
+  };
+  auto metric = [&](absl::string_view series) {
+    return absl::StrContains(prometheus::TextSerializer().Serialize(server_->registry().Collect()),
+                             series);
+  };
+  for (const auto& [rank, captured, disconnected] :
+       std::vector<std::tuple<int, uint64_t, uint64_t>>{{0, 10, 2}, {0, 15, 3}, {1, 4, 0}}) {
+    TestStream s(channel_);  // rank 0's second stream is its reconnect
+    ASSERT_TRUE(s.Hello(rank));
+    ASSERT_TRUE(s.Send(stats(captured, disconnected)));
+    EXPECT_TRUE(s.Close().ok());
+  }
+  EXPECT_TRUE(Eventually([&] {
+    return metric("parity_server_agent_captured_calls_total 19") &&
+           metric("parity_server_agent_dropped_calls_total{reason=\"disconnected\"} 3");
+  })) << prometheus::TextSerializer().Serialize(server_->registry().Collect());
 }
 
 TEST_F(StreamContractTest, KeptBlobBytesAreCappedPerStream) {
