@@ -72,6 +72,11 @@ std::vector<double> SmallGolden() {
 }
 const std::vector<double> gs = SmallGolden();
 
+std::vector<float> WithNan(std::vector<float> v) {
+  v[7] = std::numeric_limits<float>::quiet_NaN();
+  return v;
+}
+
 // One element near zero (a sum that cancels), the rest as Golden(); and a copy of it with only
 // that element off by `rel`.
 std::vector<double> CancellingGolden() {
@@ -127,6 +132,10 @@ INSTANTIATE_TEST_SUITE_P(
         // rounds.
         Case{"benchmark_all_small_rounding", Standard::kBenchmark, Round(gs), Round(gs), gs,
              v1::VERDICT_STATUS_PASS, ""},
+        // A bench with a NaN where the golden is finite has no largest error to compare with:
+        // a correct device is not an error for it.
+        Case{"benchmark_bench_nan_device_fine", Standard::kBenchmark, Round(g), WithNan(Round(g)),
+             g, v1::VERDICT_STATUS_PASS, ""},
         Case{"benchmark_all_small_worse", Standard::kBenchmark, Scaled(gs, 1e-3), Round(gs), gs,
              v1::VERDICT_STATUS_ERROR, "max_abs_error"},
         // The largest relative error at an element a sum cancels, 200x the bench's, with the
