@@ -56,11 +56,13 @@ double SignTestTail(int64_t d, int64_t b) {
                      (0.5 * std::sqrt(static_cast<double>(n)));
     return 0.5 * std::erfc(z / std::sqrt(2.0));
   }
+  // C(n, x) / 2^n in log space, the constant part once.
+  const double log_total =
+      std::lgamma(static_cast<double>(n + 1)) - static_cast<double>(n) * std::log(2.0);
   double tail = 0;
-  for (int64_t x = d; x <= n; ++x) {  // C(n, x) / 2^n in log space
-    tail += std::exp(
-        std::lgamma(static_cast<double>(n + 1)) - std::lgamma(static_cast<double>(x + 1)) -
-        std::lgamma(static_cast<double>(n - x + 1)) - static_cast<double>(n) * std::log(2.0));
+  for (int64_t x = d; x <= n; ++x) {
+    tail += std::exp(log_total - std::lgamma(static_cast<double>(x + 1)) -
+                     std::lgamma(static_cast<double>(n - x + 1)));
   }
   return std::min(1.0, tail);
 }
