@@ -1,9 +1,8 @@
 // The public API (parity/agent.h), its torch.ops front door for Python (torch.ops.parity.*), and
 // the zero-code path: loaded with LD_PRELOAD and PARITY_CONFIG set, the agent starts itself.
-// One session per process (agent/session.h), kept until the process exits.
+// One session per process (agent/torch_agent.h), kept until the process exits.
 #include "parity/agent.h"
 
-#include <openssl/ssl.h>
 #include <pthread.h>
 #include <torch/library.h>
 
@@ -14,23 +13,22 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "agent/session.h"
-#include "common/log.h"
+#include "agent/agent_hook.h"
+#include "agent/torch_agent.h"
 #include "nlohmann/json.hpp"
+#include "parity/transport.h"
 
 namespace parity::agent {
 namespace {
 
-ABSL_CONST_INIT absl::Mutex g_mu(absl::kConstInit);  // usable before static initialisation
+std::mutex g_mu;  // constant-initialised: usable before static initialisation
 // The process's session. Never destroyed: a late callback on another thread may still hold it,
-// and the exit handler closes it before static destruction.
-Session* g_session ABSL_GUARDED_BY(g_mu) = nullptr;
+// and the exit handler closes it before static destruction. Guarded by g_mu.
+TorchAgent* g_agent = nullptr;
 
-Session* Current() {
-  absl::MutexLock lock(&g_mu);
-  return g_session;
+TorchAgent* Current() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_agent;
 }
 
 void CloseAtExit() { Close(); }
@@ -38,8 +36,9 @@ void CloseAtExit() { Close(); }
 // A forked child (DataLoader workers) inherits the hook but not the sender thread: it must not
 // capture anything, nor touch the parent's session. No lock: the child has only the forking
 // thread, and g_mu may have been held by another thread of the parent at the fork.
-void InChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  g_session = nullptr;
+void InChildAfterFork() {
+  if (g_agent != nullptr) g_agent->ForgetInChild();
+  g_agent = nullptr;
   RemoveHook(0);
 }
 
@@ -47,16 +46,6 @@ void InChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 void PrepareProcess() {
   static std::once_flag once;
   std::call_once(once, [] {
-    // The agent's exit handler connects and sends over TLS (a server that comes up late, or
-    // calls still queued). atexit handlers run last-registered first, and OpenSSL registers its
-    // own cleanup when it is first initialised, which would be later (on the sender's first
-    // connection): it then ran before ours and left TLS unusable ("ca.crt: not a PEM
-    // certificate", "Could not create ssl context"). Initialised now without that cleanup, it
-    // stays usable until the process ends, whatever else initialises it afterwards (the first
-    // caller's options decide).
-    OPENSSL_init_ssl(
-        OPENSSL_INIT_NO_ATEXIT | OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS,
-        nullptr);
     std::atexit(&CloseAtExit);  // before static destruction tears libtorch down
     pthread_atfork(nullptr, nullptr, &InChildAfterFork);
   });
@@ -64,81 +53,68 @@ void PrepareProcess() {
 
 // msprobe's loop calls start() every iteration: once the session exists, resume it.
 bool Resumed() {
-  Session* s = Current();
-  if (s != nullptr) s->Start();
-  return s != nullptr;
+  TorchAgent* a = Current();
+  if (a != nullptr) a->Start();
+  return a != nullptr;
 }
 
-bool StartWith(absl::StatusOr<common::Parsed<common::AgentConfig>> parsed, std::string* error) {
-  if (!parsed.ok()) {
-    if (error) *error = std::string(parsed.status().message());
-    common::LogError(absl::StrCat("not started: ", parsed.status().message()));
-    return false;
-  }
-  for (const std::string& w : parsed->warnings) common::LogWarning(w);
-  common::LogLevel level;
-  if (common::ParseLogLevel(parsed->config.parity.log_level, &level)) common::SetLogLevel(level);
-  auto session = Session::Create(std::move(parsed->config));
-  if (!session.ok()) {
-    if (error) *error = std::string(session.status().message());
-    return false;
-  }
+bool StartWith(const std::string* json, const std::string* path, std::string* error) {
+  std::unique_ptr<TorchAgent> agent = TorchAgent::Create(json, path, error);
+  if (!agent) return false;
   PrepareProcess();
-  Session* s = session->release();
+  TorchAgent* a = agent.release();
   {
-    absl::MutexLock lock(&g_mu);
-    if (g_session != nullptr) {  // another thread started one meanwhile: use it
-      delete s;
-      s = g_session;
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_agent != nullptr) {  // another thread started one meanwhile: use it
+      delete a;
+      a = g_agent;
     } else {
-      g_session = s;
+      g_agent = a;
     }
   }
-  s->Start();
+  a->Start();
   return true;
 }
 
 }  // namespace
 
 bool Start(const std::string& config_json, std::string* error) {
-  common::SetLogPrefix("parity-agent");
-  return Resumed() || StartWith(common::ParseAgentConfig(config_json, "config"), error);
+  return Resumed() || StartWith(&config_json, nullptr, error);
 }
 
 bool StartFromFile(const std::string& config_path, std::string* error) {
-  common::SetLogPrefix("parity-agent");
-  return Resumed() || StartWith(common::LoadAgentConfig(config_path), error);
+  return Resumed() || StartWith(nullptr, &config_path, error);
 }
 
 void Stop() {
-  if (Session* s = Current()) s->Stop();
+  if (TorchAgent* s = Current()) s->Stop();
 }
 
 bool Step(std::string* error) {
-  Session* s = Current();
+  TorchAgent* s = Current();
   return s == nullptr || s->Step(error);
 }
 
 void UseExplicitSteps() {
-  if (Session* s = Current()) s->UseExplicitSteps();
+  if (TorchAgent* s = Current()) s->UseExplicitSteps();
 }
 
 bool Flush(uint32_t timeout_ms) {
-  Session* s = Current();
+  TorchAgent* s = Current();
   return s == nullptr || s->Flush(timeout_ms);
 }
 
 void Close() {
-  if (Session* s = Current()) s->Close();
+  if (TorchAgent* s = Current()) s->Close();
 }
 
 Counters GetCounters() {
-  Session* s = Current();
+  TorchAgent* s = Current();
   return s == nullptr ? Counters{} : s->GetCounters();
 }
 
 bool IsStarted() {
-  Session* s = Current();
+  TorchAgent* s = Current();
   return s != nullptr && s->capturing();
 }
 
@@ -192,13 +168,7 @@ std::string OpCounters() {
 
 // The agent's configuration keys ([{"path": "tensor.host", "kind": "string"}, ...]): the Python
 // front-end routes keyword overrides with them.
-std::string OpConfigKeys() {
-  nlohmann::json keys = nlohmann::json::array();
-  for (const common::KeyDescription& k : common::AgentKeys()) {
-    keys.push_back({{"path", k.path}, {"kind", k.kind}, {"doc", k.doc}});
-  }
-  return keys.dump();
-}
+std::string OpConfigKeys() { return parity_config_keys_json(); }
 
 bool OpIsStarted() { return IsStarted(); }
 void OpExplicitSteps() { UseExplicitSteps(); }
@@ -250,7 +220,8 @@ bool IsChildOfTheRanksAgent() {
       }
     }
   }
-  ::setenv("PARITY_AGENT_OWNER", absl::StrCat(rank, ":", ::getpid()).c_str(), /*overwrite=*/1);
+  ::setenv("PARITY_AGENT_OWNER", (rank + ":" + std::to_string(::getpid())).c_str(),
+           /*overwrite=*/1);
   return false;
 }
 
@@ -261,10 +232,12 @@ __attribute__((constructor)) static void ParityPreloadStart() {
   const char* path = std::getenv("PARITY_CONFIG");
   if (path == nullptr || *path == '\0') return;
   if (IsChildOfTheRanksAgent()) {
-    parity::common::LogInfo(absl::StrCat(
-        "pid ", ::getpid(), " was started by rank ", std::getenv("RANK") ? std::getenv("RANK") : "",
-        "'s training (PARITY_AGENT_OWNER ", std::getenv("PARITY_AGENT_OWNER"),
-        "): no agent here; the training's own process checks the rank"));
+    const std::string line = "pid " + std::to_string(::getpid()) + " was started by rank " +
+                             (std::getenv("RANK") ? std::getenv("RANK") : "") +
+                             "'s training (PARITY_AGENT_OWNER " +
+                             std::getenv("PARITY_AGENT_OWNER") +
+                             "): no agent here; the training's own process checks the rank";
+    parity_log(PARITY_LOG_INFO, line.c_str());
     return;
   }
   std::string error;

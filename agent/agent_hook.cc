@@ -8,22 +8,21 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <string_view>
 
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 #include "agent/buffer_pool.h"
-#include "common/log.h"
-#include "common/random_ops.h"
+#include "agent/torch_values.h"
 #include "common/torch/autocast.h"
 #include "common/torch/boxed_call.h"
-#include "common/torch/dtype_map.h"
-#include "common/torch/generator_state.h"
+#include "common/torch/generator_read.h"
 #include "common/torch/ivalue_walk.h"
+#include "common/torch/wire_enums.h"
 
 namespace parity::agent {
 namespace {
 
-std::atomic<CaptureSink*> g_sink{nullptr};
+std::atomic<parity_session*> g_session{nullptr};
+std::atomic<bool> g_signatures{false};  // the session's budget wants call signatures
 
 // Per training thread.
 struct ThreadState {
@@ -59,17 +58,25 @@ class DepthExit {
   ThreadState& ts_;
 };
 
+bool StartsWith(const char* s, std::string_view prefix) {
+  return std::strncmp(s, prefix.data(), prefix.size()) == 0;
+}
+
 // The context of a top-level call between its entry and exit.
 struct CallContext : at::ObserverContext {
-  std::unique_ptr<CapturedCall> call;
+  ~CallContext() override {
+    if (call != nullptr) parity_call_discard(call);  // begun, never captured (an exception)
+  }
+  parity_call* call = nullptr;
+  std::unique_ptr<TorchValues> values;
   // For an op that returns nothing: the arguments it writes (references, not copies), whose
   // values at exit are its results. libtorch 2.x does not keep fn.inputs() alive until then.
   std::vector<c10::IValue> written;
 };
 
-constexpr absl::string_view kEngineWrapper = "autograd::engine::evaluate_function: ";
+constexpr std::string_view kEngineWrapper = "autograd::engine::evaluate_function: ";
 
-bool IsEngineWrapper(const char* name) { return absl::StartsWith(name, kEngineWrapper); }
+bool IsEngineWrapper(const char* name) { return StartsWith(name, kEngineWrapper); }
 
 // A dispatcher op (has a schema name; the engine's wrapper records have none).
 bool IsOp(const at::RecordFunction& fn) {
@@ -126,7 +133,7 @@ at::Tensor PooledCopy(const at::Tensor& d) {
 // this is a device-side copy queued on the training's stream: the training thread does not
 // wait; the sender copies it to the host after the call's event. Notes the accelerator in
 // `call` so that the event is recorded without walking the values again.
-c10::IValue Snapshot(const c10::IValue& v, CapturedCall& call) {
+c10::IValue Snapshot(const c10::IValue& v, TorchValues& call) {
   return common::MapLeaves(v, [&call](const c10::IValue& leaf) {
     if (leaf.isTensor()) {
       const at::Tensor& t = leaf.toTensor();
@@ -148,7 +155,7 @@ c10::IValue Snapshot(const c10::IValue& v, CapturedCall& call) {
 
 // Records, on the current stream of the call's accelerator, the event after which its device
 // snapshots are complete. A device without events gets host copies now (synchronously).
-void MarkDeviceReady(CapturedCall& call) {
+void MarkDeviceReady(TorchValues& call) {
   if (!call.accelerator) return;
   const c10::Device device = *call.accelerator;
   try {
@@ -195,30 +202,60 @@ std::optional<at::Generator> GeneratorOf(c10::ArrayRef<const c10::IValue> inputs
       });
     }
   }
-  absl::StatusOr<at::Generator> gen = common::DefaultGenerator(device.value_or(c10::kCPU));
-  if (!gen.ok()) return std::nullopt;
-  return *gen;
+  return common::DefaultGeneratorOf(device.value_or(c10::kCPU), nullptr);
 }
 
-CallSite SiteOf(const at::RecordFunction& fn, const ThreadState& ts) {
-  CallSite site;
+// What the session is told of a call: parity_call_site, with the strings it points to.
+struct Site {
+  std::string op, overload, node, module, signature;
+  parity_call_site c{};
+};
+
+// op, overload, then dtype and shape of each tensor argument: what the per-signature budget
+// counts.
+std::string Signature(const std::string& op, const std::string& overload,
+                      c10::ArrayRef<const c10::IValue> inputs) {
+  std::string s = op + "." + overload;
+  for (const c10::IValue& v : inputs) {
+    if (v.isTensor() && v.toTensor().defined()) {
+      const at::Tensor& t = v.toTensor();
+      s += "|" + std::to_string(static_cast<int>(t.scalar_type())) + ":";
+      for (int64_t d : t.sizes()) s += std::to_string(d) + ",";
+    } else if (v.isScalar()) {
+      s += "|s";
+    }
+  }
+  return s;
+}
+
+void SiteOf(const at::RecordFunction& fn, const ThreadState& ts, Site& site) {
+  parity_call_site& c = site.c;
+  c.size = sizeof(c);
   site.op = fn.name();
   site.overload = fn.operator_name()->overload_name;  // IsOp: present
   // Inside a node; or inside the engine's work for a node, outside the node itself: the sum
   // that reduces a broadcast gradient to its input's shape, the add that accumulates the
   // gradients of an input used twice. Both are that node's backward work.
-  site.backward = !ts.nodes.empty() || !ts.engine.empty();
-  if (site.backward) {
+  c.backward = !ts.nodes.empty() || !ts.engine.empty();
+  c.node_sequence_nr = -1;
+  c.forward_sequence_nr = -1;
+  if (c.backward) {
     const ThreadState::Node& node = ts.nodes.empty() ? ts.engine.back() : ts.nodes.back();
     site.node = node.name;
-    site.node_sequence_nr = node.sequence_nr;
+    c.node_sequence_nr = node.sequence_nr;
   } else {
-    site.forward_sequence_nr = static_cast<int64_t>(at::sequence_number::peek());
+    c.forward_sequence_nr = static_cast<int64_t>(at::sequence_number::peek());
   }
-  site.in_optimizer = ts.optimizer > 0;
+  c.in_optimizer = ts.optimizer > 0;
   if (!ts.modules.empty()) site.module = ts.modules.back();
-  site.inputs = fn.inputs();
-  return site;
+  if (g_signatures.load(std::memory_order_relaxed)) {
+    site.signature = Signature(site.op, site.overload, fn.inputs());
+    c.signature = site.signature.c_str();
+  }
+  c.op = site.op.c_str();
+  c.overload = site.overload.c_str();
+  c.node = site.node.c_str();
+  c.module = site.module.c_str();
 }
 
 std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
@@ -235,12 +272,12 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
       }
       return nullptr;
     case at::RecordScope::USER_SCOPE:
-      if (absl::StartsWith(fn.name(), "Optimizer.step#")) ++ts.optimizer;
+      if (StartsWith(fn.name(), "Optimizer.step#")) ++ts.optimizer;
       return nullptr;
     case at::RecordScope::FUNCTION:
       if (IsEngineWrapper(fn.name())) {
         ts.engine.push_back(
-            {std::string(absl::string_view(fn.name()).substr(kEngineWrapper.size())), fn.seqNr()});
+            {std::string(std::string_view(fn.name()).substr(kEngineWrapper.size())), fn.seqNr()});
         return nullptr;
       }
       break;
@@ -248,48 +285,59 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
       break;
   }
   if (!IsOp(fn)) return nullptr;
-  CaptureSink* sink = g_sink.load(std::memory_order_acquire);
-  if (ts.depth++ > 0 || sink == nullptr) return nullptr;  // nested, or the agent's own copies
-  if (absl::StartsWith(fn.name(), "parity::")) return nullptr;
+  parity_session* session = g_session.load(std::memory_order_acquire);
+  if (ts.depth++ > 0 || session == nullptr) return nullptr;  // nested, or the agent's own copies
+  if (StartsWith(fn.name(), "parity::")) return nullptr;
 
-  auto call = std::make_unique<CapturedCall>();
-  const CallSite site = SiteOf(fn, ts);
-  if (!sink->Begin(site, &call->meta)) return nullptr;
-  if (!call->meta.skip_reason().empty()) {  // sent without its values: the server says why
-    sink->Capture(std::move(call));
+  Site site;
+  SiteOf(fn, ts, site);
+  uint32_t flags = 0;
+  parity_call* call = parity_call_begin(session, &site.c, &flags);
+  if (call == nullptr) return nullptr;
+  if ((flags & PARITY_CALL_WITH_VALUES) == 0) {  // sent without its values: the server says why
+    parity_call_capture(call, nullptr);
     return nullptr;
   }
+  auto ctx = std::make_unique<CallContext>();
+  ctx->call = call;  // discarded with the context unless captured
+  const c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
   // Autocast on the call's device: the inputs seen here are the ones before autocast cast them,
   // so the server replays the bench under the same autocast.
-  if (std::optional<at::ScalarType> autocast = common::ActiveAutocast(DeviceTypeOf(site.inputs))) {
-    if (std::optional<v1::DType> d = common::ToWireDType(*autocast)) {
-      call->meta.set_autocast_dtype(*d);
+  if (std::optional<at::ScalarType> autocast = common::ActiveAutocast(DeviceTypeOf(inputs))) {
+    if (std::optional<wire::DType> d = common::WireDTypeOf(*autocast)) {
+      parity_call_set_autocast_dtype(call, *d);
     }
   }
   uint64_t bytes = 0;
-  for (const c10::IValue& v : site.inputs) bytes += Bytes(v);
-  const bool random = common::RandomFamilyOf(site.op) != common::RandomFamily::kNone;
+  for (const c10::IValue& v : inputs) bytes += Bytes(v);
   // Outputs are usually about as large as inputs: room for both before copying anything.
-  if (!sink->Admit(2 * bytes)) return nullptr;
+  if (!parity_session_admit(session, 2 * bytes)) return nullptr;
   // A random op: its generator's state now, before it draws, so the server can replay the draw.
-  if (random) {
-    if (std::optional<at::Generator> gen = GeneratorOf(site.inputs)) {
-      *call->meta.mutable_generator() = common::ReadGeneratorState(*gen);
+  if ((flags & PARITY_CALL_RANDOM) != 0) {
+    if (std::optional<at::Generator> gen = GeneratorOf(inputs)) {
+      const std::string state = common::GeneratorStateBytes(*gen);
+      const std::string device_type =
+          c10::DeviceTypeName(gen->device().type(), /*lower_case=*/true);
+      static const std::string torch_version = common::TorchVersion();
+      parity_call_set_generator(call, device_type.c_str(), gen->device().index(), state.data(),
+                                state.size(), torch_version.c_str());
     }
   }
-  call->inputs.reserve(site.inputs.size());
+  auto values = std::make_unique<TorchValues>();
+  values->op = site.op;
+  values->overload = site.overload;
+  values->inputs.reserve(inputs.size());
   const auto copy_start = std::chrono::steady_clock::now();
-  for (const c10::IValue& v : site.inputs) call->inputs.push_back(Snapshot(v, *call));
-  call->snapshot_seconds +=
+  for (const c10::IValue& v : inputs) values->inputs.push_back(Snapshot(v, *values));
+  values->snapshot_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - copy_start).count();
-  call->bytes = bytes;
-  auto ctx = std::make_unique<CallContext>();
+  values->bytes = bytes;
   if (auto handle = c10::Dispatcher::singleton().findSchema(*fn.operator_name())) {
     for (std::size_t i : common::WrittenArguments(handle->schema())) {
-      if (i < site.inputs.size()) ctx->written.push_back(site.inputs[i]);
+      if (i < inputs.size()) ctx->written.push_back(inputs[i]);
     }
   }
-  ctx->call = std::move(call);
+  ctx->values = std::move(values);
   return ctx;
 }
 
@@ -300,9 +348,11 @@ void OnExitImpl(const at::RecordFunction& fn, at::ObserverContext* raw) {
       if (!ts.nodes.empty()) ts.nodes.pop_back();
       return;
     case at::RecordScope::USER_SCOPE:
-      if (absl::StartsWith(fn.name(), "Optimizer.step#") && ts.optimizer > 0) {
+      if (StartsWith(fn.name(), "Optimizer.step#") && ts.optimizer > 0) {
         --ts.optimizer;
-        if (CaptureSink* sink = g_sink.load(std::memory_order_acquire)) sink->OptimizerStepDone();
+        if (parity_session* s = g_session.load(std::memory_order_acquire)) {
+          parity_session_optimizer_step_done(s);
+        }
       }
       return;
     case at::RecordScope::FUNCTION:
@@ -317,28 +367,37 @@ void OnExitImpl(const at::RecordFunction& fn, at::ObserverContext* raw) {
   if (!IsOp(fn)) return;
   const DepthExit exit(ts);  // the snapshots below run with the depth still raised: not captured
   auto* ctx = static_cast<CallContext*>(raw);
-  CaptureSink* sink = g_sink.load(std::memory_order_acquire);
-  if (ctx == nullptr || !ctx->call || sink == nullptr) return;
-  std::unique_ptr<CapturedCall> call = std::move(ctx->call);
+  if (ctx == nullptr || ctx->call == nullptr || !ctx->values) return;
+  std::unique_ptr<TorchValues> values = std::move(ctx->values);
   const auto copy_start = std::chrono::steady_clock::now();
   for (const c10::IValue& v : fn.outputs().empty() ? ctx->written : fn.outputs()) {
-    call->outputs.push_back(Snapshot(v, *call));
-    call->bytes += Bytes(v);
+    values->outputs.push_back(Snapshot(v, *values));
+    values->bytes += Bytes(v);
   }
-  call->snapshot_seconds +=
+  values->snapshot_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - copy_start).count();
-  MarkDeviceReady(*call);
-  sink->Capture(std::move(call));
+  MarkDeviceReady(*values);
+  parity_call* call = ctx->call;
+  ctx->call = nullptr;
+  const parity_values v = MakeParityValues(std::move(values));
+  parity_call_capture(call, &v);
 }
 
 // Logged at most every 30 s: a failing op may run thousands of times a second.
 void LogCaptureFailure(const at::RecordFunction& fn, const char* what) {
-  static common::RateLimiter limiter(std::chrono::seconds(30));
-  uint64_t suppressed = 0;
-  if (limiter.Allow(&suppressed)) {
-    common::LogWarning(absl::StrCat("capture failed for ", fn.name(), ": ", what, " (", suppressed,
-                                    " more suppressed)"));
+  static std::atomic<int64_t> next_ns{0};
+  static std::atomic<uint64_t> suppressed{0};
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  int64_t next = next_ns.load(std::memory_order_relaxed);
+  if (now < next || !next_ns.compare_exchange_strong(next, now + int64_t{30'000'000'000})) {
+    suppressed.fetch_add(1, std::memory_order_relaxed);
+    return;
   }
+  const std::string line = std::string("capture failed for ") + fn.name() + ": " + what + " (" +
+                           std::to_string(suppressed.exchange(0)) + " more suppressed)";
+  parity_log(PARITY_LOG_WARNING, line.c_str());
 }
 
 // The callbacks' boundary: nothing escapes into the training.
@@ -365,14 +424,6 @@ void OnExit(const at::RecordFunction& fn, at::ObserverContext* ctx) {
 
 }  // namespace
 
-c10::IValue ToHost(const c10::IValue& v) {
-  return common::MapLeaves(v, [](const c10::IValue& leaf) {
-    if (!leaf.isTensor()) return leaf;
-    const at::Tensor& t = leaf.toTensor();
-    return t.defined() && !t.device().is_cpu() && !t.is_meta() ? c10::IValue(t.to(at::kCPU)) : leaf;
-  });
-}
-
 std::vector<std::string> RegisteredOpNames() {
   std::vector<std::string> names;
   for (const c10::OperatorName& op : c10::Dispatcher::singleton().getAllOpNames()) {
@@ -386,8 +437,9 @@ void ConfigureSnapshotPool(uint64_t max_cached_bytes) {
   g_pool_on.store(max_cached_bytes > 0, std::memory_order_relaxed);
 }
 
-uint64_t InstallHook(CaptureSink* sink) {
-  g_sink.store(sink, std::memory_order_release);
+uint64_t InstallHook(parity_session* session) {
+  g_signatures.store(parity_session_wants_signatures(session) != 0, std::memory_order_relaxed);
+  g_session.store(session, std::memory_order_release);
   return at::addGlobalCallback(
       at::RecordFunctionCallback(&OnEnter, &OnExit)
           .needsInputs(true)
@@ -398,7 +450,7 @@ uint64_t InstallHook(CaptureSink* sink) {
 
 void RemoveHook(uint64_t handle) {
   if (handle != 0) at::removeCallback(handle);
-  g_sink.store(nullptr, std::memory_order_release);
+  g_session.store(nullptr, std::memory_order_release);
 }
 
 void MarkAgentThread() { State().depth = 1 << 20; }

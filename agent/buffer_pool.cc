@@ -6,7 +6,7 @@
 namespace parity::agent {
 
 BufferPool::~BufferPool() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   for (auto& [size, buffers] : free_) {
     for (void* b : buffers) std::free(b);
   }
@@ -25,7 +25,7 @@ void* BufferPool::Take(uint64_t bytes, uint64_t* capacity) {
   const uint64_t size = ClassOf(bytes);
   *capacity = size;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = free_.find(size);
     if (it != free_.end() && !it->second.empty()) {
       void* b = it->second.back();
@@ -45,7 +45,7 @@ void BufferPool::Give(void* buffer, uint64_t capacity) {
   if (buffer == nullptr) return;
   std::vector<void*> evicted;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (capacity > max_cached_) {
       ++stats_.freed;
       evicted.push_back(buffer);
@@ -63,7 +63,7 @@ void BufferPool::Give(void* buffer, uint64_t capacity) {
 void BufferPool::SetMaxCached(uint64_t max_cached_bytes) {
   std::vector<void*> evicted;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     max_cached_ = max_cached_bytes;
     EvictDownTo(max_cached_, &evicted);
   }
@@ -85,7 +85,7 @@ void BufferPool::EvictDownTo(uint64_t target, std::vector<void*>* evicted) {
 }
 
 BufferPool::Stats BufferPool::stats() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return stats_;
 }
 

@@ -12,10 +12,8 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <vector>
-
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 
 namespace parity::agent {
 
@@ -45,11 +43,13 @@ class BufferPool {
  private:
   // Frees (into `evicted`, to be freed outside the lock) the largest cached buffers until at
   // most `target` bytes stay cached.
-  void EvictDownTo(uint64_t target, std::vector<void*>* evicted) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  uint64_t max_cached_ ABSL_GUARDED_BY(mu_);
-  mutable absl::Mutex mu_;
-  std::map<uint64_t, std::vector<void*>> free_ ABSL_GUARDED_BY(mu_);
-  Stats stats_ ABSL_GUARDED_BY(mu_);
+  // (The torch half includes no abseil header, so std::mutex and no annotations: the members
+  // below are guarded by mu_, and EvictDownTo runs with it held.)
+  void EvictDownTo(uint64_t target, std::vector<void*>* evicted);
+  uint64_t max_cached_;
+  mutable std::mutex mu_;
+  std::map<uint64_t, std::vector<void*>> free_;
+  Stats stats_;
 };
 
 }  // namespace parity::agent

@@ -1,14 +1,14 @@
 #include "agent/call_encoder.h"
 
-#include <ATen/core/dispatch/Dispatcher.h>
-#include <c10/core/impl/VirtualGuardImpl.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/slice.h>
 
 #include <optional>
 #include <set>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
-#include "common/torch/value_codec.h"
+#include "common/wire/fields.h"
 
 namespace parity::agent {
 namespace {
@@ -27,22 +27,34 @@ std::shared_ptr<v1::AgentMessage> Chunk(uint64_t id, uint64_t total, uint64_t of
 }
 
 // Collects the payloads of tensors too large to inline, and names payloads sent before when the
-// connection keeps them.
-class BlobCollector : public common::BlobSink {
+// connection keeps them. The torch half's encoder reaches it through a parity_blob_sink.
+class BlobCollector {
  public:
-  BlobCollector(uint64_t* next_id, SentPayloads* sent, EncodedCall* out, v1::ApiCall* call)
-      : next_id_(next_id), sent_(sent), out_(out), call_(call) {}
-  uint64_t AddBlob(std::string payload) override {
+  BlobCollector(uint64_t* next_id, SentPayloads* sent, EncodedCall* out)
+      : next_id_(next_id), sent_(sent), out_(out) {}
+
+  parity_blob_sink AsSink() {
+    parity_blob_sink sink;
+    sink.ctx = this;
+    sink.add_blob = [](void* ctx, const void* bytes, uint64_t size) {
+      return static_cast<BlobCollector*>(ctx)->AddBlob(
+          std::string_view(static_cast<const char*>(bytes), size));
+    };
+    sink.add_reusable = [](void* ctx, const void* bytes, uint64_t size) {
+      return static_cast<BlobCollector*>(ctx)->AddReusable(
+          std::string_view(static_cast<const char*>(bytes), size));
+    };
+    return sink;
+  }
+
+  uint64_t AddBlob(std::string_view bytes) {
     EncodedCall::Blob& blob = NewBlob(false);
-    if (payload.size() <= kChunkBytes) {  // one chunk: moved, not copied
-      const uint64_t total = payload.size();
-      blob.chunks.push_back(Chunk(blob.id, total, 0, std::move(payload), false));
-    } else {
-      Slice(blob, payload);
-    }
+    Slice(blob, bytes);
     return blob.id;
   }
-  uint64_t AddReusable(absl::string_view bytes) override {
+
+  uint64_t AddReusable(std::string_view view) {
+    const absl::string_view bytes(view.data(), view.size());
     const bool keepable = sent_ != nullptr && sent_->Keepable(bytes.size());
     uint64_t hash = 0;
     if (keepable) {
@@ -50,19 +62,19 @@ class BlobCollector : public common::BlobSink {
       bool earlier = false;
       if (std::optional<uint64_t> id = sent_->Find(bytes, hash, &earlier)) {
         out_->reused_bytes += bytes.size();
-        if (earlier && listed_.insert(*id).second) call_->add_kept_blob_ids(*id);
+        if (earlier && listed_.insert(*id).second) out_->call.add_kept_blob_ids(*id);
         return *id;
       }
     }
     EncodedCall::Blob& blob = NewBlob(keepable);
     if (!keepable || bytes.size() <= kChunkBytes) {
-      Slice(blob, bytes);
+      Slice(blob, view);
       // The table keeps the copy that is sent (not the snapshot, which goes back to the pool);
       // a chunk's bytes never change once made.
       if (keepable)
         sent_->Add(blob.id, blob.chunks.front()->chunk().data(), hash, blob.chunks.front());
     } else {
-      auto payload = std::make_shared<const std::string>(bytes);
+      auto payload = std::make_shared<const std::string>(view);
       sent_->Add(blob.id, *payload, hash, payload);
       Slice(blob, *payload);
     }
@@ -78,49 +90,81 @@ class BlobCollector : public common::BlobSink {
     return blob;
   }
   // `bytes` as chunks of kChunkBytes (copies).
-  static void Slice(EncodedCall::Blob& blob, absl::string_view bytes) {
-    for (std::size_t off = 0; off < bytes.size(); off += kChunkBytes) {
+  static void Slice(EncodedCall::Blob& blob, std::string_view bytes) {
+    for (std::size_t off = 0; off < bytes.size() || off == 0; off += kChunkBytes) {
       blob.chunks.push_back(Chunk(blob.id, bytes.size(), off,
                                   std::string(bytes.substr(off, kChunkBytes)), blob.keep));
+      if (bytes.empty()) break;
     }
   }
 
   uint64_t* next_id_;
   SentPayloads* sent_;
   EncodedCall* out_;
-  v1::ApiCall* call_;
   std::set<uint64_t> listed_;
 };
 
-// Waits, on this (the sender's) thread, for the call's device-side snapshots, then copies them
-// to the host.
-void CopyToHost(CapturedCall& call) {
-  if (!call.device_ready) return;
-  try {
-    // The sender's stream on that device waits for the training stream's event; the blocking
-    // copy to the host below then runs after the snapshots.
-    const c10::Event& ready = *call.device_ready;
-    c10::impl::VirtualGuardImpl impl(ready.device_type());
-    ready.block(impl.getStream(c10::Device(ready.device_type(), ready.device_index())));
-    for (auto* values : {&call.inputs, &call.outputs}) {
-      for (c10::IValue& v : *values) v = ToHost(v);
-    }
-  } catch (const std::exception& e) {
-    common::LogWarning(
-        absl::StrCat("device copy failed for ", call.meta.op_name(), ": ", e.what()));
+void PutVarint(uint64_t v, std::string* out) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>((v & 0x7F) | 0x80));
+    v >>= 7;
   }
-  call.device_ready.reset();
+  out->push_back(static_cast<char>(v));
 }
 
 }  // namespace
 
+EncodedCall& EncodedCall::operator=(EncodedCall&& other) noexcept {
+  if (this == &other) return *this;
+  ReleaseValues();
+  call = std::move(other.call);
+  values = other.values;
+  other.values = parity_bytes{};
+  blobs = std::move(other.blobs);
+  release = std::move(other.release);
+  reused_bytes = other.reused_bytes;
+  with_data = other.with_data;
+  return *this;
+}
+
+void EncodedCall::ReleaseValues() {
+  if (values.release != nullptr) values.release(values.owner);
+  values = parity_bytes{};
+}
+
+grpc::ByteBuffer EncodedCall::TakeMessage() {
+  // AgentMessage{call = record + values}: the values' fields (inputs 12, outputs 13) follow the
+  // record's in the ApiCall; protobuf takes fields in any order.
+  std::string head;
+  const std::string record = call.SerializeAsString();
+  PutVarint((uint64_t{wire::kAgentMessageCall} << 3) | 2, &head);
+  PutVarint(record.size() + values.size, &head);
+  head += record;
+  if (values.size == 0) {
+    ReleaseValues();
+    grpc::Slice slice(head);
+    return grpc::ByteBuffer(&slice, 1);
+  }
+  grpc::Slice slices[2] = {grpc::Slice(head), grpc::Slice()};
+  // The values go from the torch half's buffer; it is released when gRPC is done with it.
+  auto* owned = new parity_bytes(values);
+  values = parity_bytes{};
+  slices[1] = grpc::Slice(
+      const_cast<char*>(owned->data), owned->size,
+      [](void* p) {
+        auto* b = static_cast<parity_bytes*>(p);
+        if (b->release != nullptr) b->release(b->owner);
+        delete b;
+      },
+      owned);
+  return grpc::ByteBuffer(slices, 2);
+}
+
 EncodedCall EncodeCall(CapturedCall& call, const CallEncoding& encoding, uint64_t* next_blob_id) {
-  CopyToHost(call);
   EncodedCall out;
-  out.message = std::make_shared<v1::AgentMessage>();
-  v1::ApiCall* a = out.message->mutable_call();
-  *a = call.meta;
-  BlobCollector sink(next_blob_id, encoding.sent, &out, a);
+  out.call = call.meta;
+  if (!call.has_values) return out;  // a record only (its skip_reason says why)
+  BlobCollector collector(next_blob_id, encoding.sent, &out);
   // Whatever ends the encoding early (an exception included) forgets this call's tentative
   // payloads: the table never names a blob that was not sent.
   struct AbortUnlessCommitted {
@@ -130,36 +174,30 @@ EncodedCall EncodeCall(CapturedCall& call, const CallEncoding& encoding, uint64_
       if (sent != nullptr && !committed) sent->AbortCall();
     }
   } guard{encoding.sent};
-  common::EncodeOptions opts;
-  opts.max_inline_tensor_bytes = encoding.max_inline_tensor_bytes;
-  opts.max_tensor_bytes = encoding.max_tensor_bytes;
-  opts.blob_sink = &sink;
-  opts.reuse_min_bytes = encoding.sent != nullptr ? kReuseMinBytes : 0;
-  opts.compute_crc32c = encoding.checksum;
-  opts.accepted_dtypes = encoding.accepted_dtypes;
-  // The schema's argument types tell an int that is really a dtype, layout or memory format.
-  const c10::FunctionSchema* schema = nullptr;
-  auto handle = c10::Dispatcher::singleton().findSchema(
-      c10::OperatorName(call.meta.op_name(), call.meta.overload()));
-  if (handle) schema = &handle->schema();
-  absl::Status s;
-  for (std::size_t i = 0; i < call.inputs.size() && s.ok(); ++i) {
-    const c10::Type* hint = schema && i < schema->arguments().size()
-                                ? schema->arguments()[i].real_type().get()
-                                : nullptr;
-    s = common::EncodeValue(call.inputs[i], hint, opts, absl::StrCat("inputs[", i, "]"),
-                            a->add_inputs());
+  parity_encode_limits limits{};
+  limits.size = sizeof(limits);
+  limits.max_inline_tensor_bytes = encoding.max_inline_tensor_bytes;
+  limits.max_tensor_bytes = encoding.max_tensor_bytes;
+  limits.reuse_min_bytes = encoding.sent != nullptr ? kReuseMinBytes : 0;
+  limits.checksum = encoding.checksum ? 1 : 0;
+  if (encoding.accepted_dtypes != nullptr) {
+    limits.accepted_dtypes = encoding.accepted_dtypes->data();
+    limits.accepted_dtype_count = encoding.accepted_dtypes->size();
   }
-  for (std::size_t i = 0; i < call.outputs.size() && s.ok(); ++i) {
-    s = common::EncodeValue(call.outputs[i], nullptr, opts, absl::StrCat("outputs[", i, "]"),
-                            a->add_outputs());
-  }
-  if (!s.ok()) {
+  const parity_blob_sink sink = collector.AsSink();
+  char error[512] = {0};
+  parity_bytes values{};
+  const int code =
+      call.values.encode != nullptr
+          ? call.values.encode(call.values.ctx, &limits, &sink, &values, error, sizeof(error))
+          : 13;
+  out.values = values;
+  if (code != 0) {
     // Still sent, without data, so the result files show the call and why it was not checked.
-    a->clear_inputs();
-    a->clear_outputs();
-    a->clear_kept_blob_ids();
-    a->set_skip_reason(absl::StrCat("the agent could not send this call: ", s.message()));
+    out.ReleaseValues();
+    out.call.clear_kept_blob_ids();
+    out.call.set_skip_reason(absl::StrCat("the agent could not send this call: ",
+                                          call.values.encode != nullptr ? error : "no encoder"));
     out.blobs.clear();
     out.reused_bytes = 0;
     out.with_data = false;

@@ -5,10 +5,8 @@
 #include "agent/server_list.h"
 #include "agent/thread_priority.h"
 
-#include <ATen/detail/CUDAHooksInterface.h>
 #include <grpcpp/grpcpp.h>
 #include <pthread.h>
-#include <torch/version.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,7 +20,6 @@
 #include "common/log.h"
 #include "common/net.h"
 #include "common/tls.h"
-#include "common/torch/generator_state.h"
 #include "common/wire.h"
 #include "parity/v1/parity.grpc.pb.h"
 
@@ -31,24 +28,9 @@
 #endif
 
 namespace parity::agent {
-namespace {
 
-// The device this process trains on, as Hello names it: the accelerator its libtorch has (an
-// NPU is libtorch's PrivateUse1 backend, named by torch_npu), else "cpu".
-std::string ProcessDeviceType() {
-#if TORCH_VERSION_MAJOR >= 2
-  const std::string private_use = c10::get_privateuse1_backend(/*lower_case=*/true);
-  if (private_use != "privateuseone") return private_use;  // a backend registered its name
-#endif
-  if (at::detail::getCUDAHooks().hasCUDA() && at::detail::getCUDAHooks().getNumGPUs() > 0) {
-    return "cuda";
-  }
-  return "cpu";
-}
-
-}  // namespace
-
-SenderOptions SenderOptionsFor(const common::AgentConfig& c) {
+SenderOptions SenderOptionsFor(const common::AgentConfig& c, const std::string& framework_version,
+                               const std::string& device_type) {
   const common::AgentOptions& o = c.parity;
   SenderOptions s;
   s.host = c.host;
@@ -81,8 +63,8 @@ SenderOptions SenderOptionsFor(const common::AgentConfig& c) {
   h.set_hostname(host);
   h.set_pid(::getpid());
   h.set_agent_version(PARITY_VERSION);
-  h.set_framework_version(absl::StrCat("torch ", common::TorchVersion()));
-  h.set_device_type(ProcessDeviceType());
+  h.set_framework_version(framework_version);
+  h.set_device_type(device_type);
   h.set_config_digest(common::AgentConfigDigest(c));
   // The server may answer with VerdictBatches; parity.batch_calls 1 asks for every message
   // alone, both ways.
@@ -147,7 +129,7 @@ void Sender::LogOnce(const std::string& message, common::LogLevel level) {
 }
 
 void Sender::Run() {
-  MarkAgentThread();
+  if (options_.enter_thread) options_.enter_thread();
 #if defined(__linux__)
   pthread_setname_np(pthread_self(), "parity-sender");  // in top, perf and gdb
 #endif
@@ -402,7 +384,7 @@ bool Sender::Handshake(std::unique_ptr<Connection>& c) {
       info.max_message_bytes() > 0 ? info.max_message_bytes() / 2 : uint64_t{1} << 20;
   accepts_batches_ = info.accepts_batches();
   accepted_dtypes_.clear();
-  for (int d : info.accepted_dtypes()) accepted_dtypes_.push_back(static_cast<v1::DType>(d));
+  for (int d : info.accepted_dtypes()) accepted_dtypes_.push_back(d);
   // Equal payloads named again: a fresh table per stream, within the server's cap.
   const uint64_t keep = std::min<uint64_t>(options_.reuse_bytes, info.kept_blob_bytes());
   if (keep > 0) c->sent = std::make_unique<SentPayloads>(keep);
@@ -585,7 +567,7 @@ std::size_t Sender::SendCalls(std::vector<std::unique_ptr<CapturedCall>>& calls)
         if (!add(SerializeForWrite(std::move(chunk)))) return written;
       }
     }
-    if (!add(SerializeForWrite(std::move(encoded.message)))) return written;
+    if (!add(encoded.TakeMessage())) return written;
     completed.push_back(encoded.with_data);
   }
   // Held back only while another call is queued: the sender pops it next, and its write (or,

@@ -13,8 +13,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "agent/agent_hook.h"
 #include "agent/bounded_queue.h"
+#include "agent/captured_call.h"
 #include "agent/counters.h"
 #include "agent/server_list.h"
 #include "common/config.h"
@@ -55,11 +55,16 @@ struct SenderOptions {
   uint64_t max_tensor_bytes = uint64_t{256} << 20;
   uint64_t reuse_bytes = uint64_t{256} << 20;  // equal payloads named again (0: off)
   bool checksum = false;
+  // Runs first on the sender thread (the torch half's work there is never captured).
+  std::function<void()> enter_thread;
   v1::Hello hello;  // this process: sent at every connection (protocol version filled in)
 };
 // The sender's part of an agent configuration, and this process's identity (run id, versions,
-// device type, config digest; the caller sets rank, world size and local rank).
-SenderOptions SenderOptionsFor(const common::AgentConfig& config);
+// config digest; `framework_version` "torch 2.1.0" and `device_type` "npu" come from the torch
+// half; the caller sets rank, world size and local rank).
+SenderOptions SenderOptionsFor(const common::AgentConfig& config,
+                               const std::string& framework_version,
+                               const std::string& device_type);
 
 class Sender {
  public:
@@ -122,10 +127,10 @@ class Sender {
   std::thread thread_;
   uint64_t max_inline_bytes_ = 0;                      // from ServerInfo
   std::shared_ptr<const common::RevocationList> crl_;  // crl.pem: servers refused
-  uint64_t max_tensor_bytes_ = 0;       // the agent's and the server's, whichever is smaller
-  uint64_t max_batch_bytes_ = 1 << 20;  // a MessageBatch's size at most (ServerInfo's limit / 2)
-  bool accepts_batches_ = false;        // ServerInfo.accepts_batches
-  std::vector<v1::DType> accepted_dtypes_;  // the server's; empty: any
+  uint64_t max_tensor_bytes_ = 0;         // the agent's and the server's, whichever is smaller
+  uint64_t max_batch_bytes_ = 1 << 20;    // a MessageBatch's size at most (ServerInfo's limit / 2)
+  bool accepts_batches_ = false;          // ServerInfo.accepts_batches
+  std::vector<int32_t> accepted_dtypes_;  // the server's; empty: any
   uint64_t next_blob_ = 0;
   bool unflushed_ = false;  // the last write went with `more`
   bool ever_connected_ = false;

@@ -2,15 +2,19 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "agent/sender.h"
 #include "common/log.h"
 #include "common/naming.h"
+#include "common/random_ops.h"
 #include "common/skip_list.h"
 
 namespace parity::agent {
@@ -24,22 +28,6 @@ int32_t EnvInt(const char* name, int32_t fallback) {
   char* end = nullptr;
   const long n = std::strtol(v, &end, 10);  // NOLINT(runtime/int)
   return end != nullptr && *end == '\0' && n >= 0 ? static_cast<int32_t>(n) : fallback;
-}
-
-// op, overload, then dtype and shape of each tensor argument: what the per-signature budget
-// counts.
-std::string Signature(const CallSite& site) {
-  std::string s = absl::StrCat(site.op, ".", site.overload);
-  for (const c10::IValue& v : site.inputs) {
-    if (v.isTensor() && v.toTensor().defined()) {
-      const at::Tensor& t = v.toTensor();
-      absl::StrAppend(&s, "|", static_cast<int>(t.scalar_type()), ":");
-      for (int64_t d : t.sizes()) absl::StrAppend(&s, d, ",");
-    } else if (v.isScalar()) {
-      absl::StrAppend(&s, "|s");
-    }
-  }
-  return s;
 }
 
 // "aten::linear.1.backward.2" -> "aten::linear": a log key per op, whatever its call.
@@ -57,22 +45,28 @@ std::string OpOfApiName(const std::string& api) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Session>> Session::Create(common::AgentConfig config) {
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(common::AgentConfig config,
+                                                         const parity_host& host) {
   if (absl::Status s = common::ValidateAgentConfig(config); !s.ok()) return s;
   if (config.parity.run_id.empty()) {
     config.parity.run_id = absl::StrCat("run-", std::time(nullptr), "-", ::getpid());
   }
-  return std::unique_ptr<Session>(new Session(std::move(config)));
+  return std::unique_ptr<Session>(new Session(std::move(config), host));
 }
 
-Session::Session(common::AgentConfig config)
+Session::Session(common::AgentConfig config, const parity_host& host)
     : config_(std::move(config)),
       rank_(EnvInt("RANK", 0)),
       rank_selected_(CallFilter(config_).RankSelected(rank_)),
       filter_(config_),
       scope_(config_.scope),
       budget_(config_.parity.max_checks_per_signature,
-              config_.parity.budget_period == common::BudgetPeriod::kStep) {}
+              config_.parity.budget_period == common::BudgetPeriod::kStep) {
+  std::memcpy(&host_, &host, std::min<std::size_t>(sizeof(host_), host.size));
+  host_.size = sizeof(host_);
+  framework_version_ = host_.framework_version != nullptr ? host_.framework_version : "";
+  device_type_ = host_.device_type != nullptr && *host_.device_type ? host_.device_type : "cpu";
+}
 
 Session::~Session() { Close(); }
 
@@ -96,7 +90,10 @@ void Session::Start() {
       }
       world = rank_ + 1;
     }
-    SenderOptions options = SenderOptionsFor(config_);
+    SenderOptions options = SenderOptionsFor(config_, framework_version_, device_type_);
+    options.enter_thread = [this] {
+      if (host_.enter_agent_thread != nullptr) host_.enter_agent_thread(host_.ctx);
+    };
     v1::Hello& hello = options.hello;
     hello.set_rank(rank_);
     hello.set_world_size(world);
@@ -160,13 +157,10 @@ void Session::UpdateHook() {
   // counted by the optimizer scopes it observes.
   const bool want = running_ && !ended_.load() && rank_selected_ &&
                     (!explicit_steps_.load() || filter_.StepSelected(names_.step()));
-  if (want && hook_ == 0) {
-    ConfigureSnapshotPool(config_.parity.snapshot_pool_bytes);
-    hook_ = InstallHook(this);
-  } else if (!want && hook_ != 0) {
-    RemoveHook(hook_);
-    hook_ = 0;
+  if (want != hook_on_ && host_.set_capture != nullptr) {
+    host_.set_capture(host_.ctx, want ? 1 : 0, config_.parity.snapshot_pool_bytes);
   }
+  hook_on_ = want;
 }
 
 void Session::EndAfterLastStep() {
@@ -213,7 +207,16 @@ void Session::WarnAboutUnknownNames() {
       config_.parity.black_list.empty()) {
     return;
   }
-  const common::OpNameIndex known(RegisteredOpNames());
+  std::vector<std::string> ops;
+  if (host_.registered_ops != nullptr) {
+    if (char* text = host_.registered_ops(host_.ctx)) {
+      for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+        ops.emplace_back(line);
+      }
+      if (host_.free_text != nullptr) host_.free_text(host_.ctx, text);
+    }
+  }
+  const common::OpNameIndex known(ops);
   std::vector<std::string> lines = filter_.UnknownNames(known);
   for (std::string& line : scope_.UnknownNames(known)) lines.push_back(std::move(line));
   for (const std::string& line : lines) common::LogWarning(line);
@@ -246,20 +249,25 @@ void Session::LogSummary() {
       c.unreadable > 0 ? absl::StrCat("; ", c.unreadable, " unreadable server messages") : ""));
 }
 
-bool Session::Begin(const CallSite& site, v1::ApiCall* meta) {
-  if (site.backward && !config_.parity.capture_backward) return false;
+std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint32_t* flags) {
+  *flags = 0;
+  if (site.backward && !config_.parity.capture_backward) return nullptr;
   const int64_t step = names_.step();
-  if (!filter_.StepSelected(step)) return false;
-  meta->set_op_name(site.op);
-  meta->set_overload(site.overload);
+  if (!filter_.StepSelected(step)) return nullptr;
+  auto call = std::make_unique<CapturedCall>();
+  v1::ApiCall* meta = &call->meta;
+  const std::string op = site.op != nullptr ? site.op : "";
+  const std::string module = site.module != nullptr ? site.module : "";
+  meta->set_op_name(op);
+  meta->set_overload(site.overload != nullptr ? site.overload : "");
   meta->set_step(step);
   meta->set_phase(site.backward ? v1::PHASE_BACKWARD : v1::PHASE_FORWARD);
-  meta->set_in_optimizer(site.in_optimizer);
-  meta->set_module_path(site.module);
+  meta->set_in_optimizer(site.in_optimizer != 0);
+  meta->set_module_path(module);
   // Named before the filters decide: forward calls are linked even when not checked, so that
   // backward names stay right.
   if (site.backward) {
-    meta->set_autograd_node(site.node);
+    meta->set_autograd_node(site.node != nullptr ? site.node : "");
     meta->set_autograd_sequence_nr(site.node_sequence_nr);
     CallNames::Forward fwd;
     if (names_.LinkBackward(site.node_sequence_nr, &fwd)) {
@@ -267,35 +275,37 @@ bool Session::Begin(const CallSite& site, v1::ApiCall* meta) {
       meta->set_forward_overload(fwd.overload);
       meta->set_call_index(fwd.call_index);
       meta->set_backward_index(fwd.backward_calls);
-      if (site.module.empty()) meta->set_module_path(fwd.module);
+      if (module.empty()) meta->set_module_path(fwd.module);
     } else {
-      meta->set_call_index(names_.NextCallIndex(site.op));
+      meta->set_call_index(names_.NextCallIndex(op));
     }
   } else {
-    meta->set_call_index(names_.NextCallIndex(site.op));
+    meta->set_call_index(names_.NextCallIndex(op));
     names_.RecordForward(site.forward_sequence_nr,
-                         {site.op, site.overload, meta->call_index(), 0, site.module});
+                         {op, meta->overload(), meta->call_index(), 0, module});
   }
-  if (!filter_.CallSelected(*meta)) return false;
-  if (!scope_.Selected(*meta)) return false;
+  if (!filter_.CallSelected(*meta)) return nullptr;
+  if (!scope_.Selected(*meta)) return nullptr;
   meta->set_capture_unix_nanos(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count());
-  if (common::IsCommunicationOp(site.op)) {  // counted, logged once per op, never copied
+  if (common::IsCommunicationOp(op)) {  // counted, logged once per op, never copied
     counters_.Captured();
     counters_.Dropped(DropReason::kCommunication);
-    NoteCommunicationOp(site.op);
-    return false;
+    NoteCommunicationOp(op);
+    return nullptr;
   }
-  if (std::string skip = common::SkipReasonForOp(site.op); !skip.empty()) {
+  if (std::string skip = common::SkipReasonForOp(op); !skip.empty()) {
     meta->set_skip_reason(std::move(skip));  // sent without values: the server reports SKIP
-    return true;
+    return call;
   }
-  if (!budget_.unlimited() && !budget_.Take(Signature(site))) {
+  if (!budget_.unlimited() && !budget_.Take(site.signature != nullptr ? site.signature : op)) {
     counters_.SampledOut();
-    return false;
+    return nullptr;
   }
-  return true;
+  *flags = PARITY_CALL_WITH_VALUES;
+  if (common::RandomFamilyOf(op) != common::RandomFamily::kNone) *flags |= PARITY_CALL_RANDOM;
+  return call;
 }
 
 void Session::NoteCommunicationOp(const std::string& op) {

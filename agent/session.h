@@ -7,7 +7,8 @@
 //   Step()   advances the step whether capturing or not;
 // and the session ends at Close() (or process exit), or once the step passes the last step the
 // config's `step` lists (msprobe's rule): then capture stops for good and what is queued is
-// delivered in the background. Implements the hook's CaptureSink. Thread-safe.
+// delivered in the background. Torch-free: the hook and the snapshots are the torch half's, which
+// reaches the session through parity/transport.h (agent/transport_capi.cc). Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -19,22 +20,25 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "agent/agent_hook.h"
 #include "agent/call_names.h"
+#include "agent/captured_call.h"
 #include "agent/counters.h"
 #include "agent/filters.h"
 #include "common/config.h"
 #include "parity/agent.h"
+#include "parity/transport.h"
 
 namespace parity::agent {
 
 class Sender;
 
-class Session final : public CaptureSink {
+class Session {
  public:
-  // Validates the configuration and fills in a run id when it has none.
-  static absl::StatusOr<std::unique_ptr<Session>> Create(common::AgentConfig config);
-  ~Session() override;  // Close()
+  // Validates the configuration and fills in a run id when it has none. `host`: what the session
+  // asks of the process (copied; its callbacks must outlive the session).
+  static absl::StatusOr<std::unique_ptr<Session>> Create(common::AgentConfig config,
+                                                         const parity_host& host);
+  ~Session();  // Close()
 
   void Start();
   void Stop();
@@ -54,14 +58,18 @@ class Session final : public CaptureSink {
   bool ended() const;
   const common::AgentConfig& config() const { return config_; }
 
-  // CaptureSink (training threads).
-  bool Begin(const CallSite& site, v1::ApiCall* meta) override;
-  bool Admit(uint64_t bytes) override;
-  void Capture(std::unique_ptr<CapturedCall> call) override;
-  void OptimizerStepDone() override;
+  // Training threads (parity/transport.h says what each does).
+  // Names the call and decides whether to capture it: null if not; else the call with its
+  // metadata, and in `flags` what to attach (PARITY_CALL_*).
+  std::unique_ptr<CapturedCall> Begin(const parity_call_site& site, uint32_t* flags);
+  bool Admit(uint64_t bytes);
+  void Capture(std::unique_ptr<CapturedCall> call);
+  void OptimizerStepDone();
+  bool wants_signatures() const { return !budget_.unlimited(); }
+  int32_t rank() const { return rank_; }
 
  private:
-  explicit Session(common::AgentConfig config);
+  Session(common::AgentConfig config, const parity_host& host);
   void NewStep();
   // Installs the hook when capture is wanted now (running, not ended, and this step selected
   // or steps counted by the optimizer), removes it otherwise.
@@ -72,6 +80,8 @@ class Session final : public CaptureSink {
   void WarnAboutUnknownNames();
   void NoteCommunicationOp(const std::string& op);  // logs each op once
 
+  parity_host host_{};
+  std::string framework_version_, device_type_;  // host_'s strings, kept
   absl::Mutex communication_mu_;
   std::set<std::string> communication_ops_ ABSL_GUARDED_BY(communication_mu_);
   const common::AgentConfig config_;
@@ -91,8 +101,8 @@ class Session final : public CaptureSink {
   mutable absl::Mutex mu_;
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t hook_ ABSL_GUARDED_BY(mu_) = 0;   // the installed hook's handle, 0 when none
-  std::thread closer_ ABSL_GUARDED_BY(mu_);  // delivers after the last configured step
+  bool hook_on_ ABSL_GUARDED_BY(mu_) = false;  // the host was told to capture
+  std::thread closer_ ABSL_GUARDED_BY(mu_);    // delivers after the last configured step
   bool summarised_ ABSL_GUARDED_BY(mu_) = false;
   std::string first_error_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, bool> logged_error_ops_ ABSL_GUARDED_BY(mu_);

@@ -12,21 +12,24 @@ endfunction()
 # parity_torch_target(<target>): marks a target as one of the few that include libtorch headers.
 # They share one precompiled header so each torch translation unit costs seconds, not tens.
 # Libraries (-fPIC) and executables (-fPIE) cannot share a precompiled header, so there is one of
-# each: parity_codec owns the library one, parity_torch_pch_holder (an empty program) the other.
+# each: parity_torch_wire owns the library one, parity_torch_pch_holder (an empty program) the other.
 function(parity_torch_target target)
   target_link_libraries(${target} PUBLIC ${TORCH_LIBRARIES})
+  if(PARITY_TORCH_CXX_FLAGS)
+    target_compile_options(${target} PRIVATE ${PARITY_TORCH_CXX_FLAGS})
+  endif()
   get_target_property(_type ${target} TYPE)
   if(_type STREQUAL "EXECUTABLE")
     if(NOT TARGET parity_torch_pch_holder)
       add_executable(parity_torch_pch_holder ${PROJECT_SOURCE_DIR}/cmake/empty_main.cc)
-      target_link_libraries(parity_torch_pch_holder PRIVATE parity_codec)
+      target_link_libraries(parity_torch_pch_holder PRIVATE parity_torch_wire)
       parity_warnings(parity_torch_pch_holder)
       target_precompile_headers(parity_torch_pch_holder
                                 PRIVATE ${PROJECT_SOURCE_DIR}/common/torch/torch_pch.h)
     endif()
     target_precompile_headers(${target} REUSE_FROM parity_torch_pch_holder)
-  elseif(TARGET parity_codec AND NOT target STREQUAL "parity_codec")
-    target_precompile_headers(${target} REUSE_FROM parity_codec)
+  elseif(TARGET parity_torch_wire AND NOT target STREQUAL "parity_torch_wire")
+    target_precompile_headers(${target} REUSE_FROM parity_torch_wire)
   else()
     target_precompile_headers(${target} PRIVATE ${PROJECT_SOURCE_DIR}/common/torch/torch_pch.h)
   endif()

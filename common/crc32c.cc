@@ -26,7 +26,7 @@ constexpr Tables kTables;
 
 }  // namespace
 
-uint32_t Crc32c(absl::string_view data, uint32_t crc) {
+uint32_t Crc32c(std::string_view data, uint32_t crc) {
   const auto* p = reinterpret_cast<const unsigned char*>(data.data());
   std::size_t n = data.size();
   const auto& t = kTables.t;

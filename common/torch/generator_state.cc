@@ -10,21 +10,6 @@
 
 namespace parity::common {
 
-std::string TorchVersion() {
-  return absl::StrCat(TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR, ".", TORCH_VERSION_PATCH);
-}
-
-std::string GeneratorStateBytes(at::Generator gen) {
-  at::Tensor state;
-  {
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    state = gen.get_state();
-  }
-  state = state.contiguous();
-  return std::string(static_cast<const char*>(state.data_ptr()),
-                     static_cast<std::size_t>(state.numel() * state.element_size()));
-}
-
 v1::GeneratorState ReadGeneratorState(at::Generator gen) {
   v1::GeneratorState s;
   s.set_device_type(c10::DeviceTypeName(gen.device().type(), /*lower_case=*/true));
@@ -35,12 +20,13 @@ v1::GeneratorState ReadGeneratorState(at::Generator gen) {
 }
 
 absl::StatusOr<at::Generator> DefaultGenerator(const c10::Device& device) {
-  try {
-    return at::globalContext().defaultGenerator(device);
-  } catch (const std::exception& e) {
+  std::string error;
+  std::optional<at::Generator> gen = DefaultGeneratorOf(device, &error);
+  if (!gen) {
     return absl::UnimplementedError(
-        absl::StrCat("no default generator for ", device.str(), ": ", e.what()));
+        absl::StrCat("no default generator for ", device.str(), ": ", error));
   }
+  return *gen;
 }
 
 absl::Status WriteGeneratorState(at::Generator gen, const std::string& state) {

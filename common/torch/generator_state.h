@@ -10,12 +10,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/torch/generator_read.h"
 #include "parity/v1/parity.pb.h"
 
 namespace parity::common {
-
-// The libtorch version this binary was built against: "1.13.1".
-std::string TorchVersion();
 
 // `gen`'s state, read under its lock, with its device and this libtorch's version.
 v1::GeneratorState ReadGeneratorState(at::Generator gen);
@@ -27,8 +25,5 @@ absl::StatusOr<at::Generator> DefaultGenerator(const c10::Device& device);
 // Writes `state` (a GeneratorState.state) into `gen` under its lock. libtorch checks the size
 // and layout; its refusal comes back as INVALID_ARGUMENT with its text.
 absl::Status WriteGeneratorState(at::Generator gen, const std::string& state);
-
-// `gen`'s raw state bytes, read under its lock (for restoring it after a replay).
-std::string GeneratorStateBytes(at::Generator gen);
 
 }  // namespace parity::common

@@ -8,8 +8,8 @@
 
 namespace parity::common {
 
-v1::TensorStats TensorStatistics(const at::Tensor& tensor) {
-  v1::TensorStats stats;
+TensorStatsValues TensorStatistics(const at::Tensor& tensor) {
+  TensorStatsValues stats;
   at::Tensor flat = tensor.detach().reshape({-1});
   if (flat.is_complex()) flat = at::view_as_real(flat).reshape({-1});
   const int64_t n = flat.numel();
@@ -31,13 +31,14 @@ v1::TensorStats TensorStatistics(const at::Tensor& tensor) {
     sum += f.sum().item<double>();
     sum_sq += (f * f).sum().item<double>();
   }
-  stats.set_nan_count(static_cast<uint64_t>(nans));
-  stats.set_inf_count(static_cast<uint64_t>(infs));
+  stats.nan_count = static_cast<uint64_t>(nans);
+  stats.inf_count = static_cast<uint64_t>(infs);
   if (finite > 0) {
-    stats.set_min(min);
-    stats.set_max(max);
-    stats.set_mean(sum / static_cast<double>(finite));
-    stats.set_l2_norm(std::sqrt(sum_sq));
+    stats.any_finite = true;
+    stats.min = min;
+    stats.max = max;
+    stats.mean = sum / static_cast<double>(finite);
+    stats.l2_norm = std::sqrt(sum_sq);
   }
   return stats;
 }

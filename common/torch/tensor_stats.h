@@ -1,9 +1,9 @@
 // The summary of a tensor that travels in place of its contents when it is too large to send
 // (DATA_FORM_STATS_ONLY): the agent computes it of the device's tensor, the server of its bench
-// and golden outputs, the same way.
+// and golden outputs, the same way. No protobuf or abseil header (the agent's torch half uses it).
 #pragma once
 
-#include "parity/v1/parity.pb.h"
+#include <cstdint>
 
 namespace at {
 class Tensor;
@@ -11,9 +11,16 @@ class Tensor;
 
 namespace parity::common {
 
+// parity.v1.TensorStats's fields.
+struct TensorStatsValues {
+  bool any_finite = false;  // min, max, mean and l2_norm are set only then
+  double min = 0, max = 0, mean = 0, l2_norm = 0;
+  uint64_t nan_count = 0, inf_count = 0;
+};
+
 // Min, max, mean and L2 norm of the finite elements (as float64; complex tensors as their real
 // and imaginary parts), and the NaN and inf counts. Works in slices, so a huge tensor never needs
 // a float64 copy of itself. Any device; may throw c10::Error.
-v1::TensorStats TensorStatistics(const at::Tensor& tensor);
+TensorStatsValues TensorStatistics(const at::Tensor& tensor);
 
 }  // namespace parity::common

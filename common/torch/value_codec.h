@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "common/limits.h"
+#include "common/torch/wire_encoder.h"
 #include "parity/v1/parity.pb.h"
 
 namespace c10 {
@@ -21,16 +22,6 @@ struct Type;
 
 namespace parity::common {
 
-// Receives payloads of tensors too large to inline; returns the blob id the Tensor will refer to.
-class BlobSink {
- public:
-  virtual ~BlobSink() = default;
-  virtual uint64_t AddBlob(std::string payload) = 0;
-  // A payload the sink may send once and name again for equal bytes (EncodeOptions.
-  // reuse_min_bytes); valid only during the call. Default: a copy to AddBlob.
-  virtual uint64_t AddReusable(absl::string_view bytes) { return AddBlob(std::string(bytes)); }
-};
-
 // Looks up a blob (reassembled TensorChunks) by id; nullptr when unknown.
 class BlobSource {
  public:
@@ -38,28 +29,12 @@ class BlobSource {
   virtual const std::string* FindBlob(uint64_t blob_id) const = 0;
 };
 
-struct EncodeOptions {
-  // Tensors with a larger payload go to `blob_sink` (DATA_FORM_CHUNKED) if there is one.
-  uint64_t max_inline_tensor_bytes = uint64_t{16} << 20;
-  // Tensors with a larger payload, or larger than the inline limit without a sink, are sent as
-  // statistics only (DATA_FORM_STATS_ONLY).
-  uint64_t max_tensor_bytes = uint64_t{1} << 30;
-  BlobSink* blob_sink = nullptr;
-  // Tensors of this many payload bytes or more, up to max_tensor_bytes, go to the sink's
-  // AddReusable (DATA_FORM_CHUNKED) whatever the inline limit; 0: never.
-  uint64_t reuse_min_bytes = 0;
-  bool compute_crc32c = false;
-  uint32_t max_depth = 8;
-  // The dtypes the receiver accepts (ServerInfo.accepted_dtypes); null: any. A tensor of another
-  // dtype is UNIMPLEMENTED, naming it.
-  const std::vector<v1::DType>* accepted_dtypes = nullptr;
-};
-
-// Encodes `value` into `out`. `type_hint` (a schema argument's real_type(), may be null) lets an
-// int that is really a ScalarType, Layout or MemoryFormat travel as such. Tensors are copied to
-// host memory and made contiguous; conjugate/negative views are resolved. Values that cannot be
-// sent (generators, objects, sparse or quantized tensors) give UNIMPLEMENTED naming `path`.
-// Thread-safe; may throw nothing (libtorch errors become statuses).
+// Encodes `value` into `out`: common/torch/wire_encoder.h's EncodeValueWire, parsed (one encoder).
+// `type_hint` (a schema argument's real_type(), may be null) lets an int that is really a
+// ScalarType, Layout or MemoryFormat travel as such. Tensors are copied to host memory and made
+// contiguous; conjugate/negative views are resolved. Values that cannot be sent (generators,
+// objects, sparse or quantized tensors) give UNIMPLEMENTED naming `path`. Thread-safe; may throw
+// nothing (libtorch errors become statuses).
 absl::Status EncodeValue(const c10::IValue& value, const c10::Type* type_hint,
                          const EncodeOptions& options, absl::string_view path, v1::Value* out);
 

@@ -60,7 +60,17 @@ OutputCheck JudgeStatsOnly(const v1::Tensor& device, const c10::IValue* bench,
                            const c10::IValue* golden, const StandardsTable& table) {
   auto stats = [](const c10::IValue* v) -> std::optional<v1::TensorStats> {
     if (v == nullptr || !v->isTensor() || !v->toTensor().defined()) return std::nullopt;
-    return common::TensorStatistics(v->toTensor());
+    const common::TensorStatsValues s = common::TensorStatistics(v->toTensor());
+    v1::TensorStats out;
+    out.set_nan_count(s.nan_count);
+    out.set_inf_count(s.inf_count);
+    if (s.any_finite) {
+      out.set_min(s.min);
+      out.set_max(s.max);
+      out.set_mean(s.mean);
+      out.set_l2_norm(s.l2_norm);
+    }
+    return out;
   };
   const std::optional<v1::TensorStats> b = stats(bench), g = stats(golden);
   uint64_t numel = 1;

@@ -22,7 +22,10 @@
 #include <thread>
 #include <vector>
 
+#include "agent/agent_hook.h"
 #include "agent/session.h"
+#include "agent/torch_agent.h"
+#include "agent/transport_internal.h"
 #include "common/config.h"
 #include "common/wire.h"
 #include "gtest/gtest.h"
@@ -249,11 +252,21 @@ inline common::AgentConfig Config(int port) {
   return c;
 }
 
-inline std::unique_ptr<Session> StartAgent(const common::AgentConfig& config) {
-  auto core = Session::Create(config);
-  EXPECT_TRUE(core.ok()) << core.status();
-  (*core)->Start();
-  return *std::move(core);
+// Both halves in-process: the torch half's agent over a transport session made from `config`.
+inline std::unique_ptr<TorchAgent> MakeAgent(const common::AgentConfig& config) {
+  auto agent = TorchAgent::Adopt([&config](const parity_host& host) -> parity_session* {
+    auto core = Session::Create(config, host);
+    EXPECT_TRUE(core.ok()) << core.status();
+    return core.ok() ? WrapSession(*std::move(core)) : nullptr;
+  });
+  EXPECT_NE(agent, nullptr);
+  return agent;
+}
+
+inline std::unique_ptr<TorchAgent> StartAgent(const common::AgentConfig& config) {
+  std::unique_ptr<TorchAgent> agent = MakeAgent(config);
+  if (agent) agent->Start();
+  return agent;
 }
 
 // One training step of a tiny model: linear -> gelu -> sum, backward.

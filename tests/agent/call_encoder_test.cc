@@ -1,7 +1,11 @@
 // The encoder with a connection's SentPayloads: equal tensors are sent once and named after.
 #include "agent/call_encoder.h"
 
+#include <grpcpp/support/byte_buffer.h>
+
+#include "agent/torch_values.h"
 #include "common/torch/torch_pch.h"
+#include "common/wire.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -11,14 +15,35 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-// A captured aten::mul.Tensor call of `a` and `b` (snapshots: the tests' own tensors).
-CapturedCall Mul(const at::Tensor& a, const at::Tensor& b) {
+// A captured aten::mul.Tensor call's values (snapshots: the tests' own tensors).
+struct Values {
+  std::vector<c10::IValue> inputs, outputs;
+};
+Values Mul(const at::Tensor& a, const at::Tensor& b) { return {{a, b}, {a * b}}; }
+
+// `v` encoded as the sender does, through the torch half's parity_values; `call` is the ApiCall
+// as the server parses it.
+struct Encoded {
+  EncodedCall e;
+  v1::ApiCall call;
+};
+Encoded Encode(const Values& v, const CallEncoding& enc, uint64_t* next_blob) {
   CapturedCall c;
   c.meta.set_op_name("aten::mul");
   c.meta.set_overload("Tensor");
-  c.inputs = {a, b};
-  c.outputs = {a * b};
-  return c;
+  auto values = std::make_unique<TorchValues>();
+  values->op = "aten::mul";
+  values->overload = "Tensor";
+  values->inputs = v.inputs;
+  values->outputs = v.outputs;
+  c.SetValues(MakeParityValues(std::move(values)));
+  Encoded r;
+  r.e = EncodeCall(c, enc, next_blob);
+  grpc::ByteBuffer bytes = r.e.TakeMessage();
+  v1::AgentMessage m;
+  EXPECT_TRUE(common::Parse(bytes, &m));
+  r.call = m.call();
+  return r;
 }
 
 TEST(CallEncoderTest, EqualTensorsAreSentOnceAndNamedAfter) {
@@ -32,37 +57,37 @@ TEST(CallEncoderTest, EqualTensorsAreSentOnceAndNamedAfter) {
   const at::Tensor small = at::randn({8});  // under kReuseMinBytes: inline as before
 
   // The first call sends x, w and their product, all kept.
-  CapturedCall first = Mul(x, w);
-  EncodedCall e1 = EncodeCall(first, enc, &next_blob);
+  Encoded r1 = Encode(Mul(x, w), enc, &next_blob);
+  EncodedCall& e1 = r1.e;
   ASSERT_TRUE(e1.with_data);
   ASSERT_EQ(e1.blobs.size(), 3u);
   for (const EncodedCall::Blob& b : e1.blobs) EXPECT_TRUE(b.keep) << b.id;
   EXPECT_EQ(e1.reused_bytes, 0u);
-  EXPECT_TRUE(e1.message->call().kept_blob_ids().empty());
+  EXPECT_TRUE(r1.call.kept_blob_ids().empty());
 
   // The second: x again (an equal copy, elsewhere in memory) and w twice: no bytes sent for
   // them, both listed once; only the new product travels.
-  CapturedCall second = Mul(x.clone(), w);
+  Values second = Mul(x.clone(), w);
   second.inputs = {x.clone(), w, w.clone()};  // a third input naming w again
   second.outputs = {(x * w) * w};
-  EncodedCall e2 = EncodeCall(second, enc, &next_blob);
+  Encoded r2 = Encode(second, enc, &next_blob);
+  EncodedCall& e2 = r2.e;
   ASSERT_TRUE(e2.with_data);
   ASSERT_EQ(e2.blobs.size(), 1u);
   EXPECT_EQ(e2.reused_bytes, 3u * 64 * 64 * 4);
-  const v1::ApiCall& call = e2.message->call();
+  const v1::ApiCall& call = r2.call;
   EXPECT_THAT(call.kept_blob_ids(), ElementsAre(e1.blobs[0].id, e1.blobs[1].id));
   EXPECT_EQ(call.inputs(0).tensor().form(), v1::DATA_FORM_CHUNKED);
   EXPECT_EQ(call.inputs(0).tensor().blob_id(), e1.blobs[0].id);
   EXPECT_EQ(call.inputs(2).tensor().blob_id(), e1.blobs[1].id);
   // A named tensor still carries its checksum, shape and dtype.
-  EXPECT_EQ(call.inputs(0).tensor().crc32c(), e1.message->call().inputs(0).tensor().crc32c());
+  EXPECT_EQ(call.inputs(0).tensor().crc32c(), r1.call.inputs(0).tensor().crc32c());
   EXPECT_THAT(call.inputs(0).tensor().shape(), ElementsAre(64, 64));
 
   // Small tensors stay inline.
-  CapturedCall third = Mul(small, small);
-  EncodedCall e3 = EncodeCall(third, enc, &next_blob);
-  EXPECT_THAT(e3.blobs, IsEmpty());
-  EXPECT_EQ(e3.message->call().inputs(0).tensor().form(), v1::DATA_FORM_INLINE);
+  Encoded r3 = Encode(Mul(small, small), enc, &next_blob);
+  EXPECT_THAT(r3.e.blobs, IsEmpty());
+  EXPECT_EQ(r3.call.inputs(0).tensor().form(), v1::DATA_FORM_INLINE);
 }
 
 // A blob over one chunk (1 MiB) is kept too: its chunks go in order, keep on the first only.
@@ -72,9 +97,10 @@ TEST(CallEncoderTest, AKeptBlobOfSeveralChunksIsNamedAfter) {
   enc.sent = &sent;
   uint64_t next_blob = 0;
   const at::Tensor big = at::randn({640, 1024});  // 2.5 MiB: three chunks
-  CapturedCall first = Mul(big, big);
+  Values first = Mul(big, big);
   first.outputs = {};
-  EncodedCall e1 = EncodeCall(first, enc, &next_blob);
+  Encoded r1 = Encode(first, enc, &next_blob);
+  EncodedCall& e1 = r1.e;
   ASSERT_EQ(e1.blobs.size(), 1u);  // the second input named the first within the call
   const EncodedCall::Blob& b = e1.blobs[0];
   EXPECT_TRUE(b.keep);
@@ -89,11 +115,11 @@ TEST(CallEncoderTest, AKeptBlobOfSeveralChunksIsNamedAfter) {
     joined += c.data();
   }
   EXPECT_EQ(joined, std::string(static_cast<const char*>(big.data_ptr()), 640 * 1024 * 4));
-  CapturedCall second = Mul(big.clone(), big);
+  Values second = Mul(big.clone(), big);
   second.outputs = {};
-  EncodedCall e2 = EncodeCall(second, enc, &next_blob);
-  EXPECT_TRUE(e2.blobs.empty());
-  EXPECT_THAT(e2.message->call().kept_blob_ids(), ElementsAre(b.id));
+  Encoded r2 = Encode(second, enc, &next_blob);
+  EXPECT_TRUE(r2.e.blobs.empty());
+  EXPECT_THAT(r2.call.kept_blob_ids(), ElementsAre(b.id));
 }
 
 TEST(CallEncoderTest, ACallThatCannotBeEncodedKeepsNothing) {
@@ -102,18 +128,19 @@ TEST(CallEncoderTest, ACallThatCannotBeEncodedKeepsNothing) {
   enc.sent = &sent;
   uint64_t next_blob = 0;
   const at::Tensor x = at::randn({64, 64});
-  CapturedCall bad = Mul(x, x);
+  Values bad = Mul(x, x);
   // A sparse tensor cannot be sent: the call goes without data after x was tentatively kept.
   bad.inputs.push_back(at::eye(4).to_sparse());
-  EncodedCall e = EncodeCall(bad, enc, &next_blob);
-  EXPECT_FALSE(e.with_data);
-  EXPECT_THAT(e.blobs, IsEmpty());
+  Encoded e = Encode(bad, enc, &next_blob);
+  EXPECT_FALSE(e.e.with_data);
+  EXPECT_THAT(e.e.blobs, IsEmpty());
   EXPECT_EQ(sent.size(), 0u);
+  EXPECT_THAT(e.call.skip_reason(), ::testing::HasSubstr("inputs[2]"));
+  EXPECT_EQ(e.call.inputs_size(), 0);
   // So the next call sends x in full.
-  CapturedCall good = Mul(x, x);
-  EncodedCall g = EncodeCall(good, enc, &next_blob);
-  ASSERT_FALSE(g.blobs.empty());
-  EXPECT_TRUE(g.message->call().kept_blob_ids().empty());
+  Encoded g = Encode(Mul(x, x), enc, &next_blob);
+  ASSERT_FALSE(g.e.blobs.empty());
+  EXPECT_TRUE(g.call.kept_blob_ids().empty());
 }
 
 TEST(CallEncoderTest, WithoutATableEveryTensorIsSent) {
@@ -121,11 +148,10 @@ TEST(CallEncoderTest, WithoutATableEveryTensorIsSent) {
   uint64_t next_blob = 0;
   const at::Tensor x = at::randn({64, 64});
   for (int i = 0; i < 2; ++i) {
-    CapturedCall c = Mul(x, x);
-    EncodedCall e = EncodeCall(c, enc, &next_blob);
-    EXPECT_THAT(e.blobs, IsEmpty());  // inline, as before reuse existed
-    EXPECT_EQ(e.message->call().inputs(0).tensor().form(), v1::DATA_FORM_INLINE);
-    EXPECT_EQ(e.reused_bytes, 0u);
+    Encoded e = Encode(Mul(x, x), enc, &next_blob);
+    EXPECT_THAT(e.e.blobs, IsEmpty());  // inline, as before reuse existed
+    EXPECT_EQ(e.call.inputs(0).tensor().form(), v1::DATA_FORM_INLINE);
+    EXPECT_EQ(e.e.reused_bytes, 0u);
   }
 }
 

@@ -21,20 +21,19 @@ enum class Loop { kStartOnce, kMsprobe };
 
 // Trains `steps` steps in one loop style and closes the session; returns its counters.
 Counters Train(Loop loop, const common::AgentConfig& config, int steps) {
-  auto agent = Session::Create(config);
-  EXPECT_TRUE(agent.ok()) << agent.status();
+  std::unique_ptr<TorchAgent> agent = MakeAgent(config);
   torch::manual_seed(0);
   torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
   const torch::Tensor x = torch::randn({3, 4});
-  if (loop == Loop::kStartOnce) (*agent)->Start();
+  if (loop == Loop::kStartOnce) agent->Start();
   for (int s = 0; s < steps; ++s) {
-    if (loop == Loop::kMsprobe) (*agent)->Start();
+    if (loop == Loop::kMsprobe) agent->Start();
     TrainStep(w, x);
-    if (loop == Loop::kMsprobe) (*agent)->Stop();
-    (*agent)->Step(nullptr);
+    if (loop == Loop::kMsprobe) agent->Stop();
+    agent->Step(nullptr);
   }
-  (*agent)->Close();
-  return (*agent)->GetCounters();
+  agent->Close();
+  return agent->GetCounters();
 }
 
 // What a call is called, whichever loop captured it.

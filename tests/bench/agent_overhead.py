@@ -191,6 +191,10 @@ def main():
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--plaintext", action="store_true",
                         help="connect without TLS (default: mutual TLS, certificates made here)")
+    parser.add_argument("--baseline-agent-lib",
+                        help="another build's libparity_agent.so: each row but 'no agent' runs "
+                        "twice a round, with this build's agent and then with that one (rows "
+                        "marked [baseline]), interleaved, e.g. to show what a change costs")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -258,15 +262,25 @@ def main():
     if args.rows:
         words = args.rows.split(",")
         rows = [r for r in rows if r[0] == "no agent" or any(w in r[0] for w in words)]
+    rows = [(name, loop, make, harness.AGENT_LIB) for name, loop, make in rows]
+    if args.baseline_agent_lib:
+        baseline = os.path.abspath(args.baseline_agent_lib)
+        twinned = []
+        for row in rows:
+            twinned.append(row)
+            if row[0] != "no agent":
+                twinned.append((row[0] + " [baseline]", row[1], row[2], baseline))
+        rows = twinned
+        print(f"[baseline]: {baseline}; the others: {harness.AGENT_LIB}")
     workloads = args.workloads.split(",")
     results = {row[0]: {w: [] for w in workloads} for row in rows}
     sent = {row[0]: {w: [] for w in workloads} for row in rows}
     cpu = {row[0]: {w: [] for w in workloads} for row in rows}
     replay = {row[0]: {w: [] for w in workloads} for row in rows}
-    env = dict(os.environ, PARITY_AGENT_LIB=harness.AGENT_LIB)
     try:
         for _ in range(rounds):
-            for name, loop, make in rows:
+            for name, loop, make, lib in rows:
+                env = dict(os.environ, PARITY_AGENT_LIB=lib)
                 spec = {"mode": "loaded" if name.startswith("loaded") else name, "loop": loop,
                         "steps": steps, "config": make() if make else None,
                         "workloads": workloads}
@@ -292,13 +306,14 @@ def main():
           f"bench, golden and random replays of the exhaustive [loop] row's step) / "
           f"{os.cpu_count()} cores, medians over rounds (docs/performance.md#the-bound); "
           "'/bound' is the exhaustive row's step over it")
-    print(f"{'workload':11} {'mode':40} {'ms/step':>9} {'ratio':>7} {'calls sent':>11} "
+    width = max(40, max(len(r[0]) for r in rows) + 1)
+    print(f"{'workload':11} {'mode':{width}} {'ms/step':>9} {'ratio':>7} {'calls sent':>11} "
           f"{'/bound':>7}")
     cores = os.cpu_count() or 1
     for w in workloads:
         base = statistics.median(results["no agent"][w])
         base_cpu = statistics.median(cpu["no agent"][w])
-        for name, _, _ in rows:
+        for name, _, _, _ in rows:
             ms = statistics.median(results[name][w])
             calls = int(statistics.median(sent[name][w])) if sent[name][w] else ""
             bound = ""
@@ -306,8 +321,8 @@ def main():
                 bound_s = max(base, (base_cpu + statistics.median(replay[name][w])) / cores)
                 bound = f"{ms / bound_s:7.2f}"
                 label = name.replace("exhaustive", "bound")
-                print(f"{w:11} {label:40} {bound_s * 1e3:9.2f} {bound_s / base:7.2f} {'':>11}")
-            print(f"{w:11} {name:40} {ms * 1e3:9.2f} {ms / base:7.2f} {calls:>11} {bound:>7}")
+                print(f"{w:11} {label:{width}} {bound_s * 1e3:9.2f} {bound_s / base:7.2f} {'':>11}")
+            print(f"{w:11} {name:{width}} {ms * 1e3:9.2f} {ms / base:7.2f} {calls:>11} {bound:>7}")
 
 
 if __name__ == "__main__":

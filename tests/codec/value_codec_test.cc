@@ -184,8 +184,8 @@ TEST(ValueCodecTest, PropertyRandomTensorsRoundTripBitwise) {
 TEST(ValueCodecTest, LargeTensorsGoToBlobSinkOrStatistics) {
   struct Blobs : BlobSink, BlobSource {
     std::map<uint64_t, std::string> blobs;
-    uint64_t AddBlob(std::string payload) override {
-      blobs[blobs.size() + 1] = std::move(payload);
+    uint64_t AddBlob(std::string_view payload) override {
+      blobs[blobs.size() + 1] = std::string(payload);
       return blobs.size();
     }
     const std::string* FindBlob(uint64_t id) const override {

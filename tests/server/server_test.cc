@@ -463,8 +463,8 @@ TEST_F(ServerTest, MalformedCallsGetClearVerdictsWhileOtherStreamsAreServed) {
 // A chunked tensor: the payload travels in TensorChunk messages before its call.
 class ChunkSink : public common::BlobSink {
  public:
-  uint64_t AddBlob(std::string payload) override {
-    blobs.emplace_back(++next, std::move(payload));
+  uint64_t AddBlob(std::string_view payload) override {
+    blobs.emplace_back(++next, std::string(payload));
     return next;
   }
   std::vector<std::pair<uint64_t, std::string>> blobs;
