@@ -170,6 +170,15 @@ std::string OpCounters() {
 // front-end routes keyword overrides with them.
 std::string OpConfigKeys() { return parity_config_keys_json(); }
 
+// What this agent is and runs with: the torch it was built for, and its transport.
+std::string OpBuildInfo() {
+  nlohmann::json j = {
+      {"agent_torch", FrameworkVersion()},           {"cxx11_abi", _GLIBCXX_USE_CXX11_ABI != 0},
+      {"transport", parity_transport_version()},     {"transport_abi", parity_transport_abi()},
+      {"agent_transport_abi", PARITY_TRANSPORT_ABI}, {"device_type", ProcessDeviceType()}};
+  return j.dump();
+}
+
 bool OpIsStarted() { return IsStarted(); }
 void OpExplicitSteps() { UseExplicitSteps(); }
 void OpStop() { Stop(); }
@@ -190,6 +199,7 @@ TORCH_LIBRARY(parity, m) {
   m.def("counters() -> str", &parity::agent::OpCounters);
   m.def("is_started() -> bool", &parity::agent::OpIsStarted);
   m.def("config_keys() -> str", &parity::agent::OpConfigKeys);
+  m.def("build_info() -> str", &parity::agent::OpBuildInfo);
   m.def("use_explicit_steps() -> ()", &parity::agent::OpExplicitSteps);
   m.def("push_module(str path) -> ()", &parity::agent::OpPushModule);
   m.def("pop_module() -> ()", &parity::agent::OpPopModule);

@@ -567,7 +567,10 @@ std::size_t Sender::SendCalls(std::vector<std::unique_ptr<CapturedCall>>& calls)
         if (!add(SerializeForWrite(std::move(chunk)))) return written;
       }
     }
-    if (!add(encoded.TakeMessage())) return written;
+    const double serialize_start = common::ThreadCpuSeconds();
+    grpc::ByteBuffer message = encoded.TakeMessage();
+    counters_.Spent(AgentCounters::Cost::kSerialize, common::ThreadCpuSeconds() - serialize_start);
+    if (!add(std::move(message))) return written;
     completed.push_back(encoded.with_data);
   }
   // Held back only while another call is queued: the sender pops it next, and its write (or,

@@ -9,6 +9,8 @@ PACKAGES=(
   cmake ninja-build g++ ccache pkg-config clang
   # libtorch (C++) and the Python torch used by the agent's Python front-end
   libtorch-dev python3-torch python3 python3-yaml
+  # pip install of the agent into a virtual environment (docs/install.md; tests/e2e)
+  python3-pip python3-venv python3-setuptools python3-wheel
   # transport, codec, metrics
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libssl-dev openssl prometheus-cpp-dev nlohmann-json3-dev

@@ -184,6 +184,11 @@ def main():
                         help="torch_npu's fused kernels for RMSNorm, RoPE, attention, SwiGLU")
     parser.add_argument("--npu-sim", help="with --fused: the simulated NPU's library instead "
                         "of torch_npu (tests/npu_sim)")
+    parser.add_argument("--device", default="cpu",
+                        help="where to train: cpu, or an accelerator's device (npu, cuda, "
+                        "privateuseone: a backend registered on PrivateUse1)")
+    parser.add_argument("--device-lib", help="a library to load first (torch.ops.load_library) "
+                        "that registers the device, e.g. tests' libparity_test_npu_device.so")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--layers", type=int, default=2)
@@ -195,6 +200,9 @@ def main():
     global DROPOUT  # pylint: disable=global-statement
     DROPOUT = args.dropout
 
+    if args.device_lib:
+        torch.ops.load_library(args.device_lib)
+    device = torch.device(args.device)
     if args.fault:
         import llama_faults  # pylint: disable=import-outside-toplevel
         llama_faults.plant(args.fault)
@@ -202,16 +210,20 @@ def main():
         global FUSED, COMPRESSED_CAUSAL_MASK  # pylint: disable=global-statement
         load_npu(args.npu_sim)
         FUSED = True
-        COMPRESSED_CAUSAL_MASK = torch.triu(torch.ones(2048, 2048, dtype=torch.bool), 1)
+        COMPRESSED_CAUSAL_MASK = torch.triu(torch.ones(2048, 2048, dtype=torch.bool), 1).to(device)
     distributed = "RANK" in os.environ and "WORLD_SIZE" in os.environ
     rank = 0
     if distributed:
         torch.distributed.init_process_group("gloo")
         rank = torch.distributed.get_rank()
     torch.manual_seed(args.seed)
-    model = Llama(dim=args.dim, layers=args.layers, seq=args.seq)
+    model = Llama(dim=args.dim, layers=args.layers, seq=args.seq).to(device)
+    # torch 1.x moves a parameter to a PrivateUse1 device (an NPU) as a new Parameter, which
+    # unties tied weights: tie them again.
+    model.output.weight = model.tok_embeddings.weight
+    model.mask = model.mask.to(device)
     torch.manual_seed(args.seed + 1 + rank)  # each rank its own data
-    tokens = torch.randint(0, 128, (args.batch, args.seq + 1))
+    tokens = torch.randint(0, 128, (args.batch, args.seq + 1)).to(device)
     inputs, targets = tokens[:, :-1], tokens[:, 1:]
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1,
                             foreach=args.foreach == "yes")

@@ -31,6 +31,26 @@ class PrecisionError(RuntimeError):
     """Raised by ``step()`` when ``parity.fail_fast`` is set and the server reported an error."""
 
 
+def _check_build():
+    """A pip-installed agent is built for one torch (its C++ API and ABI): refuse another,
+    naming both, rather than fail to load or crash later."""
+    info_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_build_info.json")
+    if os.environ.get("PARITY_AGENT_LIB") or not os.path.exists(info_path):
+        return  # a checkout's build (the tests), or an explicit library
+    with open(info_path, encoding="utf-8") as f:
+        info = json.load(f)
+    abi = bool(torch._C._GLIBCXX_USE_CXX11_ABI)  # pylint: disable=protected-access
+    if info.get("torch") != torch.__version__ or info.get("cxx11_abi", abi) != abi:
+        raise ImportError(
+            f"parity's agent was built for torch {info.get('torch')} (C++11 ABI "
+            f"{int(info.get('cxx11_abi', abi))}); this interpreter runs torch {torch.__version__} "
+            f"(C++11 ABI {int(abi)}). Rebuild it for this torch: "
+            "pip install --no-build-isolation --force-reinstall <checkout>/python")
+
+
+_check_build()
+
+
 def _library_path():
     env = os.environ.get("PARITY_AGENT_LIB")
     if env:
