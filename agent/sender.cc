@@ -72,20 +72,27 @@ SenderOptions SenderOptionsFor(const common::AgentConfig& c, const std::string& 
   return s;
 }
 
-struct Sender::Connection {
-  std::atomic<bool> logged_unreadable{false};
-  std::unique_ptr<CheckStream> stream;  // destroyed first: its callbacks use the flag above
-  // The payloads this stream's server keeps (TensorChunk.keep); null when either side keeps none.
-  std::unique_ptr<SentPayloads> sent;
-};
-
 Sender::Sender(SenderOptions options, AgentCounters& counters,
                std::function<void(const v1::Verdict&)> on_verdict, std::function<int64_t()> step)
     : options_(std::move(options)),
       counters_(counters),
       on_verdict_(std::move(on_verdict)),
       step_(std::move(step)),
-      queue_(options_.queue_max_calls, options_.queue_max_bytes) {}
+      queue_(options_.queue_max_calls, options_.queue_max_bytes) {
+  Connection::Callbacks callbacks;
+  callbacks.on_verdict = on_verdict_;
+  callbacks.on_answered = [this](uint64_t verdicts) {
+    absl::MutexLock lock(&mu_);
+    answered_ += verdicts;
+    cv_.SignalAll();
+  };
+  callbacks.on_end = [this] { OnStreamEnd(); };
+  callbacks.stopping = [this] {
+    absl::MutexLock lock(&mu_);
+    return stopping_;
+  };
+  conn_ = std::make_unique<Connection>(options_, counters_, std::move(callbacks));
+}
 
 Sender::~Sender() { Close(); }
 
@@ -123,11 +130,6 @@ bool Sender::Waiting(std::chrono::milliseconds d) {
   return !stopping_;
 }
 
-void Sender::LogOnce(const std::string& message, common::LogLevel level) {
-  if (message != last_error_) common::Log(level, message);
-  last_error_ = message;
-}
-
 void Sender::Run() {
   if (options_.enter_thread) options_.enter_thread();
 #if defined(__linux__)
@@ -152,16 +154,23 @@ void Sender::Run() {
     }
   }
   try {
-    if (conn_) Disconnect(/*goodbye=*/true);
+    if (conn_->connected()) Disconnect(/*goodbye=*/true);
   } catch (const std::exception& e) {
     common::LogError(absl::StrCat("sender: closing the stream: ", e.what()));
   }
 }
 
 void Sender::RunOnce(std::chrono::steady_clock::time_point* last_stats, double* backoff_ms) {
-  if (!conn_) {
-    const bool connected = Connect();
-    if (first_attempt_.exchange(false)) queue_.Wake();  // blocked pushers re-check
+  if (!conn_->connected()) {
+    const bool connected = conn_->Connect(closing_.load());
+    if (connected) {
+      // Before the first attempt is marked over: a pusher waiting for it (policy block) must
+      // find the connection, not a moment with neither.
+      if (ever_connected_) counters_.Reconnected();
+      ever_connected_ = true;
+      counters_.SetConnected(true);
+    }
+    if (first_attempt_.exchange(false) || connected) queue_.Wake();  // blocked pushers re-check
     if (!connected) {
       // Jittered exponential back-off, capped: many ranks must not reconnect in lock-step.
       static thread_local std::mt19937 rng(static_cast<uint32_t>(::getpid()));
@@ -172,7 +181,7 @@ void Sender::RunOnce(std::chrono::steady_clock::time_point* last_stats, double* 
     }
     *backoff_ms = options_.reconnect_initial_ms;
   }
-  if (conn_->stream->done()) {
+  if (conn_->StreamDone()) {
     // The server ended the stream (or died): count what it never answered, then reconnect now
     // rather than at the next failed write.
     Disconnect(false);
@@ -183,7 +192,8 @@ void Sender::RunOnce(std::chrono::steady_clock::time_point* last_stats, double* 
     // The calls already waiting go with it, in one message, to a server that takes batches.
     std::vector<std::unique_ptr<CapturedCall>> calls;
     calls.push_back(std::move(call));
-    const std::size_t limit = accepts_batches_ ? std::max<uint32_t>(options_.batch_calls, 1) : 1;
+    const std::size_t limit =
+        conn_->limits().accepts_batches ? std::max<uint32_t>(options_.batch_calls, 1) : 1;
     while (calls.size() < limit && queue_.TryPop(&call)) calls.push_back(std::move(call));
     const std::size_t written = SendCalls(calls);
     if (written < calls.size()) {
@@ -199,259 +209,10 @@ void Sender::RunOnce(std::chrono::steady_clock::time_point* last_stats, double* 
   // (a cleared queue), since they send it.
   const bool stats_due = std::chrono::steady_clock::now() - *last_stats >
                          std::chrono::milliseconds(options_.stats_interval_ms);
-  if (conn_ && (stats_due || (unflushed_ && queue_.size() == 0))) {
+  if (conn_->connected() && (stats_due || (unflushed_ && queue_.size() == 0))) {
     SendStats(false);
     *last_stats = std::chrono::steady_clock::now();
   }
-}
-
-bool Sender::OpenChannel() {
-  if (channel_) return true;
-  grpc::ChannelArguments args;
-  for (const auto& [name, value] : common::StreamChannelArgs()) args.SetInt(name, value);
-  args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 16 << 20);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.reconnect_max_ms));
-  absl::StatusOr<std::vector<ServerEndpoint>> servers =
-      ParseServerList(options_.host, options_.port);
-  if (!servers.ok()) {
-    LogOnce(absl::StrCat(servers.status().message(), "; nothing will be checked"),
-            common::LogLevel::kError);
-    undeliverable_.store(true);
-    return false;
-  }
-  std::vector<std::string> unresolved;
-  absl::StatusOr<ChannelTarget> target =
-      ResolveServers(*servers, options_.hello.rank(), &unresolved);
-  for (const std::string& u : unresolved) {
-    LogOnce(absl::StrCat("server ", u, "; left out"), common::LogLevel::kWarning);
-  }
-  if (!target.ok()) {
-    LogOnce(absl::StrCat(target.status().message(), "; retrying in the background"),
-            common::LogLevel::kWarning);
-    return false;
-  }
-  first_server_ = servers->front();
-  const bool several = target->addresses.size() > 1;
-  // pick_first over the rank-rotated list: one connection, to server rank mod n, and the next
-  // one when it dies (docs/deploy.md#many-servers).
-  if (several) args.SetLoadBalancingPolicyName("pick_first");
-  std::shared_ptr<grpc::ChannelCredentials> creds;
-  if (options_.plaintext) {
-    creds = grpc::InsecureChannelCredentials();
-  } else {
-    auto tls = common::LoadChannelTls(options_.tls_path, options_.tls_key_password_file);
-    if (!tls.ok()) {
-      LogOnce(absl::StrCat("TLS set-up failed, nothing will be checked: ", tls.status().ToString()),
-              common::LogLevel::kError);
-      undeliverable_.store(true);  // until the files change: retried, but not waited for
-      return false;
-    }
-    creds = tls->credentials;
-    crl_ = tls->crl;
-    if (!options_.server_name.empty()) {
-      args.SetSslTargetNameOverride(options_.server_name);
-    } else if (several) {
-      args.SetSslTargetNameOverride(target->tls_name);  // an address list carries no name
-    }
-  }
-  target_text_ = several ? absl::StrCat(target->addresses.front(), " (first of ",
-                                        target->addresses.size(), " servers)")
-                         : target->uri;
-  channel_ = grpc::CreateCustomChannel(target->uri, creds, args);
-  return true;
-}
-
-bool Sender::Connect() {
-  if (!OpenChannel()) {
-    unreachable_.store(true);
-    return false;
-  }
-  const std::string target = target_text_;
-  if (!WaitForConnected(std::chrono::milliseconds(options_.connect_timeout_ms))) {
-    // gRPC says only "unavailable"; a connection of our own says why (refused port, no route,
-    // untrusted server, refused client certificate, plaintext server, wrong name, a hung
-    // server). While the session is ending too, within a second: the reason is the one thing
-    // a short training's user needs.
-    const int budget =
-        static_cast<int>(closing_.load() ? std::min<uint32_t>(options_.connect_timeout_ms, 1000)
-                                         : options_.connect_timeout_ms);
-    std::string why;
-    if (options_.plaintext) {
-      std::string error;
-      const int fd = common::ConnectTcp(first_server_.host, first_server_.port, budget, &error);
-      if (fd >= 0) {
-        ::close(fd);
-        why = absl::StrCat("the server at ", first_server_.host, ":", first_server_.port,
-                           " accepts TCP connections but does not answer as a plaintext gRPC "
-                           "server (one with TLS, or another service?)");
-      } else {
-        why = error;
-      }
-    } else {
-      why = common::DiagnoseTlsConnection(first_server_.host, first_server_.port, options_.tls_path,
-                                          options_.server_name, budget,
-                                          options_.tls_key_password_file);
-    }
-    LogOnce(absl::StrCat("server ", target, " unreachable", why.empty() ? "" : ": ", why,
-                         closing_.load() ? "; the session is ending: its calls are not checked"
-                                         : "; retrying in the background"),
-            common::LogLevel::kWarning);
-    unreachable_.store(true);
-    return false;
-  }
-  auto c = std::make_unique<Connection>();
-  Connection* raw = c.get();
-  c->stream = std::make_unique<CheckStream>(
-      channel_, [this, raw](grpc::ByteBuffer& bytes) { OnServerMessage(raw, bytes); },
-      [this] { OnStreamEnd(); }, options_.background_nice);
-  {
-    absl::MutexLock lock(&mu_);
-    live_stream_ = c->stream.get();
-    if (stopping_) c->stream->Cancel();
-  }
-  if (!Handshake(c)) return false;
-  conn_ = std::move(c);
-  undeliverable_.store(false);
-  unreachable_.store(false);
-  if (ever_connected_) counters_.Reconnected();
-  ever_connected_ = true;
-  counters_.SetConnected(true);
-  queue_.Wake();
-  last_error_.clear();
-  return true;
-}
-
-grpc::Status Sender::AbandonStream(std::unique_ptr<Connection>& c, bool cancel) {
-  if (cancel) {
-    c->stream->Cancel();
-  } else {
-    c->stream->WritesDone();
-  }
-  grpc::Status s = c->stream->Finish(absl::Seconds(3));
-  {
-    absl::MutexLock lock(&mu_);
-    live_stream_ = nullptr;
-  }
-  c.reset();
-  return s;
-}
-
-bool Sender::Handshake(std::unique_ptr<Connection>& c) {
-  // The server's address once the call has one (gRPC names the channel's target until then).
-  std::string target = c->stream->Peer();
-  if (target.empty() || target.find(',') != std::string::npos) target = target_text_;
-  v1::AgentMessage hello;
-  *hello.mutable_hello() = options_.hello;
-  v1::ServerMessage reply;
-  std::optional<grpc::ByteBuffer> reply_bytes;
-  if (!c->stream->Write(common::Serialize(hello), /*more=*/false) ||
-      !(reply_bytes = c->stream->AwaitFirst()) || !common::Parse(*reply_bytes, &reply) ||
-      !reply.has_server_info()) {
-    const grpc::Status s = AbandonStream(c, /*cancel=*/false);
-    LogOnce(absl::StrCat("server ", target, " refused the stream: ", s.error_message(), " (code ",
-                         static_cast<int>(s.error_code()), ")"),
-            common::LogLevel::kError);
-    // Refused for what this agent is (its rank, its version, its Hello): retrying will not
-    // change that, so the end of the session does not wait for it.
-    const grpc::StatusCode code = s.error_code();
-    undeliverable_.store(code == grpc::StatusCode::PERMISSION_DENIED ||
-                         code == grpc::StatusCode::FAILED_PRECONDITION ||
-                         code == grpc::StatusCode::INVALID_ARGUMENT ||
-                         code == grpc::StatusCode::UNAUTHENTICATED);
-    return false;
-  }
-  // crl.pem: a revoked server gets nothing but the Hello it has already read.
-  if (crl_) {
-    const std::string why = crl_->Revoked(c->stream->PeerCertificatePem());
-    if (!why.empty()) {
-      AbandonStream(c, /*cancel=*/true);
-      LogOnce(absl::StrCat("refusing server ", target, ": its ", why, "; no call is sent to it"),
-              common::LogLevel::kError);
-      undeliverable_.store(true);
-      return false;
-    }
-  }
-  // The server's limits: the agent honours them (ServerInfo).
-  const v1::ServerInfo& info = reply.server_info();
-  max_inline_bytes_ = std::min<uint64_t>(options_.max_inline_tensor_bytes,
-                                         std::max<uint64_t>(info.max_message_bytes() / 4, 4096));
-  max_tensor_bytes_ = info.max_tensor_bytes() > 0
-                          ? std::min<uint64_t>(options_.max_tensor_bytes, info.max_tensor_bytes())
-                          : options_.max_tensor_bytes;
-  // Half the server's limit: room for the batch's field headers (a few bytes an item).
-  max_batch_bytes_ =
-      info.max_message_bytes() > 0 ? info.max_message_bytes() / 2 : uint64_t{1} << 20;
-  accepts_batches_ = info.accepts_batches();
-  accepted_dtypes_.clear();
-  for (int d : info.accepted_dtypes()) accepted_dtypes_.push_back(d);
-  // Equal payloads named again: a fresh table per stream, within the server's cap.
-  const uint64_t keep = std::min<uint64_t>(options_.reuse_bytes, info.kept_blob_bytes());
-  if (keep > 0) c->sent = std::make_unique<SentPayloads>(keep);
-  common::LogInfo(absl::StrCat("connected to ", target, " (server ", info.server_version(),
-                               ", bench ", info.bench_device(), ", rank ", options_.hello.rank(),
-                               ")"));
-  return true;
-}
-
-bool Sender::WaitForConnected(std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::system_clock::now() + timeout;
-  for (;;) {
-    // Slices of at most 100 ms, so that a stop never waits out a whole connect timeout.
-    const auto slice =
-        std::min(deadline, std::chrono::system_clock::now() + std::chrono::milliseconds(100));
-    if (channel_->WaitForConnected(slice)) return true;
-    if (std::chrono::system_clock::now() >= deadline) return false;
-    // Once the session is ending, an attempt that already failed (a refused port fails at
-    // once) ends here, so that its reason is logged before the end gives up; before, the whole
-    // connect timeout is waited (a server starting beside the training is found).
-    if (closing_.load() && !options_.wait_for_server_at_exit &&
-        channel_->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
-      return false;
-    }
-    absl::MutexLock lock(&mu_);
-    if (stopping_) return false;
-  }
-}
-
-// On a gRPC callback thread: must not block.
-void Sender::OnServerMessage(Connection* c, grpc::ByteBuffer& bytes) {
-  v1::ServerMessage m;
-  if (!common::Parse(bytes, &m)) {
-    // Skipped: later verdicts still count. Logged once per connection, counted every time.
-    counters_.Unreadable();
-    if (!c->logged_unreadable.exchange(true)) {
-      common::LogWarning(absl::StrCat("a message from the server (", bytes.Length(),
-                                      " bytes) did not parse; ignored, and counted as "
-                                      "unreadable (a server of another release, or not a "
-                                      "Parity server?)"));
-    }
-    return;
-  }
-  uint64_t verdicts = 0;
-  if (m.has_verdict()) {
-    on_verdict_(m.verdict());
-    verdicts = 1;
-  } else if (m.has_batch()) {
-    // Each item as if it had come alone (parity.proto, VerdictBatch).
-    for (const v1::ServerMessage& item : m.batch().messages()) {
-      if (!item.has_verdict()) {
-        counters_.Unreadable();
-        if (!c->logged_unreadable.exchange(true)) {
-          common::LogWarning(
-              "a VerdictBatch from the server held an item that is not a verdict; ignored, and "
-              "counted as unreadable (a server of another release?)");
-        }
-        continue;
-      }
-      on_verdict_(item.verdict());
-      ++verdicts;
-    }
-  }
-  if (verdicts == 0) return;
-  absl::MutexLock lock(&mu_);
-  answered_ += verdicts;
-  cv_.SignalAll();
 }
 
 // On a gRPC callback thread, once per stream.
@@ -463,30 +224,22 @@ void Sender::OnStreamEnd() {
 
 void Sender::Disconnect(bool goodbye) {
   if (goodbye) SendStats(true);
-  conn_->stream->WritesDone();
-  // The server ends the stream after its last verdict; a wedged one is cancelled.
-  const grpc::Status s = conn_->stream->Finish(absl::Seconds(3));
-  if (!s.ok() && !goodbye) {
-    common::LogWarning(
-        absl::StrCat("stream to the server ended: ", s.error_message(), "; reconnecting"));
-  }
+  conn_->Disconnect(/*quiet=*/goodbye);
   {
     absl::MutexLock lock(&mu_);
-    live_stream_ = nullptr;
     // Verdicts of a stream that ended never come: those calls are lost, and counted so.
     counters_.LostInFlight(written_ - answered_);
     answered_ = written_;
     cv_.SignalAll();
   }
   counters_.SetConnected(false);
-  conn_.reset();
 }
 
 bool Sender::Write(std::shared_ptr<const v1::AgentMessage> m, bool more) {
   grpc::ByteBuffer bytes = SerializeForWrite(std::move(m));
   const std::size_t length = bytes.Length();
   unflushed_ = more;
-  if (!conn_->stream->Write(std::move(bytes), more)) return false;
+  if (!conn_->Write(std::move(bytes), more)) return false;
   counters_.BytesWritten(length);
   return true;
 }
@@ -500,11 +253,12 @@ grpc::ByteBuffer Sender::SerializeForWrite(std::shared_ptr<const v1::AgentMessag
 
 std::size_t Sender::SendCalls(std::vector<std::unique_ptr<CapturedCall>>& calls) {
   CallEncoding encoding;
-  encoding.max_inline_tensor_bytes = max_inline_bytes_;
-  encoding.max_tensor_bytes = max_tensor_bytes_;
+  const ServerLimits& limits = conn_->limits();
+  encoding.max_inline_tensor_bytes = limits.max_inline_bytes;
+  encoding.max_tensor_bytes = limits.max_tensor_bytes;
   encoding.checksum = options_.checksum;
-  encoding.accepted_dtypes = accepted_dtypes_.empty() ? nullptr : &accepted_dtypes_;
-  encoding.sent = conn_->sent.get();
+  encoding.accepted_dtypes = limits.accepted_dtypes.empty() ? nullptr : &limits.accepted_dtypes;
+  encoding.sent = conn_->sent();
   // What goes in the next message: serialized items (each an AgentMessage), their bytes, and
   // the calls whose last item is among them (whether each went with its data).
   std::vector<grpc::ByteBuffer> items;
@@ -522,7 +276,7 @@ std::size_t Sender::SendCalls(std::vector<std::unique_ptr<CapturedCall>>& calls)
     item_bytes = 0;
     const std::size_t length = bytes.Length();
     unflushed_ = more;
-    if (!conn_->stream->Write(std::move(bytes), more)) return false;
+    if (!conn_->Write(std::move(bytes), more)) return false;
     counters_.BytesWritten(length);
     for (const bool with_data : completed) {
       // A call whose data could not be encoded went out as a record only: it gets a verdict
@@ -543,7 +297,8 @@ std::size_t Sender::SendCalls(std::vector<std::unique_ptr<CapturedCall>>& calls)
   // the items a batch may hold.
   auto add = [&](grpc::ByteBuffer item) {
     if (!items.empty() &&
-        (item_bytes + item.Length() > max_batch_bytes_ || items.size() == common::kMaxBatchItems) &&
+        (item_bytes + item.Length() > limits.max_batch_bytes ||
+         items.size() == common::kMaxBatchItems) &&
         !flush(true)) {
       return false;
     }
@@ -597,8 +352,8 @@ bool Sender::Flush(std::chrono::milliseconds timeout) {
     // Nothing can be delivered (TLS material unusable, or the server refused this agent): no
     // point in waiting. Nor, once the session is ending, for a server whose last connection
     // attempt failed: its reason is already in the log.
-    if (undeliverable_.load() && !counters_.connected()) break;
-    if (closing_.load() && unreachable_.load() && !counters_.connected() &&
+    if (conn_->undeliverable() && !counters_.connected()) break;
+    if (closing_.load() && conn_->unreachable() && !counters_.connected() &&
         !options_.wait_for_server_at_exit) {
       break;
     }
@@ -622,7 +377,7 @@ void Sender::Close() {
     stopping_ = true;
     // A write blocked by a wedged server, or a handshake that never answers, must not hold the
     // training's exit: cancel the stream.
-    if (!flushed && live_stream_ != nullptr) live_stream_->Cancel();
+    if (!flushed) conn_->Cancel();
     cv_.SignalAll();
   }
   queue_.Close();

@@ -1,7 +1,8 @@
-// The agent's one sender thread: drains the queue, encodes calls (protobuf building happens
-// here, never on training threads), writes them on the Check stream, and reconnects with capped,
-// jittered exponential back-off. Verdicts arrive on gRPC's callback threads (agent/check_stream.h,
-// which also says why the stream is a ClientBidiReactor and not a synchronous stream).
+// The agent's pipeline: one sender thread drains the queue, hands each call to the torch half's
+// encoder (never on a training thread), batches what waits together, writes it on the
+// connection (agent/connection.h: channel, TLS, handshake, the server's limits), reports the
+// counters, and reconnects with capped, jittered exponential back-off. Verdicts arrive on gRPC's
+// callback threads (agent/check_stream.h says why the stream is a ClientBidiReactor).
 #pragma once
 
 #include <atomic>
@@ -15,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/bounded_queue.h"
 #include "agent/captured_call.h"
+#include "agent/connection.h"
 #include "agent/counters.h"
 #include "agent/server_list.h"
 #include "common/config.h"
@@ -87,31 +89,19 @@ class Sender {
   uint64_t queue_depth() const { return queue_.size(); }
 
  private:
-  struct Connection;
-
   void Run();
   void RunOnce(std::chrono::steady_clock::time_point* last_stats, double* backoff_ms);
-  bool Connect();
-  bool OpenChannel();
-  // channel_->WaitForConnected, given up early when the sender stops.
-  bool WaitForConnected(std::chrono::milliseconds timeout);
-  bool Handshake(std::unique_ptr<Connection>& c);
-  // Ends a stream that did not become the connection (half-closed, or cancelled) and drops it.
-  grpc::Status AbandonStream(std::unique_ptr<Connection>& c, bool cancel);
   void Disconnect(bool goodbye);
   // Encodes and writes `calls` in order, in as few messages as the server's limits allow (a
   // MessageBatch when it takes them); how many were written before a write failed.
   std::size_t SendCalls(std::vector<std::unique_ptr<CapturedCall>>& calls);
   grpc::ByteBuffer SerializeForWrite(std::shared_ptr<const v1::AgentMessage> m);
-  // Writes `m`; its tensor bytes are sent from its own memory, which the stream keeps alive.
-  // `more`: another write follows at once, so gRPC may hold this one and send both together (a
-  // synchronous write otherwise waits for its own send; measured by tests/bench/transport_bench).
+  // Writes `m`; `more`: another write follows at once, so gRPC may hold this one and send both
+  // together (a synchronous write otherwise waits for its own send; tests/bench/transport_bench).
   bool Write(std::shared_ptr<const v1::AgentMessage> m, bool more = false);
   void SendStats(bool goodbye);
-  void OnServerMessage(Connection* c, grpc::ByteBuffer& bytes);
   void OnStreamEnd();
   bool Waiting(std::chrono::milliseconds d);  // false when stopping
-  void LogOnce(const std::string& message, common::LogLevel level);
 
   const SenderOptions options_;
   AgentCounters& counters_;
@@ -120,39 +110,22 @@ class Sender {
   BoundedQueue<std::unique_ptr<CapturedCall>> queue_;
 
   // The sender thread's own.
-  std::shared_ptr<grpc::Channel> channel_;
-  std::string target_text_;      // the servers, for log lines
-  ServerEndpoint first_server_;  // the first configured server (TLS diagnostics)
   std::unique_ptr<Connection> conn_;
   std::thread thread_;
-  uint64_t max_inline_bytes_ = 0;                      // from ServerInfo
-  std::shared_ptr<const common::RevocationList> crl_;  // crl.pem: servers refused
-  uint64_t max_tensor_bytes_ = 0;         // the agent's and the server's, whichever is smaller
-  uint64_t max_batch_bytes_ = 1 << 20;    // a MessageBatch's size at most (ServerInfo's limit / 2)
-  bool accepts_batches_ = false;          // ServerInfo.accepts_batches
-  std::vector<int32_t> accepted_dtypes_;  // the server's; empty: any
   uint64_t next_blob_ = 0;
   bool unflushed_ = false;  // the last write went with `more`
   bool ever_connected_ = false;
-  std::string last_error_;
 
   mutable absl::Mutex mu_;
   absl::CondVar cv_;  // signalled when stopping_, answered_ or a connection's end changes
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t answered_ ABSL_GUARDED_BY(mu_) = 0;               // verdicts received (all connections)
-  uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;                // calls written (all connections)
-  CheckStream* live_stream_ ABSL_GUARDED_BY(mu_) = nullptr;  // for Cancel
+  uint64_t answered_ ABSL_GUARDED_BY(mu_) = 0;  // verdicts received (all connections)
+  uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;   // calls written (all connections)
   // Calls pushed and not yet written or dropped (queued, or in the sender's hands).
   std::atomic<uint64_t> pending_{0};
-  // The last connection attempt failed in a way retrying cannot fix (TLS material, a refused
-  // Hello): the end of the session does not wait for a delivery that cannot happen.
-  std::atomic<bool> undeliverable_{false};
   std::atomic<bool> first_attempt_{true};  // the first connection attempt has not ended yet
   std::atomic<bool> closing_{false};       // Close() has begun
-  // The last connection attempt failed (none since succeeded): a closing session does not wait
-  // its flush timeout for a server that did not answer.
-  std::atomic<bool> unreachable_{false};
 };
 
 }  // namespace parity::agent

@@ -75,6 +75,18 @@ class HalvesTest(unittest.TestCase):
         others = [s for s in exported if not s.startswith("parity_")]
         self.assertEqual(others, [], "libparity_transport.so exports more than its C API")
 
+    def test_the_transports_grpc_and_openssl_are_inside_it(self):
+        # Linked from the distribution's archives where it has them (agent/CMakeLists.txt):
+        # a training host needs no gRPC or OpenSSL of its own, and none can meet the agent's.
+        archives = [a for a in ("libgrpc.a", "libgrpc++.a", "libssl.a", "libcrypto.a")
+                    if glob.glob(f"/usr/lib/*/{a}") or glob.glob(f"/usr/lib/{a}")]
+        if len(archives) < 4:
+            self.skipTest("the distribution ships no gRPC/OpenSSL archives here")
+        libs = needed(TRANSPORT)
+        self.assertEqual([l for l in libs if re.match(r"lib(grpc|gpr|ssl|crypto|cares|z)\b", l)],
+                         [], libs)
+        self.assertTrue(any(l.startswith("libprotobuf") for l in libs), libs)  # stays shared
+
     def test_the_torch_half_imports_nothing_of_the_transports_libraries(self):
         undefined = symbols(harness.AGENT_LIB, "--undefined-only")
         self.assertIn("parity_session_create", undefined)  # it does use the C API
