@@ -74,7 +74,7 @@ struct AgentConfig {
   bool online_run_ut = true;
   std::string host;
   int64_t port = -1;
-  std::string tls_path;  // ca.crt [+ client.crt, client.key]
+  std::string tls_path = "./";  // ca.crt [+ client.crt, client.key]; msprobe's default
   AgentOptions parity;
 };
 
@@ -130,7 +130,7 @@ struct ServerConfig {
   std::string host;  // empty: 0.0.0.0 with TLS, 127.0.0.1 in plaintext
   int64_t port = 59208;
   std::vector<int64_t> rank_list;  // empty = every rank (msprobe's [] dropped all)
-  std::string tls_path;            // server.crt, server.key [+ ca.crt for mutual TLS]
+  std::string tls_path = "./";     // server.crt, server.key [+ ca.crt]; msprobe's default
   ServerOptions parity;
 };
 

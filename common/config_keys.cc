@@ -14,6 +14,11 @@ constexpr char kNfsHelp[] =
     "shared-storage (NFS) mode is not supported: Parity streams calls over gRPC. Remove nfs_path "
     "(or set it to \"\") and set host and port to the benchmark server";
 
+constexpr char kPlaintextWarning[] =
+    "empty: plaintext, as msprobe takes it: every tensor crosses the network unencrypted and "
+    "anyone on the path can read or alter it. Point tls_path at the certificates for mutual TLS "
+    "(docs/tls.md), or set parity.plaintext to true to say that plaintext is meant";
+
 // Functions, not namespace-scope objects: the tables may be built while shared libraries are
 // still being initialised (LD_PRELOAD's constructor reads PARITY_CONFIG before main).
 std::vector<std::pair<std::string, QueuePolicy>> Policies() {
@@ -55,7 +60,7 @@ const KeyTable<AgentConfig>& AgentTable() {
     t->Custom(
         "level", KeyKind::kChoice,
         [](ConfigReader& r, const std::string& n, C& c) {
-          r.Choice(n, &c.level, {"L0", "L1", "L2", "mix"});
+          r.Choice(n, &c.level, {"L0", "L1", "L2", "mix", "debug"});
           if (c.level != "L1") {
             r.Warning(n,
                       "Parity checks every top-level aten operator (msprobe's L1) whatever "
@@ -63,7 +68,7 @@ const KeyTable<AgentConfig>& AgentTable() {
                       "start()");
           }
         },
-        nullptr, "L0, L1, L2 or mix: Parity always checks every top-level operator (L1)");
+        nullptr, "L0, L1, L2, mix or debug: Parity always checks every top-level operator (L1)");
     t->IndexList(
         "rank", [](C& c) { return &c.rank; }, "ranks that send calls; [] = every rank");
     t->IndexList(
@@ -80,6 +85,9 @@ const KeyTable<AgentConfig>& AgentTable() {
     }
     for (const char* k : kOtherTaskSections) t->Accepted(k, "another msprobe task's section");
     t->Accepted("run_ut", "the server's section (one file may serve both sides)");
+    t->Accepted("precision",
+                "msprobe's decimals in its result files; Parity writes 14, msprobe's "
+                "default");
     t->StringList(
         "tensor.scope", [](C& c) { return &c.scope; },
         "[start, end]: check only calls from the first matching start to the first matching end");
@@ -122,9 +130,16 @@ const KeyTable<AgentConfig>& AgentTable() {
         [](const C& c) { return absl::StrCat(c.port); }, "the benchmark server's port, 1-65535");
     t->Custom(
         "tensor.tls_path", KeyKind::kString,
-        [](ConfigReader& r, const std::string& n, C& c) { r.String(n, &c.tls_path); },
+        [](ConfigReader& r, const std::string& n, C& c) {
+          r.String(n, &c.tls_path);
+          if (c.tls_path.empty()) {  // msprobe's way of asking for plaintext
+            c.parity.plaintext = true;
+            r.Warning(n, kPlaintextWarning);
+          }
+        },
         [](const C& c) { return c.parity.plaintext ? std::string("(plaintext)") : c.tls_path; },
-        "folder with ca.crt, and client.crt + client.key for mutual TLS");
+        "folder with ca.crt, and client.crt + client.key for mutual TLS; default \"./\" (as in "
+        "msprobe); \"\": plaintext, with a warning (as in msprobe)");
     t->Custom(
         "tensor.online_run_ut_recompute", KeyKind::kBool,
         [](ConfigReader& r, const std::string& n, C& c) {
@@ -249,6 +264,9 @@ const KeyTable<ServerConfig>& ServerTable() {
       t->Accepted(k, "the agent's key (one file may serve both sides)");
     }
     for (const char* k : kOtherTaskSections) t->Accepted(k, "another msprobe task's section");
+    t->Accepted("precision",
+                "msprobe's decimals in its result files; Parity writes 14, msprobe's "
+                "default");
     t->StringList(
          "run_ut.white_list", [](C& c) { return &c.white_list; },
          "check only the calls these names (any form: gelu, Torch.matmul) select; [] = all")
@@ -302,9 +320,16 @@ const KeyTable<ServerConfig>& ServerTable() {
         .flag = "rank_list";
     t->Custom(
          "run_ut.tls_path", KeyKind::kString,
-         [](ConfigReader& r, const std::string& n, C& c) { r.String(n, &c.tls_path); },
+         [](ConfigReader& r, const std::string& n, C& c) {
+           r.String(n, &c.tls_path);
+           if (c.tls_path.empty()) {  // msprobe's way of asking for plaintext
+             c.parity.plaintext = true;
+             r.Warning(n, kPlaintextWarning);
+           }
+         },
          [](const C& c) { return c.parity.plaintext ? std::string("(plaintext)") : c.tls_path; },
-         "folder with server.crt, server.key, and ca.crt to require client certificates")
+         "folder with server.crt, server.key, and ca.crt to require client certificates; "
+         "default \"./\" (as in msprobe); \"\": plaintext, with a warning (as in msprobe)")
         .flag = "tls_path";
     t->Ignored("run_ut.precision", "Parity always writes 14 decimals, like msprobe's default");
 

@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -13,6 +14,7 @@ using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 // msprobe's documented online example for the NPU side, with TLS.
 constexpr char kMsprobeAgent[] = R"({
@@ -158,15 +160,61 @@ TEST(AgentConfigTest, NfsPathIsAClearError) {
                     HasSubstr("set host and port")));
 }
 
-TEST(AgentConfigTest, TlsIsRequiredUnlessPlaintextIsExplicit) {
+// msprobe 8.1.1's documented online run_ut configs, verbatim (its docs' NPU-side and GPU-side
+// examples, and the shared-storage variant): an empty tls_path is msprobe's plaintext, which
+// Parity takes the same way, warning loudly; a missing one is msprobe's default "./".
+constexpr char kMsprobeNpuExample[] =
+    R"({"task":"tensor","dump_path":"./dump_path","rank":[0],"step":[0],"level":"L1","tensor":)"
+    R"({"scope":[],"list":[],"online_run_ut":true,"nfs_path":"","host":"xx.xx.xx.x",)"
+    R"("port":59208,"tls_path":""}})";
+constexpr char kMsprobeGpuExample[] =
+    R"({"task":"run_ut","run_ut":{"white_list":[],"black_list":[],"error_data_path":"./",)"
+    R"("is_online":true,"nfs_path":"","host":"127.0.0.1","port":59208,"rank_list":[0],)"
+    R"("tls_path":""}})";
+
+TEST(AgentConfigTest, MsprobesEmptyTlsPathIsPlaintextWithALoudWarning) {
+  auto parsed = ParseAgentConfig(kMsprobeNpuExample);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(parsed->config.parity.plaintext);
+  EXPECT_EQ(parsed->config.port, 59208);
+  EXPECT_THAT(parsed->warnings,
+              Contains(AllOf(HasSubstr("tensor.tls_path"), HasSubstr("plaintext"),
+                             HasSubstr("unencrypted"), HasSubstr("parity.plaintext"))));
+  // Said explicitly, plaintext needs no warning about tls_path.
+  parsed = ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,
+      "host": "h", "port": 1}, "parity": {"plaintext": true}})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_THAT(parsed->warnings, Not(Contains(HasSubstr("tensor.tls_path"))));
+}
+
+TEST(AgentConfigTest, AMissingTlsPathIsMsprobesDefaultTheCurrentFolder) {
   auto parsed = ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,
-      "host": "h", "port": 1, "tls_path": ""}})");
+      "host": "h", "port": 1}})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->config.tls_path, "./");
+  EXPECT_FALSE(parsed->config.parity.plaintext);
+}
+
+TEST(AgentConfigTest, MsprobesSharedStorageExampleSaysWhatToDoInstead) {
+  // The same example in msprobe's shared-storage form: nfs_path set, host "", port -1.
+  auto parsed = ParseAgentConfig(
+      R"({"task":"tensor","dump_path":"./dump_path","rank":[0],"step":[0],"level":"L1",)"
+      R"("tensor":{"scope":[],"list":[],"online_run_ut":true,"nfs_path":"/nfs/xxx/data",)"
+      R"("host":"","port":-1,"tls_path":""}})");
   ASSERT_FALSE(parsed.ok());
   EXPECT_THAT(parsed.status().message(),
-              AllOf(HasSubstr("tensor.tls_path: TLS is required"), HasSubstr("parity.plaintext")));
-  parsed = ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,
-      "host": "h", "port": 1, "tls_path": ""}, "parity": {"plaintext": true}})");
-  EXPECT_TRUE(parsed.ok()) << parsed.status();
+              AllOf(HasSubstr("tensor.nfs_path"), HasSubstr("not supported"),
+                    HasSubstr("set host and port to the benchmark server")));
+}
+
+TEST(AgentConfigTest, EveryMsprobeLevelAndTopLevelPrecisionAreAccepted) {
+  for (const char* level : {"L0", "L1", "L2", "mix", "debug"}) {
+    auto parsed = ParseAgentConfig(absl::StrCat(R"({"task": "tensor", "level": ")", level,
+                                                R"(", "precision": 14, "tensor": {
+        "online_run_ut": true, "host": "h", "port": 1, "tls_path": "c"}})"));
+    ASSERT_TRUE(parsed.ok()) << level << ": " << parsed.status();
+    EXPECT_THAT(parsed->warnings, Not(Contains(HasSubstr("precision")))) << level;
+  }
 }
 
 TEST(AgentConfigTest, UnknownAndIgnoredKeysAreWarnings) {
@@ -265,19 +313,25 @@ TEST(ServerConfigTest, InvalidValuesAreClearErrors) {
   EXPECT_THAT(names.status().message(), HasSubstr("run_ut.white_list: \"a b\": not an operator"));
 }
 
-// A file may leave tls_path to --tls_path; the merged configuration must still choose TLS or
-// plaintext explicitly.
-TEST(ServerConfigTest, TlsChoiceIsCheckedOnTheMergedConfig) {
-  auto parsed = ParseServerConfig(R"({"task": "run_ut", "run_ut": {"port": 59208}})");
+// msprobe's GPU-side example, verbatim: plaintext on 127.0.0.1 with a loud warning. A file that
+// leaves tls_path out gets msprobe's default "./"; an empty --tls_path with no plaintext chosen
+// is still refused.
+TEST(ServerConfigTest, MsprobesExampleAndDefaultsChooseTlsOrPlaintextAsMsprobeDoes) {
+  auto parsed = ParseServerConfig(kMsprobeGpuExample);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(parsed->config.parity.plaintext);
+  EXPECT_THAT(parsed->warnings,
+              Contains(AllOf(HasSubstr("run_ut.tls_path"), HasSubstr("unencrypted"))));
+  EXPECT_TRUE(ValidateServerConfig(parsed->config).ok());
+  parsed = ParseServerConfig(R"({"task": "run_ut", "run_ut": {"port": 59208}})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->config.tls_path, "./");
+  EXPECT_FALSE(parsed->config.parity.plaintext);
+  EXPECT_TRUE(ValidateServerConfig(parsed->config).ok());
+  parsed->config.tls_path.clear();  // --tls_path= on the command line
   absl::Status v = ValidateServerConfig(parsed->config);
   EXPECT_EQ(v.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(v.message()), HasSubstr("run_ut.tls_path: TLS is required"));
-  parsed->config.tls_path = "/etc/parity/tls";
-  EXPECT_TRUE(ValidateServerConfig(parsed->config).ok());
-  parsed->config.tls_path.clear();
-  parsed->config.parity.plaintext = true;
-  EXPECT_TRUE(ValidateServerConfig(parsed->config).ok());
 }
 
 TEST(ConfigTest, ParsesByteSizes) {
