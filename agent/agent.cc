@@ -181,6 +181,9 @@ std::string OpBuildInfo() {
 
 bool OpIsStarted() { return IsStarted(); }
 void OpExplicitSteps() { UseExplicitSteps(); }
+void OpSetStep(int64_t step) {
+  if (TorchAgent* a = Current()) parity_session_set_step(a->session(), step);
+}
 void OpStop() { Stop(); }
 void OpClose() { Close(); }
 void OpPushModule(const std::string& path) { PushModule(path); }
@@ -201,6 +204,7 @@ TORCH_LIBRARY(parity, m) {
   m.def("config_keys() -> str", &parity::agent::OpConfigKeys);
   m.def("build_info() -> str", &parity::agent::OpBuildInfo);
   m.def("use_explicit_steps() -> ()", &parity::agent::OpExplicitSteps);
+  m.def("set_step(int step) -> ()", &parity::agent::OpSetStep);
   m.def("push_module(str path) -> ()", &parity::agent::OpPushModule);
   m.def("pop_module() -> ()", &parity::agent::OpPopModule);
 }

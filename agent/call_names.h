@@ -26,6 +26,8 @@ class CallNames {
   int64_t step() const { return step_.load(std::memory_order_relaxed); }
   // Ends the step: call indices and forward links start afresh.
   void NewStep();
+  // The step counter becomes `step` (the next NewStep() ends it).
+  void SetStep(int64_t step) { step_.store(step, std::memory_order_relaxed); }
 
   // The call index of the next call of `op` in this step (0, 1, ...).
   uint64_t NextCallIndex(const std::string& op);

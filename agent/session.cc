@@ -138,6 +138,11 @@ void Session::OptimizerStepDone() {
   if (!explicit_steps_.load()) NewStep();
 }
 
+void Session::SetStep(int64_t step) {
+  names_.SetStep(step - 1);  // NewStep() counts it
+  NewStep();
+}
+
 void Session::NewStep() {
   WarnAboutUnknownNames();
   names_.NewStep();

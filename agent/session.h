@@ -45,6 +45,9 @@ class Session {
   // Advances the step. Under parity.fail_fast, false (and the first error verdict's text in
   // `error`, may be null) once an error verdict has arrived.
   bool Step(std::string* error);
+  // The current step becomes `step` (msprobe's set_init_step; steps counted before the first
+  // Start()): as a step boundary, with call indices afresh.
+  void SetStep(int64_t step);
   // Steps come only from Step() from now on (otherwise each optimizer.step() ends one).
   void UseExplicitSteps();
   // Waits until every captured call is delivered and answered, at most `timeout_ms`.

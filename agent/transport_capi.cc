@@ -165,6 +165,13 @@ int parity_session_step(parity_session* s, char* error, size_t error_size) {
   });
 }
 
+void parity_session_set_step(parity_session* s, int64_t step) {
+  Guarded("parity_session_set_step", 0, [&] {
+    s->session->SetStep(step);
+    return 0;
+  });
+}
+
 void parity_session_use_explicit_steps(parity_session* s) {
   Guarded("parity_session_use_explicit_steps", 0, [&] {
     s->session->UseExplicitSteps();

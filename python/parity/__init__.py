@@ -20,6 +20,7 @@ import difflib
 import json
 import os
 import random
+import sys
 
 import torch
 
@@ -172,19 +173,43 @@ def _remove_dropout():
         setattr(functional, name, no_dropout)
 
 
+_NOTED = set()
+
+
+def _note_once(key, text):
+    """An msprobe call that has no meaning for online checking: said once, never raised."""
+    if key not in _NOTED:
+        _NOTED.add(key)
+        print(f"[parity] {text}", file=sys.stderr, flush=True)
+
+
 class PrecisionDebugger:
     """msprobe's PrecisionDebugger API on Parity's agent: one checking session per process.
 
-    ``config_path`` is an msprobe config.json (task "tensor" with ``online_run_ut``); keyword
-    arguments override its keys (``step=[0, 1]``, ``host="..."``, ``fail_fast=True``, ...).
-    msprobe's loop works as written: ``start()`` begins the session or resumes it, ``stop()``
-    pauses capture and returns at once, ``step()`` ends a step whether capturing or not. The
-    session ends at ``close()``, at process exit, or once the step passes the last step the
-    config's ``step`` lists.
+    As in msprobe, it is a singleton (constructing it again returns the first instance, whose
+    configuration stays) and every call is a classmethod (``PrecisionDebugger.step()`` works
+    as ``debugger.step()``). ``config_path`` is an msprobe config.json (task "tensor" with
+    ``online_run_ut``); keyword arguments override its keys (``step=[0, 1]``, ``host="..."``,
+    ``fail_fast=True``, ...). msprobe's loop works as written: ``start()`` begins the session or
+    resumes it, ``stop()`` pauses capture and returns at once, ``step()`` ends a step whether
+    capturing or not, counting from the construction (so ``step: [2, 3]`` means the training's
+    iterations 2 and 3 even when ``start()`` is first called later). The session ends at
+    ``close()``, at process exit, or once the step passes the last step the config's ``step``
+    lists.
     """
+
+    _instance = None
+
+    def __new__(cls, *args, **kwargs):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+            cls._instance._initialized = False
+        return cls._instance
 
     def __init__(self, config_path=None, task=None, dump_path=None, level=None, model=None,
                  step=None, **overrides):
+        if self._initialized:
+            return  # msprobe's singleton: the first construction's configuration stays
         config = {}
         if config_path is None:
             config_path = os.environ.get("PARITY_CONFIG")
@@ -206,9 +231,25 @@ class PrecisionDebugger:
         self._model = model
         self._hooks = []
         self._started = False
+        self._step = 0  # the training's step, counted from here as msprobe counts it
+        self._initialized = True
 
-    def start(self, model=None):
-        """Starts capturing, or resumes after stop(). With a model, results name module paths."""
+    @classmethod
+    def _get(cls):
+        if cls._instance is None or not cls._instance._initialized:
+            raise RuntimeError("PrecisionDebugger is not created: construct it with the "
+                               "configuration first, e.g. PrecisionDebugger(config_path=...)")
+        return cls._instance
+
+    @classmethod
+    def start(cls, model=None, token_range=None):
+        """Starts capturing, or resumes after stop(). With a model (a module, or a list of
+        modules: Megatron's model chunks), results name module paths."""
+        self = cls._get()
+        if token_range is not None:
+            _note_once("token_range", "start(token_range=...): msprobe's token window for "
+                       "inference dumps has no meaning for online checking: every call of the "
+                       "selected steps is checked")
         model = model if model is not None else self._model
         if not self._started:
             ranks = _distributed_rank()
@@ -220,6 +261,8 @@ class PrecisionDebugger:
         if not self._started:
             self._started = True
             self._ops.use_explicit_steps()  # msprobe's API: step() marks the steps
+            if self._step:
+                self._ops.set_step(self._step)  # steps ended before the first start
             atexit.register(self.close)
         if model is not None and not self._hooks:
             self._hook_modules(model)
@@ -235,27 +278,84 @@ class PrecisionDebugger:
         def post(module, args, output):
             ops.pop_module()
 
-        for name, module in model.named_modules():
-            self._hooks.append(module.register_forward_pre_hook(pre(name or "model")))
-            self._hooks.append(module.register_forward_hook(post))
+        # A list of modules (model chunks): each one's paths start with its index, as msprobe
+        # names them.
+        chunks = [("", model)] if isinstance(model, torch.nn.Module) else \
+            [(f"{i}.", m) for i, m in enumerate(model)]
+        for prefix, chunk in chunks:
+            if not isinstance(chunk, torch.nn.Module):
+                raise TypeError("start(model): a torch.nn.Module or a list of them, got "
+                                f"{type(chunk).__name__}")
+            for name, module in chunk.named_modules():
+                path = prefix + name if name else (prefix.rstrip(".") or "model")
+                self._hooks.append(module.register_forward_pre_hook(pre(path)))
+                self._hooks.append(module.register_forward_hook(post))
 
-    def stop(self):
+    @classmethod
+    def stop(cls):
         """Pauses capturing and returns at once: nothing waits for the server."""
-        self._ops.stop()
+        cls._get()._ops.stop()
 
-    def step(self):
+    @classmethod
+    def forward_backward_dump_end(cls):
+        """msprobe's end of the region to check (after the backward, before the optimizer, in
+        its documented loop): capture stops there, as msprobe's stop() (start() resumes)."""
+        cls.stop()
+
+    @classmethod
+    def step(cls):
         """Ends a training step; raises PrecisionError under fail_fast after an error verdict."""
+        self = cls._get()
+        self._step += 1
+        if not self._started:
+            return  # counted here; the session takes the count at its first start()
         error = self._ops.step()
         if error:
             raise PrecisionError(error)
 
-    def flush(self, timeout_s=30.0):
-        """Waits until every captured call has its verdict; False on timeout."""
-        return bool(self._ops.flush(int(timeout_s * 1000)))
+    @classmethod
+    def set_init_step(cls, step):
+        """msprobe's resumed run: the current step becomes `step` (an int >= 0)."""
+        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+            raise ValueError(f"set_init_step: step must be an integer >= 0, got {step!r}")
+        self = cls._get()
+        self._step = step
+        if self._started:
+            self._ops.set_step(step)
 
-    def close(self):
+    @classmethod
+    def register_custom_api(cls, module, api, api_prefix=None):
+        """msprobe wraps a Python function to dump it as an API. Parity checks the operators
+        any function calls (aten, npu, custom ops alike), so there is nothing to wrap."""
+        cls._get()
+        if not hasattr(module, api):
+            raise ValueError(f"register_custom_api: {module!r} has no {api!r}")
+        _note_once("register_custom_api", "register_custom_api: nothing to wrap: Parity checks "
+                   "every operator a custom API calls (docs/migration.md)")
+
+    @classmethod
+    def restore_custom_api(cls, module, api):
+        cls._get()
+        if not hasattr(module, api):
+            raise ValueError(f"restore_custom_api: {module!r} has no {api!r}")
+
+    @classmethod
+    def save(cls, variable, name, save_backward=True):
+        """msprobe's save() dumps a variable at level "debug"; Parity writes no dump."""
+        cls._get()
+        _note_once("save", "save(): msprobe's variable dump has no online equivalent: Parity "
+                   "writes no dump (error data of failing calls is saved by the server)")
+
+    @classmethod
+    def flush(cls, timeout_s=30.0):
+        """Waits until every captured call has its verdict; False on timeout."""
+        return bool(cls._get()._ops.flush(int(timeout_s * 1000)))
+
+    @classmethod
+    def close(cls):
         """Ends the session: delivers what is queued (at most parity.flush_timeout_ms), logs the
         counters. Runs by itself at exit. Idempotent."""
+        self = cls._get()
         for h in self._hooks:
             h.remove()
         self._hooks = []
@@ -263,6 +363,10 @@ class PrecisionDebugger:
 
     @staticmethod
     def counters():
+        return counters()
+
+
+def counters():
         return counters()
 
 

@@ -80,6 +80,9 @@ PARITY_TRANSPORT_API void parity_session_stop(parity_session* s);
 /* Ends a training step. 0 under parity.fail_fast once an error verdict has arrived (its text in
  * `error`, may be null), else 1. */
 PARITY_TRANSPORT_API int parity_session_step(parity_session* s, char* error, size_t error_size);
+/* Sets the current step (msprobe's set_init_step, or steps counted before the first start):
+ * call indices start afresh, the step selection and the last configured step apply to it. */
+PARITY_TRANSPORT_API void parity_session_set_step(parity_session* s, int64_t step);
 /* Steps come only from parity_session_step from now on. */
 PARITY_TRANSPORT_API void parity_session_use_explicit_steps(parity_session* s);
 /* An optimizer's step() ended (ends a training step until explicit steps are used). */

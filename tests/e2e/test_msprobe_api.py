@@ -1,0 +1,97 @@
+"""msprobe's PrecisionDebugger API surface, as msprobe 8.x has it, in a Megatron-style loop:
+a singleton whose calls are classmethods; start() given the list of model chunks (an interleaved
+pipeline's shape: each micro-batch through chunk 0 then chunk 1, then its backward);
+forward_backward_dump_end() after the backward, before the optimizer; step() counting from the
+construction, also before the first start(); set_init_step() for a resumed run;
+register_custom_api() and save() accepted with a note, never raising into the training."""
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+TRAIN = r'''
+import json, sys
+import torch
+import parity
+from parity import PrecisionDebugger
+config, mode = sys.argv[1], sys.argv[2]
+torch.manual_seed(0)
+chunks = [torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU()),
+          torch.nn.Sequential(torch.nn.Linear(32, 16))]
+opt = torch.optim.AdamW([p for c in chunks for p in c.parameters()], lr=1e-3)
+debugger = PrecisionDebugger(config_path=config)
+assert PrecisionDebugger(config_path="/nonexistent/config.json") is debugger  # the singleton
+if mode == "resume":
+    PrecisionDebugger.set_init_step(10)
+for iteration in range(4):
+    started = mode != "late" or iteration >= 2  # "late": the debugger is started at iteration 2
+    if started:
+        PrecisionDebugger.start(chunks)
+    for micro_batch in range(2):
+        out = chunks[1](chunks[0](torch.randn(4, 16)))
+        out.pow(2).mean().backward()
+    if started:
+        PrecisionDebugger.forward_backward_dump_end()
+    opt.step()
+    opt.zero_grad()
+    if started:
+        PrecisionDebugger.stop()
+    PrecisionDebugger.step()
+PrecisionDebugger.register_custom_api(torch, "add")
+PrecisionDebugger.restore_custom_api(torch, "add")
+PrecisionDebugger.save(torch.ones(2), "activation")
+PrecisionDebugger.start(chunks, token_range=[0, 4])
+PrecisionDebugger.stop()
+debugger.flush(120)
+print("COUNTERS " + json.dumps(parity.counters()), flush=True)
+'''
+
+
+class MsprobeApiTest(unittest.TestCase):
+    def train(self, mode, steps):
+        with tempfile.TemporaryDirectory() as work:
+            server = harness.Server(work)
+            try:
+                config = harness.agent_config(os.path.join(work, "config.json"), server.port,
+                                              policy="block")
+                with open(config, encoding="utf-8") as f:
+                    c = json.load(f)
+                c["step"] = steps
+                with open(config, "w", encoding="utf-8") as f:
+                    json.dump(c, f)
+                script = os.path.join(work, "train.py")
+                with open(script, "w", encoding="utf-8") as f:
+                    f.write(TRAIN)
+                run = harness.run([harness.PYTHON, script, config, mode],
+                                  env={"PYTHONPATH": os.path.join(harness.ROOT, "python")})
+            finally:
+                server.stop()
+            self.assertEqual(run.returncode, 0, run.stdout[-2000:] + run.stderr[-4000:])
+            return run, server.records()
+
+    def test_a_megatron_style_loop_started_late_checks_the_configured_iterations(self):
+        run, records = self.train("late", [2, 3])
+        self.assertEqual({r["step"] for r in records}, {2, 3})
+        paths = {r["module_path"] for r in records}
+        self.assertTrue({"0.0", "0.1", "1.0"} <= paths, paths)  # both chunks, by index
+        phases = {r["phase"] for r in records}
+        self.assertEqual(phases, {"forward", "backward"})
+        # forward_backward_dump_end() before the optimizer: its calls are not checked.
+        self.assertFalse([r["api"] for r in records if r["in_optimizer"]])
+        self.assertNotIn("error", {r["status"] for r in records})
+        for note in ("register_custom_api: nothing to wrap", "save(): msprobe's variable dump",
+                     "start(token_range=...)"):
+            self.assertIn(note, run.stderr)
+
+    def test_set_init_step_resumes_the_step_count(self):
+        _, records = self.train("resume", [10])
+        self.assertEqual({r["step"] for r in records}, {10})
+        self.assertGreater(len(records), 10)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
