@@ -180,10 +180,12 @@ bool Connection::Handshake(std::unique_ptr<Live>& c) {
     // Refused for what this agent is (its rank, its version, its Hello): retrying will not
     // change that, so the end of the session does not wait for it.
     const grpc::StatusCode code = s.error_code();
-    undeliverable_.store(code == grpc::StatusCode::PERMISSION_DENIED ||
-                         code == grpc::StatusCode::FAILED_PRECONDITION ||
+    // (PERMISSION_DENIED, a rank the server does not check, is the pipeline's to report: it
+    // stops the session's capture first; refused() says so.)
+    undeliverable_.store(code == grpc::StatusCode::FAILED_PRECONDITION ||
                          code == grpc::StatusCode::INVALID_ARGUMENT ||
                          code == grpc::StatusCode::UNAUTHENTICATED);
+    if (code == grpc::StatusCode::PERMISSION_DENIED) refused_ = s.error_message();
     return false;
   }
   // crl.pem: a revoked server gets nothing but the Hello it has already read.

@@ -75,6 +75,9 @@ class Connection {
   bool undeliverable() const { return undeliverable_.load(); }
   // The last attempt failed (none since succeeded).
   bool unreachable() const { return unreachable_.load(); }
+  // Why the server refused this agent (PERMISSION_DENIED: its rank is not in the server's
+  // rank_list), "" if it did not. Sender thread only.
+  const std::string& refused() const { return refused_; }
 
  private:
   struct Live;
@@ -99,6 +102,7 @@ class Connection {
   ServerLimits limits_;
   bool ever_connected_ = false;
   std::string last_error_;
+  std::string refused_;
   std::atomic<bool> undeliverable_{false};
   std::atomic<bool> unreachable_{false};
 

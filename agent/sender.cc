@@ -171,6 +171,13 @@ void Sender::RunOnce(std::chrono::steady_clock::time_point* last_stats, double* 
       counters_.SetConnected(true);
     }
     if (first_attempt_.exchange(false) || connected) queue_.Wake();  // blocked pushers re-check
+    if (!connected && !conn_->refused().empty()) {
+      // Refused for good (rank_list): the session stops capturing; no more attempts.
+      if (options_.on_refused) options_.on_refused(conn_->refused());
+      refused_.store(true);  // after the capture stopped: a Flush() returning sees it stopped
+      Waiting(std::chrono::hours(24));
+      return;
+    }
     if (!connected) {
       // Jittered exponential back-off, capped: many ranks must not reconnect in lock-step.
       static thread_local std::mt19937 rng(static_cast<uint32_t>(::getpid()));
@@ -352,7 +359,7 @@ bool Sender::Flush(std::chrono::milliseconds timeout) {
     // Nothing can be delivered (TLS material unusable, or the server refused this agent): no
     // point in waiting. Nor, once the session is ending, for a server whose last connection
     // attempt failed: its reason is already in the log.
-    if (conn_->undeliverable() && !counters_.connected()) break;
+    if ((conn_->undeliverable() || refused_.load()) && !counters_.connected()) break;
     if (closing_.load() && conn_->unreachable() && !counters_.connected() &&
         !options_.wait_for_server_at_exit) {
       break;

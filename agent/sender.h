@@ -59,6 +59,10 @@ struct SenderOptions {
   bool checksum = false;
   // Runs first on the sender thread (the torch half's work there is never captured).
   std::function<void()> enter_thread;
+  // The server refused this agent for what it is (its rank is not in the server's rank_list),
+  // with the server's reason: nothing this agent captures can be checked. On the sender thread,
+  // once; the sender then stops connecting.
+  std::function<void(const std::string&)> on_refused;
   v1::Hello hello;  // this process: sent at every connection (protocol version filled in)
 };
 // The sender's part of an agent configuration, and this process's identity (run id, versions,
@@ -126,6 +130,7 @@ class Sender {
   std::atomic<uint64_t> pending_{0};
   std::atomic<bool> first_attempt_{true};  // the first connection attempt has not ended yet
   std::atomic<bool> closing_{false};       // Close() has begun
+  std::atomic<bool> refused_{false};       // the server refused this agent; capture stopped
 };
 
 }  // namespace parity::agent

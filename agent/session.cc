@@ -91,6 +91,7 @@ void Session::Start() {
       world = rank_ + 1;
     }
     SenderOptions options = SenderOptionsFor(config_, framework_version_, device_type_);
+    options.on_refused = [this](const std::string& why) { OnRefused(why); };
     options.enter_thread = [this] {
       if (host_.enter_agent_thread != nullptr) host_.enter_agent_thread(host_.ctx);
     };
@@ -157,10 +158,19 @@ void Session::NewStep() {
   }
 }
 
+void Session::OnRefused(const std::string& why) {
+  absl::MutexLock lock(&mu_);
+  if (refused_) return;
+  refused_ = true;
+  common::LogWarning(absl::StrCat("the server refused rank ", rank_, " (", why,
+                                  "): this rank captures nothing more in this run"));
+  UpdateHook();
+}
+
 void Session::UpdateHook() {
   // In unselected steps the hook costs nothing when it is off; it stays on only when steps are
   // counted by the optimizer scopes it observes.
-  const bool want = running_ && !ended_.load() && rank_selected_ &&
+  const bool want = running_ && !ended_.load() && rank_selected_ && !refused_ &&
                     (!explicit_steps_.load() || filter_.StepSelected(names_.step()));
   if (want != hook_on_ && host_.set_capture != nullptr) {
     host_.set_capture(host_.ctx, want ? 1 : 0, config_.parity.snapshot_pool_bytes);

@@ -78,6 +78,7 @@ class Session {
   // or steps counted by the optimizer), removes it otherwise.
   void UpdateHook() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnVerdict(const v1::Verdict& verdict);  // on a gRPC callback thread: never blocks
+  void OnRefused(const std::string& why);      // on the sender thread
   void EndAfterLastStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LogSummary();
   void WarnAboutUnknownNames();
@@ -105,6 +106,7 @@ class Session {
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool hook_on_ ABSL_GUARDED_BY(mu_) = false;  // the host was told to capture
+  bool refused_ ABSL_GUARDED_BY(mu_) = false;  // the server refused this rank
   std::thread closer_ ABSL_GUARDED_BY(mu_);    // delivers after the last configured step
   bool summarised_ ABSL_GUARDED_BY(mu_) = false;
   std::string first_error_ ABSL_GUARDED_BY(mu_);

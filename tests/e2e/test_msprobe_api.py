@@ -27,6 +27,7 @@ debugger = PrecisionDebugger(config_path=config)
 assert PrecisionDebugger(config_path="/nonexistent/config.json") is debugger  # the singleton
 if mode == "resume":
     PrecisionDebugger.set_init_step(10)
+captured_when_refused = None
 for iteration in range(4):
     started = mode != "late" or iteration >= 2  # "late": the debugger is started at iteration 2
     if started:
@@ -41,6 +42,10 @@ for iteration in range(4):
     if started:
         PrecisionDebugger.stop()
     PrecisionDebugger.step()
+    if mode == "refused" and iteration == 0:
+        debugger.flush(60)  # returns once the server has answered the first connection
+        captured_when_refused = parity.counters()["captured"]
+print("CAPTURED_WHEN_REFUSED " + json.dumps(captured_when_refused), flush=True)
 PrecisionDebugger.register_custom_api(torch, "add")
 PrecisionDebugger.restore_custom_api(torch, "add")
 PrecisionDebugger.save(torch.ones(2), "activation")
@@ -52,9 +57,9 @@ print("COUNTERS " + json.dumps(parity.counters()), flush=True)
 
 
 class MsprobeApiTest(unittest.TestCase):
-    def train(self, mode, steps):
+    def train(self, mode, steps, env=None, server_args=()):
         with tempfile.TemporaryDirectory() as work:
-            server = harness.Server(work)
+            server = harness.Server(work, extra=server_args)
             try:
                 config = harness.agent_config(os.path.join(work, "config.json"), server.port,
                                               policy="block")
@@ -67,7 +72,8 @@ class MsprobeApiTest(unittest.TestCase):
                 with open(script, "w", encoding="utf-8") as f:
                     f.write(TRAIN)
                 run = harness.run([harness.PYTHON, script, config, mode],
-                                  env={"PYTHONPATH": os.path.join(harness.ROOT, "python")})
+                                  env=dict(env or {},
+                                           PYTHONPATH=os.path.join(harness.ROOT, "python")))
             finally:
                 server.stop()
             self.assertEqual(run.returncode, 0, run.stdout[-2000:] + run.stderr[-4000:])
@@ -91,6 +97,23 @@ class MsprobeApiTest(unittest.TestCase):
         _, records = self.train("resume", [10])
         self.assertEqual({r["step"] for r in records}, {10})
         self.assertGreater(len(records), 10)
+
+
+    def test_a_rank_the_server_refuses_stops_capturing_and_says_so_once(self):
+        # msprobe's rank_list on the server: rank 1 is not checked there. Its agent stops
+        # copying calls once refused, instead of capturing every call to drop it.
+        run, records = self.train("refused", [], env={"RANK": "1", "WORLD_SIZE": "2"},
+                                  server_args=["--rank_list=0"])
+        self.assertEqual(records, [])
+        self.assertEqual(run.stderr.count("the server refused rank 1"), 1, run.stderr[-3000:])
+        self.assertIn("rank_list", run.stderr)
+        counters = json.loads(run.stdout.split("COUNTERS ", 1)[1].splitlines()[0])
+        # Once refused (known by the end of the first iteration's flush), nothing more is
+        # copied in the three iterations after it.
+        when_refused = json.loads(run.stdout.split("CAPTURED_WHEN_REFUSED ", 1)[1].splitlines()[0])
+        self.assertGreater(when_refused, 0)
+        self.assertEqual(counters["captured"], when_refused, counters)
+        self.assertEqual(counters["verdicts"], 0)
 
 
 if __name__ == "__main__":
