@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "agent/agent_hook.h"
+#include "agent/counter_fields.h"
 #include "common/torch/generator_read.h"
 
 namespace parity::agent {
@@ -83,30 +84,12 @@ Counters TorchAgent::GetCounters() const {
   c.size = sizeof(c);
   parity_session_counters(session_, &c);
   Counters r;
-  r.captured = c.captured;
-  r.sent = c.sent;
-  r.sent_bytes = c.sent_bytes;
-  r.reused_bytes = c.reused_bytes;
-  r.dropped = {{"queue_full", c.dropped_queue_full},
-               {"disconnected", c.dropped_disconnected},
-               {"stopped", c.dropped_stopped},
-               {"communication", c.dropped_communication}};
-  r.lost_in_flight = c.lost_in_flight;
-  r.unencodable = c.unencodable;
-  r.sampled_out = c.sampled_out;
-  r.reconnects = c.reconnects;
-  r.verdicts = c.verdicts;
-  r.pass = c.pass;
-  r.warning = c.warning;
-  r.error = c.error;
-  r.skip = c.skip;
-  r.rejected = c.rejected;
-  r.unreadable = c.unreadable;
-  r.queue_depth = c.queue_depth;
-  r.snapshot_seconds = c.snapshot_seconds;
-  r.encode_cpu_seconds = c.encode_cpu_seconds;
-  r.serialize_cpu_seconds = c.serialize_cpu_seconds;
-  r.step = c.step;
+#define PARITY_COPY(field) r.field = c.field;
+  PARITY_AGENT_COUNTER_FIELDS(PARITY_COPY)
+#undef PARITY_COPY
+#define PARITY_DROPPED(reason) r.dropped[#reason] = c.dropped_##reason;
+  PARITY_AGENT_DROP_REASONS(PARITY_DROPPED)
+#undef PARITY_DROPPED
   r.connected = c.connected != 0;
   return r;
 }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "agent/counter_fields.h"
 #include "agent/session.h"
 #include "agent/transport_internal.h"
 #include "common/config.h"
@@ -225,34 +226,16 @@ void parity_session_counters(const parity_session* s, parity_counters* out) {
     const parity::agent::Counters c = s->session->GetCounters();
     parity_counters r{};
     r.size = sizeof(r);
-    r.captured = c.captured;
-    r.sent = c.sent;
-    r.sent_bytes = c.sent_bytes;
-    r.reused_bytes = c.reused_bytes;
+#define PARITY_COPY(field) r.field = c.field;
+    PARITY_AGENT_COUNTER_FIELDS(PARITY_COPY)
+#undef PARITY_COPY
     auto dropped = [&c](const char* reason) {
       auto it = c.dropped.find(reason);
       return it == c.dropped.end() ? uint64_t{0} : it->second;
     };
-    r.dropped_queue_full = dropped("queue_full");
-    r.dropped_disconnected = dropped("disconnected");
-    r.dropped_stopped = dropped("stopped");
-    r.dropped_communication = dropped("communication");
-    r.lost_in_flight = c.lost_in_flight;
-    r.unencodable = c.unencodable;
-    r.sampled_out = c.sampled_out;
-    r.reconnects = c.reconnects;
-    r.verdicts = c.verdicts;
-    r.pass = c.pass;
-    r.warning = c.warning;
-    r.error = c.error;
-    r.skip = c.skip;
-    r.rejected = c.rejected;
-    r.unreadable = c.unreadable;
-    r.queue_depth = c.queue_depth;
-    r.snapshot_seconds = c.snapshot_seconds;
-    r.encode_cpu_seconds = c.encode_cpu_seconds;
-    r.serialize_cpu_seconds = c.serialize_cpu_seconds;
-    r.step = c.step;
+#define PARITY_DROPPED(reason) r.dropped_##reason = dropped(#reason);
+    PARITY_AGENT_DROP_REASONS(PARITY_DROPPED)
+#undef PARITY_DROPPED
     r.connected = c.connected ? 1 : 0;
     // A caller compiled against an older, shorter struct gets its own fields only.
     const uint32_t n = std::min<uint32_t>(out->size, sizeof(r));

@@ -61,6 +61,11 @@ const std::vector<MetricInfo>& MetricCatalogue() {
       {"parity_server_op_errors_total", "counter", "op",
        "Calls judged error, by operator (label set bounded by the ops seen; overflow is "
        "op=\"other\")."},
+      {"parity_server_rank_checked_total", "counter", "rank",
+       "Calls judged, by the agent's rank (ranks 0-4095; higher ranks share rank=\"other\": at "
+       "most 4,097 series)."},
+      {"parity_server_rank_errors_total", "counter", "rank",
+       "Calls judged error, by the agent's rank (the same bound): which ranks fail."},
       {"parity_server_received_bytes_total", "counter", "",
        "Serialized bytes of agent messages received."},
       {"parity_server_messages_received_total", "counter", "",
@@ -145,6 +150,8 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, std::size_t max_op_
   for (const char* reason : {"disk_full", "not_writable", "io_error"}) {
     rows_lost_->Add({{"reason", reason}});
   }
+  rank_checked_ = &Build(prometheus::BuildCounter(), "parity_server_rank_checked_total", registry);
+  rank_errors_ = &Build(prometheus::BuildCounter(), "parity_server_rank_errors_total", registry);
   error_data_ = &Build(prometheus::BuildCounter(), "parity_server_error_data_total", registry);
   for (const char* outcome : kErrorDataOutcomeNames) {
     error_data_->Add({{"outcome", outcome}});
@@ -242,6 +249,25 @@ prometheus::Counter& ServerMetrics::OpErrors(absl::string_view op) {
   prometheus::Counter* c = &op_errors_->Add({{"op", label}});
   op_counters_.emplace(label, c);
   return *c;
+}
+
+void ServerMetrics::RankChecked(int32_t rank, v1::VerdictStatus status) {
+  const int32_t key = rank >= 0 && rank < kMaxRankLabels ? rank : kMaxRankLabels;
+  std::pair<prometheus::Counter*, prometheus::Counter*> series;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = rank_counters_.find(key);
+    if (it == rank_counters_.end()) {
+      const std::string label = key == kMaxRankLabels ? "other" : absl::StrCat(key);
+      it = rank_counters_
+               .emplace(key, std::make_pair(&rank_checked_->Add({{"rank", label}}),
+                                            &rank_errors_->Add({{"rank", label}})))
+               .first;
+    }
+    series = it->second;
+  }
+  series.first->Increment();
+  if (status == v1::VERDICT_STATUS_ERROR) series.second->Increment();
 }
 
 void ServerMetrics::StreamError(absl::string_view code) {

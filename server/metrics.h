@@ -68,6 +68,10 @@ class ServerMetrics {
   void ErrorData(absl::string_view outcome);
   // A call whose result rows could not all be written: disk_full, not_writable or io_error.
   void ResultRowsLost(absl::string_view reason);
+  // A judged call of rank `rank` (calls and errors by rank). Ranks from kMaxRankLabels up share
+  // rank="other": each family has at most kMaxRankLabels + 1 series.
+  void RankChecked(int32_t rank, v1::VerdictStatus status);
+  static constexpr int32_t kMaxRankLabels = 4096;
 
   static absl::string_view VerdictLabel(v1::VerdictStatus s);  // "pass", "warning", ...
   static absl::string_view PhaseLabel(v1::Phase p);            // "forward", "backward", ...
@@ -87,6 +91,8 @@ class ServerMetrics {
   prometheus::Family<prometheus::Counter>* agent_dropped_;
   prometheus::Family<prometheus::Counter>* error_data_;
   prometheus::Family<prometheus::Counter>* rows_lost_;
+  prometheus::Family<prometheus::Counter>* rank_checked_;
+  prometheus::Family<prometheus::Counter>* rank_errors_;
   prometheus::Counter* received_bytes_;
   prometheus::Counter* received_messages_;
   prometheus::Counter* sent_messages_;
@@ -107,6 +113,9 @@ class ServerMetrics {
   std::size_t max_op_labels_;
   absl::Mutex mu_;
   std::map<std::string, prometheus::Counter*, std::less<>> op_counters_ ABSL_GUARDED_BY(mu_);
+  // rank (kMaxRankLabels: "other") -> its checked and errors series.
+  std::map<int32_t, std::pair<prometheus::Counter*, prometheus::Counter*>> rank_counters_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace parity::server

@@ -277,6 +277,7 @@ v1::Verdict ParityServer::Process(const CallOrigin& origin, const v1::ApiCall& c
       v.set_status(v1::VERDICT_STATUS_SKIP);
       v.set_message(white ? "not in the server's white_list" : "in the server's black_list");
       metrics_->CallChecked(call.phase(), v.status(), call.op_name(), 0, 0);
+      metrics_->RankChecked(origin.rank, v.status());
       return v;
     }
     const CallCheck check = checker_->Check(call, &blobs);
@@ -309,6 +310,7 @@ v1::Verdict ParityServer::Process(const CallOrigin& origin, const v1::ApiCall& c
     metrics_->StageCpu(Stage::kWrite, write_cpu);
     metrics_->CallChecked(call.phase(), check.status, call.op_name(), check.replay_seconds,
                           check.compare_seconds);
+    metrics_->RankChecked(origin.rank, check.status);
     return verdict;
   } catch (const std::exception& e) {
     // CallChecker catches libtorch's errors itself; this is the last line of defence.
@@ -318,6 +320,7 @@ v1::Verdict ParityServer::Process(const CallOrigin& origin, const v1::ApiCall& c
     v.set_error_code(static_cast<int>(absl::StatusCode::kInternal));
     v.set_message(absl::StrCat("internal error while checking: ", e.what()));
     metrics_->CallChecked(call.phase(), v.status(), call.op_name(), 0, 0);
+    metrics_->RankChecked(origin.rank, v.status());
     return v;
   }
 }

@@ -70,12 +70,37 @@ TEST(ServerMetricsTest, OpLabelsAreBoundedAndAgentReasonsClosed) {
   EXPECT_THAT(text, HasSubstr("parity_server_agent_dropped_calls_total{reason=\"other\"} 2"));
 }
 
+// Which ranks fail, within a bound a 4,096-rank run stays under: ranks from kMaxRankLabels up
+// share rank="other".
+TEST(ServerMetricsTest, RankLabelsSayWhichRanksFailWithinABound) {
+  prometheus::Registry registry;
+  ServerMetrics m(registry);
+  m.RankChecked(0, v1::VERDICT_STATUS_PASS);
+  m.RankChecked(0, v1::VERDICT_STATUS_PASS);
+  m.RankChecked(3, v1::VERDICT_STATUS_ERROR);
+  m.RankChecked(3, v1::VERDICT_STATUS_PASS);
+  m.RankChecked(ServerMetrics::kMaxRankLabels - 1, v1::VERDICT_STATUS_ERROR);
+  m.RankChecked(ServerMetrics::kMaxRankLabels, v1::VERDICT_STATUS_ERROR);
+  m.RankChecked(100000, v1::VERDICT_STATUS_WARNING);
+  const std::string text = Scrape(registry);
+  EXPECT_THAT(text, HasSubstr("parity_server_rank_checked_total{rank=\"0\"} 2"));
+  EXPECT_THAT(text, HasSubstr("parity_server_rank_errors_total{rank=\"0\"} 0"));
+  EXPECT_THAT(text, HasSubstr("parity_server_rank_checked_total{rank=\"3\"} 2"));
+  EXPECT_THAT(text, HasSubstr("parity_server_rank_errors_total{rank=\"3\"} 1"));
+  EXPECT_THAT(text, HasSubstr("parity_server_rank_errors_total{rank=\"4095\"} 1"));
+  EXPECT_THAT(text, HasSubstr("parity_server_rank_checked_total{rank=\"other\"} 2"));
+  EXPECT_THAT(text, HasSubstr("parity_server_rank_errors_total{rank=\"other\"} 1"));
+  EXPECT_THAT(text, Not(HasSubstr("rank=\"4096\"")));
+  EXPECT_THAT(text, Not(HasSubstr("rank=\"100000\"")));
+}
+
 TEST(ServerMetricsTest, CatalogueNamesFollowPrometheusConventions) {
   prometheus::Registry registry;
   ServerMetrics m(registry);
-  // Series of open label sets (op, code) appear once seen.
+  // Series of open label sets (op, code, rank) appear once seen.
   m.CallChecked(v1::PHASE_FORWARD, v1::VERDICT_STATUS_ERROR, "aten::mm", 0, 0);
   m.StreamError("INVALID_ARGUMENT");
+  m.RankChecked(0, v1::VERDICT_STATUS_ERROR);
   const std::string text = Scrape(registry);
   for (const MetricInfo& info : MetricCatalogue()) {
     SCOPED_TRACE(info.name);
