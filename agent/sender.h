@@ -18,21 +18,14 @@
 #include "agent/captured_call.h"
 #include "agent/connection.h"
 #include "agent/counters.h"
-#include "agent/server_list.h"
 #include "common/config.h"
-#include "common/log.h"
-#include "common/tls.h"
 #include "parity/v1/parity.pb.h"
 
 namespace grpc {
 class ByteBuffer;
-class Channel;
-class Status;
 }  // namespace grpc
 
 namespace parity::agent {
-
-class CheckStream;
 
 struct SenderOptions {
   std::string host;
