@@ -23,6 +23,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/config.h"
 #include "common/log.h"
 #include "common/net.h"
@@ -451,6 +452,37 @@ std::string ExplainAlert(const std::string& reason, const std::string& tls_path,
 
 }  // namespace
 
+// The names a certificate carries: its subjectAltName DNS and IP entries, else its CN.
+static std::vector<std::string> CertificateNames(X509* cert) {
+  std::vector<std::string> names;
+  auto* sans =
+      static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+  if (sans != nullptr) {
+    for (int i = 0; i < sk_GENERAL_NAME_num(sans); ++i) {
+      const GENERAL_NAME* n = sk_GENERAL_NAME_value(sans, i);
+      if (n->type == GEN_DNS) {
+        const ASN1_STRING* s = n->d.dNSName;
+        names.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(s)),
+                           static_cast<std::size_t>(ASN1_STRING_length(s)));
+      } else if (n->type == GEN_IPADD && n->d.iPAddress->length == 4) {
+        const unsigned char* a = ASN1_STRING_get0_data(n->d.iPAddress);
+        names.push_back(absl::StrCat(a[0], ".", a[1], ".", a[2], ".", a[3]));
+      }
+    }
+    GENERAL_NAMES_free(sans);
+  }
+  if (names.empty()) {
+    X509_NAME* subject = X509_get_subject_name(cert);
+    const int i = X509_NAME_get_index_by_NID(subject, NID_commonName, -1);
+    if (i >= 0) {
+      const ASN1_STRING* cn = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, i));
+      names.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(cn)),
+                         static_cast<std::size_t>(ASN1_STRING_length(cn)));
+    }
+  }
+  return names;
+}
+
 std::string DiagnoseTlsConnection(const std::string& host, int port, const std::string& tls_path,
                                   const std::string& server_name, int timeout_ms,
                                   const std::string& key_password_file) {
@@ -462,7 +494,20 @@ std::string DiagnoseTlsConnection(const std::string& host, int port, const std::
   if (SSL_CTX_load_verify_locations(ctx.get(), ca.c_str(), nullptr) != 1) {
     return absl::StrCat(ca, ": ", SslFailure());
   }
-  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
+  // The server certificate's names, kept as the chain is verified: a failed handshake keeps no
+  // peer certificate, and a name mismatch is explained with both names.
+  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, [](int ok, X509_STORE_CTX* store) {
+    SSL* s =
+        static_cast<SSL*>(X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()));
+    auto* names =
+        s != nullptr ? static_cast<std::vector<std::string>*>(SSL_get_app_data(s)) : nullptr;
+    X509* cert = X509_STORE_CTX_get_current_cert(store);
+    if (names != nullptr && names->empty() && cert != nullptr &&
+        X509_STORE_CTX_get_error_depth(store) == 0) {
+      *names = CertificateNames(cert);
+    }
+    return ok;
+  });
   if (material->client_certificate) {
     const std::string cert = absl::StrCat(tls_path, "/", kClientCertFile);
     BioPtr key_bio = MemBio(material->client_key_pem);  // decrypted: never a terminal prompt
@@ -481,6 +526,8 @@ std::string DiagnoseTlsConnection(const std::string& host, int port, const std::
   if (fd < 0) return error;
   std::unique_ptr<SSL, SslDeleter> ssl(SSL_new(ctx.get()));
   SSL_set_fd(ssl.get(), fd);
+  std::vector<std::string> leaf_names;  // filled by the verify callback above
+  SSL_set_app_data(ssl.get(), &leaf_names);
   const std::string name = server_name.empty() ? host : server_name;
   X509_VERIFY_PARAM* param = SSL_get0_param(ssl.get());
   if (X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str()) != 1) {
@@ -498,10 +545,17 @@ std::string DiagnoseTlsConnection(const std::string& host, int port, const std::
   } else if (connected != 1) {
     const long verify = SSL_get_verify_result(ssl.get());  // NOLINT(runtime/int)
     if (verify == X509_V_ERR_HOSTNAME_MISMATCH || verify == X509_V_ERR_IP_ADDRESS_MISMATCH) {
-      result = absl::StrCat("the server's certificate does not name \"", name,
-                            "\": connect with a name it carries (parity.server_name), or "
-                            "reissue it for this name (deploy/gen-certs.sh OUT DAYS ",
-                            name, ")");
+      // Both names: the one dialled, and the ones the certificate carries (msprobe's recipe
+      // makes certificates with only a CN, "*example.com", and no subjectAltName).
+      const std::vector<std::string>& names = leaf_names;
+      const std::string carried = names.empty()
+                                      ? std::string("other names")
+                                      : absl::StrCat("\"", absl::StrJoin(names, "\", \""), "\"");
+      result = absl::StrCat(
+          "the server's certificate names ", carried, ", not \"", name,
+          "\": set parity.server_name to ", names.empty() ? "a name it carries" : carried,
+          names.size() > 1 ? " (one of them)" : "", " (the agent still dials ", host,
+          "), or reissue it for \"", name, "\" (deploy/gen-certs.sh OUT DAYS ", name, ")");
     } else if (verify != X509_V_OK) {
       result = absl::StrCat(
           "the server's certificate is not trusted: ", X509_verify_cert_error_string(verify),

@@ -92,5 +92,43 @@ class MsprobeExamplesTest(unittest.TestCase):
             self.assertNotIn("error", {r["status"] for r in records})
 
 
+    def test_certificates_made_with_msprobes_recipe_are_diagnosed_and_kept_with_one_setting(self):
+        # msprobe's recipe: the OpenSSL command line, RSA 3072, a subject whose CN is
+        # *example.com and no subjectAltName, server and client certificates signed by one CA.
+        with tempfile.TemporaryDirectory() as work:
+            def sh(*args):
+                subprocess.run(args, cwd=work, check=True, capture_output=True)
+            sh("openssl", "genrsa", "-out", "ca.key", "3072")
+            sh("openssl", "req", "-new", "-x509", "-key", "ca.key", "-out", "ca.crt", "-days",
+               "365", "-subj", "/C=CN/O=Example CA/CN=Example Root CA")
+            for who in ("server", "client"):
+                os.makedirs(os.path.join(work, who))
+                sh("openssl", "genrsa", "-out", f"{who}.key", "3072")
+                sh("openssl", "req", "-new", "-key", f"{who}.key", "-out", f"{who}.csr", "-subj",
+                   "/C=CN/O=Example/CN=*example.com")
+                sh("openssl", "x509", "-req", "-in", f"{who}.csr", "-CA", "ca.crt", "-CAkey",
+                   "ca.key", "-CAcreateserial", "-out", f"{who}.crt", "-days", "180")
+                for f in (f"{who}.key", f"{who}.crt", "ca.crt"):
+                    sh("cp", f, who)
+            server = harness.Server(work, tls_dir=os.path.join(work, "server"))
+            try:
+                client = os.path.join(work, "client")
+                plain = harness.agent_config(os.path.join(work, "plain.json"), server.port,
+                                             client_tls=client, connect_timeout_ms=3000)
+                refused = harness.run([harness.PYTHON, harness.TRAIN, "--config", plain,
+                                       "--steps", "1"])
+                named = harness.agent_config(os.path.join(work, "named.json"), server.port,
+                                             client_tls=client, server_name="*example.com")
+                kept = harness.run([harness.PYTHON, harness.TRAIN, "--config", named,
+                                    "--steps", "1"])
+            finally:
+                server.stop()
+            self.assertIn('the server\'s certificate names "*example.com", not "127.0.0.1": '
+                          'set parity.server_name to "*example.com"', refused.stderr)
+            self.assertEqual(kept.returncode, 0, kept.stderr[-3000:])
+            self.assertIn("connected to", kept.stderr)
+            self.assertTrue(server.rows("accuracy_checking_details"))
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

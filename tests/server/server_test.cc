@@ -26,6 +26,7 @@
 namespace parity::server {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using testing::R;
 using testing::Stack;
@@ -237,8 +238,10 @@ TEST_F(ServerTest, RefusedTlsConnectionsAreDiagnosedInWords) {
   EXPECT_THAT(
       diagnose(testing::WriteTlsDir(root + "/wrong_ca", other_ca.cert_pem, {}, TestPki().client)),
       HasSubstr("the server's certificate is not trusted"));
+  // Both names: the one dialled and the ones the certificate carries, and the setting.
   EXPECT_THAT(diagnose(TestPki().client_dir, "parity.example.com"),
-              HasSubstr("the server's certificate does not name \"parity.example.com\""));
+              AllOf(HasSubstr("the server's certificate names \"localhost\""),
+                    HasSubstr(", not \"parity.example.com\": set parity.server_name to \"")));
   // Nothing listening, and a plaintext server where TLS was expected.
   const int closed_port = server_->port();
   server_->Shutdown(std::chrono::seconds(1));
