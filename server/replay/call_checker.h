@@ -36,8 +36,8 @@ struct CheckerOptions {
 };
 
 // One output of a call, typed to the end: the writers and the verdict read the judgement's enum
-// standard and metric structs; names are made only where text is written (server/verdict.h,
-// server/results/).
+// standard and metric structs; names are made only where text is written
+// (server/results/verdict_text.h, server/results/).
 struct OutputCheck {
   uint32_t index = 0;  // position among the call's outputs, nested lists flattened
   OutputJudgement judgement;
