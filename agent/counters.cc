@@ -63,10 +63,9 @@ void AgentCounters::FillStats(v1::AgentStats* stats) const {
   stats->set_sent_calls(get(sent_));
   stats->set_sent_bytes(get(sent_bytes_));
   auto& d = *stats->mutable_dropped_calls();
-  d[DropReasonName(DropReason::kQueueFull)] = get(dropped_[0]);
-  d[DropReasonName(DropReason::kDisconnected)] = get(dropped_[1]);
-  d[DropReasonName(DropReason::kCommunication)] =
-      get(dropped_[static_cast<int>(DropReason::kCommunication)]);
+  for (int r = 0; r < kDropReasons; ++r) {
+    d[DropReasonName(static_cast<DropReason>(r))] = get(dropped_[r]);
+  }
   stats->set_lost_in_flight_calls(get(lost_in_flight_));
   stats->set_reconnects(get(reconnects_));
 }

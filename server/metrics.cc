@@ -27,8 +27,9 @@ constexpr const char* kPhases[] = {"forward", "backward", "unspecified"};
 // The agent's loss reasons (AgentStats: dropped_calls by reason, and lost_in_flight_calls);
 // anything else an agent reports counts as "other" (the label set stays closed whatever a
 // client sends).
-constexpr const char* kDropReasons[] = {"queue_full", "disconnected", "lost_in_flight",
-                                        "communication", "other"};
+constexpr const char* kDropReasons[] = {"queue_full",     "disconnected",  "stopped",
+                                        "lost_in_flight", "communication", "other"};
+static_assert(std::size(kDropReasons) == 6, "ServerMetrics::dropped_by_reason_ has a slot each");
 
 // Latency buckets from 100 µs to ~1 min: small elementwise ops to large matmuls on CPU.
 prometheus::Histogram::BucketBoundaries LatencyBuckets() {
@@ -91,8 +92,8 @@ const std::vector<MetricInfo>& MetricCatalogue() {
       {"parity_server_stage_runs_total", "counter", "stage",
        "Times each stage ran: golden below bench counts the calls decided without a golden."},
       {"parity_server_agent_dropped_calls_total", "counter", "reason",
-       "Calls the agents report they lost: never sent (queue full, disconnected) or lost in "
-       "flight."},
+       "Calls the agents report they lost: never sent (queue_full, disconnected, stopped: still "
+       "queued when the session ended, communication), or lost_in_flight."},
       {"parity_server_agent_captured_calls_total", "counter", "",
        "Calls the agents report they captured."},
       {"parity_server_result_rows_lost_total", "counter", "reason",

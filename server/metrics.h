@@ -109,7 +109,7 @@ class ServerMetrics {
   std::array<prometheus::Counter*, 7> stage_runs_{};  // by Stage
   std::array<std::atomic<prometheus::Counter*>, 3> received_by_phase_{};
   std::array<std::array<std::atomic<prometheus::Counter*>, 5>, 3> checked_by_phase_verdict_{};
-  std::array<std::atomic<prometheus::Counter*>, 5> dropped_by_reason_{};  // kDropReasons
+  std::array<std::atomic<prometheus::Counter*>, 6> dropped_by_reason_{};  // kDropReasons
   std::size_t max_op_labels_;
   absl::Mutex mu_;
   std::map<std::string, prometheus::Counter*, std::less<>> op_counters_ ABSL_GUARDED_BY(mu_);

@@ -61,12 +61,14 @@ TEST(ServerMetricsTest, OpLabelsAreBoundedAndAgentReasonsClosed) {
     m.CallChecked(v1::PHASE_BACKWARD, v1::VERDICT_STATUS_ERROR, op, 0, 0);
   }
   m.AgentDropped("queue_full", 5);
+  m.AgentDropped("stopped", 3);
   m.AgentDropped("made-up reason from a client", 2);
   const std::string text = Scrape(registry);
   EXPECT_THAT(text, HasSubstr("parity_server_op_errors_total{op=\"aten::a\"} 2"));
   EXPECT_THAT(text, HasSubstr("parity_server_op_errors_total{op=\"other\"} 2"));
   EXPECT_THAT(text, Not(HasSubstr("aten::c")));
   EXPECT_THAT(text, HasSubstr("parity_server_agent_dropped_calls_total{reason=\"queue_full\"} 5"));
+  EXPECT_THAT(text, HasSubstr("parity_server_agent_dropped_calls_total{reason=\"stopped\"} 3"));
   EXPECT_THAT(text, HasSubstr("parity_server_agent_dropped_calls_total{reason=\"other\"} 2"));
 }
 

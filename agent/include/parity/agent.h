@@ -26,7 +26,7 @@ struct Counters {
   // (parity.reuse_bytes): named by blob id instead.
   uint64_t reused_bytes = 0;
   // Calls never written, by reason: queue_full, disconnected, stopped (still queued when the
-  // session ended).
+  // session ended), communication (c10d ops, never copied). Every reason is present.
   std::map<std::string, uint64_t> dropped;
   uint64_t lost_in_flight = 0;  // written to a stream that ended before their verdicts
   uint64_t unencodable = 0;     // sent without data (a value the codec cannot encode): SKIP
