@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <string_view>
+#include <unordered_map>
 
 #include "agent/buffer_pool.h"
 #include "agent/torch_values.h"
@@ -228,6 +229,27 @@ std::string Signature(const std::string& op, const std::string& overload,
   return s;
 }
 
+// Whether an op's schema takes a communicator: a string argument named hcom, or group...
+// (torch_npu's communication-fused ops: npu_mm_all_reduce_base(Tensor, Tensor, str hcom, ...),
+// npu_all_gather_base_mm, npu_mm_reduce_scatter_base, the MoE dispatch/combine ops' group_ep).
+// Read once per operator, per thread.
+bool Communicates(const at::RecordFunction& fn) {
+  thread_local std::unordered_map<std::string, bool> known;
+  const std::string key = fn.name() + std::string(".") + fn.operator_name()->overload_name;
+  auto it = known.find(key);
+  if (it != known.end()) return it->second;
+  bool communicates = false;
+  if (auto handle = c10::Dispatcher::singleton().findSchema(*fn.operator_name())) {
+    for (const c10::Argument& a : handle->schema().arguments()) {
+      const std::string& n = a.name();
+      const bool named = n == "hcom" || n.rfind("group", 0) == 0 || n == "hcomm_info";
+      if (named && a.type()->kind() == c10::TypeKind::StringType) communicates = true;
+    }
+  }
+  known.emplace(key, communicates);
+  return communicates;
+}
+
 void SiteOf(const at::RecordFunction& fn, const ThreadState& ts, Site& site) {
   parity_call_site& c = site.c;
   c.size = sizeof(c);
@@ -252,6 +274,7 @@ void SiteOf(const at::RecordFunction& fn, const ThreadState& ts, Site& site) {
     site.signature = Signature(site.op, site.overload, fn.inputs());
     c.signature = site.signature.c_str();
   }
+  c.communicates = Communicates(fn) ? 1 : 0;
   c.op = site.op.c_str();
   c.overload = site.overload.c_str();
   c.node = site.node.c_str();

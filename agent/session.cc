@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -304,7 +305,13 @@ std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint3
   meta->set_capture_unix_nanos(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count());
-  if (common::IsCommunicationOp(op)) {  // counted, logged once per op, never copied
+  // A communication op: by name (c10d), or by its schema's communicator argument (the torch
+  // half reads it: torch_npu's fused ops such as npu_mm_all_reduce_base). Counted, logged once
+  // per op, never copied.
+  const bool communicates =
+      site.size >= offsetof(parity_call_site, communicates) + sizeof(site.communicates) &&
+      site.communicates != 0;
+  if (common::IsCommunicationOp(op) || communicates) {
     counters_.Captured();
     counters_.Dropped(DropReason::kCommunication);
     NoteCommunicationOp(op);

@@ -202,6 +202,45 @@ TEST(SessionTest, TheLastCallOfABurstIsSentWithoutWaitingForMore) {
   agent->Close();
 }
 
+// A communication-fused op, as torch_npu's are declared: its schema takes a communicator string
+// (npu_mm_all_reduce_base(Tensor x1, Tensor x2, str hcom, ...)). Its result depends on the other
+// ranks: never copied, counted as dropped (communication), whatever its name.
+at::Tensor FakeMmAllReduce(const at::Tensor& x1, const at::Tensor& x2, c10::string_view hcom) {
+  return at::mm(x1, x2);
+}
+
+TORCH_LIBRARY(parity_test_comm, m) {
+  m.def("mm_all_reduce(Tensor x1, Tensor x2, str hcom) -> Tensor");
+  m.def("mm_named(Tensor x1, Tensor x2, str name) -> Tensor");
+  m.impl("mm_all_reduce", c10::DispatchKey::CPU, &FakeMmAllReduce);
+  m.impl("mm_named", c10::DispatchKey::CPU, &FakeMmAllReduce);
+}
+
+TEST(SessionTest, AnOpWhoseSchemaTakesACommunicatorIsCommunicationNeverCopied) {
+  RecordingServer server;
+  auto agent = StartAgent(Config(server.port()));
+  const torch::Tensor a = torch::randn({4, 4}), b = torch::randn({4, 4});
+  static const auto comm =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("parity_test_comm::mm_all_reduce", "")
+          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view)>();
+  static const auto named =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("parity_test_comm::mm_named", "")
+          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view)>();
+  comm.call(a, b, "hccl_world_group");
+  comm.call(a, b, "hccl_world_group");
+  named.call(a, b, "not a communicator");  // a string, but not a communicator's name
+  ASSERT_TRUE(agent->Flush(20000));
+  const Counters c = agent->GetCounters();
+  agent->Close();
+  EXPECT_EQ(c.dropped.at("communication"), 2u);
+  std::set<std::string> ops;
+  for (const Seen& s : server.calls()) ops.insert(s.op);
+  EXPECT_EQ(ops.count("parity_test_comm::mm_all_reduce"), 0u);
+  EXPECT_EQ(ops.count("parity_test_comm::mm_named"), 1u);
+}
+
 TEST(SessionTest, FailFastReportsTheFirstErrorAtTheNextStep) {
   RecordingServer server(0, "aten::gelu");
   common::AgentConfig config = Config(server.port());

@@ -128,6 +128,10 @@ typedef struct parity_call_site {
   /* The op, overload, dtypes and shapes ("aten::mm.|9:64,64,|9:64,64,"), for the per-signature
    * budget; only needed when parity_session_wants_signatures says so (else null). */
   const char* signature;
+  /* The op's schema takes a communicator (a string argument named hcom or group...: torch_npu's
+   * communication-fused ops, npu_mm_all_reduce_base and the like): its result depends on the
+   * other ranks, so it is counted as communication and never copied. */
+  int32_t communicates;
 } parity_call_site;
 
 /* Whether call sites must carry a signature (parity.max_checks_per_signature is set). */
