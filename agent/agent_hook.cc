@@ -232,14 +232,16 @@ std::string Signature(const std::string& op, const std::string& overload,
 // Whether an op's schema takes a communicator: a string argument named hcom, or group...
 // (torch_npu's communication-fused ops: npu_mm_all_reduce_base(Tensor, Tensor, str hcom, ...),
 // npu_all_gather_base_mm, npu_mm_reduce_scatter_base, the MoE dispatch/combine ops' group_ep).
-// Read once per operator, per thread.
-bool Communicates(const at::RecordFunction& fn) {
+// aten's schemas take none (its collectives are c10d ops, known by name): those, nearly every
+// call, cost a prefix compare; any other op's schema is read once per thread.
+bool Communicates(const std::string& op, const std::string& overload) {
+  if (op.compare(0, 6, "aten::") == 0) return false;
   thread_local std::unordered_map<std::string, bool> known;
-  const std::string key = fn.name() + std::string(".") + fn.operator_name()->overload_name;
+  const std::string key = op + "." + overload;
   auto it = known.find(key);
   if (it != known.end()) return it->second;
   bool communicates = false;
-  if (auto handle = c10::Dispatcher::singleton().findSchema(*fn.operator_name())) {
+  if (auto handle = c10::Dispatcher::singleton().findSchema({op, overload})) {
     for (const c10::Argument& a : handle->schema().arguments()) {
       const std::string& n = a.name();
       const bool named = n == "hcom" || n.rfind("group", 0) == 0 || n == "hcomm_info";
@@ -274,7 +276,7 @@ void SiteOf(const at::RecordFunction& fn, const ThreadState& ts, Site& site) {
     site.signature = Signature(site.op, site.overload, fn.inputs());
     c.signature = site.signature.c_str();
   }
-  c.communicates = Communicates(fn) ? 1 : 0;
+  c.communicates = Communicates(site.op, site.overload) ? 1 : 0;
   c.op = site.op.c_str();
   c.overload = site.overload.c_str();
   c.node = site.node.c_str();
