@@ -48,7 +48,8 @@ PARITY_TRANSPORT_API const char* parity_config_keys_json(void);
 typedef struct parity_session parity_session;
 
 /* What the session asks of the process it runs in (the torch half). Every callback may be
- * null. They are called without any lock of the session held. */
+ * null. set_capture runs with the session's lock held (from start, stop, step and close): it
+ * must not call back into the session; the others run without it. */
 typedef struct parity_host {
   uint32_t size; /* sizeof(parity_host) */
   void* ctx;
