@@ -148,6 +148,7 @@ std::string OpCounters() {
                       {"snapshot_seconds", c.snapshot_seconds},
                       {"encode_cpu_seconds", c.encode_cpu_seconds},
                       {"serialize_cpu_seconds", c.serialize_cpu_seconds},
+                      {"blocked_seconds", c.blocked_seconds},
                       {"dropped", c.dropped},
                       {"lost_in_flight", c.lost_in_flight},
                       {"unencodable", c.unencodable},

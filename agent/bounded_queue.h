@@ -14,7 +14,8 @@
 
 namespace parity::agent {
 
-enum class PushResult { kOk, kFull, kClosed };
+// kTimedOut: PushWait waited its whole timeout for room (the queue was full throughout).
+enum class PushResult { kOk, kFull, kTimedOut, kClosed };
 enum class PopResult { kItem, kTimeout, kClosed };
 
 template <typename T>
@@ -29,6 +30,12 @@ class BoundedQueue {
     return RoomFor(bytes);
   }
 
+  // Whether the queue holds at most half its bounds (items and bytes): a congestion is over.
+  bool AtMostHalfFull() const {
+    absl::MutexLock lock(&mu_);
+    return items_.size() <= max_items_ / 2 && bytes_ <= max_bytes_ / 2;
+  }
+
   // Never waits. kFull when over either bound (an item larger than max_bytes fits only an empty
   // queue).
   PushResult TryPush(T item, uint64_t bytes) {
@@ -40,16 +47,17 @@ class BoundedQueue {
     return PushResult::kOk;
   }
 
-  // Waits for room while `keep_waiting()` holds, at most `timeout` (zero = no limit). Every wait
-  // is bounded (100 ms slices) so a changed `keep_waiting` (server gone) is seen promptly.
+  // Waits for room while `keep_waiting()` holds, at most `timeout` (zero = no limit): kFull when
+  // `keep_waiting()` turned false, kTimedOut when the timeout ran out. Every wait is bounded
+  // (100 ms slices) so a changed `keep_waiting` (server gone) is seen promptly.
   PushResult PushWait(T item, uint64_t bytes, std::chrono::milliseconds timeout,
                       const std::function<bool()>& keep_waiting) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     absl::MutexLock lock(&mu_);
     while (!closed_ && !RoomFor(bytes)) {
-      if (!keep_waiting() ||
-          (timeout.count() > 0 && std::chrono::steady_clock::now() >= deadline)) {
-        return PushResult::kFull;
+      if (!keep_waiting()) return PushResult::kFull;
+      if (timeout.count() > 0 && std::chrono::steady_clock::now() >= deadline) {
+        return PushResult::kTimedOut;
       }
       changed_.WaitWithTimeout(&mu_, absl::Milliseconds(100));
     }

@@ -39,6 +39,7 @@ Counters AgentCounters::Snapshot() const {
   c.snapshot_seconds = static_cast<double>(get(cost_ns_[0])) * 1e-9;
   c.encode_cpu_seconds = static_cast<double>(get(cost_ns_[1])) * 1e-9;
   c.serialize_cpu_seconds = static_cast<double>(get(cost_ns_[2])) * 1e-9;
+  c.blocked_seconds = static_cast<double>(get(cost_ns_[3])) * 1e-9;
   for (int r = 0; r < kDropReasons; ++r) {
     c.dropped[DropReasonName(static_cast<DropReason>(r))] = get(dropped_[r]);
   }

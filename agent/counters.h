@@ -15,7 +15,8 @@ namespace parity::agent {
 
 // Why a captured call was never written to a stream.
 enum class DropReason {
-  kQueueFull,      // the queue was full under policy drop, or a block wait timed out
+  kQueueFull,      // the queue was full under policy drop; under block, a wait timed out (or came
+                   // after one, before the queue drained to half)
   kDisconnected,   // no server to send to
   kStopped,        // still queued when the session ended
   kCommunication,  // a communication op (c10d::*): depends on the other ranks, never copied
@@ -37,7 +38,8 @@ class AgentCounters {
   void Reconnected() { Add(reconnects_); }
   void Unreadable() { Add(unreadable_); }
   void Verdict(v1::VerdictStatus status);
-  enum class Cost { kSnapshot, kEncode, kSerialize };
+  // kBlocked: training threads' time waiting for room in the queue (policy block).
+  enum class Cost { kSnapshot, kEncode, kSerialize, kBlocked };
   void Spent(Cost cost, double seconds) {
     if (seconds > 0) Add(cost_ns_[static_cast<int>(cost)], static_cast<uint64_t>(seconds * 1e9));
   }
@@ -58,7 +60,7 @@ class AgentCounters {
   std::array<std::atomic<uint64_t>, kDropReasons> dropped_{};
   std::atomic<uint64_t> lost_in_flight_{0}, unencodable_{0}, unreadable_{0};
   std::atomic<uint64_t> pass_{0}, warning_{0}, error_{0}, skip_{0}, rejected_{0};
-  std::array<std::atomic<uint64_t>, 3> cost_ns_{};  // by Cost
+  std::array<std::atomic<uint64_t>, 4> cost_ns_{};  // by Cost
   std::atomic<bool> connected_{false};
 };
 

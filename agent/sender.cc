@@ -108,13 +108,32 @@ PushResult Sender::Push(std::unique_ptr<CapturedCall> call) {
   // Counted before it is visible to the sender thread, which may finish it at once.
   pending_.fetch_add(1);
   PushResult r;
-  if (options_.policy == common::QueuePolicy::kBlock) {
-    // Exhaustive mode: wait for room, but only while the server is there to make room, or may
-    // be: during the first connection attempt (at most connect_timeout_ms), so that a training
-    // that starts with its server does not lose its first calls to the connection's set-up.
+  if (options_.policy == common::QueuePolicy::kBlock && shedding_.load(std::memory_order_relaxed) &&
+      queue_.AtMostHalfFull() && shedding_.exchange(false)) {
+    common::LogInfo(
+        "policy block: the server caught up (the agent's queue drained to half); "
+        "calls wait for room again");
+  }
+  if (WouldWait()) {
+    // Wait for room, but only while the server is there to make room, or may be: during the
+    // first connection attempt (at most connect_timeout_ms), so that a training that starts
+    // with its server does not lose its first calls to the connection's set-up.
+    const auto start = std::chrono::steady_clock::now();
     r = queue_.PushWait(std::move(call), bytes,
                         std::chrono::milliseconds(options_.block_timeout_ms),
                         [this] { return counters_.connected() || first_attempt_.load(); });
+    counters_.Spent(
+        AgentCounters::Cost::kBlocked,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    // The breaker: a server that took no call for a whole block_timeout_ms is not keeping up.
+    // Waiting that long again for every call would stall the training (and, through its
+    // collectives, every other rank) indefinitely; one wait per congestion is the bound.
+    if (r == PushResult::kTimedOut && !shedding_.exchange(true)) {
+      common::LogWarning(absl::StrCat(
+          "policy block: the server took no call for ", options_.block_timeout_ms,
+          " ms (parity.block_timeout_ms); dropping calls, counted as queue_full, until the "
+          "agent's queue has drained to half, so that the training does not wait again"));
+    }
   } else {
     r = queue_.TryPush(std::move(call), bytes);
   }

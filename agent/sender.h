@@ -44,8 +44,8 @@ struct SenderOptions {
   uint32_t queue_max_calls = 1024;
   uint32_t batch_calls = 64;  // calls waiting together sent in one MessageBatch (1: each alone)
   int background_nice = 10;   // added to the sender's and the stream callbacks' nice value
-  common::QueuePolicy policy = common::QueuePolicy::kDrop;
-  uint32_t block_timeout_ms = 0;
+  common::QueuePolicy policy = common::QueuePolicy::kBlock;
+  uint32_t block_timeout_ms = 10000;
   uint64_t max_inline_tensor_bytes = uint64_t{4} << 20;
   uint64_t max_tensor_bytes = uint64_t{256} << 20;
   uint64_t reuse_bytes = uint64_t{256} << 20;  // equal payloads named again (0: off)
@@ -74,8 +74,15 @@ class Sender {
   ~Sender();  // Close()
 
   void Start();
-  // Queues a call under the policy (drop: never waits; block: waits for room while connected).
+  // Queues a call under the policy (drop: never waits; block: waits for room while connected,
+  // at most block_timeout_ms; after a wait that timed out, drops without waiting until the queue
+  // has drained to half).
   PushResult Push(std::unique_ptr<CapturedCall> call);
+  // Whether a Push now would wait for room (policy block, and no congestion being shed).
+  bool WouldWait() const {
+    return options_.policy == common::QueuePolicy::kBlock &&
+           !shedding_.load(std::memory_order_relaxed);
+  }
   bool HasRoom(uint64_t bytes) const { return queue_.HasRoom(bytes); }
   // Waits until the queue is empty and every sent call has its verdict, at most `timeout`;
   // returns at once when nothing can be delivered (unusable TLS files, a refused Hello).
@@ -122,8 +129,10 @@ class Sender {
   // Calls pushed and not yet written or dropped (queued, or in the sender's hands).
   std::atomic<uint64_t> pending_{0};
   std::atomic<bool> first_attempt_{true};  // the first connection attempt has not ended yet
-  std::atomic<bool> closing_{false};       // Close() has begun
-  std::atomic<bool> refused_{false};       // the server refused this agent; capture stopped
+  // Policy block: a wait timed out and the queue has not yet drained to half since.
+  std::atomic<bool> shedding_{false};
+  std::atomic<bool> closing_{false};  // Close() has begun
+  std::atomic<bool> refused_{false};  // the server refused this agent; capture stopped
 };
 
 }  // namespace parity::agent

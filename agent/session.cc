@@ -11,6 +11,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "agent/sender.h"
 #include "common/log.h"
@@ -262,7 +263,25 @@ void Session::LogSummary() {
       c.reused_bytes > 0
           ? absl::StrCat("; ", c.reused_bytes, " tensor bytes named again instead of resent")
           : "",
-      c.unreadable > 0 ? absl::StrCat("; ", c.unreadable, " unreadable server messages") : ""));
+      c.unreadable > 0 ? absl::StrCat("; ", c.unreadable, " unreadable server messages") : "",
+      c.blocked_seconds >= 0.001
+          ? absl::StrFormat("; the training waited %.3f s for room in the queue (policy block)",
+                            c.blocked_seconds)
+          : ""));
+  // What was not checked, and why, in words (docs/troubleshooting.md has the remedies).
+  static constexpr std::pair<const char*, const char*> kWhy[] = {
+      {"queue_full",
+       "the server fell behind the training (policy drop, or a block wait of "
+       "parity.block_timeout_ms ran out)"},
+      {"disconnected", "no server was connected"},
+      {"stopped", "still queued when the session ended (flush_timeout_ms)"},
+      {"communication", "communication ops: their results depend on the other ranks"}};
+  for (const auto& [reason, why] : kWhy) {
+    auto it = c.dropped.find(reason);
+    if (it != c.dropped.end() && it->second > 0) {
+      common::LogInfo(absl::StrCat("not checked: ", it->second, " calls (", reason, "): ", why));
+    }
+  }
 }
 
 std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint32_t* flags) {
@@ -342,7 +361,7 @@ void Session::NoteCommunicationOp(const std::string& op) {
 
 bool Session::Admit(uint64_t bytes) {
   if (!sender_) return false;
-  if (config_.parity.policy == common::QueuePolicy::kBlock || sender_->HasRoom(bytes)) return true;
+  if (sender_->WouldWait() || sender_->HasRoom(bytes)) return true;
   // Captured, and dropped before the copy: counted as both.
   counters_.Captured();
   counters_.Dropped(counters_.connected() ? DropReason::kQueueFull : DropReason::kDisconnected);
@@ -361,6 +380,7 @@ void Session::Capture(std::unique_ptr<CapturedCall> call) {
     case PushResult::kOk:
       return;
     case PushResult::kFull:
+    case PushResult::kTimedOut:
       counters_.Dropped(counters_.connected() ? DropReason::kQueueFull : DropReason::kDisconnected);
       return;
     case PushResult::kClosed:

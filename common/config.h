@@ -15,8 +15,11 @@ namespace parity::common {
 
 // What the agent does when its send queue is full.
 enum class QueuePolicy {
-  kDrop,   // drop the new call and count it: training never waits (default)
-  kBlock,  // wait for room while connected: exhaustive checking, training may slow down
+  kDrop,  // drop the new call and count it: training never waits
+  // Wait for room while connected, at most block_timeout_ms a call (msprobe waits up to 60 s);
+  // after a wait that ran out, drop (counted) without waiting until the queue has drained to
+  // half. Every call is checked while the server keeps up; the default.
+  kBlock,
 };
 
 // Over which period the per-signature sampling budget is counted.
@@ -34,8 +37,8 @@ struct AgentOptions {
   // Added to the nice value of the agent's own threads (the sender, gRPC's callback threads of
   // its stream): the training goes first on busy cores. 0: the training's priority.
   uint32_t background_nice = 10;
-  QueuePolicy policy = QueuePolicy::kDrop;
-  uint32_t block_timeout_ms = 0;          // kBlock: longest wait per call; 0 = no limit
+  QueuePolicy policy = QueuePolicy::kBlock;
+  uint32_t block_timeout_ms = 10000;      // kBlock: longest wait per call; 0 = no limit
   uint32_t max_checks_per_signature = 0;  // 0 = check every call
   BudgetPeriod budget_period = BudgetPeriod::kRun;
   bool fail_fast = false;             // step() raises after an error verdict

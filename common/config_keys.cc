@@ -172,10 +172,12 @@ const KeyTable<AgentConfig>& AgentTable() {
         "added to the nice value of the agent's own threads, so the training runs first");
     t->EnumChoice(
         "parity.policy", [](C& c) { return &c.parity.policy; }, Policies(),
-        "full queue: drop the call and count it, or wait for room");
+        "full queue: wait for room (block, the default: at most block_timeout_ms, then drop "
+        "until the queue drains to half) or drop the call at once; drops are counted");
     t->Int(
         "parity.block_timeout_ms", [](C& c) { return &c.parity.block_timeout_ms; }, 0, UINT32_MAX,
-        "with policy block: longest wait per call; 0 = no limit");
+        "with policy block: longest wait for room per call (a wait that runs out drops calls "
+        "until the queue drains to half); 0 = no limit");
     t->Int(
         "parity.max_checks_per_signature", [](C& c) { return &c.parity.max_checks_per_signature; },
         0, UINT32_MAX,

@@ -245,6 +245,7 @@ inline common::AgentConfig Config(int port) {
   c.port = port;
   c.parity.plaintext = true;
   c.parity.policy = common::QueuePolicy::kBlock;
+  c.parity.block_timeout_ms = 0;  // tests that count every verdict wait as long as it takes
   c.parity.reconnect_initial_ms = 20;
   c.parity.reconnect_max_ms = 100;
   c.parity.connect_timeout_ms = 2000;

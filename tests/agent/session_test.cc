@@ -501,6 +501,46 @@ TEST(SessionTest, BlockTimeoutBoundsTheWaitOnAWedgedServer) {
   server.Release();
 }
 
+// The breaker of policy block: one wait runs out per congestion, not one per call. Against a
+// wedged server with a 1 s timeout and room for 4 calls, 5 steps (~50 calls) wait about one
+// timeout in all; without the breaker each call past the first 4 would wait its second (40 s and
+// more: the bound below is far from either). Once the server is back and the queue has drained,
+// calls wait for room again: none more is dropped.
+TEST(SessionTest, ABlockWaitThatRunsOutShedsCallsUntilTheQueueDrains) {
+  RecordingServer server(0, "", /*workers=*/1);
+  common::AgentConfig config = Config(server.port());
+  config.parity.queue_max_calls = 4;
+  config.parity.block_timeout_ms = 1000;
+  config.parity.flush_timeout_ms = 500;
+  auto agent = StartAgent(config);
+  ASSERT_TRUE(agent->Flush(20000));
+  server.Wedge();
+  torch::Tensor w = torch::randn({512, 1024}, torch::requires_grad());
+  RunWithHangDetector(std::chrono::seconds(120), [&] {
+    for (int step = 0; step < 5; ++step) {
+      TrainStep(w, torch::randn({256, 1024}));
+      agent->Step(nullptr);
+    }
+  });
+  const Counters wedged = agent->GetCounters();
+  const uint64_t shed = wedged.dropped.at("queue_full");
+  EXPECT_GT(shed, 10u) << "the calls after the wait that ran out were not dropped";
+  EXPECT_GE(wedged.blocked_seconds, 0.9) << "no wait ran out";
+  EXPECT_LT(wedged.blocked_seconds, 10.0) << "waits ran out call after call";
+  server.Release();
+  ASSERT_TRUE(agent->Flush(60000));  // the queue drained: the congestion is over
+  for (int step = 0; step < 2; ++step) {
+    TrainStep(w, torch::randn({256, 1024}));
+    agent->Step(nullptr);
+  }
+  ASSERT_TRUE(agent->Flush(60000));
+  const Counters after = agent->GetCounters();
+  EXPECT_EQ(after.dropped.at("queue_full"), shed) << "still shedding after the queue drained";
+  EXPECT_GT(after.verdicts, wedged.verdicts);
+  agent->Close();
+  ExpectEveryCallAccountedFor(agent->GetCounters());
+}
+
 // The end of the session takes flush_timeout_ms and little more, even while connection
 // attempts to a server that is gone would each wait out their connect timeout.
 TEST(SessionTest, CloseIsBoundedByTheFlushTimeoutWhenTheServerIsGone) {

@@ -243,6 +243,8 @@ def main():
         ("budget 1/signature", lambda: config(server, max_checks_per_signature=1,
                                               budget_period="run")),
         ("every call, drop", lambda: config(server, policy="drop")),
+        # The configuration's default policy: block, at most block_timeout_ms (10 s) a call.
+        ("every call, default policy", lambda: config(server)),
         ("every call, drop, server niced", lambda: config(niced, policy="drop")),
         ("exhaustive, no replay", lambda: config(sink, policy="block")),
         ("exhaustive, no replay, no buffer pool",

@@ -41,7 +41,9 @@ TEST(AgentConfigTest, AcceptsMsprobeOnlineConfigAsIs) {
   EXPECT_THAT(c.step, ElementsAre(0));
   EXPECT_THAT(parsed->warnings, IsEmpty());
   // Parity's defaults where msprobe has nothing to say.
-  EXPECT_EQ(c.parity.policy, QueuePolicy::kDrop);
+  // msprobe blocks (up to 60 s a call): so does Parity by default, 10 s, then sheds.
+  EXPECT_EQ(c.parity.policy, QueuePolicy::kBlock);
+  EXPECT_EQ(c.parity.block_timeout_ms, 10000u);
   EXPECT_EQ(c.parity.max_checks_per_signature, 0u);
   EXPECT_FALSE(c.parity.plaintext);
 }
@@ -50,7 +52,7 @@ TEST(AgentConfigTest, ReadsParitySectionAndRanges) {
   auto parsed = ParseAgentConfig(R"({
     "task": "tensor", "step": [0, "3-5"], "rank": ["0-1"],
     "tensor": {"online_run_ut": true, "host": "gpu-1", "port": 7000, "list": ["gelu"]},
-    "parity": {"plaintext": true, "policy": "block", "queue_max_bytes": "64MiB",
+    "parity": {"plaintext": true, "policy": "drop", "queue_max_bytes": "64MiB",
                "queue_max_calls": 16, "max_checks_per_signature": 2, "budget_period": "step",
                "fail_fast": true, "black_list": ["dropout"], "max_inline_tensor_bytes": 1024,
                "background_nice": 19, "batch_calls": 1}
@@ -60,7 +62,7 @@ TEST(AgentConfigTest, ReadsParitySectionAndRanges) {
   EXPECT_THAT(c.step, ElementsAre(0, 3, 4, 5));
   EXPECT_THAT(c.rank, ElementsAre(0, 1));
   EXPECT_THAT(c.list, ElementsAre("gelu"));
-  EXPECT_EQ(c.parity.policy, QueuePolicy::kBlock);
+  EXPECT_EQ(c.parity.policy, QueuePolicy::kDrop);
   EXPECT_EQ(c.parity.queue_max_bytes, 64u << 20);
   EXPECT_EQ(c.parity.queue_max_calls, 16u);
   EXPECT_EQ(c.parity.max_checks_per_signature, 2u);

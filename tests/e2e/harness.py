@@ -116,6 +116,9 @@ def agent_config(path, port, client_tls=None, **parity):
         tensor["tls_path"] = client_tls
     else:
         parity.setdefault("plaintext", True)
+    if parity.get("policy") == "block":
+        # Tests that count every verdict wait as long as the (loaded) test server takes.
+        parity.setdefault("block_timeout_ms", 0)
     config = {"task": "tensor", "level": "L1", "rank": [], "step": [], "tensor": tensor,
               "parity": parity}
     with open(path, "w", encoding="utf-8") as f:

@@ -41,6 +41,9 @@ struct Counters {
   // thread's CPU time encoding calls and serializing messages. TLS and gRPC run on gRPC's own
   // threads and are not in these.
   double snapshot_seconds = 0, encode_cpu_seconds = 0, serialize_cpu_seconds = 0;
+  // Training threads' time waiting for room in the queue (policy block): what checking every
+  // call cost the training when the server fell behind.
+  double blocked_seconds = 0;
   int64_t step = 0;
   bool connected = false;
 };

@@ -109,6 +109,9 @@ typedef struct parity_counters {
   double snapshot_seconds, encode_cpu_seconds, serialize_cpu_seconds;
   int64_t step;
   int32_t connected;
+  /* Added in ABI 1 after `connected` (a caller's older struct ends before it): training threads'
+   * time waiting for room in the queue under policy block. */
+  double blocked_seconds;
 } parity_counters;
 PARITY_TRANSPORT_API void parity_session_counters(const parity_session* s, parity_counters* out);
 
