@@ -462,4 +462,22 @@ std::string MsprobeName(const v1::ApiCall& call) {
   return absl::StrCat(api, ".", call.call_index(), backward ? ".backward" : ".forward");
 }
 
+std::string MsprobeCsvName(const v1::ApiCall& call) {
+  const bool backward = call.phase() == v1::PHASE_BACKWARD;
+  std::string api;
+  if (!backward) {
+    api = MsprobeApi(call.op_name(), call.overload());
+  } else if (!call.forward_op_name().empty()) {
+    api = MsprobeApi(call.forward_op_name(), call.forward_overload());
+  }
+  if (api.empty()) {
+    const absl::string_view op = call.op_name();
+    const std::size_t colon = op.rfind("::");
+    const absl::string_view ns = colon == absl::string_view::npos ? "" : op.substr(0, colon);
+    const absl::string_view name = colon == absl::string_view::npos ? op : op.substr(colon + 2);
+    api = absl::StrCat(ns.empty() || ns == "aten" ? "Aten" : ns, ".", name);
+  }
+  return absl::StrCat(api, ".", call.call_index());
+}
+
 }  // namespace parity::common

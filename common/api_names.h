@@ -108,5 +108,13 @@ std::string MsprobeApi(absl::string_view op, absl::string_view overload);
 // forward call). The index is Parity's call index, which is msprobe's wherever one msprobe API
 // maps to one operator.
 std::string MsprobeName(const v1::ApiCall& call);
+// The API name of a call's rows in the result CSVs, msprobe's "{Type}.{api}.{index}" without a
+// direction, for every call, so that msprobe's readers (which split names on dots: 6 or 7
+// segments for a details row) parse each one: msprobe's API where it has one
+// ("Functional.linear.0"; a linked backward call has its forward call's); for a backward call
+// with no forward call (gradient accumulation), msprobe's online name for the engine's work,
+// "Aten.{op}.{index}" (the overload dropped, as msprobe drops it); for an operator of another
+// namespace, "{namespace}.{op}.{index}".
+std::string MsprobeCsvName(const v1::ApiCall& call);
 
 }  // namespace parity::common

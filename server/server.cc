@@ -188,6 +188,15 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
   service.crl = std::move(crl);
   service.verdict_hold = std::chrono::milliseconds(o.verdict_hold_ms);
   service.limits = o.limits;
+  // A rank's result rows wait for its backward calls; a stream's end writes them.
+  service.on_stream_end = [raw = s.get()](const CallOrigin& origin) {
+    if (!raw->writer_) return;
+    if (absl::Status written = raw->writer_->EndOfStream(origin.rank); !written.ok()) {
+      raw->metrics_->ResultRowsLost(
+          written.code() == absl::StatusCode::kResourceExhausted ? "disk_full" : "io_error");
+      common::LogError(absl::StrCat("result files: ", written.ToString()));
+    }
+  };
   s->service_ = std::make_unique<CheckService>(std::move(service), std::move(handler),
                                                s->queue_.get(), metrics);
   return s;

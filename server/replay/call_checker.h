@@ -43,8 +43,12 @@ struct OutputCheck {
   OutputJudgement judgement;
   v1::DType dtype = v1::DTYPE_UNSPECIFIED;        // the device output's
   v1::DType bench_dtype = v1::DTYPE_UNSPECIFIED;  // the bench output's, when it ran
-  std::vector<int64_t> shape;                     // the device output's
-  bool judged = false;  // compared as tensors (the two-way Status column applies)
+  // What the device output was compared against (the judgement's `device` metrics): the
+  // golden's dtype when it ran, else the bench's. The details CSV's "Bench Dtype", as msprobe
+  // fills it (its bench is the upcast golden).
+  v1::DType reference_dtype = v1::DTYPE_UNSPECIFIED;
+  std::vector<int64_t> shape;  // the device output's
+  bool judged = false;         // compared as tensors (the two-way Status column applies)
 };
 
 // The values of a checked call (server/replay/call_values.h).

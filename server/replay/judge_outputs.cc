@@ -52,6 +52,7 @@ OutputCheck JudgeTensor(const at::Tensor& device, const c10::IValue* bench,
   out.shape = dh->view.shape;
   out.judged = out.judgement.device.has_value();
   if (bh) out.bench_dtype = bh->view.dtype;
+  out.reference_dtype = gh ? gh->view.dtype : out.bench_dtype;
   return out;
 }
 
@@ -84,6 +85,9 @@ OutputCheck JudgeStatsOnly(const v1::Tensor& device, const c10::IValue* bench,
     out.bench_dtype =
         common::ToWireDType(bench->toTensor().scalar_type()).value_or(v1::DTYPE_UNSPECIFIED);
   }
+  out.reference_dtype =
+      g ? common::ToWireDType(golden->toTensor().scalar_type()).value_or(v1::DTYPE_UNSPECIFIED)
+        : out.bench_dtype;
   return out;
 }
 

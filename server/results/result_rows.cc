@@ -37,7 +37,7 @@ std::string FieldCell(const OutputJudgement& j, Metric field) {
 std::vector<std::string> AccuracyDetailsRow(const std::string& name, const OutputCheck& out) {
   const OutputJudgement& j = out.judgement;
   std::vector<std::string> row = {
-      name, DTypeCell(out.bench_dtype), DTypeCell(out.dtype),
+      name, DTypeCell(out.reference_dtype), DTypeCell(out.dtype),
       out.dtype == v1::DTYPE_UNSPECIFIED ? kSpace : ShapeTuple(out.shape)};
   for (Metric field : kPairFields) row.push_back(FieldCell(j, field));
   // The status of the op's own standard, as the verdict and api_precision_compare_* give it
@@ -103,6 +103,7 @@ nlohmann::json JsonRecord(const CallOrigin& origin, const v1::ApiCall& call, con
   j["sequence"] = call.sequence();
   j["step"] = call.step();
   j["api"] = common::ApiName(call);
+  j["csv_api"] = common::MsprobeCsvName(call);  // the CSV rows' API name
   j["op"] = call.op_name();
   j["overload"] = call.overload();
   j["call_index"] = call.call_index();
@@ -140,6 +141,7 @@ nlohmann::json JsonRecord(const CallOrigin& origin, const v1::ApiCall& call, con
     o["standard"] = ov.standard();
     o["dtype"] = DTypeCell(out.dtype);
     o["bench_dtype"] = DTypeCell(out.bench_dtype);
+    o["reference_dtype"] = DTypeCell(out.reference_dtype);
     o["shape"] = out.shape;
     o["failed_metric"] = ov.failed_metric();
     o["message"] = ov.message();
@@ -273,27 +275,42 @@ const std::vector<std::string>& PrecisionDetailsHeader() {
 }
 
 CallRows RowsOf(const CallOrigin& origin, const v1::ApiCall& call, const CallCheck& check,
-                const v1::Verdict& verdict, const StandardsTable& standards) {
+                const v1::Verdict& verdict, const StandardsTable& standards,
+                uint32_t first_backward_output) {
   CallRows rows;
-  const std::string api = common::ApiName(call);
-  const bool backward = call.phase() == v1::PHASE_BACKWARD;
+  rows.api = common::MsprobeCsvName(call);
+  rows.backward = call.phase() == v1::PHASE_BACKWARD;
+  uint32_t n = first_backward_output;
   for (const OutputCheck& out : check.outputs) {
-    const std::string name = common::OutputName(call, out.index);
+    const std::string name = rows.backward ? absl::StrCat(rows.api, ".backward.output.", n++)
+                                           : absl::StrCat(rows.api, ".forward.output.", out.index);
     rows.accuracy_details += CsvRow(AccuracyDetailsRow(name, out));
     rows.precision_details += CsvRow(PrecisionDetailsRow(name, out));
   }
-  auto result_row = [&](v1::VerdictStatus s) {
-    const std::string status = StatusCell(s);
-    const bool explain = s != v1::VERDICT_STATUS_PASS && !check.message.empty();
-    return CsvRow({api, backward ? kSpace : status, backward ? status : kSpace,
-                   explain ? check.message : kSpace});
-  };
-  rows.accuracy_result = result_row(check.status);
-  rows.precision_result = rows.accuracy_result;
+  rows.status = check.status;
+  if (check.status != v1::VERDICT_STATUS_PASS) rows.message = check.message;
   rows.json = JsonRecord(origin, call, check, verdict, standards)
                   .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
               "\n";
   return rows;
+}
+
+std::string DirectionCell(const std::vector<v1::VerdictStatus>& statuses) {
+  if (statuses.empty()) return kSpace;
+  bool all_skip = true, warning = false;
+  for (v1::VerdictStatus s : statuses) {
+    if (s == v1::VERDICT_STATUS_ERROR) return "error";
+    warning |= s == v1::VERDICT_STATUS_WARNING;
+    all_skip &= s == v1::VERDICT_STATUS_SKIP || s == v1::VERDICT_STATUS_REJECTED;
+  }
+  if (all_skip) return "SKIP";
+  return warning ? "Warning" : "pass";
+}
+
+std::string ResultRow(const std::string& api, const std::vector<v1::VerdictStatus>& forward,
+                      const std::vector<v1::VerdictStatus>& backward, const std::string& message) {
+  return CsvRow(
+      {api, DirectionCell(forward), DirectionCell(backward), message.empty() ? kSpace : message});
 }
 
 }  // namespace parity::server

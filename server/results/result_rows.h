@@ -34,14 +34,33 @@ const std::vector<std::string>& ResultHeader(bool precision);  // "API name" / "
 const std::vector<std::string>& AccuracyDetailsHeader();       // 23 columns
 const std::vector<std::string>& PrecisionDetailsHeader();      // 28 columns
 
-// The lines of one checked call, ready to append.
+// The lines of one checked call, ready to append, and its part of its API's result row.
+// Rows are named as msprobe names them (common::MsprobeCsvName): details rows
+// "{api}.forward.output.{i}" and "{api}.backward.output.{n}", where a backward call's outputs are
+// numbered on from those of the backward calls of the same API before it in the step (one
+// forward call may run several: linear's mm, mm and sum), so every row name is unique in a step.
 struct CallRows {
-  std::string accuracy_result, accuracy_details;    // accuracy_checking_{result,details}
-  std::string precision_result, precision_details;  // api_precision_compare_{result,details}
-  std::string json;                                 // parity_results_*.jsonl
+  std::string accuracy_details;   // accuracy_checking_details
+  std::string precision_details;  // api_precision_compare_details
+  std::string json;               // parity_results_*.jsonl (Parity's own names)
+  std::string api;                // the result row it belongs to: "Functional.linear.0"
+  bool backward = false;          // which column of that row
+  v1::VerdictStatus status = v1::VERDICT_STATUS_UNSPECIFIED;
+  std::string message;  // why, when not pass
 };
 // `verdict` is ToVerdict(call, check): the JSON record takes its metric names from it.
+// `first_backward_output`: the number of a backward call's first output row (above).
 CallRows RowsOf(const CallOrigin& origin, const v1::ApiCall& call, const CallCheck& check,
-                const v1::Verdict& verdict, const StandardsTable& standards);
+                const v1::Verdict& verdict, const StandardsTable& standards,
+                uint32_t first_backward_output = 0);
+
+// A direction's cell of a result row, msprobe's aggregation of the statuses of its output rows
+// (get_api_checker_result): none " ", all SKIP "SKIP", any error "error", else any Warning
+// "Warning", else "pass". A rejected call counts as SKIP.
+std::string DirectionCell(const std::vector<v1::VerdictStatus>& statuses);
+// One row of accuracy_checking_result / api_precision_compare_result: API name, forward and
+// backward cells, message.
+std::string ResultRow(const std::string& api, const std::vector<v1::VerdictStatus>& forward,
+                      const std::vector<v1::VerdictStatus>& backward, const std::string& message);
 
 }  // namespace parity::server

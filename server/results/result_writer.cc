@@ -11,10 +11,12 @@
 #include <ctime>
 #include <filesystem>
 #include <regex>
+#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "common/api_names.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 
@@ -141,8 +143,22 @@ class AppendFile {
   int fd_ = -1;
 };
 
-// The five open files of one rank.
+// The result rows of one step of a rank, waiting for their backward calls, in the order their
+// APIs first appeared.
+struct ResultWriter::PendingStep {
+  struct Api {
+    std::string name;
+    std::vector<v1::VerdictStatus> forward, backward;
+    std::string message;  // the first non-pass call's
+  };
+  std::vector<Api> apis;
+  std::unordered_map<std::string, std::size_t> by_name;
+  std::unordered_map<std::string, uint32_t> backward_outputs;  // rows numbered so far, by API
+};
+
+// The five open files of one rank, and its result rows still waiting.
 struct ResultWriter::RankFiles {
+  std::map<int64_t, PendingStep> pending;  // by step
   std::string timestamp;
   bool resumed = false;
   AppendFile accuracy_result;
@@ -156,7 +172,42 @@ struct ResultWriter::RankFiles {
 ResultWriter::ResultWriter(std::string dir, const StandardsTable& standards, std::string timestamp)
     : dir_(std::move(dir)), standards_(standards), timestamp_(std::move(timestamp)) {}
 
-ResultWriter::~ResultWriter() = default;
+ResultWriter::~ResultWriter() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [rank, files] : ranks_) {
+    if (absl::Status s = WriteResultsBefore(files.get(), INT64_MAX); !s.ok()) {
+      common::LogError(absl::StrCat("result files of rank ", rank, ": ", s.ToString()));
+    }
+  }
+}
+
+absl::Status ResultWriter::WriteResultsBefore(RankFiles* f, int64_t step) {
+  absl::Status status;
+  while (!f->pending.empty() && f->pending.begin()->first < step) {
+    std::string rows;
+    for (const PendingStep::Api& api : f->pending.begin()->second.apis) {
+      rows += ResultRow(api.name, api.forward, api.backward, api.message);
+    }
+    f->pending.erase(f->pending.begin());
+    // One write per file and step; a failure loses that step's rows (counted by the caller).
+    for (AppendFile* file : {&f->accuracy_result, &f->precision_result}) {
+      if (absl::Status s = file->Append(rows); !s.ok() && status.ok()) status = s;
+    }
+  }
+  return status;
+}
+
+absl::Status ResultWriter::EndOfStream(int32_t rank) {
+  absl::MutexLock lock(&mu_);
+  auto it = ranks_.find(rank);
+  if (it == ranks_.end()) return absl::OkStatus();
+  absl::Status s = WriteResultsBefore(it->second.get(), INT64_MAX);
+  if (!s.ok()) {
+    return absl::Status(s.code(),
+                        absl::StrCat("writing results for rank ", rank, ": ", s.message()));
+  }
+  return s;
+}
 
 absl::StatusOr<std::unique_ptr<ResultWriter>> ResultWriter::Create(const std::string& output_dir,
                                                                    const StandardsTable& standards,
@@ -226,22 +277,38 @@ absl::StatusOr<ResultWriter::RankFiles*> ResultWriter::FilesFor(int32_t rank) {
 
 absl::Status ResultWriter::Write(const CallOrigin& origin, const v1::ApiCall& call,
                                  const CallCheck& check, const v1::Verdict& verdict) {
-  // Every line is made before taking the lock: the lock covers only the writes.
-  const CallRows rows = RowsOf(origin, call, check, verdict, standards_);
+  const bool backward = call.phase() == v1::PHASE_BACKWARD;
+  const std::string api = common::MsprobeCsvName(call);
+  // A backward call's output rows are numbered on from its API's earlier backward calls.
+  uint32_t first_backward_output = 0;
+  if (backward) {
+    absl::MutexLock lock(&mu_);
+    PARITY_ASSIGN_OR_RETURN(RankFiles * f, FilesFor(origin.rank));
+    uint32_t& n = f->pending[call.step()].backward_outputs[api];
+    first_backward_output = n;
+    n += static_cast<uint32_t>(check.outputs.size());
+  }
+  // Every line is made outside the lock: the lock covers only the writes.
+  const CallRows rows = RowsOf(origin, call, check, verdict, standards_, first_backward_output);
   absl::MutexLock lock(&mu_);
   PARITY_ASSIGN_OR_RETURN(RankFiles * f, FilesFor(origin.rank));
-  // Details first, then the summary row: a crash in between never marks a call done without
-  // its detail rows (msprobe wrote the summary first).
-  for (auto [file, row] :
-       {std::pair{&f->accuracy_details, &rows.accuracy_details},
-        std::pair{&f->precision_details, &rows.precision_details}, std::pair{&f->jsonl, &rows.json},
-        std::pair{&f->accuracy_result, &rows.accuracy_result},
-        std::pair{&f->precision_result, &rows.precision_result}}) {
-    if (absl::Status s = file->Append(*row); !s.ok()) {
-      return absl::Status(
-          s.code(), absl::StrCat("writing results for rank ", origin.rank, ": ", s.message()));
-    }
+  auto failed = [&origin](const absl::Status& s) {
+    return absl::Status(s.code(),
+                        absl::StrCat("writing results for rank ", origin.rank, ": ", s.message()));
+  };
+  for (auto [file, row] : {std::pair{&f->accuracy_details, &rows.accuracy_details},
+                           std::pair{&f->precision_details, &rows.precision_details},
+                           std::pair{&f->jsonl, &rows.json}}) {
+    if (absl::Status s = file->Append(*row); !s.ok()) return failed(s);
   }
+  // Its part of its API's result row, and the rows of the steps before the previous one.
+  PendingStep& step = f->pending[call.step()];
+  auto [it, added] = step.by_name.emplace(rows.api, step.apis.size());
+  if (added) step.apis.push_back({rows.api, {}, {}, ""});
+  PendingStep::Api& row = step.apis[it->second];
+  (rows.backward ? row.backward : row.forward).push_back(rows.status);
+  if (row.message.empty()) row.message = rows.message;
+  if (absl::Status s = WriteResultsBefore(f, call.step() - 1); !s.ok()) return failed(s);
   return absl::OkStatus();
 }
 

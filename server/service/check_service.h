@@ -68,6 +68,9 @@ struct ServiceOptions {
   // To an agent that takes VerdictBatch: how long ready verdicts may wait for company while
   // later calls of the stream are still being checked (zero: never).
   std::chrono::steady_clock::duration verdict_hold = std::chrono::milliseconds(10);
+  // Runs once a stream that sent a Hello has ended, after every call it sent was handled (the
+  // result writer writes the rank's waiting result rows). On a gRPC thread; must not throw.
+  std::function<void(const CallOrigin& origin)> on_stream_end;
 };
 
 // The Check method is registered raw (ByteBuffer in and out): the reactor reads only the first

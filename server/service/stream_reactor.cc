@@ -114,6 +114,7 @@ void CheckService::Reactor::OnWriteDone(bool ok) {
 }
 
 void CheckService::Reactor::OnDone() {
+  if (hello_ && service_->options_.on_stream_end) service_->options_.on_stream_end(origin_);
   service_->partial_blob_bytes_.fetch_sub(pending_blob_bytes_);  // blobs of no call
   service_->kept_offered_.fetch_sub(kept_cap_);
   if (service_->metrics_) service_->metrics_->AgentDisconnected();

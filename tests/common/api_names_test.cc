@@ -2,6 +2,8 @@
 // call, and the warning for a name that selects nothing.
 #include "common/api_names.h"
 
+#include "absl/strings/str_split.h"
+
 #include "gtest/gtest.h"
 
 namespace parity::common {
@@ -153,6 +155,32 @@ TEST(MsprobeNameTest, CallsGetMsprobesNames) {
   v1::ApiCall accumulate = Forward("aten::add_", 4, "Tensor");
   accumulate.set_phase(v1::PHASE_BACKWARD);  // gradient accumulation: no forward call
   EXPECT_EQ(MsprobeName(accumulate), "");
+}
+
+// Every call has a CSV name msprobe's readers split into Type, API and index (3 segments, 4 for
+// msprobe's own Aten names with an overload), so a details row "{name}.forward.output.0" has the
+// 6 or 7 segments they require.
+TEST(MsprobeNameTest, EveryCallHasACsvNameOfThreeOrFourSegments) {
+  EXPECT_EQ(MsprobeCsvName(Forward("aten::linear", 2)), "Functional.linear.2");
+  EXPECT_EQ(MsprobeCsvName(Backward("aten::mm", "aten::linear", 2)), "Functional.linear.2");
+  EXPECT_EQ(MsprobeCsvName(Forward("npu::npu_rms_norm", 3)), "NPU.npu_rms_norm.3");
+  EXPECT_EQ(MsprobeCsvName(Forward("aten::_softmax", 0)), "Aten._softmax.default.0");
+  v1::ApiCall accumulate = Forward("aten::add_", 4, "Tensor");
+  accumulate.set_phase(v1::PHASE_BACKWARD);  // gradient accumulation: msprobe's online Aten name
+  EXPECT_EQ(MsprobeCsvName(accumulate), "Aten.add_.4");
+  EXPECT_EQ(MsprobeCsvName(Forward("custom::op", 0)), "custom.op.0");
+  for (const v1::ApiCall& call : {Forward("aten::linear", 2), Forward("aten::_softmax", 0),
+                                  accumulate, Forward("custom::op", 0)}) {
+    const std::vector<std::string> parts = absl::StrSplit(MsprobeCsvName(call), '.');
+    EXPECT_TRUE(parts.size() == 3 || parts.size() == 4) << MsprobeCsvName(call);
+  }
+  // A name copied from a CSV into a filter selects its call.
+  for (const v1::ApiCall& call :
+       {Forward("aten::linear", 2), Backward("aten::mm", "aten::linear", 2),
+        Forward("npu::npu_rms_norm", 3), Forward("aten::_softmax", 0), accumulate}) {
+    const std::string name = MsprobeCsvName(call);
+    EXPECT_TRUE(P(name).Matches(call)) << name;
+  }
 }
 
 // A name msprobe prints parses back to a pattern selecting the call it names.

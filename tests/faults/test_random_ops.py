@@ -102,7 +102,7 @@ class ExampleTrainingsTest(unittest.TestCase):
                 server.stop()
                 self.assertEqual(proc.returncode, 0, proc.stderr)
                 rows = [r for r in server.rows("accuracy_checking_details")
-                        if r["API Name"].startswith("aten::dropout.")
+                        if r["API Name"].startswith("Functional.dropout.")
                         and ".forward." in r["API Name"]]
                 self.assertGreater(len(rows), 0)
                 for row in rows:

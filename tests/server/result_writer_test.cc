@@ -1,4 +1,5 @@
-// Result files: msprobe's exact headers and cell formats, one row per output, resume on restart.
+// Result files: msprobe's exact headers, names and cell formats, one details row per output, one
+// result row per API and step, resume on restart.
 #include "server/results/result_writer.h"
 
 #include <limits>
@@ -39,6 +40,7 @@ CallCheck SampleCheck(v1::VerdictStatus status) {
   out.index = 0;
   out.dtype = v1::DTYPE_FLOAT16;
   out.bench_dtype = v1::DTYPE_FLOAT16;
+  out.reference_dtype = v1::DTYPE_FLOAT64;  // the golden's: what the metrics compare against
   out.shape = {2, 3};
   out.judged = true;
   OutputJudgement& j = out.judgement;
@@ -83,40 +85,45 @@ TEST(ResultWriterTest, WritesMsprobeHeadersAndCells) {
                     SampleCheck(v1::VERDICT_STATUS_PASS))
                   .ok());
   const std::string base = dir + "/out/";
+  // The result rows wait for the step's backward calls; the stream's end writes them.
+  EXPECT_EQ(Rows(base + "accuracy_checking_result_20261122101010_rank2.csv").size(), 1u);
+  ASSERT_TRUE((*w)->EndOfStream(2).ok());
+  // One row per API: msprobe's name, its forward and its backward status.
   auto rows = Rows(base + "accuracy_checking_result_20261122101010_rank2.csv");
   EXPECT_THAT(rows, ElementsAre("\xEF\xBB\xBF"
                                 "API name,Forward Test Success,Backward Test "
                                 "Success,Message",
-                                "aten::gelu.4,error, ,output 0: rmse (benchmark)",
-                                "aten::gelu.4.backward.0, ,pass, "));
+                                "Functional.gelu.4,error,pass,output 0: rmse (benchmark)"));
   rows = Rows(base + "api_precision_compare_result_20261122101010_rank2.csv");
-  EXPECT_THAT(rows, ElementsAre(::testing::_, "aten::gelu.4,error, ,output 0: rmse (benchmark)",
-                                "aten::gelu.4.backward.0, ,pass, "));
+  EXPECT_THAT(rows,
+              ElementsAre(::testing::_, "Functional.gelu.4,error,pass,output 0: rmse (benchmark)"));
   rows = Rows(base + "accuracy_checking_details_20261122101010_rank2.csv");
   ASSERT_EQ(rows.size(), 3u);
   std::vector<std::string> header = absl::StrSplit(rows[0], ',');
   EXPECT_EQ(header.size(), 23u);
   EXPECT_EQ(header[4], "余弦相似度");
   EXPECT_EQ(rows[1],
-            "aten::gelu.4.forward.output.0,torch.float16,torch.float16,\"(2, 3)\","
+            "Functional.gelu.4.forward.output.0,torch.float64,torch.float16,\"(2, 3)\","
             "0.50000000000000,0.33333333333333,1.00000000000000,1.00000000000000,"
             "1.00000000000000,0.00000000000000,0.00000000000000,inf,0.00000000000000,"
             "0.00000000000000,0.00000000000000,0.00000000000000,0.00000000000000,"
             "0.00000000000000,0.00000000000000,0.00000000000000,0.00000000000000,error,"
             "\"line one\nline, two\"");
-  EXPECT_THAT(rows[2], ::testing::StartsWith("aten::gelu.4.backward.0.output.0,"));
+  EXPECT_THAT(rows[2], ::testing::StartsWith("Functional.gelu.4.backward.output.0,"));
   rows = Rows(base + "api_precision_compare_details_20261122101010_rank2.csv");
   header = absl::StrSplit(rows[0], ',');
   EXPECT_EQ(header.size(), 28u);
   EXPECT_EQ(header[26], "比对算法");
   // RMSE ratio 3 > 2 decides (error); error balance only warns; the message is quoted.
-  EXPECT_THAT(rows[1], ::testing::StartsWith("aten::gelu.4.forward.output.0, , ,"
+  EXPECT_THAT(rows[1], ::testing::StartsWith("Functional.gelu.4.forward.output.0, , ,"
                                              "3.00000000000000,error, , , , ,"
                                              "4.00000000000000,Warning,"));
   EXPECT_THAT(rows[1], HasSubstr(",error,标杆比对法,\"line one\nline, two\""));
   // The JSON-lines record keeps what the CSVs cannot.
   const std::string jsonl = testing::ReadAll(base + "parity_results_20261122101010_rank2.jsonl");
   EXPECT_THAT(jsonl, HasSubstr("\"module_path\":\"net.act\""));
+  EXPECT_THAT(jsonl, HasSubstr("\"api\":\"aten::gelu.4\","));
+  EXPECT_THAT(jsonl, HasSubstr("\"csv_api\":\"Functional.gelu.4\","));
   EXPECT_THAT(jsonl, HasSubstr("\"rmse\":\"inf\""));
   EXPECT_THAT(jsonl, HasSubstr("\"rtol\":0.0009765625"));
   // The legacy two-way chain's status (Warning here) is kept there, not in the CSVs.
@@ -167,13 +174,16 @@ TEST(ResultWriterTest, AFailedWriteLeavesNoPartialRow) {
         const std::vector<absl::string_view> parts = absl::StrSplit(line, "\"api\":");
         EXPECT_EQ(parts.size(), 2u) << line;
       } else {
-        const std::vector<absl::string_view> rows = absl::StrSplit(line, "aten::gelu");
+        const std::vector<absl::string_view> rows = absl::StrSplit(line, "Functional.gelu.4");
         EXPECT_LE(rows.size(), 2u) << line;
       }
     }
   }
-  // The summary files: a header and the two whole rows of the calls that were written.
-  EXPECT_EQ(Rows(dir + "/api_precision_compare_result_20261126000000_rank0.csv").size(), 3u);
+  // The summary files: a header and the row of the calls that were written (the failed one is
+  // not in it).
+  ASSERT_TRUE((*w)->EndOfStream(0).ok());
+  EXPECT_THAT(Rows(dir + "/api_precision_compare_result_20261126000000_rank0.csv"),
+              ElementsAre(::testing::_, "Functional.gelu.4,error,pass,output 0: rmse (benchmark)"));
 }
 
 TEST(ResultWriterTest, RestartAppendsToTheNewestFileSetOfTheRank) {
@@ -193,6 +203,8 @@ TEST(ResultWriterTest, RestartAppendsToTheNewestFileSetOfTheRank) {
   ASSERT_TRUE(
       Write(**w, {1, "", ""}, SampleCall(v1::PHASE_FORWARD), SampleCheck(v1::VERDICT_STATUS_PASS))
           .ok());
+  ASSERT_TRUE((*w)->EndOfStream(0).ok());
+  ASSERT_TRUE((*w)->EndOfStream(1).ok());
   // Rank 0 resumed its file (one header, two rows); rank 1 had none, so it starts a new set.
   EXPECT_EQ(Rows(dir + "/accuracy_checking_result_20260101000000_rank0.csv").size(), 3u);
   EXPECT_FALSE(std::filesystem::exists(dir + "/accuracy_checking_result_20260202000000_rank0.csv"));
@@ -222,6 +234,7 @@ TEST(ResultWriterTest, RestartRemovesALineCutByACrashAndKeepsTheWholeOnes) {
   ASSERT_TRUE(
       Write(**w, {0, "", ""}, SampleCall(v1::PHASE_FORWARD), SampleCheck(v1::VERDICT_STATUS_PASS))
           .ok());
+  ASSERT_TRUE((*w)->EndOfStream(0).ok());
   // The cut tails are gone and the new row follows the old whole ones.
   const std::string after = testing::ReadAll(jsonl);
   ASSERT_EQ(after.substr(0, whole_jsonl.size()), whole_jsonl);
@@ -249,10 +262,66 @@ TEST(ResultWriterTest, AFileCutInsideItsHeaderStartsOverWithAHeader) {
   ASSERT_TRUE(
       Write(**w, {0, "", ""}, SampleCall(v1::PHASE_FORWARD), SampleCheck(v1::VERDICT_STATUS_PASS))
           .ok());
+  ASSERT_TRUE((*w)->EndOfStream(0).ok());
   const std::vector<std::string> rows = Rows(summary);
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].rfind("\xEF\xBB\xBF", 0), 0u);
   EXPECT_THAT(rows[0], ::testing::Not(HasSubstr("Forward Test SucAPI")));
+}
+
+// msprobe's result file has one row per API: its forward status and the aggregate of its
+// backward calls' (linear's backward runs mm, mm and sum: three calls, one row). A step's rows
+// are written once the step after next begins (a straggler of the step, checked out of order,
+// still finds its row), and the backward calls' outputs are numbered on, so that every details
+// row of a step has its own name.
+TEST(ResultWriterTest, OneResultRowPerApiWithItsForwardAndBackwardStatus) {
+  const std::string dir = testing::MakeTempDir("parity_rw_api_");
+  auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20261126000000");
+  ASSERT_TRUE(w.ok()) << w.status();
+  const CallOrigin origin{0, "run", "h"};
+  auto call = [](const std::string& op, v1::Phase phase, int64_t step, uint64_t index) {
+    v1::ApiCall c;
+    c.set_op_name(op);
+    c.set_phase(phase);
+    c.set_step(step);
+    c.set_call_index(index);
+    if (phase == v1::PHASE_BACKWARD) c.set_forward_op_name("aten::linear");
+    return c;
+  };
+  auto write = [&](const v1::ApiCall& c, v1::VerdictStatus s) {
+    ASSERT_TRUE(Write(**w, origin, c, SampleCheck(s)).ok());
+  };
+  const std::string result = dir + "/accuracy_checking_result_20261126000000_rank0.csv";
+  const std::string details = dir + "/accuracy_checking_details_20261126000000_rank0.csv";
+  write(call("aten::linear", v1::PHASE_FORWARD, 0, 0), v1::VERDICT_STATUS_PASS);
+  write(call("aten::gelu", v1::PHASE_FORWARD, 0, 0), v1::VERDICT_STATUS_PASS);
+  write(call("aten::linear", v1::PHASE_FORWARD, 0, 1), v1::VERDICT_STATUS_PASS);
+  write(call("aten::mm", v1::PHASE_BACKWARD, 0, 1), v1::VERDICT_STATUS_PASS);
+  write(call("aten::mm", v1::PHASE_BACKWARD, 0, 1), v1::VERDICT_STATUS_ERROR);
+  write(call("aten::sum", v1::PHASE_BACKWARD, 0, 1), v1::VERDICT_STATUS_PASS);
+  write(call("aten::linear", v1::PHASE_FORWARD, 1, 0), v1::VERDICT_STATUS_PASS);
+  EXPECT_EQ(Rows(result).size(), 1u) << "step 0's rows went before step 2 began";
+  write(call("aten::mm", v1::PHASE_BACKWARD, 0, 0), v1::VERDICT_STATUS_SKIP);  // a straggler
+  write(call("aten::linear", v1::PHASE_FORWARD, 2, 0), v1::VERDICT_STATUS_WARNING);
+  EXPECT_THAT(
+      Rows(result),
+      ElementsAre(::testing::_, "Functional.linear.0,pass,SKIP, ", "Functional.gelu.0,pass, , ",
+                  "Functional.linear.1,pass,error,output 0: rmse (benchmark)"));
+  ASSERT_TRUE((*w)->EndOfStream(0).ok());
+  EXPECT_THAT(Rows(result),
+              ElementsAre(::testing::_, ::testing::_, ::testing::_, ::testing::_,
+                          "Functional.linear.0,pass, , ", "Functional.linear.0,Warning, , "));
+  std::vector<std::string> names;
+  for (const std::string& row : Rows(details)) names.push_back(row.substr(0, row.find(',')));
+  EXPECT_THAT(
+      names,
+      ElementsAre("\xEF\xBB\xBF"
+                  "API Name",
+                  "Functional.linear.0.forward.output.0", "Functional.gelu.0.forward.output.0",
+                  "Functional.linear.1.forward.output.0", "Functional.linear.1.backward.output.0",
+                  "Functional.linear.1.backward.output.1", "Functional.linear.1.backward.output.2",
+                  "Functional.linear.0.forward.output.0", "Functional.linear.0.backward.output.0",
+                  "Functional.linear.0.forward.output.0"));
 }
 
 TEST(ResultWriterTest, UnwritableDirectoryFailsAtCreate) {
