@@ -17,27 +17,41 @@ CheckStream::CheckStream(std::shared_ptr<grpc::ChannelInterface> channel, OnMess
       background_nice_(background_nice) {
   grpc::GenericStub stub(std::move(channel));
   stub.PrepareBidiStreamingCall(&context_, common::kCheckMethod, grpc::StubOptions(), this);
+  AddHold();  // before the call starts: released once no operation starts from outside
   StartRead(&in_);
   StartCall();
 }
 
+void CheckStream::ReleaseHold() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!held_) return;
+    held_ = false;  // under the lock: no Write, WritesDone or AwaitFirst starts anything now
+  }
+  RemoveHold();
+}
+
 CheckStream::~CheckStream() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!done_) context_.TryCancel();
+  }
+  ReleaseHold();
   absl::MutexLock lock(&mu_);
-  if (!done_) context_.TryCancel();
   mu_.Await(absl::Condition(&done_));  // gRPC's last callback has run: nothing touches us now
 }
 
 bool CheckStream::Write(grpc::ByteBuffer message, bool more) {
   absl::MutexLock lock(&mu_);
   auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !queued_.has_value() || done_ || write_failed_ || cancelled_;
+    return !queued_.has_value() || done_ || write_failed_ || cancelled_ || !held_;
   };
   if (!room()) {
     ++waiting_writes_;
     mu_.Await(absl::Condition(&room));
     --waiting_writes_;
   }
-  if (done_ || write_failed_ || writes_done_ || cancelled_) return false;
+  if (done_ || write_failed_ || writes_done_ || cancelled_ || !held_) return false;
   queued_.emplace(std::move(message), more);
   if (!writing_) StartNextWriteLocked();
   return true;
@@ -80,15 +94,18 @@ std::optional<grpc::ByteBuffer> CheckStream::AwaitFirst() {
   if (!first_.has_value()) return std::nullopt;
   std::optional<grpc::ByteBuffer> first = std::move(first_);
   first_.reset();
-  StartRead(&in_);  // the reads held back until the first was taken
+  if (held_) StartRead(&in_);  // the reads held back until the first was taken
   return first;
 }
 
 void CheckStream::OnReadDone(bool ok) {
   LowerThisThreadOnce(background_nice_);
   if (!ok) {
-    absl::MutexLock lock(&mu_);
-    reading_ended_ = true;
+    {
+      absl::MutexLock lock(&mu_);
+      reading_ended_ = true;
+    }
+    ReleaseHold();  // the stream is ending: let gRPC finish it
     return;
   }
   {
@@ -113,14 +130,18 @@ void CheckStream::OnReadDone(bool ok) {
 }
 
 void CheckStream::WritesDone() {
-  absl::MutexLock lock(&mu_);
-  if (writes_done_ || done_) return;
-  writes_done_ = true;
-  // With a write in flight or queued, OnWriteDone half-closes after the last one.
-  if (!writing_ && !queued_.has_value() && !write_failed_) StartWritesDone();
+  {
+    absl::MutexLock lock(&mu_);
+    if (writes_done_ || done_ || !held_) return;
+    writes_done_ = true;
+    // With a write in flight or queued, OnWriteDone half-closes after the last one.
+    if (!writing_ && !queued_.has_value() && !write_failed_) StartWritesDone();
+  }
+  ReleaseHold();  // nothing more starts from outside: the reactions finish the rest
 }
 
 grpc::Status CheckStream::Finish(absl::Duration timeout) {
+  ReleaseHold();
   absl::MutexLock lock(&mu_);
   if (!mu_.AwaitWithTimeout(absl::Condition(&done_), timeout)) {
     context_.TryCancel();
@@ -135,6 +156,7 @@ void CheckStream::Cancel() {
     cancelled_ = true;
   }
   context_.TryCancel();
+  ReleaseHold();
 }
 
 bool CheckStream::WriteWaitingForTesting() const {

@@ -10,6 +10,14 @@
 // one is being sent, and no reader thread of our own is needed. tests/bench/transport_bench
 // measures both clients doing the same work side by side ("sync client", "reactor client" and
 // their paired ratio); the reactor moved calls faster there (docs/design.md).
+//
+// The sender thread starts operations from outside gRPC's reactions (Write, WritesDone, the read
+// after AwaitFirst), so the stream holds itself open (gRPC's AddHold) until it starts no more:
+// without a hold gRPC may end a stream whose server has gone, destroying its call object before
+// OnDone says so, and a write started in that window calls into a destroyed object ("pure
+// virtual method called", seen once in ~10 runs of a test whose server dies under a writing
+// agent). The hold goes when the stream's reading ends (the server finished it or it failed),
+// at WritesDone, Finish, Cancel and destruction; no operation starts from outside after that.
 #pragma once
 
 #include <grpcpp/generic/generic_stub.h>
@@ -72,6 +80,8 @@ class CheckStream : private grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::Byte
   void OnReadDone(bool ok) override;
   void OnDone(const grpc::Status& status) override;
   void StartNextWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the stream's hold, once (outside mu_: gRPC may finish the stream then).
+  void ReleaseHold() ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::ClientContext context_;
   const OnMessage on_message_;
@@ -91,6 +101,7 @@ class CheckStream : private grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::Byte
   bool first_taken_ ABSL_GUARDED_BY(mu_) = false;
   bool reading_ended_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool held_ ABSL_GUARDED_BY(mu_) = true;  // the hold is on: operations may start from outside
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
