@@ -258,3 +258,5 @@ __attribute__((constructor)) static void ParityPreloadStart() {
   std::string error;
   parity::agent::StartFromFile(path, &error);  // errors are logged; the training runs on
 }
+
+extern "C" void parity_agent_set_api(const char* api) { parity::agent::SetPendingApi(api); }

@@ -38,6 +38,9 @@ struct ThreadState {
   // itself (checking and reshaping its gradients, adding up gradients of one input) runs here.
   std::vector<Node> engine;
   std::vector<std::string> modules;
+  // msprobe's API of the Python call running (parity_agent_set_api): the next top-level forward
+  // op takes it. Points into the Python agent's name table, which outlives it.
+  const char* pending_api = nullptr;
 };
 
 ThreadState& State() {
@@ -252,7 +255,7 @@ bool Communicates(const std::string& op, const std::string& overload) {
   return communicates;
 }
 
-void SiteOf(const at::RecordFunction& fn, const ThreadState& ts, Site& site) {
+void SiteOf(const at::RecordFunction& fn, ThreadState& ts, Site& site) {
   parity_call_site& c = site.c;
   c.size = sizeof(c);
   site.op = fn.name();
@@ -272,6 +275,13 @@ void SiteOf(const at::RecordFunction& fn, const ThreadState& ts, Site& site) {
   }
   c.in_optimizer = ts.optimizer > 0;
   if (!ts.modules.empty()) site.module = ts.modules.back();
+  // The Python API that ran this op: the first top-level forward op inside it takes its name
+  // (a second one, __setitem__'s copy after its index, say, is named from its operator).
+  c.api = nullptr;
+  if (!c.backward && ts.pending_api != nullptr) {
+    c.api = ts.pending_api;
+    ts.pending_api = nullptr;
+  }
   if (g_signatures.load(std::memory_order_relaxed)) {
     site.signature = Signature(site.op, site.overload, fn.inputs());
     c.signature = site.signature.c_str();
@@ -479,6 +489,8 @@ void RemoveHook(uint64_t handle) {
 }
 
 void MarkAgentThread() { State().depth = 1 << 20; }
+
+void SetPendingApi(const char* api) { State().pending_api = api; }
 
 void PushModuleScope(const std::string& path) { State().modules.push_back(path); }
 void PopModuleScope() {

@@ -21,6 +21,8 @@ class CallNames {
     uint64_t call_index = 0;
     uint32_t backward_calls = 0;  // backward calls linked to it so far
     std::string module;           // the module it ran in: its backward calls are attributed there
+    std::string api;              // msprobe's API from the call site ("Tensor.add"), or ""
+    uint64_t api_index = 0;       // with `api`: its index among that API's calls in the step
   };
 
   int64_t step() const { return step_.load(std::memory_order_relaxed); }
@@ -29,7 +31,8 @@ class CallNames {
   // The step counter becomes `step` (the next NewStep() ends it).
   void SetStep(int64_t step) { step_.store(step, std::memory_order_relaxed); }
 
-  // The call index of the next call of `op` in this step (0, 1, ...).
+  // The call index of the next call of `op` in this step (0, 1, ...); also of an msprobe API
+  // ("Tensor.add": its calls are counted apart from any operator's).
   uint64_t NextCallIndex(const std::string& op);
   // A forward call at autograd sequence number `sequence_nr`: it owns the nodes created from
   // that number until the next forward call's.

@@ -311,13 +311,24 @@ std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint3
       meta->set_call_index(fwd.call_index);
       meta->set_backward_index(fwd.backward_calls);
       if (module.empty()) meta->set_module_path(fwd.module);
+      if (!fwd.api.empty()) {
+        meta->set_api(fwd.api);
+        meta->set_api_index(fwd.api_index);
+      }
     } else {
       meta->set_call_index(names_.NextCallIndex(op));
     }
   } else {
     meta->set_call_index(names_.NextCallIndex(op));
-    names_.RecordForward(site.forward_sequence_nr,
-                         {op, meta->overload(), meta->call_index(), 0, module});
+    // msprobe's API as the training called it, when the Python agent saw the call site.
+    const bool has_api = site.size >= offsetof(parity_call_site, api) + sizeof(site.api) &&
+                         site.api != nullptr && site.api[0] != '\0';
+    if (has_api) {
+      meta->set_api(site.api);
+      meta->set_api_index(names_.NextCallIndex(meta->api()));
+    }
+    names_.RecordForward(site.forward_sequence_nr, {op, meta->overload(), meta->call_index(), 0,
+                                                    module, meta->api(), meta->api_index()});
   }
   if (!filter_.CallSelected(*meta)) return nullptr;
   if (!scope_.Selected(*meta)) return nullptr;

@@ -455,6 +455,9 @@ std::string MsprobeApi(absl::string_view op, absl::string_view overload) {
 
 std::string MsprobeName(const v1::ApiCall& call) {
   const bool backward = call.phase() == v1::PHASE_BACKWARD;
+  if (!call.api().empty()) {
+    return absl::StrCat(call.api(), ".", call.api_index(), backward ? ".backward" : ".forward");
+  }
   if (backward && call.forward_op_name().empty()) return "";
   const std::string api = backward ? MsprobeApi(call.forward_op_name(), call.forward_overload())
                                    : MsprobeApi(call.op_name(), call.overload());
@@ -463,6 +466,7 @@ std::string MsprobeName(const v1::ApiCall& call) {
 }
 
 std::string MsprobeCsvName(const v1::ApiCall& call) {
+  if (!call.api().empty()) return absl::StrCat(call.api(), ".", call.api_index());  // call site
   const bool backward = call.phase() == v1::PHASE_BACKWARD;
   std::string api;
   if (!backward) {

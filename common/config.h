@@ -22,6 +22,12 @@ enum class QueuePolicy {
   kBlock,
 };
 
+// Where msprobe's API names come from (parity.api_names).
+enum class ApiNames {
+  kCallSite,  // the Python API the training called (python/parity/_call_site.py); the default
+  kOperator,  // the operator (common/api_names.h): no per-call work in Python
+};
+
 // Over which period the per-signature sampling budget is counted.
 enum class BudgetPeriod { kStep, kRun };
 
@@ -41,6 +47,7 @@ struct AgentOptions {
   uint32_t block_timeout_ms = 10000;      // kBlock: longest wait per call; 0 = no limit
   uint32_t max_checks_per_signature = 0;  // 0 = check every call
   BudgetPeriod budget_period = BudgetPeriod::kRun;
+  ApiNames api_names = ApiNames::kCallSite;
   bool fail_fast = false;             // step() raises after an error verdict
   bool plaintext = false;             // explicit opt-out of TLS
   std::string server_name;            // TLS name to verify, when it differs from host

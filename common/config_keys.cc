@@ -27,6 +27,9 @@ std::vector<std::pair<std::string, QueuePolicy>> Policies() {
 std::vector<std::pair<std::string, BudgetPeriod>> Periods() {
   return {{"step", BudgetPeriod::kStep}, {"run", BudgetPeriod::kRun}};
 }
+std::vector<std::pair<std::string, ApiNames>> ApiNameSources() {
+  return {{"call_site", ApiNames::kCallSite}, {"operator", ApiNames::kOperator}};
+}
 std::vector<std::string> LogLevels() { return {"debug", "info", "warning", "error"}; }
 
 // Keys of other msprobe tasks that may share one file with this side's keys.
@@ -182,6 +185,10 @@ const KeyTable<AgentConfig>& AgentTable() {
         "parity.max_checks_per_signature", [](C& c) { return &c.parity.max_checks_per_signature; },
         0, UINT32_MAX,
         "check each (op, overload, dtypes, shapes) at most this often; 0 = every call");
+    t->EnumChoice(
+        "parity.api_names", [](C& c) { return &c.parity.api_names; }, ApiNameSources(),
+        "msprobe's API names in the result CSVs: from the Python call site (Tensor.add, "
+        "Torch.add; the Python agent names each torch call it sees) or from the operator");
     t->EnumChoice(
         "parity.budget_period", [](C& c) { return &c.parity.budget_period; }, Periods(),
         "the period over which that budget counts");

@@ -24,6 +24,8 @@ import sys
 
 import torch
 
+from . import _call_site
+
 __all__ = ["PrecisionDebugger", "PrecisionError", "seed_all", "counters", "load_agent"]
 
 
@@ -231,6 +233,7 @@ class PrecisionDebugger:
         self._model = model
         self._hooks = []
         self._started = False
+        self._call_site = None  # the mode naming torch calls (parity.api_names "call_site")
         self._step = 0  # the training's step, counted from here as msprobe counts it
         self._initialized = True
 
@@ -258,6 +261,13 @@ class PrecisionDebugger:
         error = self._ops.start(json.dumps(self._config))
         if error:
             raise ValueError("Parity configuration: " + error)
+        if not self._call_site and \
+                self._config.get("parity", {}).get("api_names", "call_site") == "call_site":
+            try:
+                path = _library_path()
+            except FileNotFoundError:
+                path = None  # LD_PRELOAD brought the agent in: its symbols are the process's
+            self._call_site = _call_site.enter(path)
         if not self._started:
             self._started = True
             self._ops.use_explicit_steps()  # msprobe's API: step() marks the steps
@@ -294,7 +304,15 @@ class PrecisionDebugger:
     @classmethod
     def stop(cls):
         """Pauses capturing and returns at once: nothing waits for the server."""
-        cls._get()._ops.stop()
+        self = cls._get()
+        self._ops.stop()
+        self._leave_call_site()
+
+    def _leave_call_site(self):
+        # The naming mode costs every torch call a Python dispatch: not while nothing is
+        # captured. It stays when the training entered a mode of its own after it.
+        if self._call_site and _call_site.leave(self._call_site):
+            self._call_site = None
 
     @classmethod
     def forward_backward_dump_end(cls):
@@ -359,6 +377,7 @@ class PrecisionDebugger:
         for h in self._hooks:
             h.remove()
         self._hooks = []
+        self._leave_call_site()
         self._ops.close()
 
     @staticmethod

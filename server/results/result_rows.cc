@@ -116,7 +116,8 @@ nlohmann::json JsonRecord(const CallOrigin& origin, const v1::ApiCall& call, con
   if (!call.autograd_node().empty()) j["autograd_node"] = call.autograd_node();
   // msprobe's names, for tooling that joins on them (common/api_names.h).
   if (std::string msprobe = common::MsprobeName(call); !msprobe.empty()) {
-    j["msprobe_api"] = call.forward_op_name().empty()
+    j["msprobe_api"] = !call.api().empty() ? call.api()
+                       : call.forward_op_name().empty()
                            ? common::MsprobeApi(call.op_name(), call.overload())
                            : common::MsprobeApi(call.forward_op_name(), call.forward_overload());
     j["msprobe_name"] = std::move(msprobe);

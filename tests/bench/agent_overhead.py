@@ -242,6 +242,9 @@ def main():
     modes = [
         ("budget 1/signature", lambda: config(server, max_checks_per_signature=1,
                                               budget_period="run")),
+        ("budget 1/signature, operator names",
+         lambda: config(server, max_checks_per_signature=1, budget_period="run",
+                        api_names="operator")),
         ("every call, drop", lambda: config(server, policy="drop")),
         # The configuration's default policy: block, at most block_timeout_ms (10 s) a call.
         ("every call, default policy", lambda: config(server)),

@@ -1,5 +1,6 @@
 """msprobe's own readers of the result files, applied to the files of a clean bf16 training (the
-example Llama under bf16 autocast, checked exhaustively by the real server).
+example Llama under bf16 autocast, checked exhaustively by the real server); and msprobe's API
+names taken from the Python call site.
 
 The readers are msprobe's (mstt, debug/accuracy_tools/msprobe/pytorch/api_accuracy_checker),
 restated here from their code, not imported (msprobe is not installable on this machine):
@@ -182,6 +183,82 @@ class MsprobeReadersTest(unittest.TestCase):
                 self.assertIn(reference, ("torch.float32", "torch.float64"), (alg, n))
         self.assertTrue(any(alg == "标杆比对法" and ref in ("torch.float32", "torch.float64")
                             for (alg, _, ref) in pairs), pairs)
+
+
+CALL_SITE_TRAINING = """
+import sys
+import torch
+import torch.nn.functional as F
+from parity import PrecisionDebugger
+
+debugger = PrecisionDebugger(sys.argv[1])
+x = torch.randn(4, 8, requires_grad=True)
+w = torch.randn(3, 8, requires_grad=True)
+for _ in range(2):
+    debugger.start()
+    y = F.linear(x, w)
+    a = y.add(1.0)          # Tensor.add
+    b = torch.add(a, 2.0)   # Torch.add
+    c = b.add(3.0)          # Tensor.add, the second
+    loss = c.view(-1).sum()
+    loss.backward()
+    debugger.stop()
+    debugger.step()
+debugger.close()
+"""
+
+
+class CallSiteNamesTest(unittest.TestCase):
+    """msprobe names a call after the Python function called (x.add: Tensor.add; torch.add:
+    Torch.add), counting each apart; the dispatcher sees aten::add for both. With
+    parity.api_names "call_site" (the default) the rows say what msprobe's say; "operator"
+    names them from the operator."""
+
+    def rows(self, api_names):
+        workdir = harness.tempdir("parity-call-site-")
+        script = os.path.join(workdir, "train.py")
+        with open(script, "w", encoding="utf-8") as f:
+            f.write(CALL_SITE_TRAINING)
+        server = harness.Server(workdir)
+        try:
+            config = harness.agent_config(os.path.join(workdir, "config.json"), server.port,
+                                          policy="block", api_names=api_names)
+            r = harness.run([harness.PYTHON, script, config],
+                            env={"PYTHONPATH": os.path.join(harness.ROOT, "python")})
+        finally:
+            server.stop()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        paths = glob.glob(os.path.join(server.out, "accuracy_checking_result_*_rank0.csv"))
+        self.assertEqual(len(paths), 1)
+        return [tuple(row[:3]) for row in read_rows(paths[0])[1:]], server.records()
+
+    def test_the_call_site_names_each_call_as_msprobe_does(self):
+        rows, records = self.rows("call_site")
+        # Each step the same rows (call indices restart), but for the engine's gradient
+        # accumulation: detach in the first step, add_ after it.
+        rows = [r for r in rows if not r[0].startswith("Aten.")]
+        step = rows[:len(rows) // 2]
+        self.assertEqual(rows[len(rows) // 2:], step)
+        names = [name for name, _, _ in step]
+        for name in ("Functional.linear.0", "Tensor.add.0", "Torch.add.0", "Tensor.add.1",
+                     "Tensor.view.0", "Tensor.sum.0"):
+            self.assertIn(name, names)
+        # Linked backward calls carry their forward call's API: view's reshape, linear's mm.
+        self.assertIn(("Tensor.view.0", "pass", "pass"), step)
+        self.assertIn(("Functional.linear.0", "pass", "pass"), step)
+        adds = [r for r in records if r["op"] == "aten::add" and r["phase"] == "forward"]
+        self.assertEqual(sorted((r["step"], r["csv_api"]) for r in adds),
+                         [(s, n) for s in (0, 1)
+                          for n in ("Tensor.add.0", "Tensor.add.1", "Torch.add.0")])
+        self.assertTrue(all(r["api"].startswith("aten::add.") for r in adds))  # Parity's own
+
+    def test_operator_names_come_from_the_operator(self):
+        rows, _ = self.rows("operator")
+        names = [name for name, _, _ in rows[:len(rows) // 2]]
+        for name in ("Functional.linear.0", "Torch.add.0", "Torch.add.1", "Torch.add.2",
+                     "Torch.view.0", "Torch.sum.0"):
+            self.assertIn(name, names)
+        self.assertFalse([n for n in names if n.startswith("Tensor.")])
 
 
 if __name__ == "__main__":

@@ -88,3 +88,10 @@ PARITY_AGENT_API void PushModule(const std::string& path);
 PARITY_AGENT_API void PopModule();
 
 }  // namespace parity::agent
+
+// msprobe's API of the Python call now running on this thread ("Functional.linear", "Tensor.add";
+// null: none): the next top-level forward operator the hook sees carries it (ApiCall.api), and
+// takes it. The string must live until it is replaced. A plain C function, so that the Python
+// agent calls it through ctypes on every torch call it names (python/parity/_call_site.py),
+// which costs far less than an operator call.
+extern "C" PARITY_AGENT_API void parity_agent_set_api(const char* api);

@@ -136,6 +136,10 @@ typedef struct parity_call_site {
    * communication-fused ops, npu_mm_all_reduce_base and the like): its result depends on the
    * other ranks, so it is counted as communication and never copied. */
   int32_t communicates;
+  /* Added in ABI 1 after `communicates` (a caller's older struct ends before it): msprobe's API
+   * of the Python call that ran this top-level operator ("Functional.linear", "Tensor.add"), or
+   * null when not known (ApiCall.api). */
+  const char* api;
 } parity_call_site;
 
 /* Whether call sites must carry a signature (parity.max_checks_per_signature is set). */

@@ -1,0 +1,144 @@
+"""msprobe's API names from the Python call site (parity.api_names "call_site", the default).
+
+msprobe names a call after the Python function the training called: ``x.add(y)`` is
+``Tensor.add``, ``torch.add(x, y)`` ``Torch.add``, ``F.linear`` ``Functional.linear``,
+``torch_npu.npu_rms_norm`` ``NPU.npu_rms_norm``, each counted apart. The dispatcher, where the
+agent's hook sees operators, cannot tell them apart (both adds are ``aten::add``). So, while
+capturing, a TorchFunctionMode sees each torch call the training makes (torch hands every call
+with tensor arguments to the innermost mode; calls made inside the mode's own handling do not come
+back to it, so a composite such as ``F.cross_entropy`` is one call) and tells the agent's hook
+its name through one C function (``parity_agent_set_api``, by ctypes): the first top-level
+operator that call runs carries it (ApiCall.api). Functions it does not know (``Tensor.shape``,
+``Tensor.backward``) pass straight through.
+
+Its cost is one Python-level dispatch per torch call (a dictionary lookup and two foreign calls
+for a named one): a few microseconds, which a training of millisecond operators does not notice
+and a training of tiny ones does (docs/performance.md#call-site-names). parity.api_names
+"operator" turns it off. With torch.compile, use "operator": an active mode changes what Dynamo
+traces.
+"""
+import ctypes
+import os
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+
+# The dunder methods msprobe wraps on Tensor: operators. The others (__repr__, __len__, ...)
+# are not named.
+_OPERATOR_DUNDERS = {
+    f"__{op}__" for base in ("add", "sub", "mul", "matmul", "truediv", "div", "floordiv", "mod",
+                             "pow", "and", "or", "xor", "lshift", "rshift")
+    for op in (base, "r" + base, "i" + base)} | {
+    "__neg__", "__pos__", "__abs__", "__invert__", "__eq__", "__ne__", "__lt__", "__le__",
+    "__gt__", "__ge__", "__getitem__", "__setitem__"}
+
+
+def _name_table():
+    """{function: b"Prefix.name"} for msprobe's wrapped namespaces, in msprobe's prefixes. A
+    function reachable under several names keeps the first: a namespace's plain names before
+    its dunder ones (``Tensor.__add__`` is ``Tensor.add``'s function in torch 1.13)."""
+    table = {}
+
+    def add(prefix, owner):
+        names = sorted(dir(owner), key=lambda n: (n.startswith("__"), n))
+        for name in names:
+            if name.startswith("__"):
+                if name not in _OPERATOR_DUNDERS:
+                    continue
+            elif name.startswith("_") and not name.startswith("_foreach"):
+                continue
+            try:
+                func = getattr(owner, name)
+                if not callable(func) or isinstance(func, type):
+                    continue
+                table.setdefault(func, (prefix + "." + name).encode())
+            except (AttributeError, TypeError, RuntimeError):
+                continue  # unhashable, or an attribute that fails on access
+
+    add("Functional", torch.nn.functional)
+    add("Tensor", torch.Tensor)
+    add("Torch", torch)
+    add("VF", torch._VF)  # pylint: disable=protected-access
+    try:
+        import torch_npu  # pylint: disable=import-outside-toplevel
+        add("NPU", torch_npu)
+    except ImportError:
+        pass
+    for func in (torch.Tensor.backward, torch.autograd.backward, torch.Tensor.register_hook):
+        table.pop(func, None)  # not operators: the backward pass is named by its forward calls
+    return table
+
+
+def _setter(library_path):
+    """parity_agent_set_api of the loaded agent (the same library torch.ops loaded, or the one
+    LD_PRELOAD put in the process)."""
+    for path in (library_path, None):
+        try:
+            lib = ctypes.CDLL(path)
+            f = lib.parity_agent_set_api
+            f.argtypes = [ctypes.c_char_p]
+            f.restype = None
+            return f
+        except (OSError, AttributeError, TypeError):
+            continue
+    return None
+
+
+class CallSiteNames(TorchFunctionMode):
+    """Names each torch call for the agent's hook while it runs."""
+
+    def __init__(self, table, set_api):
+        super().__init__()
+        self._table = table
+        self._set_api = set_api
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        try:
+            name = self._table.get(func)
+        except TypeError:  # an unhashable callable
+            name = None
+        if name is None:
+            return func(*args, **kwargs)
+        self._set_api(name)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            self._set_api(None)
+
+
+_table = None
+_set_api = None
+
+
+def enter(library_path):
+    """Enters the mode, the innermost, until leave(); None when the agent has no
+    parity_agent_set_api. The name table is made once per process."""
+    global _table, _set_api  # pylint: disable=global-statement
+    if _set_api is None:
+        _set_api = _setter(library_path if library_path and os.path.exists(library_path)
+                           else None)
+        if _set_api is None:
+            return None
+    if _table is None:
+        _table = _name_table()
+    mode = CallSiteNames(_table, _set_api)
+    mode.__enter__()
+    return mode
+
+
+def leave(mode):
+    """Leaves the mode entered by enter() when it is still the innermost (a mode the training
+    entered after it is never popped in its place); False when it could not be left."""
+    if mode is None:
+        return True
+    try:
+        current = torch.overrides._get_current_function_mode()  # pylint: disable=protected-access
+    except AttributeError:
+        current = mode  # a torch without the query: trust the stack's order
+    if current is not mode:
+        return False
+    mode.__exit__(None, None, None)
+    return True
