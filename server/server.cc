@@ -19,12 +19,14 @@
 #include "common/naming.h"
 #include "common/status_macros.h"
 #include "common/tls.h"
+#include "common/torch/generator_read.h"
 #include "server/compare/accumulate.h"
 #include "server/compare/standards.h"
 #include "server/metrics.h"
 #include "server/metrics_endpoint.h"
 #include "server/replay/call_checker.h"
 #include "server/replay/operator_libraries.h"
+#include "server/replay/replay_errors.h"
 #include "server/results/error_data.h"
 #include "server/results/result_writer.h"
 #include "server/results/verdict_text.h"
@@ -180,6 +182,7 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
   }
   info.set_bench_device(s->checker_ ? s->checker_->bench_device() : "none");
   info.set_golden_enabled(o.golden);
+  info.set_torch_version(common::TorchVersion());
   info.set_kept_blob_bytes(o.kept_blob_bytes);
   service.rank_list.insert(config.rank_list.begin(), config.rank_list.end());
   service.max_streams = o.max_streams;
@@ -322,12 +325,20 @@ v1::Verdict ParityServer::Process(const CallOrigin& origin, const v1::ApiCall& c
     metrics_->RankChecked(origin.rank, check.status);
     return verdict;
   } catch (const std::exception& e) {
-    // CallChecker catches libtorch's errors itself; this is the last line of defence.
+    // CallChecker catches the replays' errors itself; this is the last line of defence (an
+    // allocation failure comparing or writing, say). The call is not checked: SKIP, never a
+    // verdict on the call itself, with RESOURCE_EXHAUSTED when memory ran out, else INTERNAL.
+    const bool memory = IsOutOfMemory(e);
     v.set_sequence(call.sequence());
     v.set_api_name(common::ApiName(call));
-    v.set_status(v1::VERDICT_STATUS_REJECTED);
-    v.set_error_code(static_cast<int>(absl::StatusCode::kInternal));
-    v.set_message(absl::StrCat("internal error while checking: ", e.what()));
+    v.set_phase(call.phase());
+    v.set_step(call.step());
+    v.set_status(v1::VERDICT_STATUS_SKIP);
+    v.set_error_code(static_cast<int>(memory ? absl::StatusCode::kResourceExhausted
+                                             : absl::StatusCode::kInternal));
+    v.set_message(absl::StrCat(memory ? "not checked: the server ran out of memory: "
+                                      : "not checked: internal error while checking: ",
+                               ErrorText(e)));
     metrics_->CallChecked(call.phase(), v.status(), call.op_name(), 0, 0);
     metrics_->RankChecked(origin.rank, v.status());
     return v;

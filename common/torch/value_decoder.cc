@@ -2,6 +2,8 @@
 // validated before anything is allocated.
 #include <cstring>
 #include <limits>
+#include <new>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -150,9 +152,19 @@ absl::Status ValueDecoder::Decode(const v1::Value& value, absl::string_view path
   std::string p(path);
   try {
     return DecodeAt(value, p, 0, out);
+  } catch (const std::bad_alloc& e) {
+    // The server's own memory, not the call's size (validated before): the checker answers
+    // SKIP, RESOURCE_EXHAUSTED ("out of memory decoding"), not a rejection of the call.
+    return absl::ResourceExhaustedError(
+        absl::StrCat(p, ": out of memory decoding (", e.what(), ")"));
   } catch (const std::exception& e) {
-    // Allocation failure or a libtorch error after validation: report, never propagate.
-    return absl::ResourceExhaustedError(absl::StrCat(p, ": decoding failed: ", e.what()));
+    const std::string what = e.what();
+    if (what.find("can't allocate memory") != std::string::npos ||
+        what.find("out of memory") != std::string::npos) {
+      return absl::ResourceExhaustedError(absl::StrCat(p, ": out of memory decoding (", what, ")"));
+    }
+    // A libtorch error after validation: the server's failure, reported, never propagated.
+    return absl::InternalError(absl::StrCat(p, ": decoding failed: ", what));
   }
 }
 

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/cpu_clock.h"
@@ -267,6 +268,16 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
     c.cpu = cpu;
     return c;
   }
+  const absl::Status& failed = decoded.status();
+  const bool server_failed = failed.code() == absl::StatusCode::kInternal ||
+                             (failed.code() == absl::StatusCode::kResourceExhausted &&
+                              absl::StrContains(failed.message(), "out of memory decoding"));
+  if (server_failed) {  // the server's memory or libtorch, not the call: not checked
+    CallCheck c = Decided(v1::VERDICT_STATUS_SKIP, absl::StrCat("not checked: ", failed.message()),
+                          failed.code());
+    c.cpu = cpu;
+    return c;
+  }
   if (!decoded.ok()) {
     CallCheck c = Rejected(decoded.status());
     c.cpu = cpu;
@@ -284,16 +295,20 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
   const c10::Device golden_device =
       impl_->options.golden_device == "cpu" ? c10::Device(c10::kCPU) : lane.device;
   const bool bench_decides = BenchDecides(call, *decoded, standard, *impl_->standards);
-  const Replay bench =
-      ReplayBench(*op, decoded->inputs, lane.device, common::ToScalarType(call.autocast_dtype()));
+  const Replay bench = Guarded([&] {
+    return ReplayBench(*op, decoded->inputs, lane.device,
+                       common::ToScalarType(call.autocast_dtype()));
+  });
   lap(&cpu.bench);
   cpu.bench_ran = bench.ran();
   const bool exact = bench_decides && bench.ran();
-  const Replay golden = !impl_->options.golden ? Replay{{}, "disabled"}
-                        : exact
-                            ? Replay{{}, "not needed"}
-                            : impl_->golden.ReplayOn(*op, decoded->inputs, golden_device,
-                                                     common::ToScalarType(call.autocast_dtype()));
+  const Replay golden =
+      !impl_->options.golden ? Replay{{}, "disabled"}
+      : exact                ? Replay{{}, "not needed"}
+                             : Guarded([&] {
+                  return impl_->golden.ReplayOn(*op, decoded->inputs, golden_device,
+                                                               common::ToScalarType(call.autocast_dtype()));
+                });
   lap(&cpu.golden);
   cpu.golden_ran = golden.ran();
   const auto replayed = Clock::now();
@@ -302,6 +317,9 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
         v1::VERDICT_STATUS_SKIP,
         absl::StrCat("the bench could not run ", call.op_name(), ": ", bench.error,
                      golden.error == "disabled" ? "" : absl::StrCat("; golden: ", golden.error)));
+    if (bench.out_of_memory || golden.out_of_memory) {
+      c.error_code = absl::StatusCode::kResourceExhausted;
+    }
     c.replay_seconds = Seconds(replayed - start);
     c.cpu = cpu;
     return c;
@@ -313,6 +331,27 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
     JudgeOutputs(call, *decoded, bench, bench, Standard::kBinary, *impl_->standards, &check);
   } else {
     JudgeOutputs(call, *decoded, bench, golden, standard, *impl_->standards, &check);
+  }
+  // A reference the server had no memory for: what the other one found wrong stays an error,
+  // but nothing is passed on half the evidence (a wrong output judged against the bench alone,
+  // where its standard reads the golden, can pass).
+  const Replay* starved = !bench.ran() && bench.out_of_memory     ? &bench
+                          : !golden.ran() && golden.out_of_memory ? &golden
+                                                                  : nullptr;
+  if (starved != nullptr && check.status != v1::VERDICT_STATUS_ERROR) {
+    const std::string why =
+        absl::StrCat("not checked: the server ran out of memory replaying the ",
+                     starved == &bench ? "bench" : "golden", " (", starved->error, ")");
+    for (OutputCheck& out : check.outputs) {
+      if (out.judgement.status == v1::VERDICT_STATUS_PASS ||
+          out.judgement.status == v1::VERDICT_STATUS_WARNING) {
+        out.judgement.status = v1::VERDICT_STATUS_SKIP;
+        out.judgement.message = why;
+      }
+    }
+    check.status = v1::VERDICT_STATUS_SKIP;
+    check.error_code = absl::StatusCode::kResourceExhausted;
+    check.message = why;
   }
   check.replay_seconds = Seconds(replayed - start);
   check.compare_seconds = Seconds(Clock::now() - replayed);

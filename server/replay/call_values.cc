@@ -1,7 +1,14 @@
 #include "server/replay/call_values.h"
 
+#include <caffe2/serialize/inline_container.h>
+#include <fcntl.h>
+#include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/csrc/jit/serialization/pickler.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
@@ -23,17 +30,60 @@ c10::IValue ForFile(const c10::IValue& v) {
   });
 }
 
+// What torch.save writes (torch::jit::pickle_save's archive), written straight into the file.
+// Not pickle_save itself: it builds the archive in memory, and when that memory runs out part
+// way its archive writer's destructor writes the archive's end into the same failing buffer,
+// from a destructor, and the server aborts (terminate: "unexpected pos"). Here the writer never
+// throws and never writes short: a failed write(2) is remembered and reported after, so every
+// failure is an error of this one file.
 absl::Status WriteFile(const std::string& path, const c10::IValue& value) {
-  std::vector<char> bytes;
+  std::vector<char> pickle;
+  std::vector<at::Tensor> tensors;
   try {
-    bytes = torch::jit::pickle_save(ForFile(value));
+    torch::jit::Pickler pickler(
+        [&pickle](const char* bytes, size_t n) { pickle.insert(pickle.end(), bytes, bytes + n); });
+    pickler.protocol();
+    pickler.pushIValue(ForFile(value));
+    pickler.stop();
+    tensors = pickler.tensorData();
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat(path, ": cannot serialize: ", ErrorText(e)));
   }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) return absl::InternalError(absl::StrCat(path, ": cannot write"));
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+  if (fd < 0) {
+    return absl::InternalError(absl::StrCat(path, ": cannot create: ", std::strerror(errno)));
+  }
+  int write_errno = 0;
+  auto write_all = [fd, &write_errno](const void* data, size_t n) -> size_t {
+    const char* p = static_cast<const char*>(data);
+    for (size_t left = n; write_errno == 0 && left > 0;) {
+      const ssize_t w = ::write(fd, p, left);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        write_errno = w < 0 ? errno : EIO;
+        break;
+      }
+      p += w;
+      left -= static_cast<size_t>(w);
+    }
+    return n;  // never short: the archive's bookkeeping stays whole, the failure is reported
+  };
+  std::string failure;
+  try {
+    caffe2::serialize::PyTorchStreamWriter writer(write_all);
+    torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), tensors, writer);
+    writer.writeEndOfFile();
+  } catch (const std::exception& e) {
+    failure = absl::StrCat(path, ": cannot serialize: ", ErrorText(e));
+  }
+  if (::close(fd) != 0 && write_errno == 0) write_errno = errno;
+  if (failure.empty() && write_errno != 0) {
+    failure = absl::StrCat(path, ": cannot write: ", std::strerror(write_errno));
+  }
+  if (!failure.empty()) {
+    ::unlink(path.c_str());
+    return absl::InternalError(failure);
+  }
   return absl::OkStatus();
 }
 

@@ -46,6 +46,7 @@ absl::Status CheckCallStrings(const v1::ApiCall& call) {
       {"generator.device_type", &call.generator().device_type(), common::kMaxNameBytes},
       {"generator.torch_version", &call.generator().torch_version(), common::kMaxNameBytes},
       {"generator.state", &call.generator().state(), common::kMaxGeneratorStateBytes},
+      {"api", &call.api(), common::kMaxNameBytes},
   };
   for (const auto& [name, value, cap] : fields) {
     if (value->size() > cap) {
@@ -60,6 +61,12 @@ absl::Status CheckCallStrings(const v1::ApiCall& call) {
       return absl::InvalidArgumentError(absl::StrCat(
           "ApiCall.", name, ": \"", common::EscapeControl(*value), "\" holds control characters"));
     }
+  }
+  // The autocast dtype is replayed: a number that is no DType is malformed, as in a tensor.
+  if (!v1::DType_IsValid(call.autocast_dtype())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ApiCall.autocast_dtype: ", static_cast<int>(call.autocast_dtype()),
+                     " is not a parity.v1.DType"));
   }
   return absl::OkStatus();
 }

@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <new>
 #include <optional>
 #include <set>
 #include <string_view>
+#include <system_error>
 #include <tuple>
 
 #include "absl/strings/ascii.h"
@@ -19,6 +21,9 @@
 #include "common/torch/ivalue_walk.h"
 #include "common/torch/torch_pch.h"
 #include "server/replay/stages.h"
+
+#include <new>
+#include <system_error>
 
 namespace parity::server {
 namespace {
@@ -87,6 +92,7 @@ Replay Run(const c10::OperatorHandle& op, Stack stack) {
     r.results = std::move(stack);
   } catch (const std::exception& e) {
     r.error = ErrorText(e);
+    r.out_of_memory = IsOutOfMemory(e);
   }
   return r;
 }
@@ -135,10 +141,25 @@ void UseFullPrecisionOnCuda() {
 }  // namespace
 
 std::string ErrorText(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
+    return absl::StrCat("out of memory (", e.what(), ")");
+  }
   if (const auto* c10e = dynamic_cast<const c10::Error*>(&e)) {
     return c10e->what_without_backtrace();
   }
   return e.what();
+}
+
+bool IsOutOfMemory(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) return true;
+  if (const auto* sys = dynamic_cast<const std::system_error*>(&e)) {
+    return sys->code() == std::errc::resource_unavailable_try_again ||
+           sys->code() == std::errc::not_enough_memory;
+  }
+  const std::string_view text = e.what();
+  return text.find("can't allocate memory") != std::string_view::npos ||
+         text.find("out of memory") != std::string_view::npos ||
+         text.find("Cannot allocate memory") != std::string_view::npos;
 }
 
 namespace {

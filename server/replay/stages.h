@@ -17,6 +17,7 @@
 #include "common/torch/value_codec.h"
 #include "parity/v1/parity.pb.h"
 #include "server/replay/call_checker.h"
+#include "server/replay/replay_errors.h"
 
 namespace parity::server {
 
@@ -51,7 +52,8 @@ absl::Status NormalizeArguments(const c10::FunctionSchema& schema, Stack& inputs
 // arguments it writes), or why it could not run.
 struct Replay {
   Stack results;
-  std::string error;  // "" when it ran
+  std::string error;           // "" when it ran
+  bool out_of_memory = false;  // it failed for want of memory (IsOutOfMemory)
   bool ran() const { return error.empty(); }
 };
 // At the inputs' dtypes on `device`, under autocast to `autocast` on that device when the call
@@ -137,7 +139,17 @@ absl::StatusOr<std::vector<c10::Device>> ResolveBenchDevices(const std::string& 
 // (no TF32, no reduced-precision reductions, deterministic cuDNN).
 absl::StatusOr<std::vector<c10::Device>> ResolveBenchDevices(const std::string& name);
 
-// A libtorch error's message without its C++ backtrace; any other exception's what().
-std::string ErrorText(const std::exception& e);
+// `replay()`, with any exception it throws (converting the inputs, say) as its error.
+template <typename F>
+Replay Guarded(F replay) {
+  try {
+    return replay();
+  } catch (const std::exception& e) {
+    Replay r;
+    r.error = ErrorText(e);
+    r.out_of_memory = IsOutOfMemory(e);
+    return r;
+  }
+}
 
 }  // namespace parity::server

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "common/api_names.h"
 #include "common/tls.h"
+#include "common/torch/generator_read.h"
 #include "common/torch/torch_pch.h"
 #include "common/torch/value_codec.h"
 #include "gmock/gmock.h"
@@ -98,6 +99,9 @@ TEST_F(ServerTest, ChecksRealCallsOverMutualTlsAndPublishesFilesAndMetrics) {
   ASSERT_TRUE(stream.Hello(3)) << stream.status().error_message();
   EXPECT_EQ(stream.server_info().protocol_version(), 1u);
   EXPECT_EQ(stream.server_info().bench_device(), "cpu");
+  // The bench's libtorch, which decides whether a random op replays bit for bit.
+  EXPECT_EQ(stream.server_info().torch_version(), common::TorchVersion());
+  EXPECT_FALSE(stream.server_info().torch_version().empty());
 
   std::vector<v1::ApiCall> calls;
   std::set<std::string> ops;
@@ -441,6 +445,17 @@ TEST_F(ServerTest, MalformedCallsGetClearVerdictsWhileOtherStreamsAreServed) {
       {[](v1::ApiCall& c) { c.set_overload("Bogus"); }, "SKIP", "no overload \"Bogus\""},
       {[](v1::ApiCall& c) { c.mutable_inputs(1)->set_string_value("oops"); }, "SKIP",
        "arguments do not match aten::add.Tensor"},
+      // A number that is no DType, where the call's autocast dtype goes (a tensor's is refused
+      // the same way).
+      {[](v1::ApiCall& c) { c.set_autocast_dtype(static_cast<v1::DType>(99)); }, "SKIP",
+       "ApiCall.autocast_dtype: 99 is not a parity.v1.DType"},
+      // The call site's API names result rows: no control characters.
+      {[](v1::ApiCall& c) {
+         c.set_api(
+             "Tensor.\x01"
+             "add");
+       },
+       "SKIP", "ApiCall.api: \"Tensor.\\x01add\" holds control characters"},
   };
   TestStream faulty(channel), healthy(channel);
   ASSERT_TRUE(faulty.Hello(0));
