@@ -3,8 +3,11 @@
 // sizes reserve nothing; per-stream and server-wide caps; an allocation failure ends only its
 // stream), Hello's fields, and a shutdown that completes whatever the streams are doing.
 #include <chrono>
+#include <cstdio>
 #include <fstream>
+#include <functional>
 #include <future>
+#include <memory>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -581,6 +584,91 @@ TEST_F(StreamContractTest, BatchItemsAreHandledInOrderAsIfEachCameAlone) {
     const grpc::Status status = s.Close();
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_THAT(status.error_message(), HasSubstr("MessageBatch"));
+  }
+}
+
+// This process's memory from /proc/self/status, in bytes: "VmRSS" (now) or "VmHWM" (its peak
+// since the last ResetPeakMemory). 0 when unreadable.
+uint64_t ProcessMemory(const std::string& key) {
+  std::ifstream status("/proc/self/status");
+  std::string word;
+  uint64_t kib = 0;
+  while (status >> word) {
+    if (word == key + ":") {
+      status >> kib;
+      break;
+    }
+  }
+  return kib * 1024;
+}
+
+// Resets VmHWM to VmRSS (Linux: "5" to clear_refs); false where the kernel refuses.
+bool ResetPeakMemory() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
+  clear.flush();
+  return static_cast<bool>(clear);
+}
+
+// A maximal MessageBatch of each item kind (4096 items, up to max_message_bytes) raises the
+// memory of this process, the server and the test client together, by at most 6x the batch's
+// size plus 32 MiB: the server holds no per-item structure larger than the item. Before the
+// item cap, a 7.6 MiB batch of 2,000,000 empty releases took 630-700 MiB (83x).
+TEST_F(StreamContractTest, AMaximalBatchOfEachItemKindStaysWithinAMultipleOfItsSize) {
+  if (!ResetPeakMemory() || ProcessMemory("VmHWM") == 0) {
+    GTEST_SKIP() << "this kernel does not let a process reset its peak memory";
+  }
+  common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("mb_"), "");
+  StartPassing(config, [](uint64_t) {});
+  constexpr int kItems = 4096;
+  struct Kind {
+    const char* name;
+    std::function<void(v1::MessageBatch*)> fill;
+    int verdicts;
+  };
+  const std::string slice(15 << 10, 'x');  // 4096 slices of 15 KiB: a 60 MiB batch
+  const std::vector<Kind> kinds = {
+      {"empty releases",
+       [](v1::MessageBatch* b) {
+         for (int i = 0; i < kItems; ++i) b->add_messages()->mutable_release();
+       },
+       0},
+      {"chunks of one 60 MiB blob",
+       [&slice](v1::MessageBatch* b) {
+         for (int i = 0; i < kItems; ++i) {
+           *b->add_messages() = Chunk(1, uint64_t{kItems} * slice.size(), i * slice.size(), slice);
+         }
+       },
+       0},
+      {"calls",
+       [](v1::MessageBatch* b) {
+         for (int i = 0; i < kItems; ++i) *b->add_messages()->mutable_call() = Relu(i + 1);
+       },
+       kItems},
+  };
+  for (const Kind& kind : kinds) {
+    SCOPED_TRACE(kind.name);
+    TestStream stream(channel_);
+    ASSERT_TRUE(stream.Hello());
+    auto batch = std::make_shared<v1::AgentMessage>();
+    kind.fill(batch->mutable_batch());
+    const uint64_t size = batch->ByteSizeLong();
+    ASSERT_LE(size, config.parity.max_message_bytes);
+    ASSERT_TRUE(ResetPeakMemory());
+    const uint64_t before = ProcessMemory("VmRSS");
+    ASSERT_TRUE(stream.Send(batch));
+    for (int i = 0; i < kind.verdicts; ++i) {
+      v1::ServerMessage m;
+      ASSERT_TRUE(stream.Read(&m));
+    }
+    const grpc::Status status = stream.Close();
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    const uint64_t peak = ProcessMemory("VmHWM");
+    const uint64_t grew = peak > before ? peak - before : 0;
+    std::printf("%s: a batch of %llu bytes raised the peak by %llu bytes (%.1fx)\n", kind.name,
+                static_cast<unsigned long long>(size), static_cast<unsigned long long>(grew),
+                static_cast<double>(grew) / static_cast<double>(size));
+    EXPECT_LE(grew, 6 * size + (uint64_t{32} << 20));
   }
 }
 
