@@ -23,9 +23,9 @@ void ConfigureSnapshotPool(uint64_t max_cached_bytes);
 void MarkAgentThread();
 // The module scope stack of the calling thread (results name module paths).
 void PushModuleScope(const std::string& path);
+void PopModuleScope();
 // This thread's pending msprobe API (parity_agent_set_api).
 void SetPendingApi(const char* api);
-void PopModuleScope();
 // Every operator the dispatcher knows now ("aten::add", "npu::npu_rms_norm").
 std::vector<std::string> RegisteredOpNames();
 

@@ -38,6 +38,10 @@ class BlobSource {
 absl::Status EncodeValue(const c10::IValue& value, const c10::Type* type_hint,
                          const EncodeOptions& options, absl::string_view path, v1::Value* out);
 
+// In a RESOURCE_EXHAUSTED from ValueDecoder::Decode: the server's memory ran out, not a cap of
+// the call (which the checker answers SKIP, not REJECTED).
+inline constexpr char kOutOfMemoryDecoding[] = "out of memory decoding";
+
 // Decodes values of one call. Validates every size against `limits` before allocating; the
 // per-call byte cap spans all values decoded by one Decoder. Not thread-safe (one per call).
 class ValueDecoder {
@@ -47,7 +51,9 @@ class ValueDecoder {
 
   // Decodes `value` into `*out`. Errors are INVALID_ARGUMENT (malformed) or RESOURCE_EXHAUSTED
   // (over a cap) and name `path` and the offending numbers; FAILED_PRECONDITION for tensors sent
-  // as statistics only (they cannot be materialised).
+  // as statistics only (they cannot be materialised); RESOURCE_EXHAUSTED with
+  // kOutOfMemoryDecoding when an allocation failed, INTERNAL for another libtorch error after
+  // validation.
   absl::Status Decode(const v1::Value& value, absl::string_view path, c10::IValue* out);
 
   // Tensor payload bytes decoded so far.

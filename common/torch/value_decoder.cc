@@ -154,14 +154,15 @@ absl::Status ValueDecoder::Decode(const v1::Value& value, absl::string_view path
     return DecodeAt(value, p, 0, out);
   } catch (const std::bad_alloc& e) {
     // The server's own memory, not the call's size (validated before): the checker answers
-    // SKIP, RESOURCE_EXHAUSTED ("out of memory decoding"), not a rejection of the call.
+    // SKIP, RESOURCE_EXHAUSTED (kOutOfMemoryDecoding), not a rejection of the call.
     return absl::ResourceExhaustedError(
-        absl::StrCat(p, ": out of memory decoding (", e.what(), ")"));
+        absl::StrCat(p, ": ", kOutOfMemoryDecoding, " (", e.what(), ")"));
   } catch (const std::exception& e) {
     const std::string what = e.what();
     if (what.find("can't allocate memory") != std::string::npos ||
         what.find("out of memory") != std::string::npos) {
-      return absl::ResourceExhaustedError(absl::StrCat(p, ": out of memory decoding (", what, ")"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat(p, ": ", kOutOfMemoryDecoding, " (", what, ")"));
     }
     // A libtorch error after validation: the server's failure, reported, never propagated.
     return absl::InternalError(absl::StrCat(p, ": decoding failed: ", what));

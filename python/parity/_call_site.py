@@ -71,11 +71,16 @@ def _name_table():
 
 
 def _setter(library_path):
-    """parity_agent_set_api of the loaded agent (the same library torch.ops loaded, or the one
-    LD_PRELOAD put in the process)."""
-    for path in (library_path, None):
+    """parity_agent_set_api of the agent already in the process: the one LD_PRELOAD put in its
+    global scope, else the library torch.ops loaded from `library_path`. Never loads a library:
+    a second copy of the agent would register its torch ops again, and names set in its thread
+    state would reach no hook."""
+    candidates = [(None, ctypes.DEFAULT_MODE)]  # the process's global scope
+    if library_path:
+        candidates.append((os.path.realpath(library_path), os.RTLD_NOLOAD | ctypes.DEFAULT_MODE))
+    for path, mode in candidates:
         try:
-            lib = ctypes.CDLL(path)
+            lib = ctypes.CDLL(path, mode=mode)
             f = lib.parity_agent_set_api
             f.argtypes = [ctypes.c_char_p]
             f.restype = None
@@ -118,8 +123,7 @@ def enter(library_path):
     parity_agent_set_api. The name table is made once per process."""
     global _table, _set_api  # pylint: disable=global-statement
     if _set_api is None:
-        _set_api = _setter(library_path if library_path and os.path.exists(library_path)
-                           else None)
+        _set_api = _setter(library_path)
         if _set_api is None:
             return None
     if _table is None:

@@ -271,7 +271,7 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
   const absl::Status& failed = decoded.status();
   const bool server_failed = failed.code() == absl::StatusCode::kInternal ||
                              (failed.code() == absl::StatusCode::kResourceExhausted &&
-                              absl::StrContains(failed.message(), "out of memory decoding"));
+                              absl::StrContains(failed.message(), common::kOutOfMemoryDecoding));
   if (server_failed) {  // the server's memory or libtorch, not the call: not checked
     CallCheck c = Decided(v1::VERDICT_STATUS_SKIP, absl::StrCat("not checked: ", failed.message()),
                           failed.code());
