@@ -19,6 +19,7 @@
 #                when it fails
 #     test       ctest: the gpu tier first, then the unit and torch tiers (agent, server, replay,
 #                codec, oplib) against this libtorch
+#     gpu        the gpu tier alone
 #     bench      replay_bench: one call checked with the bench on the CPU and on CUDA (golden on the
 #                GPU and on the CPU), matmul-, attention- and LLM-layer-sized (compare_bench too
 #                with PARITY_GPU_COMPARE=1, transport_bench with PARITY_GPU_TRANSPORT=1)
@@ -147,6 +148,13 @@ phase_build() {
   return $rc
 }
 
+phase_gpu() {
+  step "test: gpu tier"
+  timeout "$limit" ctest --test-dir "$build" -L gpu --output-on-failure --timeout 240 2>&1 |
+    tee "$out/ctest-gpu.log" | tail -n 40
+  return "${PIPESTATUS[0]}"
+}
+
 phase_test() {
   step "test: gpu tier"
   timeout "$limit" ctest --test-dir "$build" -L gpu --output-on-failure --timeout 240 2>&1 |
@@ -195,10 +203,19 @@ phase_bench() {
   timeout "$limit" "$bench" 2>&1 | tee "$out/replay_bench.txt"
   local rc=${PIPESTATUS[0]}
   if ((rc > 128)); then
-    # Died by a signal (its stack is above): each row alone, so one row's crash costs that row.
-    echo "replay_bench died (status $rc): the rows one by one"
-    local row
+    # Died by a signal (its stack is above). Rows print as they are measured: the ones that did
+    # not print run alone, so one row's crash costs that row; the first of them once under
+    # cuda-gdb too (where the host has it), for a stack with every frame.
+    echo "replay_bench died (status $rc): the rows it did not print, one by one"
+    local row traced=0
     while IFS= read -r row; do
+      grep -q -F "$row " "$out/replay_bench.txt" && continue
+      if ((traced == 0)) && command -v cuda-gdb >/dev/null; then
+        traced=1
+        timeout 120 cuda-gdb -q -batch -ex run -ex bt -ex 'info sharedlibrary' \
+          --args "$bench" --only="$row" >"$out/replay_bench-gdb.txt" 2>&1
+        grep -E '^#|signal|SIG' "$out/replay_bench-gdb.txt" | head -n 40
+      fi
       timeout 120 "$bench" --only="$row" 2>&1 | tee -a "$out/replay_bench-rows.txt" | tail -n 1
     done < <("$bench" --list)
   fi

@@ -99,30 +99,21 @@ Replay Run(const c10::OperatorHandle& op, Stack stack) {
 
 // The bench stands in for the reference accelerator, so on CUDA it computes float32 in float32:
 // no TF32 in cuBLAS or cuDNN (PyTorch's default lets cuDNN convolutions round float32 inputs to
-// TF32's 10-bit mantissa), half and bfloat16 GEMMs summed in float32 and rounded once (no
-// reduced-precision reductions, and no split-K where libtorch can forbid it), and deterministic
-// cuDNN algorithms. A verdict then does not depend on whether the bench is a GPU or a CPU, nor on
-// the bench host's library defaults. Process-wide: the server replays only.
+// TF32's 10-bit mantissa), half and bfloat16 GEMMs summed in float32 (no reduced-precision
+// reductions), and deterministic cuDNN algorithms. A verdict then does not depend on whether the
+// bench is a GPU or a CPU, nor on the bench host's library defaults. Process-wide: the server
+// replays only.
+//
+// Split-K stays allowed: its partial sums are float32 too. Forbidding it (libtorch 2.x's second
+// flag) makes plain cuBLAS refuse every half/bfloat16 GEMM ("requires the cuBLASLt backend"),
+// and through cuBLASLt it changed nothing measurable: on an H100 a bfloat16 mm 16x128x24 had ULP
+// mean 0.375 with split-K forbidden, as an H200 had with it allowed (tensor cores sum in float32
+// in their own order; a float32 loop rounded once: 0.236; a bfloat16 accumulator: ~6.5).
 //
 // libtorch's API for the reductions moved: 1.13 has only the float16 setter; later releases add
-// bfloat16's; newer ones take a second flag, split-K, allowed unless it is passed (one call with
-// a single argument leaves it on). Each Disallow* takes the newest form this libtorch has.
+// bfloat16's (its one-argument form leaves split-K allowed in every release that has the flag).
 template <typename Context>
-auto DisallowFP16Reduction(Context& ctx, int)
-    -> decltype(ctx.setAllowFP16ReductionCuBLAS(false, false)) {
-  return ctx.setAllowFP16ReductionCuBLAS(false, /*allow_splitk=*/false);
-}
-template <typename Context>
-void DisallowFP16Reduction(Context& ctx, long) {
-  ctx.setAllowFP16ReductionCuBLAS(false);
-}
-template <typename Context>
-auto DisallowBF16Reduction(Context& ctx, int)
-    -> decltype(ctx.setAllowBF16ReductionCuBLAS(false, false)) {
-  return ctx.setAllowBF16ReductionCuBLAS(false, /*allow_splitk=*/false);
-}
-template <typename Context>
-auto DisallowBF16Reduction(Context& ctx, long) -> decltype(ctx.setAllowBF16ReductionCuBLAS(false)) {
+auto DisallowBF16Reduction(Context& ctx, int) -> decltype(ctx.setAllowBF16ReductionCuBLAS(false)) {
   return ctx.setAllowBF16ReductionCuBLAS(false);
 }
 template <typename Context>
@@ -132,7 +123,7 @@ void UseFullPrecisionOnCuda() {
   at::Context& ctx = at::globalContext();
   ctx.setAllowTF32CuBLAS(false);
   ctx.setAllowTF32CuDNN(false);
-  DisallowFP16Reduction(ctx, 0);
+  ctx.setAllowFP16ReductionCuBLAS(false);
   DisallowBF16Reduction(ctx, 0);
   ctx.setDeterministicCuDNN(true);
   ctx.setBenchmarkCuDNN(false);

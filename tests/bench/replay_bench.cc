@@ -22,6 +22,7 @@
 #include <ATen/Parallel.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/crash_report.h"
 #include "common/grpc_tuning.h"
 #include "common/torch/torch_pch.h"
@@ -161,12 +162,16 @@ int main(int argc, char** argv) {
                 "no golden", "replay", "compare");
   std::printf("  verdicts\n");
   int failures = 0;
+  std::vector<std::string> stages;
   for (const Row& row : Rows(quick)) {
     if (row.label.find(only) == std::string::npos) continue;
     const v1::ApiCall call = parity::testing::BuildCall(row.op, row.overload, row.args);
     const double mb = static_cast<double>(call.ByteSizeLong()) / 1e6;
     std::vector<std::vector<double>> times(benches.size());
     std::vector<double> replay, compare, cpu_replay, cpu_compare;
+    // Where the CUDA bench's time goes: the checking thread's CPU time in each stage (a wait for
+    // the GPU spins, so it counts too).
+    std::vector<double> st_decode, st_bench, st_golden, st_compare;
     std::string verdicts;
     for (int rep = -1; rep < reps; ++rep) {  // rep -1 warms up (kernels, cuBLAS handles)
       for (std::size_t b = 0; b < benches.size(); ++b) {
@@ -193,6 +198,10 @@ int main(int argc, char** argv) {
         if (benches[b].name == "cuda") {
           replay.push_back(r.replay_seconds * 1e3);
           compare.push_back(r.compare_seconds * 1e3);
+          st_decode.push_back(r.cpu.decode * 1e3);
+          st_bench.push_back(r.cpu.bench * 1e3);
+          st_golden.push_back(r.cpu.golden * 1e3);
+          st_compare.push_back(r.cpu.compare * 1e3);
         }
       }
     }
@@ -205,6 +214,16 @@ int main(int argc, char** argv) {
                   Median(compare));
     }
     std::printf("  %s\n", verdicts.c_str());
+    if (cuda) {
+      stages.push_back(absl::StrFormat("%-30s %9.2f %9.2f %9.2f %9.2f", row.label,
+                                       Median(st_decode), Median(st_bench), Median(st_golden),
+                                       Median(st_compare)));
+    }
+  }
+  if (!stages.empty()) {
+    std::printf("\nwhere the CUDA bench's time goes (checking thread's CPU ms, median):\n");
+    std::printf("%-30s %9s %9s %9s %9s\n", "call", "decode", "bench", "golden", "compare");
+    for (const std::string& line : stages) std::printf("%s\n", line.c_str());
   }
   return failures == 0 ? 0 : 1;
 }

@@ -28,6 +28,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <sys/mman.h>
 #include <torch/library.h>
+#include <torch/version.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -89,9 +90,18 @@ void FreeBlock(void* ctx) {
   delete b;
 }
 
+// libtorch 2.3 made Allocator::allocate non-const and added copy_data (Allocator::clone's copy).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define PARITY_ALLOCATE_CONST
+#define PARITY_ALLOCATOR_COPIES 1
+#else
+#define PARITY_ALLOCATE_CONST const
+#define PARITY_ALLOCATOR_COPIES 0
+#endif
+
 class NpuAllocator final : public c10::Allocator {
  public:
-  c10::DataPtr allocate(std::size_t n) const override {
+  c10::DataPtr allocate(std::size_t n) PARITY_ALLOCATE_CONST override {
     const c10::Device device(kNpu, 0);
     if (n == 0) return {nullptr, nullptr, &c10::detail::deleteNothing, device};
     const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
@@ -121,6 +131,11 @@ class NpuAllocator final : public c10::Allocator {
     return {b->device, b, &FreeBlock, device};
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+#if PARITY_ALLOCATOR_COPIES
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    if (count > 0) std::memcpy(AliasOf(dest), AliasOf(src), count);
+  }
+#endif
 };
 
 NpuAllocator g_allocator;

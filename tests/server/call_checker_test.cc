@@ -239,8 +239,9 @@ TEST_P(CallCheckerTest, LowPrecisionGemmsAccumulateInFloat32OnTheBench) {
     return at::mm(x.to(at::kFloat), y.to(at::kFloat)).to(x.scalar_type());
   };
   // On the CPU the bench runs the very float32 kernel the device's results were made with: the
-  // same errors exactly. cuBLAS sums in float32 in another order, which moves a few results by
-  // one bfloat16 step: the same errors within a quarter.
+  // same errors exactly. cuBLAS sums in float32 in its own order (tensor cores): on an H100 and an
+  // H200 this mm had ULP mean 0.375 against the float32 loop's 0.236, split-K allowed or not.
+  // A bfloat16 accumulator is ~6.5: under twice the float32 loop's error is float32 summation.
   const bool cpu = GetParam() == "cpu";
   auto expect_bench_equals_device = [cpu](const CallCheck& c) {
     ASSERT_EQ(c.outputs.size(), 1u);
@@ -250,7 +251,7 @@ TEST_P(CallCheckerTest, LowPrecisionGemmsAccumulateInFloat32OnTheBench) {
       EXPECT_EQ(j.device->ulp_mean, j.bench->ulp_mean) << "the bench is not float32-accumulated";
       EXPECT_EQ(j.device->max_abs_error, j.bench->max_abs_error);
     } else {
-      EXPECT_NEAR(j.device->ulp_mean, j.bench->ulp_mean, 0.25 * j.device->ulp_mean);
+      EXPECT_LT(j.bench->ulp_mean, 2 * j.device->ulp_mean) << "the bench is not float32-summed";
     }
   };
   Result r = Check(MakeCall("aten::mm", "", {a, b}, v1::PHASE_FORWARD,
