@@ -117,8 +117,8 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
     CheckerOptions checker;
     checker.bench_device = o.bench_device;
     checker.golden = o.golden;
-    checker.golden_device = o.golden_device;
-    checker.random_checks = o.random_checks;
+    PARITY_ASSIGN_OR_RETURN(checker.golden_device, ParseGoldenDevice(o.golden_device));
+    PARITY_ASSIGN_OR_RETURN(checker.random_checks, ParseRandomChecks(o.random_checks));
     checker.random_false_alarm = o.random_false_alarm;
     checker.limits = o.limits;
     checker.keep_error_values = o.save_error_data;

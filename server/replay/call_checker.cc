@@ -105,14 +105,14 @@ void KeepValues(const CheckerOptions& o, const c10::OperatorHandle& op, DecodedC
 CallCheck CheckRandom(const v1::ApiCall& call, const c10::OperatorHandle& op, DecodedCall& decoded,
                       const CheckerOptions& o, const c10::Device& bench_device,
                       const StandardsTable& standards) {
-  if (o.random_checks == "skip") {
+  if (o.random_checks == RandomChecks::kSkip) {
     return Decided(
         v1::VERDICT_STATUS_SKIP,
         absl::StrCat(call.op_name(),
                      " draws random numbers; not checked (parity.random_checks is skip)"));
   }
   std::string why_not = "parity.random_checks is statistical";
-  if (o.random_checks == "auto") {
+  if (o.random_checks == RandomChecks::kAuto) {
     std::optional<Replay> bench =
         ReplayRandom(call, op, decoded.inputs, bench_device,
                      common::ToScalarType(call.autocast_dtype()), &why_not);
@@ -199,6 +199,20 @@ std::atomic<uint64_t> g_next_checker_id{1};
 
 }  // namespace
 
+absl::StatusOr<GoldenDevice> ParseGoldenDevice(absl::string_view text) {
+  if (text == "auto") return GoldenDevice::kAuto;
+  if (text == "cpu") return GoldenDevice::kCpu;
+  return absl::InvalidArgumentError(absl::StrCat("golden_device: auto or cpu, got \"", text, "\""));
+}
+
+absl::StatusOr<RandomChecks> ParseRandomChecks(absl::string_view text) {
+  if (text == "auto") return RandomChecks::kAuto;
+  if (text == "statistical") return RandomChecks::kStatistical;
+  if (text == "skip") return RandomChecks::kSkip;
+  return absl::InvalidArgumentError(
+      absl::StrCat("random_checks: auto, statistical or skip, got \"", text, "\""));
+}
+
 CallChecker::CallChecker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CallChecker::~CallChecker() = default;
 
@@ -216,10 +230,6 @@ const std::vector<std::string>& CallChecker::low_precision_gemm_dtypes() const {
 
 absl::StatusOr<std::unique_ptr<CallChecker>> CallChecker::Create(const CheckerOptions& options,
                                                                  const StandardsTable& standards) {
-  if (options.golden_device != "auto" && options.golden_device != "cpu") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("golden_device: auto or cpu, got \"", options.golden_device, "\""));
-  }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->standards = &standards;
@@ -293,7 +303,7 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
   // 4. Replay on the bench device, and as the float64 golden where the standard reads it.
   const Standard standard = StandardOf(call, decoded->inputs, *impl_->standards);
   const c10::Device golden_device =
-      impl_->options.golden_device == "cpu" ? c10::Device(c10::kCPU) : lane.device;
+      impl_->options.golden_device == GoldenDevice::kCpu ? c10::Device(c10::kCPU) : lane.device;
   const bool bench_decides = BenchDecides(call, *decoded, standard, *impl_->standards);
   const Replay bench = Guarded([&] {
     return ReplayBench(*op, decoded->inputs, lane.device,
@@ -303,8 +313,8 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
   cpu.bench_ran = bench.ran();
   const bool exact = bench_decides && bench.ran();
   const Replay golden =
-      !impl_->options.golden ? Replay{{}, "disabled"}
-      : exact                ? Replay{{}, "not needed"}
+      !impl_->options.golden ? Replay::NotRun(Replay::Outcome::kDisabled)
+      : exact                ? Replay::NotRun(Replay::Outcome::kNotNeeded)
                              : Guarded([&] {
                   return impl_->golden.ReplayOn(*op, decoded->inputs, golden_device,
                                                                common::ToScalarType(call.autocast_dtype()));
@@ -313,10 +323,10 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
   cpu.golden_ran = golden.ran();
   const auto replayed = Clock::now();
   if (!bench.ran() && !golden.ran()) {
-    CallCheck c = Decided(
-        v1::VERDICT_STATUS_SKIP,
-        absl::StrCat("the bench could not run ", call.op_name(), ": ", bench.error,
-                     golden.error == "disabled" ? "" : absl::StrCat("; golden: ", golden.error)));
+    CallCheck c =
+        Decided(v1::VERDICT_STATUS_SKIP,
+                absl::StrCat("the bench could not run ", call.op_name(), ": ", bench.error,
+                             golden.failed() ? absl::StrCat("; golden: ", golden.error) : ""));
     if (bench.out_of_memory || golden.out_of_memory) {
       c.error_code = absl::StatusCode::kResourceExhausted;
     }

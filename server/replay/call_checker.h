@@ -9,70 +9,37 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/limits.h"
 #include "common/torch/value_codec.h"
 #include "parity/v1/parity.pb.h"
-#include "server/compare/judge.h"
 #include "server/compare/standards.h"
+#include "server/replay/call_check.h"
 
 namespace parity::server {
+
+// Where the float64 golden runs: kAuto on the thread's bench device (a GPU's golden falls back
+// to the CPU for an op it cannot run), kCpu always on the CPU. parity.golden_device "auto"/"cpu".
+enum class GoldenDevice { kAuto, kCpu };
+// Random ops (docs/results.md#random-operators): kAuto replays them from the training's generator
+// state when the bench has a generator of that kind and the same libtorch, else judges them by
+// the random_property standard; kStatistical always does that; kSkip answers SKIP.
+// parity.random_checks "auto"/"statistical"/"skip".
+enum class RandomChecks { kAuto, kStatistical, kSkip };
+// The config's words for them; INVALID_ARGUMENT naming the key for any other.
+absl::StatusOr<GoldenDevice> ParseGoldenDevice(absl::string_view text);
+absl::StatusOr<RandomChecks> ParseRandomChecks(absl::string_view text);
 
 struct CheckerOptions {
   // "auto" (every GPU when there are any, else the CPU), "cpu", "cuda" (every GPU), "cuda:N",
   // or a list of GPUs "cuda:0,cuda:2": the checking threads take the GPUs in turn.
   std::string bench_device = "auto";
   bool golden = true;
-  // Where the float64 golden runs: "auto" on the thread's bench device (a GPU's golden falls
-  // back to the CPU for an op it cannot run), "cpu" always on the CPU.
-  std::string golden_device = "auto";
+  GoldenDevice golden_device = GoldenDevice::kAuto;
   bool keep_error_values = false;  // CallCheck::values for calls judged error (error data)
   common::DecodeLimits limits;
-  // Random ops (docs/results.md#random-operators): "auto" replays them from the training's
-  // generator state when the bench has a generator of that kind and the same libtorch, else
-  // judges them by the random_property standard; "statistical" always does that; "skip" answers
-  // SKIP.
-  std::string random_checks = "auto";
+  RandomChecks random_checks = RandomChecks::kAuto;
   double random_false_alarm = 1e-6;  // per call, for the random_property standard
-};
-
-// One output of a call, typed to the end: the writers and the verdict read the judgement's enum
-// standard and metric structs; names are made only where text is written
-// (server/results/verdict_text.h, server/results/).
-struct OutputCheck {
-  uint32_t index = 0;  // position among the call's outputs, nested lists flattened
-  OutputJudgement judgement;
-  v1::DType dtype = v1::DTYPE_UNSPECIFIED;        // the device output's
-  v1::DType bench_dtype = v1::DTYPE_UNSPECIFIED;  // the bench output's, when it ran
-  // What the device output was compared against (the judgement's `device` metrics): the
-  // golden's dtype when it ran, else the bench's. The details CSV's "Bench Dtype", as msprobe
-  // fills it (its bench is the upcast golden).
-  v1::DType reference_dtype = v1::DTYPE_UNSPECIFIED;
-  std::vector<int64_t> shape;  // the device output's
-  bool judged = false;         // compared as tensors (the two-way Status column applies)
-};
-
-// The values of a checked call (server/replay/call_values.h).
-struct CallValues;
-
-// Everything decided about one call.
-struct CallCheck {
-  v1::VerdictStatus status = v1::VERDICT_STATUS_UNSPECIFIED;
-  std::string message;
-  // REJECTED: why (INVALID_ARGUMENT, RESOURCE_EXHAUSTED); SKIP of an op the bench cannot
-  // replay: UNIMPLEMENTED; else OK.
-  absl::StatusCode error_code = absl::StatusCode::kOk;
-  double replay_seconds = 0;
-  double compare_seconds = 0;
-  // CPU seconds of the checking thread in each stage (libtorch's intra-op threads, when a replay
-  // uses them, are not included), and which replays ran: the cost profile's counters.
-  struct StageCpu {
-    double decode = 0, bench = 0, golden = 0, compare = 0, random = 0;  // random: a random op
-    bool bench_ran = false, golden_ran = false;
-  } cpu;
-  std::vector<OutputCheck> outputs;
-  // Its inputs and the three sets of outputs: for a call judged error when the checker keeps
-  // them (CheckerOptions::keep_error_values), else null.
-  std::shared_ptr<const CallValues> values;
 };
 
 class CallChecker {

@@ -185,7 +185,7 @@ void JudgeOutputs(const v1::ApiCall& call, const DecodedCall& decoded, const Rep
   }
   if (!bench.ran())
     absl::StrAppend(&summary, summary.empty() ? "" : "; ", "bench failed: ", bench.error);
-  if (!golden.ran() && golden.error != "disabled") {
+  if (golden.failed()) {
     absl::StrAppend(&summary, summary.empty() ? "" : "; ", "golden failed: ", golden.error);
   }
   check->status = Aggregate(statuses);

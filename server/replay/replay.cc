@@ -79,22 +79,20 @@ bool IsDtypeArgument(const c10::Argument& arg) {
 
 // Runs `op` on `stack`, which then holds its results; the error text if it threw.
 Replay Run(const c10::OperatorHandle& op, Stack stack) {
-  Replay r;
   try {
     at::NoGradGuard no_grad;
     // Never a short stack: DecodeCall filled it to the schema's length.
     if (stack.size() != op.schema().arguments().size()) {
-      r.error = absl::StrCat("internal: ", stack.size(), " values for ",
-                             op.schema().arguments().size(), " arguments; not called");
-      return r;
+      return Replay::Failed(absl::StrCat("internal: ", stack.size(), " values for ",
+                                         op.schema().arguments().size(), " arguments; not called"));
     }
     common::CallBoxedForResults(op, stack);  // an op returning nothing: what it wrote
+    Replay r;
     r.results = std::move(stack);
+    return r;
   } catch (const std::exception& e) {
-    r.error = ErrorText(e);
-    r.out_of_memory = IsOutOfMemory(e);
+    return Replay::Failed(ErrorText(e), IsOutOfMemory(e));
   }
-  return r;
 }
 
 // The bench stands in for the reference accelerator, so on CUDA it computes float32 in float32:
@@ -348,7 +346,7 @@ Replay GoldenReplayer::ReplayOn(const c10::OperatorHandle& op, const Stack& inpu
   // No kernel for float64 on that device, or no memory for it: the host computes it. An op
   // whose golden then runs on the host goes there from now on, unless it only lacked memory.
   Replay on_host = ReplayGolden(op, inputs, c10::Device(c10::kCPU), autocast);
-  if (on_host.ran() && !absl::StrContains(on_device.error, "out of memory")) {
+  if (on_host.ran() && !on_device.out_of_memory) {
     const std::string name = toString(schema->operator_name());
     absl::MutexLock lock(&mu_);
     if (on_cpu_.emplace(schema, name).second) {

@@ -16,7 +16,7 @@
 #include "common/limits.h"
 #include "common/torch/value_codec.h"
 #include "parity/v1/parity.pb.h"
-#include "server/replay/call_checker.h"
+#include "server/replay/call_check.h"
 #include "server/replay/replay_errors.h"
 
 namespace parity::server {
@@ -50,11 +50,28 @@ absl::Status NormalizeArguments(const c10::FunctionSchema& schema, Stack& inputs
 
 // 4. Replay: the results of the op on copies of the inputs (an op that returns nothing: the
 // arguments it writes), or why it could not run.
+// One replay: it ran (its results), it failed (why; for want of memory or not), or it was not
+// run (the golden when the checker has it off, or when the bench alone decides the call).
 struct Replay {
+  enum class Outcome { kRan, kFailed, kDisabled, kNotNeeded };
   Stack results;
-  std::string error;           // "" when it ran
-  bool out_of_memory = false;  // it failed for want of memory (IsOutOfMemory)
-  bool ran() const { return error.empty(); }
+  Outcome outcome = Outcome::kRan;
+  std::string error;           // kFailed: why
+  bool out_of_memory = false;  // kFailed for want of memory (IsOutOfMemory)
+  bool ran() const { return outcome == Outcome::kRan; }
+  bool failed() const { return outcome == Outcome::kFailed; }
+  static Replay Failed(std::string why, bool out_of_memory = false) {
+    Replay r;
+    r.outcome = Outcome::kFailed;
+    r.error = std::move(why);
+    r.out_of_memory = out_of_memory;
+    return r;
+  }
+  static Replay NotRun(Outcome why) {
+    Replay r;
+    r.outcome = why;
+    return r;
+  }
 };
 // At the inputs' dtypes on `device`, under autocast to `autocast` on that device when the call
 // ran under autocast (the device's autocast becomes the bench device's). A float16/bfloat16 GEMM
@@ -145,10 +162,7 @@ Replay Guarded(F replay) {
   try {
     return replay();
   } catch (const std::exception& e) {
-    Replay r;
-    r.error = ErrorText(e);
-    r.out_of_memory = IsOutOfMemory(e);
-    return r;
+    return Replay::Failed(ErrorText(e), IsOutOfMemory(e));
   }
 }
 

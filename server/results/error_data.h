@@ -23,7 +23,7 @@
 #include "common/log.h"
 #include "parity/v1/parity.pb.h"
 #include "server/compare/standards.h"
-#include "server/replay/call_checker.h"
+#include "server/replay/call_check.h"
 #include "server/results/result_rows.h"
 
 namespace parity::server {

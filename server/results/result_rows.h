@@ -8,7 +8,7 @@
 
 #include "parity/v1/parity.pb.h"
 #include "server/compare/standards.h"
-#include "server/replay/call_checker.h"
+#include "server/replay/call_check.h"
 
 namespace parity::server {
 

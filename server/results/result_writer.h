@@ -25,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "parity/v1/parity.pb.h"
-#include "server/replay/call_checker.h"
+#include "server/replay/call_check.h"
 #include "server/results/result_rows.h"
 
 namespace parity::server {

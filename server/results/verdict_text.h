@@ -3,7 +3,7 @@
 #pragma once
 
 #include "parity/v1/parity.pb.h"
-#include "server/replay/call_checker.h"
+#include "server/replay/call_check.h"
 
 namespace parity::server {
 

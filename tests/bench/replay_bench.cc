@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
   };
   std::vector<Bench> benches;
   auto add = [&](const std::string& name, const std::string& device, bool golden,
-                 const std::string& golden_device) {
+                 parity::server::GoldenDevice golden_device) {
     CheckerOptions options;
     options.bench_device = device;
     options.golden = golden;
@@ -147,11 +147,12 @@ int main(int argc, char** argv) {
     }
     benches.push_back({name, *std::move(c)});
   };
-  add("cpu", "cpu", true, "auto");
+  using parity::server::GoldenDevice;
+  add("cpu", "cpu", true, GoldenDevice::kAuto);
   if (cuda) {
-    add("cuda", "cuda:0", true, "auto");
-    add("cuda, golden on cpu", "cuda:0", true, "cpu");
-    add("cuda, no golden", "cuda:0", false, "auto");
+    add("cuda", "cuda:0", true, GoldenDevice::kAuto);
+    add("cuda, golden on cpu", "cuda:0", true, GoldenDevice::kCpu);
+    add("cuda, no golden", "cuda:0", false, GoldenDevice::kAuto);
   }
   const int reps = quick ? 2 : 7;
   std::printf("replay_bench: %d repetitions; bench devices: cpu%s; %d CPU threads\n", reps,

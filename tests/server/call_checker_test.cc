@@ -51,7 +51,7 @@ class CallCheckerTest : public ::testing::TestWithParam<std::string> {
     if (GetParam() == "cuda" && !CudaPresent()) {
       GTEST_SKIP() << "no CUDA device in this libtorch: the bench-on-CUDA case needs a GPU host";
     }
-    checker_ = MakeChecker("auto");
+    checker_ = MakeChecker(GoldenDevice::kAuto);
     ASSERT_NE(checker_, nullptr);
     ASSERT_EQ(checker_->bench_device(), Device());
   }
@@ -59,7 +59,7 @@ class CallCheckerTest : public ::testing::TestWithParam<std::string> {
   std::string Device() const { return GetParam() == "cuda" ? "cuda:0" : "cpu"; }
 
   // A checker of this instance's bench; its golden where `golden_device` says.
-  std::unique_ptr<CallChecker> MakeChecker(const std::string& golden_device) {
+  std::unique_ptr<CallChecker> MakeChecker(GoldenDevice golden_device) {
     CheckerOptions options;
     options.bench_device = Device();
     options.golden_device = golden_device;
@@ -743,7 +743,7 @@ TEST_P(CallCheckerTest, HalfPrecisionCallsFromTheGpu) {
 // standard, for clean calls and for planted faults. On the CPU instance both goldens are the
 // CPU's: the test is meant for the GPU host.
 TEST_P(CallCheckerTest, GoldenOnTheBenchDeviceGivesTheVerdictsOfTheCpuGolden) {
-  std::unique_ptr<CallChecker> on_cpu = MakeChecker("cpu");
+  std::unique_ptr<CallChecker> on_cpu = MakeChecker(GoldenDevice::kCpu);
   ASSERT_NE(on_cpu, nullptr);
   std::vector<v1::ApiCall> calls;
   for (const OpCase& c : CleanCases())
@@ -837,13 +837,20 @@ TEST(CallCheckerCreateTest, AutoPicksEveryGpuWhenPresent) {
   EXPECT_EQ((*c)->bench_gpus(), static_cast<int>(gpus.size()));
 }
 
-TEST(CallCheckerCreateTest, RejectsAnUnknownGoldenDevice) {
-  CheckerOptions options;
-  options.golden_device = "gpu";
-  auto c = CallChecker::Create(options, StandardsTable::Default());
-  ASSERT_FALSE(c.ok());
-  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(c.status().message(), HasSubstr("golden_device: auto or cpu, got \"gpu\""));
+TEST(CallCheckerCreateTest, TheConfigsWordsForGoldenDeviceAndRandomChecks) {
+  EXPECT_EQ(ParseGoldenDevice("auto").value(), GoldenDevice::kAuto);
+  EXPECT_EQ(ParseGoldenDevice("cpu").value(), GoldenDevice::kCpu);
+  auto g = ParseGoldenDevice("gpu");
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(g.status().message(), HasSubstr("golden_device: auto or cpu, got \"gpu\""));
+  EXPECT_EQ(ParseRandomChecks("auto").value(), RandomChecks::kAuto);
+  EXPECT_EQ(ParseRandomChecks("statistical").value(), RandomChecks::kStatistical);
+  EXPECT_EQ(ParseRandomChecks("skip").value(), RandomChecks::kSkip);
+  auto r = ParseRandomChecks("Auto");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("random_checks: auto, statistical or skip, got \"Auto\""));
 }
 
 TEST(CallCheckerCreateTest, RejectsUnavailableBenchDevice) {

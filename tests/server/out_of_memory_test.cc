@@ -56,7 +56,7 @@ void RestoreAddressSpace() {
 std::unique_ptr<CallChecker> Checker() {
   CheckerOptions options;
   options.bench_device = "cpu";
-  options.golden_device = "cpu";
+  options.golden_device = parity::server::GoldenDevice::kCpu;
   auto checker = CallChecker::Create(options, StandardsTable::Default());
   return checker.ok() ? *std::move(checker) : nullptr;
 }

@@ -31,7 +31,7 @@ std::unique_ptr<CallChecker> MakeChecker(const std::string& device, const std::s
                                          double false_alarm = 1e-6) {
   CheckerOptions options;
   options.bench_device = device;
-  options.random_checks = mode;
+  options.random_checks = ParseRandomChecks(mode).value();
   options.random_false_alarm = false_alarm;
   auto checker = CallChecker::Create(options, StandardsTable::Default());
   EXPECT_TRUE(checker.ok()) << checker.status();

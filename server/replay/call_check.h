@@ -1,0 +1,57 @@
+// What a check decided about one call: the types the result writers, the error data and the
+// verdict read. Torch-free, and apart from the checker (server/replay/call_checker.h), so the
+// results do not include it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "parity/v1/parity.pb.h"
+#include "server/compare/judge.h"
+
+namespace parity::server {
+
+// One output of a call, typed to the end: the writers and the verdict read the judgement's enum
+// standard and metric structs; names are made only where text is written
+// (server/results/verdict_text.h, server/results/).
+struct OutputCheck {
+  uint32_t index = 0;  // position among the call's outputs, nested lists flattened
+  OutputJudgement judgement;
+  v1::DType dtype = v1::DTYPE_UNSPECIFIED;        // the device output's
+  v1::DType bench_dtype = v1::DTYPE_UNSPECIFIED;  // the bench output's, when it ran
+  // What the device output was compared against (the judgement's `device` metrics): the
+  // golden's dtype when it ran, else the bench's. The details CSV's "Bench Dtype", as msprobe
+  // fills it (its bench is the upcast golden).
+  v1::DType reference_dtype = v1::DTYPE_UNSPECIFIED;
+  std::vector<int64_t> shape;  // the device output's
+  bool judged = false;         // compared as tensors (the two-way Status column applies)
+};
+
+// The values of a checked call (server/replay/call_values.h).
+struct CallValues;
+
+// Everything decided about one call.
+struct CallCheck {
+  v1::VerdictStatus status = v1::VERDICT_STATUS_UNSPECIFIED;
+  std::string message;
+  // REJECTED: why (INVALID_ARGUMENT, RESOURCE_EXHAUSTED); SKIP of an op the bench cannot
+  // replay: UNIMPLEMENTED; else OK.
+  absl::StatusCode error_code = absl::StatusCode::kOk;
+  double replay_seconds = 0;
+  double compare_seconds = 0;
+  // CPU seconds of the checking thread in each stage (libtorch's intra-op threads, when a replay
+  // uses them, are not included), and which replays ran: the cost profile's counters.
+  struct StageCpu {
+    double decode = 0, bench = 0, golden = 0, compare = 0, random = 0;  // random: a random op
+    bool bench_ran = false, golden_ran = false;
+  } cpu;
+  std::vector<OutputCheck> outputs;
+  // Its inputs and the three sets of outputs: for a call judged error when the checker keeps
+  // them (CheckerOptions::keep_error_values, server/replay/call_checker.h), else null.
+  std::shared_ptr<const CallValues> values;
+};
+
+}  // namespace parity::server
