@@ -28,7 +28,9 @@ CheckService::CheckService(ServiceOptions options, CallHandler handler, WorkQueu
     : options_(std::move(options)),
       handler_(std::move(handler)),
       queue_(queue),
-      metrics_(metrics) {}
+      metrics_(metrics),
+      partial_blobs_(options_.max_partial_blob_bytes),
+      kept_offered_(options_.max_kept_blob_bytes) {}
 
 void CheckService::NoteConfigDigest(const std::string& run_id, int32_t rank,
                                     const std::string& digest) {

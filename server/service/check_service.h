@@ -20,6 +20,7 @@
 #include "common/wire.h"
 #include "parity/v1/parity.grpc.pb.h"
 #include "server/results/result_writer.h"
+#include "server/service/byte_budget.h"
 #include "server/service/work_queue.h"
 
 namespace parity::server {
@@ -89,9 +90,9 @@ class CheckService final
 
   int active_streams() const { return active_.load(); }
   // Bytes held in chunked tensors awaiting their call, over all streams.
-  uint64_t partial_blob_bytes() const { return partial_blob_bytes_.load(); }
+  uint64_t partial_blob_bytes() const { return partial_blobs_.used(); }
   // Kept-blob bytes offered to the open streams (ServerInfo.kept_blob_bytes), all together.
-  uint64_t kept_blob_bytes_offered() const { return kept_offered_.load(); }
+  uint64_t kept_blob_bytes_offered() const { return kept_offered_.used(); }
 
   // From now on, growing a chunked tensor past `bytes` throws std::bad_alloc, as a real
   // allocation failure would (0 = never). Process-wide.
@@ -117,11 +118,10 @@ class CheckService final
   ServerMetrics* const metrics_;
   std::atomic<int> active_{0};
   std::atomic<uint64_t> session_counter_{0};
-  std::atomic<uint64_t> partial_blob_bytes_{0};
-  std::atomic<uint64_t> kept_offered_{0};
-  // What a new stream is offered for kept blobs: the per-stream cap within what the total
-  // leaves; reserved until the stream ends.
-  uint64_t OfferKeptBytes();
+  ByteBudget partial_blobs_;  // options_.max_partial_blob_bytes
+  // Kept-blob bytes offered to streams (options_.max_kept_blob_bytes): a new stream is offered
+  // the per-stream cap within what the total leaves, reserved until the stream ends.
+  ByteBudget kept_offered_;
   struct RunDigest {
     std::string digest;
     int32_t rank = 0;

@@ -11,23 +11,14 @@
 #include "common/wire.h"
 #include "server/metrics.h"
 #include "server/service/agent_messages.h"
+#include "server/service/blob_assembler.h"
 
 namespace parity::server {
 namespace {
 
-std::atomic<uint64_t> g_fail_blob_growth_above{0};
-
 // A VerdictBatch holds at most this many verdicts and bytes (parity.proto, VerdictBatch).
 constexpr std::size_t kMaxVerdictBatch = 64;
 constexpr std::size_t kMaxVerdictBatchBytes = std::size_t{1} << 20;
-
-// Appends a chunk's bytes to its blob: the blob grows as bytes arrive (never to the announced
-// total at once, so an announcement costs nothing until the bytes are there).
-void AppendToBlob(std::string& blob, absl::string_view bytes) {
-  const uint64_t limit = g_fail_blob_growth_above.load(std::memory_order_relaxed);
-  if (limit != 0 && blob.size() + bytes.size() > limit) throw std::bad_alloc();
-  blob.append(bytes.data(), bytes.size());
-}
 
 absl::Status NeedHello(absl::string_view what) {
   return absl::FailedPreconditionError(
@@ -36,23 +27,15 @@ absl::Status NeedHello(absl::string_view what) {
 
 }  // namespace
 
-uint64_t CheckService::OfferKeptBytes() {
-  const uint64_t per_stream = options_.server_info.kept_blob_bytes();
-  uint64_t offered = kept_offered_.load();
-  for (;;) {
-    const uint64_t left =
-        offered >= options_.max_kept_blob_bytes ? 0 : options_.max_kept_blob_bytes - offered;
-    const uint64_t offer = std::min(per_stream, left);
-    if (kept_offered_.compare_exchange_weak(offered, offered + offer)) return offer;
-  }
-}
-
 void CheckService::FailBlobGrowthAboveForTesting(uint64_t bytes) {
-  g_fail_blob_growth_above.store(bytes);
+  BlobAssembler::FailGrowthAboveForTesting(bytes);
 }
 
 CheckService::Reactor::Reactor(CheckService* service, std::string peer, uint64_t session)
-    : service_(service), peer_(std::move(peer)), session_(session) {
+    : service_(service),
+      peer_(std::move(peer)),
+      session_(session),
+      blobs_(service->options_.limits, &service->partial_blobs_, &service->kept_offered_) {
   if (service_->metrics_) service_->metrics_->AgentConnected();
 }
 
@@ -115,8 +98,7 @@ void CheckService::Reactor::OnWriteDone(bool ok) {
 
 void CheckService::Reactor::OnDone() {
   if (hello_ && service_->options_.on_stream_end) service_->options_.on_stream_end(origin_);
-  service_->partial_blob_bytes_.fetch_sub(pending_blob_bytes_);  // blobs of no call
-  service_->kept_offered_.fetch_sub(kept_cap_);
+  blobs_.Close();  // gives back the bytes of blobs of no call, and the kept-blob offer
   if (service_->metrics_) service_->metrics_->AgentDisconnected();
   if (!refused_) service_->active_.fetch_sub(1);
   delete this;
@@ -269,7 +251,7 @@ absl::Status CheckService::Reactor::HandleMessage(grpc::ByteBuffer& in, bool in_
       return OnCall(sequence, nullptr, std::move(call), std::move(listed));
     }
     case v1::AgentMessage::kChunk:
-      return OnChunk(m.chunk());
+      return blobs_.OnChunk(m.chunk());
     case v1::AgentMessage::kStats:
       OnStats(m.stats());
       return absl::OkStatus();
@@ -277,7 +259,7 @@ absl::Status CheckService::Reactor::HandleMessage(grpc::ByteBuffer& in, bool in_
       OnStats(m.goodbye().final_stats());
       return absl::OkStatus();
     case v1::AgentMessage::kRelease:
-      return OnRelease(m.release());
+      return blobs_.OnRelease(m.release());
     default:
       return absl::InvalidArgumentError(
           "empty AgentMessage: none of hello, call, chunk, stats, goodbye, release, batch is set "
@@ -311,8 +293,8 @@ absl::Status CheckService::Reactor::OnHello(const v1::Hello& hello) {
                                peer_));
   v1::ServerMessage reply;
   *reply.mutable_server_info() = service_->options_.server_info;
-  kept_cap_ = service_->OfferKeptBytes();
-  reply.mutable_server_info()->set_kept_blob_bytes(kept_cap_);
+  reply.mutable_server_info()->set_kept_blob_bytes(
+      blobs_.OfferKept(service_->options_.server_info.kept_blob_bytes()));
   reply.mutable_server_info()->set_accepts_batches(true);
   reply.mutable_server_info()->set_protocol_version(kProtocolVersion);
   reply.mutable_server_info()->set_session_id(absl::StrCat(session_));
@@ -324,119 +306,6 @@ absl::Status CheckService::Reactor::OnHello(const v1::Hello& hello) {
   // While later calls are being checked, ready verdicts wait up to verdict_hold for company.
   if (hello.accepts_batches()) {
     outbox_.BatchVerdicts(kMaxVerdictBatch, kMaxVerdictBatchBytes, service_->options_.verdict_hold);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckService::Reactor::OnChunk(const v1::TensorChunk& chunk) {
-  const auto& limits = service_->options_.limits;
-  if (chunk.total_bytes() > limits.max_tensor_bytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("chunked tensor ", chunk.blob_id(), ": total_bytes ", chunk.total_bytes(),
-                     " exceeds max_tensor_bytes ", limits.max_tensor_bytes));
-  }
-  if (kept_.count(chunk.blob_id()) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("chunked tensor ", chunk.blob_id(), ": this stream keeps a blob of that id ",
-                     "(TensorChunk.keep); a new blob needs another id, or a BlobRelease first"));
-  }
-  if (chunk.keep() && chunk.offset() == 0) {
-    const uint64_t cap = kept_cap_;
-    if (cap == 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "chunked tensor ", chunk.blob_id(),
-          ": TensorChunk.keep, but this server keeps no blobs (ServerInfo.kept_blob_bytes 0)"));
-    }
-    if (kept_bytes_ + chunk.total_bytes() > cap) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("chunked tensor ", chunk.blob_id(), ": keeping its ", chunk.total_bytes(),
-                       " bytes would hold ", kept_bytes_ + chunk.total_bytes(),
-                       " bytes of kept blobs on this stream, over ServerInfo.kept_blob_bytes ", cap,
-                       " (release blobs before keeping more)"));
-    }
-    keep_.push_back(chunk.blob_id());
-  }
-  const auto [total, first] = blob_totals_.emplace(chunk.blob_id(), chunk.total_bytes());
-  if (!first && total->second != chunk.total_bytes()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "chunked tensor ", chunk.blob_id(), ": total_bytes ", chunk.total_bytes(),
-        " in this chunk, ", total->second, " in its first (it must be the same in every chunk)"));
-  }
-  std::string& blob = blobs_->blobs()[chunk.blob_id()];
-  if (chunk.offset() != blob.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("chunked tensor ", chunk.blob_id(), ": chunk at offset ", chunk.offset(),
-                     ", expected ", blob.size(), " (chunks must arrive in order)"));
-  }
-  if (chunk.offset() + chunk.data().size() > chunk.total_bytes()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "chunked tensor ", chunk.blob_id(), ": chunk ends at ",
-        chunk.offset() + chunk.data().size(), ", past total_bytes ", chunk.total_bytes()));
-  }
-  const uint64_t n = chunk.data().size();
-  if (pending_blob_bytes_ + n > limits.max_call_bytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("chunked tensors awaiting their call: ", pending_blob_bytes_ + n,
-                     " bytes exceed max_call_bytes ", limits.max_call_bytes));
-  }
-  const uint64_t cap = service_->options_.max_partial_blob_bytes;
-  const uint64_t all = service_->partial_blob_bytes_.fetch_add(n) + n;
-  if (all > cap) {
-    service_->partial_blob_bytes_.fetch_sub(n);
-    return absl::ResourceExhaustedError(
-        absl::StrCat("chunked tensors awaiting their calls on all streams would hold ", all,
-                     " bytes, over parity.max_partial_blob_bytes ", cap, "; this stream ends"));
-  }
-  pending_blob_bytes_ += n;  // counted in the server-wide total until the call arrives
-  AppendToBlob(blob, chunk.data());
-  return absl::OkStatus();
-}
-
-absl::Status CheckService::Reactor::OnRelease(const v1::BlobRelease& release) {
-  for (uint64_t id : release.blob_ids()) {
-    auto it = kept_.find(id);
-    if (it == kept_.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("BlobRelease names blob ", id,
-                       ", which this stream does not keep (never kept, or "
-                       "released already)"));
-    }
-    kept_bytes_ -= it->second->size();
-    kept_.erase(it);  // calls that listed it hold their own share
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckService::Reactor::KeepAndAttach(const std::vector<uint64_t>& listed,
-                                                  BlobStore& store) {
-  for (uint64_t id : keep_) {
-    auto it = store.blobs().find(id);
-    if (it == store.blobs().end()) continue;  // AdmitCall found every blob complete
-    if (kept_.count(id) != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("chunked tensor ", id, ": kept twice before one call (TensorChunk.keep)"));
-    }
-    const uint64_t cap = kept_cap_;
-    if (kept_bytes_ + it->second.size() > cap) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "kept blobs on this stream would hold ", kept_bytes_ + it->second.size(),
-          " bytes, over ServerInfo.kept_blob_bytes ", cap, " (release blobs before keeping more)"));
-    }
-    auto kept = std::make_shared<const std::string>(std::move(it->second));
-    store.blobs().erase(it);
-    kept_bytes_ += kept->size();
-    store.kept()[id] = kept;
-    kept_[id] = std::move(kept);
-  }
-  keep_.clear();
-  for (uint64_t id : listed) {
-    auto it = kept_.find(id);
-    if (it == kept_.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ApiCall.kept_blob_ids names blob ", id,
-                       ", which this stream does not keep (never kept, or released)"));
-    }
-    store.kept()[id] = it->second;
   }
   return absl::OkStatus();
 }
@@ -460,26 +329,15 @@ void CheckService::Reactor::OnStats(const v1::AgentStats& stats) {
   }
 }
 
-absl::Status CheckService::Reactor::AdmitCall(std::optional<uint64_t> sequence) {
-  if (sequence) {
-    if (*sequence == 0 || *sequence <= last_sequence_) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ApiCall.sequence ", *sequence, " after ", last_sequence_,
-                       " on this stream: sequence numbers must increase from one call to the next, "
-                       "starting above 0"));
-    }
-    last_sequence_ = *sequence;
+absl::Status CheckService::Reactor::AdmitSequence(std::optional<uint64_t> sequence) {
+  if (!sequence) return absl::OkStatus();
+  if (*sequence == 0 || *sequence <= last_sequence_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ApiCall.sequence ", *sequence, " after ", last_sequence_,
+                     " on this stream: sequence numbers must increase from one call to the next, "
+                     "starting above 0"));
   }
-  // Chunks sent since the previous call belong to this one, and must all be complete.
-  for (const auto& [id, total] : blob_totals_) {
-    const std::string* blob = blobs_->FindBlob(id);
-    const uint64_t have = blob == nullptr ? 0 : blob->size();
-    if (have != total) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "chunked tensor ", id, ": ", have, " of its ", total, " bytes arrived before call ",
-          sequence.value_or(0), " (every chunk of a tensor comes before the call that uses it)"));
-    }
-  }
+  last_sequence_ = *sequence;
   return absl::OkStatus();
 }
 
@@ -487,13 +345,9 @@ absl::Status CheckService::Reactor::OnCall(std::optional<uint64_t> sequence,
                                            std::shared_ptr<grpc::ByteBuffer> raw,
                                            std::shared_ptr<v1::ApiCall> call,
                                            std::vector<uint64_t> kept_blob_ids) {
-  PARITY_RETURN_IF_ERROR(AdmitCall(sequence));
-  std::shared_ptr<BlobStore> blobs = std::move(blobs_);
-  blobs_ = std::make_shared<BlobStore>();
-  PARITY_RETURN_IF_ERROR(KeepAndAttach(kept_blob_ids, *blobs));
-  blob_totals_.clear();
-  service_->partial_blob_bytes_.fetch_sub(pending_blob_bytes_);  // now the work queue's bytes
-  pending_blob_bytes_ = 0;
+  PARITY_RETURN_IF_ERROR(AdmitSequence(sequence));
+  PARITY_ASSIGN_OR_RETURN(std::shared_ptr<BlobStore> blobs,
+                          blobs_.TakeForCall(sequence.value_or(0), kept_blob_ids));
   const uint64_t bytes = blobs->bytes() + (raw ? raw->Length() : call->ByteSizeLong());
   uint64_t slot;
   {

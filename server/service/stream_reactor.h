@@ -22,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "server/service/blob_assembler.h"
 #include "server/service/check_service.h"
 #include "server/service/ordered_outbox.h"
 
@@ -46,17 +47,12 @@ class CheckService::Reactor final
   // One message, alone or an item of a MessageBatch (`in_batch`): its bytes may be moved out.
   absl::Status HandleMessage(grpc::ByteBuffer& bytes, bool in_batch);
   absl::Status OnHello(const v1::Hello& hello);
-  absl::Status OnChunk(const v1::TensorChunk& chunk);
-  absl::Status OnRelease(const v1::BlobRelease& release);
-  // Moves the blobs of the coming call marked keep into kept_ (and the call's store), and
-  // attaches the kept blobs the call lists.
-  absl::Status KeepAndAttach(const std::vector<uint64_t>& listed, BlobStore& store);
   void OnStats(const v1::AgentStats& stats);
   // One call: `raw` (parsed later by the worker) or `call` (already parsed). `sequence` is
   // unknown for bytes that do not parse (the worker reports them).
   absl::Status OnCall(std::optional<uint64_t> sequence, std::shared_ptr<grpc::ByteBuffer> raw,
                       std::shared_ptr<v1::ApiCall> call, std::vector<uint64_t> kept_blob_ids);
-  absl::Status AdmitCall(std::optional<uint64_t> sequence);  // the sequence and blob rules
+  absl::Status AdmitSequence(std::optional<uint64_t> sequence);  // increasing, above 0
   void Run(uint64_t slot, uint64_t message, std::shared_ptr<grpc::ByteBuffer> raw,
            std::shared_ptr<v1::ApiCall> call, std::shared_ptr<BlobStore> blobs);
 
@@ -80,15 +76,8 @@ class CheckService::Reactor final
   grpc::ByteBuffer in_;
   uint64_t messages_ = 0;  // messages read before in_
   bool hello_ = false;
-  CallOrigin origin_;  // set at Hello, read by workers later (the work queue orders the accesses)
-  std::shared_ptr<BlobStore> blobs_ = std::make_shared<BlobStore>();
-  std::map<uint64_t, uint64_t> blob_totals_;  // total_bytes of each blob of the coming call
-  uint64_t pending_blob_bytes_ = 0;           // bytes in blobs_, also in the service's total
-  std::vector<uint64_t> keep_;                // blobs of the coming call to keep (TensorChunk.keep)
-  // The stream's kept blobs (at most ServerInfo.kept_blob_bytes together); calls hold shares.
-  std::map<uint64_t, std::shared_ptr<const std::string>> kept_;
-  uint64_t kept_bytes_ = 0;
-  uint64_t kept_cap_ = 0;  // offered at Hello (ServerInfo.kept_blob_bytes), released at OnDone
+  CallOrigin origin_;    // set at Hello, read by workers later (the work queue orders the accesses)
+  BlobAssembler blobs_;  // chunked tensors and kept blobs (server/service/blob_assembler.h)
   uint64_t last_sequence_ = 0;
   std::string agent_;  // the agent across its streams: Hello's run_id, hostname, pid, rank
 
