@@ -155,6 +155,89 @@ CallCheck CheckRandom(const v1::ApiCall& call, const c10::OperatorHandle& op, De
   return check;
 }
 
+// The checking thread's CPU time, lap by lap (CallCheck::StageCpu).
+class StageClock {
+ public:
+  StageClock() : mark_(common::ThreadCpuSeconds()) {}
+  void Lap(double* stage) {
+    const double now = common::ThreadCpuSeconds();
+    *stage += now - mark_;
+    mark_ = now;
+  }
+
+ private:
+  double mark_;
+};
+
+CallCheck WithCpu(CallCheck c, const CallCheck::StageCpu& cpu) {
+  c.cpu = cpu;
+  return c;
+}
+
+// A call answered before its operator is resolved: malformed strings, or skipped by the agent
+// or by the skip list.
+std::optional<CallCheck> Admit(const v1::ApiCall& call) {
+  if (absl::Status s = CheckCallStrings(call); !s.ok()) return Rejected(s);
+  if (!call.skip_reason().empty()) {
+    return Decided(v1::VERDICT_STATUS_SKIP, common::EscapeControl(call.skip_reason()));
+  }
+  if (std::string why = common::SkipReasonForOp(call.op_name()); !why.empty()) {
+    return Decided(v1::VERDICT_STATUS_SKIP, why);
+  }
+  return std::nullopt;
+}
+
+// A call that did not decode: SKIP when it cannot be replayed (statistics only) or when the
+// server's memory or libtorch failed (not the call's fault: not checked), else REJECTED.
+CallCheck DecodeFailed(const absl::Status& failed) {
+  if (failed.code() == absl::StatusCode::kFailedPrecondition) {
+    return Decided(v1::VERDICT_STATUS_SKIP, std::string(failed.message()));
+  }
+  const bool server_failed = failed.code() == absl::StatusCode::kInternal ||
+                             (failed.code() == absl::StatusCode::kResourceExhausted &&
+                              absl::StrContains(failed.message(), common::kOutOfMemoryDecoding));
+  if (server_failed) {
+    return Decided(v1::VERDICT_STATUS_SKIP, absl::StrCat("not checked: ", failed.message()),
+                   failed.code());
+  }
+  return Rejected(failed);
+}
+
+// Neither the bench nor the golden ran: SKIP, RESOURCE_EXHAUSTED when memory was the reason.
+CallCheck NeitherRan(const v1::ApiCall& call, const Replay& bench, const Replay& golden) {
+  CallCheck c =
+      Decided(v1::VERDICT_STATUS_SKIP,
+              absl::StrCat("the bench could not run ", call.op_name(), ": ", bench.error,
+                           golden.failed() ? absl::StrCat("; golden: ", golden.error) : ""));
+  if (bench.out_of_memory || golden.out_of_memory) {
+    c.error_code = absl::StatusCode::kResourceExhausted;
+  }
+  return c;
+}
+
+// A reference the server had no memory for: what the other one found wrong stays an error, but
+// nothing is passed on half the evidence (a wrong output judged against the bench alone, where
+// its standard reads the golden, can pass).
+void SkipOnHalfTheEvidence(const Replay& bench, const Replay& golden, CallCheck* check) {
+  const Replay* starved = !bench.ran() && bench.out_of_memory     ? &bench
+                          : !golden.ran() && golden.out_of_memory ? &golden
+                                                                  : nullptr;
+  if (starved == nullptr || check->status == v1::VERDICT_STATUS_ERROR) return;
+  const std::string why =
+      absl::StrCat("not checked: the server ran out of memory replaying the ",
+                   starved == &bench ? "bench" : "golden", " (", starved->error, ")");
+  for (OutputCheck& out : check->outputs) {
+    if (out.judgement.status == v1::VERDICT_STATUS_PASS ||
+        out.judgement.status == v1::VERDICT_STATUS_WARNING) {
+      out.judgement.status = v1::VERDICT_STATUS_SKIP;
+      out.judgement.message = why;
+    }
+  }
+  check->status = v1::VERDICT_STATUS_SKIP;
+  check->error_code = absl::StatusCode::kResourceExhausted;
+  check->message = why;
+}
+
 }  // namespace
 
 struct CallChecker::Impl {
@@ -247,128 +330,64 @@ absl::StatusOr<std::unique_ptr<CallChecker>> CallChecker::Create(const CheckerOp
 CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* blobs) const {
   const auto start = Clock::now();
   // 1. Admit: calls that cannot or must not be replayed are answered here.
-  if (absl::Status s = CheckCallStrings(call); !s.ok()) return Rejected(s);
-  if (!call.skip_reason().empty()) {
-    return Decided(v1::VERDICT_STATUS_SKIP, common::EscapeControl(call.skip_reason()));
-  }
-  if (std::string why = common::SkipReasonForOp(call.op_name()); !why.empty()) {
-    return Decided(v1::VERDICT_STATUS_SKIP, why);
-  }
+  if (std::optional<CallCheck> answered = Admit(call)) return *std::move(answered);
   // 2. Resolve the operator.
   absl::StatusOr<c10::OperatorHandle> op = ResolveOp(call.op_name(), call.overload());
   if (!op.ok()) {
     return Decided(v1::VERDICT_STATUS_SKIP, std::string(op.status().message()), op.status().code());
   }
-  // 3. Decode, validating every size first.
+  // 3. Decode, validating every size first, on this thread's device and stream.
+  StageClock clock;
   CallCheck::StageCpu cpu;
-  double cpu_mark = common::ThreadCpuSeconds();
-  auto lap = [&cpu_mark](double* stage) {
-    const double now = common::ThreadCpuSeconds();
-    *stage += now - cpu_mark;
-    cpu_mark = now;
-  };
   const Lane& lane = LaneOf(impl_->id, impl_->devices, impl_->next_lane);
-  std::optional<c10::StreamGuard> on_stream;  // this thread's device and stream, for the call
+  std::optional<c10::StreamGuard> on_stream;
   if (lane.stream) on_stream.emplace(*lane.stream);
   absl::StatusOr<DecodedCall> decoded =
       DecodeCall(call, op->schema(), impl_->options.limits, blobs, lane.device.is_cuda());
-  lap(&cpu.decode);
-  if (decoded.status().code() == absl::StatusCode::kFailedPrecondition) {
-    CallCheck c = Decided(v1::VERDICT_STATUS_SKIP, std::string(decoded.status().message()));
-    c.cpu = cpu;
-    return c;
-  }
-  const absl::Status& failed = decoded.status();
-  const bool server_failed = failed.code() == absl::StatusCode::kInternal ||
-                             (failed.code() == absl::StatusCode::kResourceExhausted &&
-                              absl::StrContains(failed.message(), common::kOutOfMemoryDecoding));
-  if (server_failed) {  // the server's memory or libtorch, not the call: not checked
-    CallCheck c = Decided(v1::VERDICT_STATUS_SKIP, absl::StrCat("not checked: ", failed.message()),
-                          failed.code());
-    c.cpu = cpu;
-    return c;
-  }
-  if (!decoded.ok()) {
-    CallCheck c = Rejected(decoded.status());
-    c.cpu = cpu;
-    return c;
-  }
+  clock.Lap(&cpu.decode);
+  if (!decoded.ok()) return WithCpu(DecodeFailed(decoded.status()), cpu);
   if (common::RandomFamilyOf(call.op_name()) != common::RandomFamily::kNone) {
     CallCheck c = CheckRandom(call, *op, *decoded, impl_->options, lane.device, *impl_->standards);
     c.replay_seconds = Seconds(Clock::now() - start) - c.compare_seconds;
-    lap(&cpu.random);
-    c.cpu = cpu;
-    return c;
+    clock.Lap(&cpu.random);
+    return WithCpu(std::move(c), cpu);
   }
   // 4. Replay on the bench device, and as the float64 golden where the standard reads it.
   const Standard standard = StandardOf(call, decoded->inputs, *impl_->standards);
+  const std::optional<at::ScalarType> autocast = common::ToScalarType(call.autocast_dtype());
+  const bool bench_decides = BenchDecides(call, *decoded, standard, *impl_->standards);
+  const Replay bench =
+      Guarded([&] { return ReplayBench(*op, decoded->inputs, lane.device, autocast); });
+  clock.Lap(&cpu.bench);
+  const bool exact = bench_decides && bench.ran();
   const c10::Device golden_device =
       impl_->options.golden_device == GoldenDevice::kCpu ? c10::Device(c10::kCPU) : lane.device;
-  const bool bench_decides = BenchDecides(call, *decoded, standard, *impl_->standards);
-  const Replay bench = Guarded([&] {
-    return ReplayBench(*op, decoded->inputs, lane.device,
-                       common::ToScalarType(call.autocast_dtype()));
-  });
-  lap(&cpu.bench);
-  cpu.bench_ran = bench.ran();
-  const bool exact = bench_decides && bench.ran();
   const Replay golden =
       !impl_->options.golden ? Replay::NotRun(Replay::Outcome::kDisabled)
       : exact                ? Replay::NotRun(Replay::Outcome::kNotNeeded)
                              : Guarded([&] {
-                  return impl_->golden.ReplayOn(*op, decoded->inputs, golden_device,
-                                                               common::ToScalarType(call.autocast_dtype()));
+                  return impl_->golden.ReplayOn(*op, decoded->inputs, golden_device, autocast);
                 });
-  lap(&cpu.golden);
+  clock.Lap(&cpu.golden);
+  cpu.bench_ran = bench.ran();
   cpu.golden_ran = golden.ran();
   const auto replayed = Clock::now();
   if (!bench.ran() && !golden.ran()) {
-    CallCheck c =
-        Decided(v1::VERDICT_STATUS_SKIP,
-                absl::StrCat("the bench could not run ", call.op_name(), ": ", bench.error,
-                             golden.failed() ? absl::StrCat("; golden: ", golden.error) : ""));
-    if (bench.out_of_memory || golden.out_of_memory) {
-      c.error_code = absl::StatusCode::kResourceExhausted;
-    }
+    CallCheck c = NeitherRan(call, bench, golden);
     c.replay_seconds = Seconds(replayed - start);
-    c.cpu = cpu;
-    return c;
+    return WithCpu(std::move(c), cpu);
   }
   // 5. Judge every output; aggregate. An exact call's reference is the bench itself (in the
   // golden's place, as for a replayed random op): the same rows as against the golden.
   CallCheck check;
-  if (exact) {
-    JudgeOutputs(call, *decoded, bench, bench, Standard::kBinary, *impl_->standards, &check);
-  } else {
-    JudgeOutputs(call, *decoded, bench, golden, standard, *impl_->standards, &check);
-  }
-  // A reference the server had no memory for: what the other one found wrong stays an error,
-  // but nothing is passed on half the evidence (a wrong output judged against the bench alone,
-  // where its standard reads the golden, can pass).
-  const Replay* starved = !bench.ran() && bench.out_of_memory     ? &bench
-                          : !golden.ran() && golden.out_of_memory ? &golden
-                                                                  : nullptr;
-  if (starved != nullptr && check.status != v1::VERDICT_STATUS_ERROR) {
-    const std::string why =
-        absl::StrCat("not checked: the server ran out of memory replaying the ",
-                     starved == &bench ? "bench" : "golden", " (", starved->error, ")");
-    for (OutputCheck& out : check.outputs) {
-      if (out.judgement.status == v1::VERDICT_STATUS_PASS ||
-          out.judgement.status == v1::VERDICT_STATUS_WARNING) {
-        out.judgement.status = v1::VERDICT_STATUS_SKIP;
-        out.judgement.message = why;
-      }
-    }
-    check.status = v1::VERDICT_STATUS_SKIP;
-    check.error_code = absl::StatusCode::kResourceExhausted;
-    check.message = why;
-  }
+  JudgeOutputs(call, *decoded, bench, exact ? bench : golden, exact ? Standard::kBinary : standard,
+               *impl_->standards, &check);
+  SkipOnHalfTheEvidence(bench, golden, &check);
   check.replay_seconds = Seconds(replayed - start);
   check.compare_seconds = Seconds(Clock::now() - replayed);
   KeepValues(impl_->options, *op, *decoded, &bench, exact ? nullptr : &golden, &check);
-  lap(&cpu.compare);
-  check.cpu = cpu;
-  return check;
+  clock.Lap(&cpu.compare);
+  return WithCpu(std::move(check), cpu);
 }
 
 int LibtorchDefaultIntraOpThreads() {
