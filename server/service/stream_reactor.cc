@@ -20,6 +20,29 @@ namespace {
 constexpr std::size_t kMaxVerdictBatch = 64;
 constexpr std::size_t kMaxVerdictBatchBytes = std::size_t{1} << 20;
 
+// The proto's name of each kind of AgentMessage, for the protocol errors.
+absl::string_view MessageName(v1::AgentMessage::KindCase kind) {
+  switch (kind) {
+    case v1::AgentMessage::kHello:
+      return "Hello";
+    case v1::AgentMessage::kCall:
+      return "ApiCall";
+    case v1::AgentMessage::kChunk:
+      return "TensorChunk";
+    case v1::AgentMessage::kStats:
+      return "AgentStats";
+    case v1::AgentMessage::kGoodbye:
+      return "Goodbye";
+    case v1::AgentMessage::kRelease:
+      return "BlobRelease";
+    case v1::AgentMessage::kBatch:
+      return "MessageBatch";
+    case v1::AgentMessage::KIND_NOT_SET:
+      break;
+  }
+  return "an empty AgentMessage";
+}
+
 absl::Status NeedHello(absl::string_view what) {
   return absl::FailedPreconditionError(
       absl::StrCat("protocol error: ", what, " before Hello; the first message must be Hello"));
@@ -194,22 +217,7 @@ absl::Status CheckService::Reactor::HandleMessage(grpc::ByteBuffer& in, bool in_
   if (peek.kind == v1::AgentMessage::kBatch) {
     if (in_batch) return absl::InvalidArgumentError("a MessageBatch inside a MessageBatch");
     if (!hello_) return NeedHello("MessageBatch");
-    // Each item is a view of this message's bytes: a call still goes to its worker unparsed.
-    absl::StatusOr<std::vector<grpc::ByteBuffer>> items = SplitBatch(in);
-    in.Clear();
-    if (!items.ok()) {
-      return absl::Status(
-          items.status().code(),
-          absl::StrCat("message ", messages_ + 1, " on this stream: ", items.status().message()));
-    }
-    for (std::size_t i = 0; i < items->size(); ++i) {
-      const absl::Status s = HandleMessage((*items)[i], /*in_batch=*/true);
-      if (!s.ok()) {
-        return absl::Status(s.code(), absl::StrCat("MessageBatch item ", i + 1, " of ",
-                                                   items->size(), ": ", s.message()));
-      }
-    }
-    return absl::OkStatus();
+    return HandleBatch(in);
   }
   v1::AgentMessage m;
   const bool parsed = common::Parse(in, &m);
@@ -221,23 +229,9 @@ absl::Status CheckService::Reactor::HandleMessage(grpc::ByteBuffer& in, bool in_
     return absl::InvalidArgumentError(
         "only ApiCall, TensorChunk and BlobRelease may be items of a MessageBatch");
   }
-  if (!hello_) {
-    switch (m.kind_case()) {
-      case v1::AgentMessage::kCall:
-        return NeedHello("ApiCall");
-      case v1::AgentMessage::kChunk:
-        return NeedHello("TensorChunk");
-      case v1::AgentMessage::kStats:
-        return NeedHello("AgentStats");
-      case v1::AgentMessage::kGoodbye:
-        return NeedHello("Goodbye");
-      case v1::AgentMessage::kRelease:
-        return NeedHello("BlobRelease");
-      case v1::AgentMessage::kBatch:
-        return NeedHello("MessageBatch");
-      default:
-        break;
-    }
+  if (!hello_ && m.kind_case() != v1::AgentMessage::kHello &&
+      m.kind_case() != v1::AgentMessage::KIND_NOT_SET) {
+    return NeedHello(MessageName(m.kind_case()));
   }
   switch (m.kind_case()) {
     case v1::AgentMessage::kHello:
@@ -265,6 +259,25 @@ absl::Status CheckService::Reactor::HandleMessage(grpc::ByteBuffer& in, bool in_
           "empty AgentMessage: none of hello, call, chunk, stats, goodbye, release, batch is set "
           "(is the agent newer than this server?)");
   }
+}
+
+absl::Status CheckService::Reactor::HandleBatch(grpc::ByteBuffer& in) {
+  // Each item is a view of this message's bytes: a call still goes to its worker unparsed.
+  absl::StatusOr<std::vector<grpc::ByteBuffer>> items = SplitBatch(in);
+  in.Clear();
+  if (!items.ok()) {
+    return absl::Status(
+        items.status().code(),
+        absl::StrCat("message ", messages_ + 1, " on this stream: ", items.status().message()));
+  }
+  for (std::size_t i = 0; i < items->size(); ++i) {
+    const absl::Status s = HandleMessage((*items)[i], /*in_batch=*/true);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("MessageBatch item ", i + 1, " of ", items->size(),
+                                                 ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckService::Reactor::OnHello(const v1::Hello& hello) {

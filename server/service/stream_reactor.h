@@ -46,6 +46,7 @@ class CheckService::Reactor final
   absl::Status Handle();  // one message read into in_
   // One message, alone or an item of a MessageBatch (`in_batch`): its bytes may be moved out.
   absl::Status HandleMessage(grpc::ByteBuffer& bytes, bool in_batch);
+  absl::Status HandleBatch(grpc::ByteBuffer& bytes);  // each item as if it had come alone
   absl::Status OnHello(const v1::Hello& hello);
   void OnStats(const v1::AgentStats& stats);
   // One call: `raw` (parsed later by the worker) or `call` (already parsed). `sequence` is
