@@ -360,6 +360,133 @@ OutputJudgement JudgeBernoulli(const Draws& d, const PerElement& p, double alpha
   return std::move(r).Done();
 }
 
+// The draws of a continuous distribution, each through its CDF (uniform on [0, 1] for a correct
+// generator), with the moments and the rounding allowances the tests widen their bounds by.
+struct ContinuousSums {
+  uint64_t bad = 0, degenerate_bad = 0;
+  std::vector<double> w;
+  double sum = 0, sum_sq = 0, allow_mean = 0, allow_var = 0, allow_cdf = 0;
+
+  void AddUniform(double y, double a, double b, double u) {
+    const double width = b - a;
+    const double slack = 2 * u * std::max(std::fabs(a), std::fabs(b));
+    if (!(y >= a - slack && y <= b + slack)) {
+      ++bad;
+      return;
+    }
+    if (!(width > 0)) {
+      degenerate_bad += std::fabs(y - a) > slack;
+      return;
+    }
+    const double v = std::clamp((y - a) / width, 0.0, 1.0);
+    // Low-precision draws come on a grid of 2^-digits of the range, then round.
+    const double e = 2 * u * (std::max(std::fabs(a), std::fabs(b)) / width + 1);
+    allow_mean += e;
+    allow_cdf = std::max(allow_cdf, e);
+    sum += v;
+    sum_sq += (v - 0.5) * (v - 0.5);
+    w.push_back(v);
+  }
+
+  void AddNormal(double y, double a, double b, double u, bool log) {
+    if (log ? !(y >= 0 && std::isfinite(y)) : !std::isfinite(y)) {
+      ++bad;
+      return;
+    }
+    const double x = log ? std::log(y) : y;
+    if (!(b > 0)) {  // std 0: the mean itself
+      const double m = log ? std::exp(a) : a;
+      degenerate_bad += std::fabs(y - m) > 4 * u * std::fabs(m);
+      return;
+    }
+    const double z = (x - a) / b;
+    // Rounding moves z by a few unit roundoffs of |y| (in units of std); near a CDF point t that
+    // moves the CDF by at most phi(t) times that.
+    const double e = log ? 2 * u / b : u * (std::fabs(y) / b + std::fabs(z));
+    allow_mean += e;
+    allow_var += 2 * std::fabs(z) * e + e * e;
+    allow_cdf = std::max(allow_cdf, log ? 1.2 * u / b : 3 * u * (0.4 * std::fabs(a) / b + 0.5));
+    sum += z;
+    sum_sq += z * z;
+    w.push_back(std::isfinite(z) ? Phi(z) : (z < 0 ? 0.0 : 1.0));
+  }
+
+  void AddExponential(double y, double a, double u) {
+    if (!(y >= 0 && std::isfinite(y))) {
+      ++bad;
+      return;
+    }
+    const double s = a * y;
+    allow_mean += 2 * u * s;
+    sum += s;
+    w.push_back(-std::expm1(-s));
+  }
+
+  void AddCauchy(double y, double a, double b, double u) {
+    if (std::isnan(y)) {
+      ++bad;
+      return;
+    }
+    if (!(b > 0)) return;
+    const double z = (y - a) / b;
+    allow_cdf = std::max(allow_cdf, 2 * u * (std::fabs(a) / b + 1));
+    w.push_back(0.5 + std::atan(z) / M_PI);
+  }
+
+  void Add(Continuous kind, double y, double a, double b, double u) {
+    switch (kind) {
+      case Continuous::kUniform:
+        return AddUniform(y, a, b, u);
+      case Continuous::kNormal:
+      case Continuous::kLogNormal:
+        return AddNormal(y, a, b, u, kind == Continuous::kLogNormal);
+      case Continuous::kExponential:
+        return AddExponential(y, a, u);
+      case Continuous::kCauchy:
+        return AddCauchy(y, a, b, u);
+    }
+  }
+};
+
+// The moment tests of a continuous distribution (its CDF distance is tested apart). Low-precision
+// kernels draw from a coarse grid and compute in their dtype (libtorch's bfloat16 Box-Muller on
+// CPU draws 8-bit uniforms: variance ~0.986, |z| <= 3.33): `grid` bounds that bias for
+// float16/bfloat16 and vanishes for float32/float64. The exponential's CDF allowance is set here.
+void JudgeMoments(Continuous kind, double n, double grid, double u, ContinuousSums* c, Report* r) {
+  const double ta = r->test_alpha();
+  switch (kind) {
+    case Continuous::kUniform: {
+      const double eps = HoeffdingEpsilon(n, ta);
+      r->Within(Metric::kRandomMean, "mean", c->sum / n, 0.5,
+                Widen({0.5 - eps, 0.5 + eps}, c->allow_mean / n + grid),
+                "mean of (value - from) / (to - from)");
+      r->Within(Metric::kRandomVariance, "variance", c->sum_sq / n, 1.0 / 12,
+                Widen({1.0 / 12 - eps / 4, 1.0 / 12 + eps / 4}, c->allow_mean / n + grid),
+                "variance of (value - from) / (to - from)");
+      break;
+    }
+    case Continuous::kNormal: {
+      const double z = NormalUpperQuantile(ta / 2) / std::sqrt(n);
+      r->Within(Metric::kRandomMean, "mean", c->sum / n, 0,
+                Widen({-z, z}, c->allow_mean / n + grid), "mean of (value - mean) / std");
+      r->Within(Metric::kRandomVariance, "variance", c->sum_sq / n, 1,
+                Widen(ChiSquareMeanBounds(n, ta), c->allow_var / n + 3 * grid),
+                "mean square of (value - mean) / std");
+      break;
+    }
+    case Continuous::kExponential: {
+      const Interval g = GammaMeanBounds(n, ta);
+      const double slack = c->allow_mean / n + grid;
+      r->Within(Metric::kRandomMean, "mean", c->sum / n, 1, {g.low - slack, g.high + slack},
+                "mean of lambda x value");
+      c->allow_cdf = u + grid;
+      break;
+    }
+    default:
+      break;
+  }
+}
+
 OutputJudgement JudgeContinuous(const Draws& d, const ContinuousParams& prm, double alpha) {
   const double u = d.unit_roundoff;
   const Continuous kind = prm.kind;
@@ -368,131 +495,23 @@ OutputJudgement JudgeContinuous(const Draws& d, const ContinuousParams& prm, dou
                                                                                 : 1;
   Report r(alpha, tests);
   r.Put("samples", static_cast<double>(d.n));
-  uint64_t bad = 0, degenerate_bad = 0;
-  std::vector<double> w;  // each draw through its CDF: uniform on [0, 1] for a correct generator
-  w.reserve(static_cast<std::size_t>(d.n));
-  double sum = 0, sum_sq = 0, allow_mean = 0, allow_var = 0, allow_cdf = 0;
-  for (int64_t i = 0; i < d.n; ++i) {
-    const double y = d.values[i], a = prm.a.at(i), b = prm.b.at(i);
-    switch (kind) {
-      case Continuous::kUniform: {
-        const double width = b - a;
-        const double slack = 2 * u * std::max(std::fabs(a), std::fabs(b));
-        if (!(y >= a - slack && y <= b + slack)) {
-          ++bad;
-          continue;
-        }
-        if (!(width > 0)) {
-          degenerate_bad += std::fabs(y - a) > slack;
-          continue;
-        }
-        const double v = std::clamp((y - a) / width, 0.0, 1.0);
-        // Low-precision draws come on a grid of 2^-digits of the range, then round.
-        const double e = 2 * u * (std::max(std::fabs(a), std::fabs(b)) / width + 1);
-        allow_mean += e;
-        allow_cdf = std::max(allow_cdf, e);
-        sum += v;
-        sum_sq += (v - 0.5) * (v - 0.5);
-        w.push_back(v);
-        break;
-      }
-      case Continuous::kNormal:
-      case Continuous::kLogNormal: {
-        const bool log = kind == Continuous::kLogNormal;
-        if (log ? !(y >= 0 && std::isfinite(y)) : !std::isfinite(y)) {
-          ++bad;
-          continue;
-        }
-        const double x = log ? std::log(y) : y;
-        if (!(b > 0)) {  // std 0: the mean itself
-          const double m = log ? std::exp(a) : a;
-          degenerate_bad += std::fabs(y - m) > 4 * u * std::fabs(m);
-          continue;
-        }
-        const double z = (x - a) / b;
-        // Rounding moves z by a few unit roundoffs of |y| (in units of std); near a CDF point t
-        // that moves the CDF by at most phi(t) times that.
-        const double e = log ? 2 * u / b : u * (std::fabs(y) / b + std::fabs(z));
-        allow_mean += e;
-        allow_var += 2 * std::fabs(z) * e + e * e;
-        allow_cdf = std::max(allow_cdf, log ? 1.2 * u / b : 3 * u * (0.4 * std::fabs(a) / b + 0.5));
-        sum += z;
-        sum_sq += z * z;
-        w.push_back(std::isfinite(z) ? Phi(z) : (z < 0 ? 0.0 : 1.0));
-        break;
-      }
-      case Continuous::kExponential: {
-        if (!(y >= 0 && std::isfinite(y))) {
-          ++bad;
-          continue;
-        }
-        const double s = a * y;
-        allow_mean += 2 * u * s;
-        sum += s;
-        w.push_back(-std::expm1(-s));
-        break;
-      }
-      case Continuous::kCauchy: {
-        if (std::isnan(y)) {
-          ++bad;
-          continue;
-        }
-        if (!(b > 0)) continue;
-        const double z = (y - a) / b;
-        allow_cdf = std::max(allow_cdf, 2 * u * (std::fabs(a) / b + 1));
-        w.push_back(0.5 + std::atan(z) / M_PI);
-        break;
-      }
-    }
-  }
-  r.Exact(Metric::kRandomSupport, "support", bad,
+  ContinuousSums c;
+  c.w.reserve(static_cast<std::size_t>(d.n));
+  for (int64_t i = 0; i < d.n; ++i) c.Add(kind, d.values[i], prm.a.at(i), prm.b.at(i), u);
+  r.Exact(Metric::kRandomSupport, "support", c.bad,
           kind == Continuous::kUniform       ? "values outside [from, to]"
           : kind == Continuous::kNormal      ? "values not finite"
           : kind == Continuous::kLogNormal   ? "values negative or not finite"
           : kind == Continuous::kExponential ? "values negative or not finite"
                                              : "values NaN");
-  r.Exact(Metric::kRandomSupport, "degenerate", degenerate_bad,
+  r.Exact(Metric::kRandomSupport, "degenerate", c.degenerate_bad,
           "values differ from a distribution of zero width (std 0, or from = to)");
-  const double n = static_cast<double>(w.size());
+  const double n = static_cast<double>(c.w.size());
   if (n == 0) return std::move(r).Done();
-  const double ta = r.test_alpha();
-  // Low-precision kernels draw from a coarse grid and compute in their dtype (libtorch's
-  // bfloat16 Box-Muller on CPU draws 8-bit uniforms: variance ~0.986, |z| <= 3.33). These terms
-  // bound that bias for float16/bfloat16 and vanish for float32/float64.
   const double grid = 2 * u;
-  switch (kind) {
-    case Continuous::kUniform: {
-      const double eps = HoeffdingEpsilon(n, ta);
-      r.Within(Metric::kRandomMean, "mean", sum / n, 0.5,
-               Widen({0.5 - eps, 0.5 + eps}, allow_mean / n + grid),
-               "mean of (value - from) / (to - from)");
-      r.Within(Metric::kRandomVariance, "variance", sum_sq / n, 1.0 / 12,
-               Widen({1.0 / 12 - eps / 4, 1.0 / 12 + eps / 4}, allow_mean / n + grid),
-               "variance of (value - from) / (to - from)");
-      break;
-    }
-    case Continuous::kNormal: {
-      const double z = NormalUpperQuantile(ta / 2) / std::sqrt(n);
-      r.Within(Metric::kRandomMean, "mean", sum / n, 0, Widen({-z, z}, allow_mean / n + grid),
-               "mean of (value - mean) / std");
-      r.Within(Metric::kRandomVariance, "variance", sum_sq / n, 1,
-               Widen(ChiSquareMeanBounds(n, ta), allow_var / n + 3 * grid),
-               "mean square of (value - mean) / std");
-      break;
-    }
-    case Continuous::kExponential: {
-      const Interval g = GammaMeanBounds(n, ta);
-      const double slack = allow_mean / n + grid;
-      r.Within(Metric::kRandomMean, "mean", sum / n, 1, {g.low - slack, g.high + slack},
-               "mean of lambda x value");
-      allow_cdf = u + grid;
-      break;
-    }
-    default:
-      break;
-  }
-  r.AtMost(Metric::kRandomCdf, "cdf_distance", UniformCdfDistance(w),
-           DkwEpsilon(n, ta) + allow_cdf + 2 * grid,
+  JudgeMoments(kind, n, grid, u, &c, &r);
+  r.AtMost(Metric::kRandomCdf, "cdf_distance", UniformCdfDistance(c.w),
+           DkwEpsilon(n, r.test_alpha()) + c.allow_cdf + 2 * grid,
            "largest distance between the draws' empirical CDF and the distribution's");
   return std::move(r).Done();
 }
