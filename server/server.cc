@@ -64,37 +64,55 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
     const common::ServerConfig& config, CallHandler handler) {
   PARITY_RETURN_IF_ERROR(common::ValidateServerConfig(config));
   std::unique_ptr<ParityServer> s(new ParityServer(config));
-  const common::ServerOptions& o = config.parity;
-
   // Transport security first: a missing certificate must never turn into plaintext.
-  std::shared_ptr<const common::RevocationList> crl;
-  s->host_ = config.host.empty() ? (o.plaintext ? "127.0.0.1" : "0.0.0.0") : config.host;
+  PARITY_ASSIGN_OR_RETURN(std::shared_ptr<const common::RevocationList> crl, s->InitSecurity());
+  PARITY_RETURN_IF_ERROR(s->InitOperators(/*load_libraries=*/!handler));
+  if (!handler) {
+    PARITY_RETURN_IF_ERROR(s->InitChecker());
+    ParityServer* self = s.get();
+    handler = [self](const CallOrigin& origin, const v1::ApiCall& call, const BlobStore& blobs) {
+      return self->Process(origin, call, blobs);
+    };
+  }
+  s->InitWorkers();
+  s->service_ =
+      std::make_unique<CheckService>(s->MakeServiceOptions(std::move(crl)), std::move(handler),
+                                     s->queue_.get(), s->metrics_.get());
+  return s;
+}
+
+absl::StatusOr<std::shared_ptr<const common::RevocationList>> ParityServer::InitSecurity() {
+  const common::ServerOptions& o = config_.parity;
+  host_ = config_.host.empty() ? (o.plaintext ? "127.0.0.1" : "0.0.0.0") : config_.host;
   if (o.plaintext) {
-    if (!IsLoopbackHost(s->host_) && !o.allow_plaintext_non_loopback) {
+    if (!IsLoopbackHost(host_) && !o.allow_plaintext_non_loopback) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "plaintext on ", s->host_,
+          "plaintext on ", host_,
           " would expose training data to the network: bind to 127.0.0.1, use TLS (tls_path), "
           "or set parity.allow_plaintext_non_loopback: true"));
     }
-    s->credentials_ = grpc::InsecureServerCredentials();
-    s->tls_description_ = "plaintext (explicit parity.plaintext)";
-  } else {
-    PARITY_ASSIGN_OR_RETURN(common::ServerTls tls,
-                            common::LoadServerTls(config.tls_path, o.tls_key_password_file));
-    s->credentials_ = tls.credentials;
-    s->tls_description_ = tls.description;
-    crl = tls.crl;
+    credentials_ = grpc::InsecureServerCredentials();
+    tls_description_ = "plaintext (explicit parity.plaintext)";
+    return std::shared_ptr<const common::RevocationList>();
   }
+  PARITY_ASSIGN_OR_RETURN(common::ServerTls tls,
+                          common::LoadServerTls(config_.tls_path, o.tls_key_password_file));
+  credentials_ = tls.credentials;
+  tls_description_ = tls.description;
+  return tls.crl;
+}
 
+absl::Status ParityServer::InitOperators(bool load_libraries) {
+  const common::ServerOptions& o = config_.parity;
   if (o.standards_file.empty()) {
-    s->standards_ = std::make_unique<StandardsTable>(StandardsTable::Default());
+    standards_ = std::make_unique<StandardsTable>(StandardsTable::Default());
   } else {
     PARITY_ASSIGN_OR_RETURN(StandardsTable t, StandardsTable::Load(o.standards_file));
-    s->standards_ = std::make_unique<StandardsTable>(std::move(t));
+    standards_ = std::make_unique<StandardsTable>(std::move(t));
   }
   // Before the lists are checked against the operators this process knows: they may name the
   // libraries' operators.
-  if (!handler) {
+  if (load_libraries) {
     PARITY_ASSIGN_OR_RETURN(const std::vector<LoadedLibrary> libraries,
                             LoadOperatorLibraries(o.npu_reference, o.reference_libraries));
     for (const LoadedLibrary& lib : libraries) {
@@ -102,75 +120,81 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
           absl::StrCat("operator library ", lib.path, ": ", lib.operators.size(), " operators"));
     }
   }
-  s->white_list_ = Names(config.white_list);
-  s->black_list_ = Names(config.black_list);
-  if (!s->white_list_.empty() || !s->black_list_.empty()) {
+  white_list_ = Names(config_.white_list);
+  black_list_ = Names(config_.black_list);
+  if (!white_list_.empty() || !black_list_.empty()) {
     const common::OpNameIndex known(KnownOperatorNames());
-    for (const auto& [key, list] : {std::pair{"run_ut.white_list", &s->white_list_},
-                                    std::pair{"run_ut.black_list", &s->black_list_}}) {
+    for (const auto& [key, list] : {std::pair{"run_ut.white_list", &white_list_},
+                                    std::pair{"run_ut.black_list", &black_list_}}) {
       for (const std::string& line : list->Unknown(known)) {
         common::LogWarning(absl::StrCat(key, ": ", line));
       }
     }
   }
-  if (!handler) {
-    CheckerOptions checker;
-    checker.bench_device = o.bench_device;
-    checker.golden = o.golden;
-    PARITY_ASSIGN_OR_RETURN(checker.golden_device, ParseGoldenDevice(o.golden_device));
-    PARITY_ASSIGN_OR_RETURN(checker.random_checks, ParseRandomChecks(o.random_checks));
-    checker.random_false_alarm = o.random_false_alarm;
-    checker.limits = o.limits;
-    checker.keep_error_values = o.save_error_data;
-    PARITY_ASSIGN_OR_RETURN(s->checker_, CallChecker::Create(checker, *s->standards_));
-    if (const auto& low = s->checker_->low_precision_gemm_dtypes(); !low.empty()) {
-      common::LogInfo(absl::StrCat(
-          "bench ", s->checker_->bench_device(), ": libtorch's ", absl::StrJoin(low, " and "),
-          " matrix products on this CPU round their partial sums to that dtype; the bench "
-          "computes float16 and bfloat16 GEMMs in float32 and rounds once, as an accelerator "
-          "does (docs/results.md#low-precision-gemms)"));
-    }
-    PARITY_ASSIGN_OR_RETURN(s->writer_, ResultWriter::Create(o.output_dir, *s->standards_));
-    ParityServer* self = s.get();
-    handler = [self](const CallOrigin& origin, const v1::ApiCall& call, const BlobStore& blobs) {
-      return self->Process(origin, call, blobs);
-    };
-  }
+  return absl::OkStatus();
+}
 
-  s->registry_ = std::make_shared<prometheus::Registry>();
-  s->metrics_ = std::make_unique<ServerMetrics>(*s->registry_);
+absl::Status ParityServer::InitChecker() {
+  const common::ServerOptions& o = config_.parity;
+  CheckerOptions checker;
+  checker.bench_device = o.bench_device;
+  checker.golden = o.golden;
+  PARITY_ASSIGN_OR_RETURN(checker.golden_device, ParseGoldenDevice(o.golden_device));
+  PARITY_ASSIGN_OR_RETURN(checker.random_checks, ParseRandomChecks(o.random_checks));
+  checker.random_false_alarm = o.random_false_alarm;
+  checker.limits = o.limits;
+  checker.keep_error_values = o.save_error_data;
+  PARITY_ASSIGN_OR_RETURN(checker_, CallChecker::Create(checker, *standards_));
+  if (const auto& low = checker_->low_precision_gemm_dtypes(); !low.empty()) {
+    common::LogInfo(absl::StrCat(
+        "bench ", checker_->bench_device(), ": libtorch's ", absl::StrJoin(low, " and "),
+        " matrix products on this CPU round their partial sums to that dtype; the bench "
+        "computes float16 and bfloat16 GEMMs in float32 and rounds once, as an accelerator "
+        "does (docs/results.md#low-precision-gemms)"));
+  }
+  PARITY_ASSIGN_OR_RETURN(writer_, ResultWriter::Create(o.output_dir, *standards_));
+  return absl::OkStatus();
+}
+
+void ParityServer::InitWorkers() {
+  const common::ServerOptions& o = config_.parity;
+  registry_ = std::make_shared<prometheus::Registry>();
+  metrics_ = std::make_unique<ServerMetrics>(*registry_);
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   // Small ops gain from a few workers while large ones already use libtorch's intra-op threads.
   // A CUDA bench gets at least two workers per GPU (as many as the cores allow), each on a
   // stream of its own: one worker's decode and copies overlap another's kernels.
-  const unsigned gpus = s->checker_ ? static_cast<unsigned>(s->checker_->bench_gpus()) : 0;
-  s->workers_ =
+  const unsigned gpus = checker_ ? static_cast<unsigned>(checker_->bench_gpus()) : 0;
+  workers_ =
       o.workers > 0
           ? static_cast<int>(o.workers)
           : static_cast<int>(std::max(std::clamp(cores / 2, 1u, 4u), std::min(2 * gpus, cores)));
   // Large comparisons and libtorch's own ops split across threads; together the workers should
   // not oversubscribe the cores (a worker's replay waits for the slowest of its op's threads).
-  const int per_worker = static_cast<int>(std::max(1u, cores / static_cast<unsigned>(s->workers_)));
+  const int per_worker = static_cast<int>(std::max(1u, cores / static_cast<unsigned>(workers_)));
   internal::SetCompareThreads(per_worker);
-  if (s->checker_) {
+  if (checker_) {
     // Auto: libtorch's own choice, but no more than the worker's share of the cores.
     SetIntraOpThreads(o.intra_op_threads > 0
                           ? static_cast<int>(o.intra_op_threads)
                           : std::min(per_worker, LibtorchDefaultIntraOpThreads()));
   }
-  ServerMetrics* metrics = s->metrics_.get();
-  if (s->checker_ && o.save_error_data) {
+  ServerMetrics* metrics = metrics_.get();
+  if (checker_ && o.save_error_data) {
     ErrorDataOptions error_data;
-    error_data.path = ErrorDataPath(config);
+    error_data.path = ErrorDataPath(config_);
     error_data.max_bytes = o.error_data_max_bytes;
     error_data.max_per_op = o.error_data_per_op;
-    s->error_data_ = std::make_unique<ErrorData>(error_data, *s->standards_, metrics);
+    error_data_ = std::make_unique<ErrorData>(error_data, *standards_, metrics);
   }
-  s->queue_ = std::make_unique<WorkQueue>(
-      o.queue_max_calls, o.queue_max_bytes, s->workers_,
+  queue_ = std::make_unique<WorkQueue>(
+      o.queue_max_calls, o.queue_max_bytes, workers_,
       [metrics](int64_t calls, int64_t bytes) { metrics->QueueDepth(calls, bytes); });
-  metrics->QueueCapacity(o.queue_max_calls, static_cast<int64_t>(o.queue_max_bytes), s->workers_);
+  metrics->QueueCapacity(o.queue_max_calls, static_cast<int64_t>(o.queue_max_bytes), workers_);
+}
 
+ServiceOptions ParityServer::MakeServiceOptions(std::shared_ptr<const common::RevocationList> crl) {
+  const common::ServerOptions& o = config_.parity;
   ServiceOptions service;
   v1::ServerInfo& info = service.server_info;
   info.set_server_version(PARITY_VERSION);
@@ -180,11 +204,11 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
   for (int d = v1::DTYPE_BOOL; d <= v1::DTYPE_COMPLEX128; ++d) {
     info.add_accepted_dtypes(static_cast<v1::DType>(d));
   }
-  info.set_bench_device(s->checker_ ? s->checker_->bench_device() : "none");
+  info.set_bench_device(checker_ ? checker_->bench_device() : "none");
   info.set_golden_enabled(o.golden);
   info.set_torch_version(common::TorchVersion());
   info.set_kept_blob_bytes(o.kept_blob_bytes);
-  service.rank_list.insert(config.rank_list.begin(), config.rank_list.end());
+  service.rank_list.insert(config_.rank_list.begin(), config_.rank_list.end());
   service.max_streams = o.max_streams;
   service.max_partial_blob_bytes = o.max_partial_blob_bytes;
   service.max_kept_blob_bytes = o.max_kept_blob_bytes;
@@ -192,17 +216,15 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
   service.verdict_hold = std::chrono::milliseconds(o.verdict_hold_ms);
   service.limits = o.limits;
   // A rank's result rows wait for its backward calls; a stream's end writes them.
-  service.on_stream_end = [raw = s.get()](const CallOrigin& origin) {
-    if (!raw->writer_) return;
-    if (absl::Status written = raw->writer_->EndOfStream(origin.rank); !written.ok()) {
-      raw->metrics_->ResultRowsLost(
-          written.code() == absl::StatusCode::kResourceExhausted ? "disk_full" : "io_error");
+  service.on_stream_end = [this](const CallOrigin& origin) {
+    if (!writer_) return;
+    if (absl::Status written = writer_->EndOfStream(origin.rank); !written.ok()) {
+      metrics_->ResultRowsLost(written.code() == absl::StatusCode::kResourceExhausted ? "disk_full"
+                                                                                      : "io_error");
       common::LogError(absl::StrCat("result files: ", written.ToString()));
     }
   };
-  s->service_ = std::make_unique<CheckService>(std::move(service), std::move(handler),
-                                               s->queue_.get(), metrics);
-  return s;
+  return service;
 }
 
 absl::Status ParityServer::Start() {

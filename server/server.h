@@ -60,6 +60,15 @@ class ParityServer {
 
  private:
   explicit ParityServer(common::ServerConfig config);
+  // Create's steps, in order: the host and credentials (the CRL of mutual TLS, if any); the
+  // standards, the operator libraries and the white/black lists; the checker and result writer
+  // (absent with a test's handler); metrics, workers, threads, error data and the queue; the
+  // service's options.
+  absl::StatusOr<std::shared_ptr<const common::RevocationList>> InitSecurity();
+  absl::Status InitOperators(bool load_libraries);
+  absl::Status InitChecker();
+  void InitWorkers();
+  ServiceOptions MakeServiceOptions(std::shared_ptr<const common::RevocationList> crl);
   v1::Verdict Process(const CallOrigin& origin, const v1::ApiCall& call, const BlobStore& blobs);
 
   common::ServerConfig config_;
