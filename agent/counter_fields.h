@@ -1,7 +1,7 @@
 // The counters both halves name alike (parity::agent::Counters in parity/agent.h and
 // parity_counters in parity/transport.h), one list: X(field) for each field copied as it is.
-// The dropped calls (a map on one side, a field per reason on the other) and `connected` (bool
-// and int) are converted by hand. No dependencies: either half includes it.
+// The dropped calls (a map on one side, a field per reason on the other: PARITY_DROP_REASONS) and
+// `connected` (bool and int) are converted by hand. No dependencies: either half includes it.
 #pragma once
 
 // clang-format off
@@ -10,7 +10,7 @@
   X(sampled_out) X(reconnects) X(verdicts) X(pass) X(warning) X(error) X(skip)             \
   X(rejected) X(unreadable) X(queue_depth) X(snapshot_seconds) X(encode_cpu_seconds)       \
   X(serialize_cpu_seconds) X(step) X(blocked_seconds)
-
-// parity_counters' dropped_<reason> fields, by DropReasonName.
-#define PARITY_AGENT_DROP_REASONS(X) X(queue_full) X(disconnected) X(stopped) X(communication)
 // clang-format on
+
+// parity_counters' dropped_<reason> fields, one per PARITY_DROP_REASONS entry.
+#include "common/drop_reasons.h"

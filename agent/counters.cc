@@ -3,11 +3,16 @@
 namespace parity::agent {
 
 namespace {
-constexpr const char* kDropReasonNames[kDropReasons] = {"queue_full", "disconnected", "stopped",
-                                                        "communication"};
+#define PARITY_DROP_NAME_(name, enumerator, why) #name,
+#define PARITY_DROP_WHY_(name, enumerator, why) why,
+constexpr const char* kDropReasonNames[kDropReasons] = {PARITY_DROP_REASONS(PARITY_DROP_NAME_)};
+constexpr const char* kDropReasonWhy[kDropReasons] = {PARITY_DROP_REASONS(PARITY_DROP_WHY_)};
+#undef PARITY_DROP_NAME_
+#undef PARITY_DROP_WHY_
 }  // namespace
 
 const char* DropReasonName(DropReason reason) { return kDropReasonNames[static_cast<int>(reason)]; }
+const char* DropReasonWhy(DropReason reason) { return kDropReasonWhy[static_cast<int>(reason)]; }
 
 void AgentCounters::Verdict(v1::VerdictStatus status) {
   switch (status) {

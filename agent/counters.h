@@ -8,22 +8,22 @@
 #include <atomic>
 #include <cstdint>
 
+#include "common/drop_reasons.h"
 #include "parity/agent.h"
 #include "parity/v1/parity.pb.h"
 
 namespace parity::agent {
 
-// Why a captured call was never written to a stream.
-enum class DropReason {
-  kQueueFull,      // the queue was full under policy drop; under block, a wait timed out (or came
-                   // after one, before the queue drained to half)
-  kDisconnected,   // no server to send to
-  kStopped,        // still queued when the session ended
-  kCommunication,  // a communication op (c10d::*): depends on the other ranks, never copied
-};
-inline constexpr int kDropReasons = 4;
-// "queue_full", "disconnected", "stopped", "communication"
-const char* DropReasonName(DropReason reason);
+// Why a captured call was never written to a stream (common/drop_reasons.h): queue_full (the
+// queue was full under policy drop; under block, a wait timed out, or came after one before the
+// queue drained to half), disconnected (no server to send to), stopped (still queued when the
+// session ended), communication (a communication op: depends on the other ranks, never copied).
+#define PARITY_DROP_ENUMERATOR_(name, enumerator, why) enumerator,
+enum class DropReason { PARITY_DROP_REASONS(PARITY_DROP_ENUMERATOR_) };
+#undef PARITY_DROP_ENUMERATOR_
+inline constexpr int kDropReasons = PARITY_DROP_REASON_COUNT;
+const char* DropReasonName(DropReason reason);  // "queue_full", ...
+const char* DropReasonWhy(DropReason reason);   // in words, for the exit line
 
 class AgentCounters {
  public:

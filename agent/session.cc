@@ -269,17 +269,12 @@ void Session::LogSummary() {
                             c.blocked_seconds)
           : ""));
   // What was not checked, and why, in words (docs/troubleshooting.md has the remedies).
-  static constexpr std::pair<const char*, const char*> kWhy[] = {
-      {"queue_full",
-       "the server fell behind the training (policy drop, or a block wait of "
-       "parity.block_timeout_ms ran out)"},
-      {"disconnected", "no server was connected"},
-      {"stopped", "still queued when the session ended (flush_timeout_ms)"},
-      {"communication", "communication ops: their results depend on the other ranks"}};
-  for (const auto& [reason, why] : kWhy) {
+  for (int r = 0; r < kDropReasons; ++r) {
+    const char* reason = DropReasonName(static_cast<DropReason>(r));
     auto it = c.dropped.find(reason);
     if (it != c.dropped.end() && it->second > 0) {
-      common::LogInfo(absl::StrCat("not checked: ", it->second, " calls (", reason, "): ", why));
+      common::LogInfo(absl::StrCat("not checked: ", it->second, " calls (", reason,
+                                   "): ", DropReasonWhy(static_cast<DropReason>(r))));
     }
   }
 }

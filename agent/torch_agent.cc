@@ -87,8 +87,8 @@ Counters TorchAgent::GetCounters() const {
 #define PARITY_COPY(field) r.field = c.field;
   PARITY_AGENT_COUNTER_FIELDS(PARITY_COPY)
 #undef PARITY_COPY
-#define PARITY_DROPPED(reason) r.dropped[#reason] = c.dropped_##reason;
-  PARITY_AGENT_DROP_REASONS(PARITY_DROPPED)
+#define PARITY_DROPPED(reason, enumerator, why) r.dropped[#reason] = c.dropped_##reason;
+  PARITY_DROP_REASONS(PARITY_DROPPED)
 #undef PARITY_DROPPED
   r.connected = c.connected != 0;
   return r;

@@ -233,8 +233,8 @@ void parity_session_counters(const parity_session* s, parity_counters* out) {
       auto it = c.dropped.find(reason);
       return it == c.dropped.end() ? uint64_t{0} : it->second;
     };
-#define PARITY_DROPPED(reason) r.dropped_##reason = dropped(#reason);
-    PARITY_AGENT_DROP_REASONS(PARITY_DROPPED)
+#define PARITY_DROPPED(reason, enumerator, why) r.dropped_##reason = dropped(#reason);
+    PARITY_DROP_REASONS(PARITY_DROPPED)
 #undef PARITY_DROPPED
     r.connected = c.connected ? 1 : 0;
     // A caller compiled against an older, shorter struct gets its own fields only.

@@ -27,9 +27,13 @@ constexpr const char* kPhases[] = {"forward", "backward", "unspecified"};
 // The agent's loss reasons (AgentStats: dropped_calls by reason, and lost_in_flight_calls);
 // anything else an agent reports counts as "other" (the label set stays closed whatever a
 // client sends).
-constexpr const char* kDropReasons[] = {"queue_full",     "disconnected",  "stopped",
-                                        "lost_in_flight", "communication", "other"};
-static_assert(std::size(kDropReasons) == 6, "ServerMetrics::dropped_by_reason_ has a slot each");
+// The agents' reasons (common/drop_reasons.h), their calls lost in flight, and any other name.
+#define PARITY_DROP_NAME_(name, enumerator, why) #name,
+constexpr const char* kDropReasons[] = {PARITY_DROP_REASONS(PARITY_DROP_NAME_) "lost_in_flight",
+                                        "other"};
+#undef PARITY_DROP_NAME_
+static_assert(std::size(kDropReasons) == PARITY_DROP_REASON_COUNT + 2,
+              "ServerMetrics::dropped_by_reason_ has a slot each");
 
 // Latency buckets from 100 µs to ~1 min: small elementwise ops to large matmuls on CPU.
 prometheus::Histogram::BucketBoundaries LatencyBuckets() {

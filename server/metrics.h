@@ -14,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "common/drop_reasons.h"
 #include "parity/v1/parity.pb.h"
 
 namespace prometheus {
@@ -109,7 +110,8 @@ class ServerMetrics {
   std::array<prometheus::Counter*, 7> stage_runs_{};  // by Stage
   std::array<std::atomic<prometheus::Counter*>, 3> received_by_phase_{};
   std::array<std::array<std::atomic<prometheus::Counter*>, 5>, 3> checked_by_phase_verdict_{};
-  std::array<std::atomic<prometheus::Counter*>, 6> dropped_by_reason_{};  // kDropReasons
+  // The agents' reasons, lost_in_flight and other (metrics.cc's kDropReasons).
+  std::array<std::atomic<prometheus::Counter*>, PARITY_DROP_REASON_COUNT + 2> dropped_by_reason_{};
   std::size_t max_op_labels_;
   absl::Mutex mu_;
   std::map<std::string, prometheus::Counter*, std::less<>> op_counters_ ABSL_GUARDED_BY(mu_);

@@ -10,8 +10,10 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "agent/thread_priority.h"
 #include "common/torch/value_codec.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/agent/agent_testing.h"
 
@@ -514,7 +516,15 @@ TEST(SessionTest, ABlockWaitThatRunsOutShedsCallsUntilTheQueueDrains) {
   const Counters after = agent->GetCounters();
   EXPECT_EQ(after.dropped.at("queue_full"), shed) << "still shedding after the queue drained";
   EXPECT_GT(after.verdicts, wedged.verdicts);
+  ::testing::internal::CaptureStderr();
   agent->Close();
+  const std::string exit_lines = ::testing::internal::GetCapturedStderr();
+  // The exit line says what was not checked, and why (common/drop_reasons.h).
+  EXPECT_THAT(exit_lines,
+              ::testing::HasSubstr(absl::StrCat("not checked: ", shed,
+                                                " calls (queue_full): the server fell behind the "
+                                                "training")))
+      << exit_lines;
   ExpectEveryCallAccountedFor(agent->GetCounters());
 }
 
