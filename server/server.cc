@@ -36,15 +36,6 @@
 #endif
 
 namespace parity::server {
-namespace {
-
-// The config was validated (ValidateServerConfig parses every name).
-common::NameList Names(const std::vector<std::string>& names) {
-  absl::StatusOr<common::NameList> list = common::NameList::Parse(names);
-  return list.ok() ? *std::move(list) : common::NameList();
-}
-
-}  // namespace
 
 std::string ErrorDataPath(const common::ServerConfig& config) {
   const std::filesystem::path path(config.error_data_path);
@@ -120,8 +111,8 @@ absl::Status ParityServer::InitOperators(bool load_libraries) {
           absl::StrCat("operator library ", lib.path, ": ", lib.operators.size(), " operators"));
     }
   }
-  white_list_ = Names(config_.white_list);
-  black_list_ = Names(config_.black_list);
+  PARITY_ASSIGN_OR_RETURN(white_list_, common::NameList::Parse(config_.white_list));
+  PARITY_ASSIGN_OR_RETURN(black_list_, common::NameList::Parse(config_.black_list));
   if (!white_list_.empty() || !black_list_.empty()) {
     const common::OpNameIndex known(KnownOperatorNames());
     for (const auto& [key, list] : {std::pair{"run_ut.white_list", &white_list_},
