@@ -163,8 +163,7 @@ void JudgeOutputs(const v1::ApiCall& call, const DecodedCall& decoded, const Rep
         device.size(), " value(s), the bench ", shape_ref.size());
     return;
   }
-  std::vector<v1::VerdictStatus> statuses;
-  std::string summary;
+  OutputTally tally;
   for (std::size_t i = 0; i < device.size(); ++i) {
     const int k = raw_index[i];
     const std::string* uncompared = table.UncomparedReason(call.op_name(), static_cast<int>(i));
@@ -175,21 +174,26 @@ void JudgeOutputs(const v1::ApiCall& call, const DecodedCall& decoded, const Rep
                        bench_out.empty() ? nullptr : &bench_out[i],
                        golden_out.empty() ? nullptr : &golden_out[i], standard, table);
     out.index = static_cast<uint32_t>(i);
-    const OutputJudgement& j = out.judgement;
-    if (j.status == v1::VERDICT_STATUS_ERROR && summary.empty()) {
-      summary = absl::StrCat("output ", i, ": ", MetricName(j.failed_metric), " (",
-                             StandardName(j.standard), ")");
-    }
-    statuses.push_back(j.status);
-    check->outputs.push_back(std::move(out));
+    tally.Add(std::move(out), check);
   }
+  std::string& summary = tally.summary();
   if (!bench.ran())
     absl::StrAppend(&summary, summary.empty() ? "" : "; ", "bench failed: ", bench.error);
   if (golden.failed()) {
     absl::StrAppend(&summary, summary.empty() ? "" : "; ", "golden failed: ", golden.error);
   }
-  check->status = Aggregate(statuses);
+  check->status = Aggregate(tally.statuses());
   check->message = std::move(summary);
+}
+
+void OutputTally::Add(OutputCheck out, CallCheck* check) {
+  const OutputJudgement& j = out.judgement;
+  if (j.status == v1::VERDICT_STATUS_ERROR && summary_.empty()) {
+    summary_ = absl::StrCat("output ", out.index, ": ", MetricName(j.failed_metric), " (",
+                            StandardName(j.standard), ")");
+  }
+  statuses_.push_back(j.status);
+  check->outputs.push_back(std::move(out));
 }
 
 }  // namespace parity::server

@@ -335,8 +335,7 @@ void JudgeRandomProperties(const v1::ApiCall& call, const c10::FunctionSchema& s
   } else {
     failure = "its first output was not sent with its values";
   }
-  std::vector<v1::VerdictStatus> statuses;
-  std::string summary;
+  OutputTally tally;
   for (std::size_t i = 0; i < device.size(); ++i) {
     OutputCheck out;
     out.index = static_cast<uint32_t>(i);
@@ -353,15 +352,10 @@ void JudgeRandomProperties(const v1::ApiCall& call, const c10::FunctionSchema& s
       out.dtype = common::ToWireDType(t.scalar_type()).value_or(v1::DTYPE_UNSPECIFIED);
       out.shape.assign(t.sizes().begin(), t.sizes().end());
     }
-    const OutputJudgement& j = out.judgement;
-    if (j.status == v1::VERDICT_STATUS_ERROR && summary.empty()) {
-      summary = absl::StrCat("output ", i, ": ", MetricName(j.failed_metric), " (",
-                             StandardName(j.standard), ")");
-    }
-    statuses.push_back(j.status);
-    check->outputs.push_back(std::move(out));
+    tally.Add(std::move(out), check);
   }
-  check->status = Aggregate(statuses);
+  check->status = Aggregate(tally.statuses());
+  std::string& summary = tally.summary();
   if (!failure.empty() && summary.empty()) summary = absl::StrCat("not judged: ", failure);
   check->message = std::move(summary);
 }

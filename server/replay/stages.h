@@ -123,6 +123,20 @@ class GoldenReplayer {
   absl::flat_hash_map<const c10::FunctionSchema*, std::string> on_cpu_ ABSL_GUARDED_BY(mu_);
 };
 
+// A call's judged outputs as they are added, in order: their statuses for the call's aggregate,
+// and the call's message naming the first output judged error by its metric and standard (the
+// one place a call's summary turns those enums into text).
+class OutputTally {
+ public:
+  void Add(OutputCheck out, CallCheck* check);
+  const std::vector<v1::VerdictStatus>& statuses() const { return statuses_; }
+  std::string& summary() { return summary_; }
+
+ private:
+  std::vector<v1::VerdictStatus> statuses_;
+  std::string summary_;
+};
+
 // 5. Judge: every output of the device against the bench and golden replays, by `standard`;
 // sets `check`'s outputs, status and message (a call-level error when the outputs' structure
 // differs, SKIP when there is nothing to compare).
