@@ -46,6 +46,7 @@ struct CallCheck {
   // uses them, are not included), and which replays ran: the cost profile's counters.
   struct StageCpu {
     double decode = 0, bench = 0, golden = 0, compare = 0, random = 0;  // random: a random op
+    double to_host = 0;  // of compare: the bench's and golden's outputs copied to the host
     bool bench_ran = false, golden_ran = false;
   } cpu;
   std::vector<OutputCheck> outputs;

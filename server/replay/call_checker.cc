@@ -387,6 +387,7 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
   check.compare_seconds = Seconds(Clock::now() - replayed);
   KeepValues(impl_->options, *op, *decoded, &bench, exact ? nullptr : &golden, &check);
   clock.Lap(&cpu.compare);
+  cpu.to_host = check.cpu.to_host;  // JudgeOutputs' share of compare
   return WithCpu(std::move(check), cpu);
 }
 

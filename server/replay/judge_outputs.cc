@@ -2,6 +2,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/cpu_clock.h"
 #include "common/torch/dtype_map.h"
 #include "common/torch/ivalue_walk.h"
 #include "common/torch/tensor_stats.h"
@@ -40,10 +41,18 @@ OutputCheck Skipped(std::string why) {
 }
 
 // A tensor output: the compare engine's metrics and the standard's rules.
+// `to_host`: the checking thread's CPU seconds copying the bench's and golden's outputs to the
+// host (a GPU bench's; nothing to copy on a CPU bench).
 OutputCheck JudgeTensor(const at::Tensor& device, const c10::IValue* bench,
-                        const c10::IValue* golden, Standard standard, const StandardsTable& table) {
+                        const c10::IValue* golden, Standard standard, const StandardsTable& table,
+                        double* to_host) {
   const c10::IValue d(device);
-  std::optional<HostCopy> dh = ToHost(&d), bh = ToHost(bench), gh = ToHost(golden);
+  std::optional<HostCopy> dh = ToHost(&d), bh, gh;
+  {
+    const common::ScopedCpuTimer timer(to_host);
+    bh = ToHost(bench);
+    gh = ToHost(golden);
+  }
   if (!dh || (!bh && !gh)) return Skipped("Bench output is None, skip this test.");
   OutputCheck out;
   out.judgement =
@@ -111,14 +120,14 @@ OutputCheck JudgeValue(const c10::IValue& device, const c10::IValue& reference) 
 
 OutputCheck JudgeOne(const v1::Value& wire, const std::string& skip, const c10::IValue& device,
                      const c10::IValue* bench, const c10::IValue* golden, Standard standard,
-                     const StandardsTable& table) {
+                     const StandardsTable& table, double* to_host) {
   if (!skip.empty() && wire.has_tensor() && wire.tensor().form() == v1::DATA_FORM_STATS_ONLY) {
     return JudgeStatsOnly(wire.tensor(), bench, golden, table);
   }
   if (!skip.empty()) return Skipped(skip);
   if (device.isTensor()) {
     if (!device.toTensor().defined()) return Skipped("undefined device tensor");
-    return JudgeTensor(device.toTensor(), bench, golden, standard, table);
+    return JudgeTensor(device.toTensor(), bench, golden, standard, table, to_host);
   }
   if (device.isNone()) return Skipped("Bench output is None, skip this test.");
   return JudgeValue(device, bench != nullptr ? *bench : *golden);
@@ -167,12 +176,12 @@ void JudgeOutputs(const v1::ApiCall& call, const DecodedCall& decoded, const Rep
   for (std::size_t i = 0; i < device.size(); ++i) {
     const int k = raw_index[i];
     const std::string* uncompared = table.UncomparedReason(call.op_name(), static_cast<int>(i));
-    OutputCheck out =
-        uncompared != nullptr
-            ? Skipped(absl::StrCat("not compared: ", *uncompared))
-            : JudgeOne(call.outputs(k), decoded.output_skip[k], device[i],
-                       bench_out.empty() ? nullptr : &bench_out[i],
-                       golden_out.empty() ? nullptr : &golden_out[i], standard, table);
+    OutputCheck out = uncompared != nullptr
+                          ? Skipped(absl::StrCat("not compared: ", *uncompared))
+                          : JudgeOne(call.outputs(k), decoded.output_skip[k], device[i],
+                                     bench_out.empty() ? nullptr : &bench_out[i],
+                                     golden_out.empty() ? nullptr : &golden_out[i], standard, table,
+                                     &check->cpu.to_host);
     out.index = static_cast<uint32_t>(i);
     tally.Add(std::move(out), check);
   }

@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
     std::vector<double> replay, compare, cpu_replay, cpu_compare;
     // Where the CUDA bench's time goes: the checking thread's CPU time in each stage (a wait for
     // the GPU spins, so it counts too).
-    std::vector<double> st_decode, st_bench, st_golden, st_compare;
+    std::vector<double> st_decode, st_bench, st_golden, st_compare, st_to_host;
     std::string verdicts;
     for (int rep = -1; rep < reps; ++rep) {  // rep -1 warms up (kernels, cuBLAS handles)
       for (std::size_t b = 0; b < benches.size(); ++b) {
@@ -203,6 +203,7 @@ int main(int argc, char** argv) {
           st_bench.push_back(r.cpu.bench * 1e3);
           st_golden.push_back(r.cpu.golden * 1e3);
           st_compare.push_back(r.cpu.compare * 1e3);
+          st_to_host.push_back(r.cpu.to_host * 1e3);
         }
       }
     }
@@ -216,14 +217,17 @@ int main(int argc, char** argv) {
     }
     std::printf("  %s\n", verdicts.c_str());
     if (cuda) {
-      stages.push_back(absl::StrFormat("%-30s %9.2f %9.2f %9.2f %9.2f", row.label,
+      stages.push_back(absl::StrFormat("%-30s %9.2f %9.2f %9.2f %9.2f %9.2f", row.label,
                                        Median(st_decode), Median(st_bench), Median(st_golden),
-                                       Median(st_compare)));
+                                       Median(st_compare), Median(st_to_host)));
     }
   }
   if (!stages.empty()) {
-    std::printf("\nwhere the CUDA bench's time goes (checking thread's CPU ms, median):\n");
-    std::printf("%-30s %9s %9s %9s %9s\n", "call", "decode", "bench", "golden", "compare");
+    std::printf(
+        "\nwhere the CUDA bench's time goes (checking thread's CPU ms, median; to host: the part "
+        "of compare copying the bench's and golden's outputs from the GPU):\n");
+    std::printf("%-30s %9s %9s %9s %9s %9s\n", "call", "decode", "bench", "golden", "compare",
+                "(to host)");
     for (const std::string& line : stages) std::printf("%s\n", line.c_str());
   }
   return failures == 0 ? 0 : 1;
