@@ -1,6 +1,6 @@
 // What names a captured call within its training step: the step counter, each op's call index in
 // the step, and the links from autograd nodes to the forward call that created them (so a
-// backward call is named after its forward call: common/naming.h). Thread-safe.
+// backward call is named after its forward call: common/naming/naming.h). Thread-safe.
 #pragma once
 
 #include <atomic>

@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 
 #include "agent/thread_priority.h"
-#include "common/log.h"
-#include "common/wire.h"
+#include "common/base/log.h"
+#include "common/transport/wire.h"
 
 namespace parity::agent {
 

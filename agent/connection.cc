@@ -8,10 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "agent/check_stream.h"
 #include "agent/sender.h"
-#include "common/grpc_tuning.h"
-#include "common/log.h"
-#include "common/net.h"
-#include "common/wire.h"
+#include "common/base/log.h"
+#include "common/transport/grpc_tuning.h"
+#include "common/transport/net.h"
+#include "common/transport/wire.h"
 
 namespace parity::agent {
 

@@ -18,8 +18,8 @@
 #include "agent/counters.h"
 #include "agent/sent_payloads.h"
 #include "agent/server_list.h"
-#include "common/log.h"
-#include "common/tls.h"
+#include "common/base/log.h"
+#include "common/transport/tls.h"
 #include "parity/v1/parity.pb.h"
 
 namespace grpc {

@@ -13,4 +13,4 @@
 // clang-format on
 
 // parity_counters' dropped_<reason> fields, one per PARITY_DROP_REASONS entry.
-#include "common/drop_reasons.h"
+#include "common/naming/drop_reasons.h"

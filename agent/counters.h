@@ -8,13 +8,13 @@
 #include <atomic>
 #include <cstdint>
 
-#include "common/drop_reasons.h"
+#include "common/naming/drop_reasons.h"
 #include "parity/agent.h"
 #include "parity/v1/parity.pb.h"
 
 namespace parity::agent {
 
-// Why a captured call was never written to a stream (common/drop_reasons.h): queue_full (the
+// Why a captured call was never written to a stream (common/naming/drop_reasons.h): queue_full (the
 // queue was full under policy drop; under block, a wait timed out, or came after one before the
 // queue drained to half), disconnected (no server to send to), stopped (still queued when the
 // session ended), communication (a communication op: depends on the other ranks, never copied).

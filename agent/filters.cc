@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
-#include "common/naming.h"
+#include "common/naming/naming.h"
 
 namespace parity::agent {
 namespace {

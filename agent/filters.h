@@ -10,15 +10,15 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "common/api_names.h"
-#include "common/config.h"
+#include "common/config/config.h"
+#include "common/naming/api_names.h"
 #include "parity/v1/parity.pb.h"
 
 namespace parity::agent {
 
 // Stateless filters. Thread-safe. The names in `list`, `white_list` and `black_list` take every
-// form common/api_names.h accepts (Parity's, msprobe's, bare); the config was validated, so they
-// parse.
+// form common/naming/api_names.h accepts (Parity's, msprobe's, bare); the config was validated, so
+// they parse.
 class CallFilter {
  public:
   explicit CallFilter(const common::AgentConfig& config);

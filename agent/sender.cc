@@ -13,14 +13,14 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "common/cpu_clock.h"
-#include "common/dtype.h"
-#include "common/grpc_tuning.h"
-#include "common/limits.h"
-#include "common/log.h"
-#include "common/net.h"
-#include "common/tls.h"
-#include "common/wire.h"
+#include "common/base/cpu_clock.h"
+#include "common/base/log.h"
+#include "common/transport/grpc_tuning.h"
+#include "common/transport/net.h"
+#include "common/transport/tls.h"
+#include "common/transport/wire.h"
+#include "common/wire/dtype.h"
+#include "common/wire/limits.h"
 #include "parity/v1/parity.grpc.pb.h"
 
 #ifndef PARITY_VERSION

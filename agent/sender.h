@@ -18,7 +18,7 @@
 #include "agent/captured_call.h"
 #include "agent/connection.h"
 #include "agent/counters.h"
-#include "common/config.h"
+#include "common/config/config.h"
 #include "parity/v1/parity.pb.h"
 
 namespace grpc {

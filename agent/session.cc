@@ -14,10 +14,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "agent/sender.h"
-#include "common/log.h"
-#include "common/naming.h"
-#include "common/random_ops.h"
-#include "common/skip_list.h"
+#include "common/base/log.h"
+#include "common/naming/naming.h"
+#include "common/naming/random_ops.h"
+#include "common/naming/skip_list.h"
 
 namespace parity::agent {
 namespace {

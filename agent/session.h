@@ -24,7 +24,7 @@
 #include "agent/captured_call.h"
 #include "agent/counters.h"
 #include "agent/filters.h"
-#include "common/config.h"
+#include "common/config/config.h"
 #include "parity/agent.h"
 #include "parity/transport.h"
 

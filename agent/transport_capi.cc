@@ -16,8 +16,8 @@
 #include "agent/counter_fields.h"
 #include "agent/session.h"
 #include "agent/transport_internal.h"
-#include "common/config.h"
-#include "common/log.h"
+#include "common/base/log.h"
+#include "common/config/config.h"
 #include "nlohmann/json.hpp"
 
 #ifndef PARITY_VERSION

@@ -1,14 +1,14 @@
 // parity-server's command line. Every server configuration key has a flag named after the last
 // part of its path (--workers, --tls_path, --max_dims, ...), generated from the key table in
-// common/config.cc, so the flags, --help and the docs cannot drift apart. Precedence: built-in
-// defaults, then the --config file, then flags.
+// common/config/config.cc, so the flags, --help and the docs cannot drift apart. Precedence:
+// built-in defaults, then the --config file, then flags.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/config.h"
+#include "common/config/config.h"
 
 namespace parity::server {
 

@@ -8,10 +8,10 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/crash_report.h"
-#include "common/grpc_tuning.h"
-#include "common/log.h"
-#include "common/naming.h"
+#include "common/base/crash_report.h"
+#include "common/base/log.h"
+#include "common/naming/naming.h"
+#include "common/transport/grpc_tuning.h"
 #include "server/command_line.h"
 #include "server/metrics.h"
 #include "server/server.h"

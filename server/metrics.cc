@@ -27,7 +27,8 @@ constexpr const char* kPhases[] = {"forward", "backward", "unspecified"};
 // The agent's loss reasons (AgentStats: dropped_calls by reason, and lost_in_flight_calls);
 // anything else an agent reports counts as "other" (the label set stays closed whatever a
 // client sends).
-// The agents' reasons (common/drop_reasons.h), their calls lost in flight, and any other name.
+// The agents' reasons (common/naming/drop_reasons.h), their calls lost in flight, and any other
+// name.
 #define PARITY_DROP_NAME_(name, enumerator, why) #name,
 constexpr const char* kDropReasons[] = {PARITY_DROP_REASONS(PARITY_DROP_NAME_) "lost_in_flight",
                                         "other"};

@@ -14,7 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "common/drop_reasons.h"
+#include "common/naming/drop_reasons.h"
 #include "parity/v1/parity.pb.h"
 
 namespace prometheus {

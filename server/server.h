@@ -9,8 +9,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "common/api_names.h"
-#include "common/config.h"
+#include "common/config/config.h"
+#include "common/naming/api_names.h"
 #include "server/service/check_service.h"
 
 namespace prometheus {

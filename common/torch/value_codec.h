@@ -11,8 +11,8 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
-#include "common/limits.h"
 #include "common/torch/wire_encoder.h"
+#include "common/wire/limits.h"
 #include "parity/v1/parity.pb.h"
 
 namespace c10 {

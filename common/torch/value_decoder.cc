@@ -7,13 +7,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/crc32c.h"
-#include "common/dtype.h"
-#include "common/status_macros.h"
-#include "common/tensor_check.h"
+#include "common/base/status_macros.h"
 #include "common/torch/dtype_map.h"
 #include "common/torch/torch_pch.h"
 #include "common/torch/value_codec.h"
+#include "common/wire/crc32c.h"
+#include "common/wire/dtype.h"
+#include "common/wire/tensor_check.h"
 
 namespace parity::common {
 namespace {

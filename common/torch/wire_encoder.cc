@@ -5,10 +5,10 @@
 #include <cstring>
 #include <vector>
 
-#include "common/crc32c.h"
 #include "common/torch/tensor_stats.h"
 #include "common/torch/torch_pch.h"
 #include "common/torch/wire_enums.h"
+#include "common/wire/crc32c.h"
 #include "common/wire/fields.h"
 
 namespace parity::common {

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "common/dtype.h"
+#include "common/wire/dtype.h"
 
 namespace parity::server {
 namespace {

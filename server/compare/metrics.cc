@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/dtype.h"
-#include "common/log.h"
+#include "common/base/log.h"
+#include "common/wire/dtype.h"
 #include "server/compare/accumulate.h"
 #include "server/compare/float_types.h"
 #include "server/compare/parallel.h"

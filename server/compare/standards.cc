@@ -6,11 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/config.h"
-#include "common/config_reader.h"
-#include "common/dtype.h"
-#include "common/naming.h"
-#include "common/random_ops.h"
+#include "common/config/config.h"
+#include "common/config/config_reader.h"
+#include "common/naming/naming.h"
+#include "common/naming/random_ops.h"
+#include "common/wire/dtype.h"
 
 extern const char kParityDefaultStandardsJson[];  // generated from server/data/standards.json
 

@@ -12,11 +12,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/cpu_clock.h"
-#include "common/naming.h"
-#include "common/random_ops.h"
-#include "common/skip_list.h"
-#include "common/text.h"
+#include "common/base/cpu_clock.h"
+#include "common/base/text.h"
+#include "common/naming/naming.h"
+#include "common/naming/random_ops.h"
+#include "common/naming/skip_list.h"
 #include "common/torch/dtype_map.h"
 #include "common/torch/ivalue_walk.h"
 #include "common/torch/torch_pch.h"
@@ -100,7 +100,7 @@ void KeepValues(const CheckerOptions& o, const c10::OperatorHandle& op, DecodedC
   check->values = std::move(values);
 }
 
-// A random op (common/random_ops.h): replayed from its generator state, or judged by the
+// A random op (common/naming/random_ops.h): replayed from its generator state, or judged by the
 // properties of its draws.
 CallCheck CheckRandom(const v1::ApiCall& call, const c10::OperatorHandle& op, DecodedCall& decoded,
                       const CheckerOptions& o, const c10::Device& bench_device,

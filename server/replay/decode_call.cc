@@ -3,7 +3,7 @@
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
-#include "common/text.h"
+#include "common/base/text.h"
 #include "common/torch/torch_pch.h"
 #include "server/replay/call_checker.h"
 #include "server/replay/stages.h"

@@ -2,7 +2,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "common/cpu_clock.h"
+#include "common/base/cpu_clock.h"
 #include "common/torch/dtype_map.h"
 #include "common/torch/ivalue_walk.h"
 #include "common/torch/tensor_stats.h"

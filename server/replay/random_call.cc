@@ -4,8 +4,8 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "common/naming.h"
-#include "common/random_ops.h"
+#include "common/naming/naming.h"
+#include "common/naming/random_ops.h"
 #include "common/torch/dtype_map.h"
 #include "common/torch/generator_state.h"
 #include "common/torch/torch_pch.h"

@@ -14,7 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/log.h"
+#include "common/base/log.h"
 #include "common/torch/autocast.h"
 #include "common/torch/boxed_call.h"
 #include "common/torch/dtype_map.h"

@@ -5,8 +5,8 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
-#include "common/naming.h"
+#include "common/base/log.h"
+#include "common/naming/naming.h"
 #include "nlohmann/json.hpp"
 #include "server/metrics.h"
 #include "server/replay/error_files.h"

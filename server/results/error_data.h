@@ -20,7 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "common/log.h"
+#include "common/base/log.h"
 #include "parity/v1/parity.pb.h"
 #include "server/compare/standards.h"
 #include "server/replay/call_check.h"

@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/api_names.h"
-#include "common/dtype.h"
-#include "common/naming.h"
+#include "common/naming/api_names.h"
+#include "common/naming/naming.h"
+#include "common/wire/dtype.h"
 #include "nlohmann/json.hpp"
 
 namespace parity::server {
@@ -114,7 +114,7 @@ nlohmann::json JsonRecord(const CallOrigin& origin, const v1::ApiCall& call, con
     j["backward_index"] = call.backward_index();
   }
   if (!call.autograd_node().empty()) j["autograd_node"] = call.autograd_node();
-  // msprobe's names, for tooling that joins on them (common/api_names.h).
+  // msprobe's names, for tooling that joins on them (common/naming/api_names.h).
   if (std::string msprobe = common::MsprobeName(call); !msprobe.empty()) {
     j["msprobe_api"] = !call.api().empty() ? call.api()
                        : call.forward_op_name().empty()

@@ -16,9 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
-#include "common/api_names.h"
-#include "common/log.h"
-#include "common/status_macros.h"
+#include "common/base/log.h"
+#include "common/base/status_macros.h"
+#include "common/naming/api_names.h"
 
 namespace parity::server {
 namespace {

@@ -1,7 +1,7 @@
 #include "server/results/verdict_text.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/naming.h"
+#include "common/naming/naming.h"
 
 namespace parity::server {
 namespace {

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/limits.h"
+#include "common/wire/limits.h"
 
 namespace parity::server {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/limits.h"
+#include "common/wire/limits.h"
 #include "parity/v1/parity.pb.h"
 #include "server/service/byte_budget.h"
 #include "server/service/check_service.h"

@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
-#include "common/text.h"
+#include "common/base/log.h"
+#include "common/base/text.h"
 #include "server/service/stream_reactor.h"
 
 namespace parity::server {

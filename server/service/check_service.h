@@ -14,10 +14,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "common/limits.h"
-#include "common/tls.h"
 #include "common/torch/value_codec.h"
-#include "common/wire.h"
+#include "common/transport/tls.h"
+#include "common/transport/wire.h"
+#include "common/wire/limits.h"
 #include "parity/v1/parity.grpc.pb.h"
 #include "server/results/result_writer.h"
 #include "server/service/byte_budget.h"

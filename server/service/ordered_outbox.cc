@@ -3,7 +3,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/wire.h"
+#include "common/transport/wire.h"
 
 namespace parity::server {
 

@@ -4,11 +4,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/cpu_clock.h"
-#include "common/log.h"
-#include "common/status_macros.h"
-#include "common/text.h"
-#include "common/wire.h"
+#include "common/base/cpu_clock.h"
+#include "common/base/log.h"
+#include "common/base/status_macros.h"
+#include "common/base/text.h"
+#include "common/transport/wire.h"
 #include "server/metrics.h"
 #include "server/service/agent_messages.h"
 #include "server/service/blob_assembler.h"

@@ -5,7 +5,7 @@
 
 #include "agent/torch_values.h"
 #include "common/torch/torch_pch.h"
-#include "common/wire.h"
+#include "common/transport/wire.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/wire.h"
+#include "common/transport/wire.h"
 #include "gtest/gtest.h"
 #include "tests/agent/agent_testing.h"
 #include "tests/testing/op_cases.h"

@@ -519,7 +519,7 @@ TEST(SessionTest, ABlockWaitThatRunsOutShedsCallsUntilTheQueueDrains) {
   ::testing::internal::CaptureStderr();
   agent->Close();
   const std::string exit_lines = ::testing::internal::GetCapturedStderr();
-  // The exit line says what was not checked, and why (common/drop_reasons.h).
+  // The exit line says what was not checked, and why (common/naming/drop_reasons.h).
   EXPECT_THAT(exit_lines,
               ::testing::HasSubstr(absl::StrCat("not checked: ", shed,
                                                 " calls (queue_full): the server fell behind the "

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "common/tls.h"
+#include "common/transport/tls.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/server.h"

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/dtype.h"
+#include "common/wire/dtype.h"
 #include "server/compare/accumulate.h"
 #include "server/compare/float_types.h"
 #include "server/compare/metrics.h"

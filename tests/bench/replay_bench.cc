@@ -23,9 +23,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/crash_report.h"
-#include "common/grpc_tuning.h"
+#include "common/base/crash_report.h"
 #include "common/torch/torch_pch.h"
+#include "common/transport/grpc_tuning.h"
 #include "server/compare/standards.h"
 #include "server/replay/call_checker.h"
 #include "tests/testing/op_cases.h"

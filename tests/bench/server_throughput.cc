@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
-#include "common/crash_report.h"
+#include "common/base/crash_report.h"
 #include "common/torch/torch_pch.h"
 #include "server/server.h"
 #include "tests/testing/op_cases.h"

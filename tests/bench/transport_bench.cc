@@ -43,11 +43,11 @@
 #include <optional>
 
 #include "agent/check_stream.h"
-#include "common/grpc_tuning.h"
-#include "common/log.h"
-#include "common/tls.h"
+#include "common/base/log.h"
 #include "common/torch/torch_pch.h"
-#include "common/wire.h"
+#include "common/transport/grpc_tuning.h"
+#include "common/transport/tls.h"
+#include "common/transport/wire.h"
 #include "server/server.h"
 #include "tests/testing/generic_stream.h"
 #include "tests/testing/op_cases.h"

@@ -6,8 +6,8 @@
 #include <limits>
 #include <map>
 
-#include "common/crc32c.h"
 #include "common/torch/torch_pch.h"
+#include "common/wire/crc32c.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/codec/ivalue_testing.h"

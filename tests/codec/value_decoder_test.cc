@@ -2,9 +2,9 @@
 // allocation beyond the caps.
 #include <random>
 
-#include "common/crc32c.h"
 #include "common/torch/torch_pch.h"
 #include "common/torch/value_codec.h"
+#include "common/wire/crc32c.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -11,8 +11,8 @@
 #include <map>
 #include <string>
 
-#include "common/crc32c.h"
 #include "common/torch/torch_pch.h"
+#include "common/wire/crc32c.h"
 #include "common/wire/proto_writer.h"
 #include "gtest/gtest.h"
 #include "parity/v1/parity.pb.h"

@@ -1,6 +1,6 @@
-// Every name form a filter accepts (common/api_names.h), what it selects, msprobe's name of a
-// call, and the warning for a name that selects nothing.
-#include "common/api_names.h"
+// Every name form a filter accepts (common/naming/api_names.h), what it selects, msprobe's name of
+// a call, and the warning for a name that selects nothing.
+#include "common/naming/api_names.h"
 
 #include "absl/strings/str_split.h"
 

@@ -1,4 +1,4 @@
-#include "common/config.h"
+#include "common/config/config.h"
 
 #include <fstream>
 
@@ -135,8 +135,8 @@ TEST(AgentConfigTest, SeedIsInMsprobesRange) {
   EXPECT_THAT(parsed.status().message(), HasSubstr("seed: must be between 0 and 4294967295"));
 }
 
-// Names in the lists that select calls take every form common/api_names.h accepts; a malformed
-// one is an error naming its key.
+// Names in the lists that select calls take every form common/naming/api_names.h accepts; a
+// malformed one is an error naming its key.
 TEST(AgentConfigTest, MalformedNamesInFiltersNameTheirKey) {
   auto parsed = ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,
       "host": "h", "port": 1, "tls_path": "c", "scope": ["Functional.linear.0.forward", ""]},

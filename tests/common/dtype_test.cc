@@ -1,6 +1,6 @@
-#include "common/dtype.h"
+#include "common/wire/dtype.h"
 
-#include "common/crc32c.h"
+#include "common/wire/crc32c.h"
 #include "gtest/gtest.h"
 
 namespace parity::common {

@@ -1,5 +1,5 @@
-// One naming scheme for every display name (common/naming.h, docs/results.md).
-#include "common/naming.h"
+// One naming scheme for every display name (common/naming/naming.h, docs/results.md).
+#include "common/naming/naming.h"
 
 #include <regex>
 

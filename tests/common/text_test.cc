@@ -1,8 +1,8 @@
 // Client-supplied text in logs: control characters escaped, lengths capped, and no message can
 // start a line that looks like a log record of its own.
-#include "common/text.h"
+#include "common/base/text.h"
 
-#include "common/log.h"
+#include "common/base/log.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

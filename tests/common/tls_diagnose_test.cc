@@ -15,7 +15,7 @@
 #include <functional>
 #include <thread>
 
-#include "common/tls.h"
+#include "common/transport/tls.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_certs.h"

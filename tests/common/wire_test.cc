@@ -1,6 +1,6 @@
 // The Check stream's byte layer: the method name, serialization that sends tensors from the
 // message's memory (and keeps the message alive for as long as gRPC holds them), parsing.
-#include "common/wire.h"
+#include "common/transport/wire.h"
 
 #include <string>
 #include <vector>

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "common/random_ops.h"
+#include "common/naming/random_ops.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -354,8 +354,8 @@ TEST(StandardsTableTest, UncomparedOutputsAreNamedWithAReasonAndMalformedEntries
   }
 }
 
-// The table lists every random op (common/random_ops.cc) under random_property and nothing else
-// there; a file that puts a random op under another standard, or another op under
+// The table lists every random op (common/naming/random_ops.cc) under random_property and nothing
+// else there; a file that puts a random op under another standard, or another op under
 // random_property, is refused naming it.
 TEST(StandardsTableTest, RandomOpsAreListedUnderRandomPropertyOnly) {
   const StandardsTable& shipped = StandardsTable::Default();

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/wire.h"
+#include "common/transport/wire.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "parity/v1/parity.pb.h"

@@ -11,11 +11,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/api_names.h"
-#include "common/tls.h"
+#include "common/naming/api_names.h"
 #include "common/torch/generator_read.h"
 #include "common/torch/torch_pch.h"
 #include "common/torch/value_codec.h"
+#include "common/transport/tls.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/compare/judge.h"

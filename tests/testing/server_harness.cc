@@ -9,9 +9,9 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_tuning.h"
-#include "common/tls.h"
-#include "common/wire.h"
+#include "common/transport/grpc_tuning.h"
+#include "common/transport/tls.h"
+#include "common/transport/wire.h"
 
 namespace parity::testing {
 

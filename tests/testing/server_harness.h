@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/wire.h"
+#include "common/transport/wire.h"
 #include "parity/v1/parity.grpc.pb.h"
 #include "server/server.h"
 

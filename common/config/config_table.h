@@ -2,8 +2,8 @@
 // documentation line and command-line flag, bound to its member of the config struct. The table
 // drives reading a config.json, the effective-configuration lines (and their digest), the
 // server's flags and --help, the key list the Python front-end routes keyword overrides with, and
-// the test that docs/configuration.md lists exactly these keys. Internal to common/config.cc and
-// its tests; not thread-safe to build, immutable after.
+// the test that docs/configuration.md lists exactly these keys. Internal to common/config/config.cc
+// and its tests; not thread-safe to build, immutable after.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/config_reader.h"
+#include "common/config/config_reader.h"
 
 namespace parity::common {
 

@@ -1,4 +1,4 @@
-#include "common/api_names.h"
+#include "common/naming/api_names.h"
 
 #include <algorithm>
 #include <map>
@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "common/naming.h"
+#include "common/naming/naming.h"
 
 namespace parity::common {
 namespace {

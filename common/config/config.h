@@ -9,7 +9,7 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
-#include "common/limits.h"
+#include "common/wire/limits.h"
 
 namespace parity::common {
 
@@ -25,7 +25,7 @@ enum class QueuePolicy {
 // Where msprobe's API names come from (parity.api_names).
 enum class ApiNames {
   kCallSite,  // the Python API the training called (python/parity/_call_site.py); the default
-  kOperator,  // the operator (common/api_names.h): no per-call work in Python
+  kOperator,  // the operator (common/naming/api_names.h): no per-call work in Python
 };
 
 // Over which period the per-signature sampling budget is counted.

@@ -1,4 +1,4 @@
-#include "common/config.h"
+#include "common/config/config.h"
 
 #include <cerrno>
 #include <cstring>
@@ -13,10 +13,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/api_names.h"
-#include "common/config_keys.h"
-#include "common/config_reader.h"
-#include "common/config_table.h"
+#include "common/config/config_keys.h"
+#include "common/config/config_reader.h"
+#include "common/config/config_table.h"
+#include "common/naming/api_names.h"
 
 namespace parity::common {
 namespace {
@@ -101,8 +101,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 
 namespace {
 
-// Every name of a list that selects calls must parse (common/api_names.h); `substrings`: msprobe's
-// `list`, whose entries may also be plain substrings.
+// Every name of a list that selects calls must parse (common/naming/api_names.h); `substrings`:
+// msprobe's `list`, whose entries may also be plain substrings.
 void CheckNames(absl::string_view key, const std::vector<std::string>& names, bool substrings,
                 std::vector<std::string>& errors) {
   absl::StatusOr<NameList> list = NameList::Parse(names, substrings);

@@ -1,4 +1,4 @@
-#include "common/wire.h"
+#include "common/transport/wire.h"
 
 #include <grpcpp/support/proto_buffer_reader.h>
 #include <grpcpp/support/sync_stream.h>

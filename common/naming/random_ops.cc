@@ -1,8 +1,8 @@
-#include "common/random_ops.h"
+#include "common/naming/random_ops.h"
 
 #include <map>
 
-#include "common/naming.h"
+#include "common/naming/naming.h"
 
 namespace parity::common {
 namespace {

@@ -1,10 +1,10 @@
-#include "common/skip_list.h"
+#include "common/naming/skip_list.h"
 
 #include <map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/naming.h"
+#include "common/naming/naming.h"
 
 namespace parity::common {
 namespace {

@@ -1,4 +1,4 @@
-#include "common/naming.h"
+#include "common/naming/naming.h"
 
 #include "absl/strings/str_cat.h"
 

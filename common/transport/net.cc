@@ -1,4 +1,4 @@
-#include "common/net.h"
+#include "common/transport/net.h"
 
 #include <fcntl.h>
 #include <netdb.h>

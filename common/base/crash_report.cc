@@ -1,4 +1,4 @@
-#include "common/crash_report.h"
+#include "common/base/crash_report.h"
 
 #include "absl/debugging/failure_signal_handler.h"
 #include "absl/debugging/symbolize.h"

@@ -1,4 +1,4 @@
-#include "common/dtype.h"
+#include "common/wire/dtype.h"
 
 #include <array>
 

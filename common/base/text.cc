@@ -1,4 +1,4 @@
-#include "common/text.h"
+#include "common/base/text.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -1,4 +1,4 @@
-#include "common/crc32c.h"
+#include "common/wire/crc32c.h"
 
 #include <array>
 #include <cstring>

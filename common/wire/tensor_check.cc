@@ -1,10 +1,10 @@
-#include "common/tensor_check.h"
+#include "common/wire/tensor_check.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/crc32c.h"
-#include "common/dtype.h"
+#include "common/wire/crc32c.h"
+#include "common/wire/dtype.h"
 
 namespace parity::common {
 

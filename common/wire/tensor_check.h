@@ -6,7 +6,7 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
-#include "common/limits.h"
+#include "common/wire/limits.h"
 #include "parity/v1/parity.pb.h"
 
 namespace parity::common {

@@ -1,6 +1,6 @@
 // Operators whose results mean nothing (uninitialised memory), shared by the agent (which sends
 // them as SKIP without data) and the server (which never replays them). Random operators are
-// checked: common/random_ops.h.
+// checked: common/naming/random_ops.h.
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
 // Typed, path-aware reading of a JSON object, collecting every error and warning. Internal to
-// common/config.cc and its tests.
+// common/config/config.cc and its tests.
 #pragma once
 
 #include <cstdint>

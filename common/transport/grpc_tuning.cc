@@ -1,4 +1,4 @@
-#include "common/grpc_tuning.h"
+#include "common/transport/grpc_tuning.h"
 
 #include <grpc/grpc.h>
 #include <malloc.h>

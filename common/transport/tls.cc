@@ -1,4 +1,4 @@
-#include "common/tls.h"
+#include "common/transport/tls.h"
 
 #include <openssl/bio.h>
 #include <openssl/bn.h>
@@ -24,10 +24,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/config.h"
-#include "common/log.h"
-#include "common/net.h"
-#include "common/status_macros.h"
+#include "common/base/log.h"
+#include "common/base/status_macros.h"
+#include "common/config/config.h"
+#include "common/transport/net.h"
 
 namespace parity::common {
 namespace {

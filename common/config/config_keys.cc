@@ -1,4 +1,4 @@
-#include "common/config_keys.h"
+#include "common/config/config_keys.h"
 
 #include <cstdint>
 #include <string>

@@ -1,10 +1,10 @@
-#include "common/config_reader.h"
+#include "common/config/config_reader.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "common/config.h"
+#include "common/config/config.h"
 
 namespace parity::common {
 

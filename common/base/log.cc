@@ -1,4 +1,4 @@
-#include "common/log.h"
+#include "common/base/log.h"
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
-#include "common/text.h"
+#include "common/base/text.h"
 
 namespace parity::common {
 namespace {
