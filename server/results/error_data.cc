@@ -8,7 +8,7 @@
 #include "common/base/log.h"
 #include "common/naming/naming.h"
 #include "nlohmann/json.hpp"
-#include "server/metrics.h"
+#include "server/metrics/metrics.h"
 #include "server/replay/error_files.h"
 
 namespace parity::server {

@@ -9,7 +9,7 @@
 #include "common/base/status_macros.h"
 #include "common/base/text.h"
 #include "common/transport/wire.h"
-#include "server/metrics.h"
+#include "server/metrics/metrics.h"
 #include "server/service/agent_messages.h"
 #include "server/service/blob_assembler.h"
 

@@ -29,7 +29,7 @@
 #include "common/config/config.h"
 #include "common/transport/wire.h"
 #include "gtest/gtest.h"
-#include "server/server.h"
+#include "server/app/server.h"
 #include "tests/testing/generic_stream.h"
 #include "tests/testing/server_harness.h"
 #include "tests/testing/test_certs.h"

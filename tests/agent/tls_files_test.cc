@@ -8,7 +8,7 @@
 #include "common/transport/tls.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/server.h"
+#include "server/app/server.h"
 #include "tests/agent/agent_testing.h"
 #include "tests/testing/server_harness.h"
 #include "tests/testing/test_certs.h"

@@ -48,7 +48,7 @@
 #include "common/transport/grpc_tuning.h"
 #include "common/transport/tls.h"
 #include "common/transport/wire.h"
-#include "server/server.h"
+#include "server/app/server.h"
 #include "tests/testing/generic_stream.h"
 #include "tests/testing/op_cases.h"
 #include "tests/testing/server_harness.h"

@@ -1,7 +1,7 @@
 // parity-server's command line, generated from the configuration key table: every key has a
 // flag, flags override the file, bad flags are named; and docs/configuration.md lists exactly the
 // keys both tables hold.
-#include "server/command_line.h"
+#include "server/app/command_line.h"
 
 #include <fstream>
 #include <regex>

@@ -1,6 +1,6 @@
 // The /metrics endpoint over real loopback sockets: what Prometheus reads, what other clients
 // get, and that a stuck client neither blocks shutdown nor hides a busy port.
-#include "server/metrics_endpoint.h"
+#include "server/metrics/metrics_endpoint.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,5 +1,5 @@
 // Server metrics as Prometheus text: names, labels, pre-created series, bounded op labels.
-#include "server/metrics.h"
+#include "server/metrics/metrics.h"
 
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>

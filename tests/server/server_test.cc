@@ -1,7 +1,7 @@
 // The server over real gRPC on loopback: mutual TLS, real calls of 30+ ops, result files,
 // metrics, protocol errors and malformed calls on one stream while others keep being served,
 // chunked tensors, and back-pressure when the work queue is full.
-#include "server/server.h"
+#include "server/app/server.h"
 
 #include <condition_variable>
 #include <filesystem>

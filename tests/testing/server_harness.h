@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "common/transport/wire.h"
 #include "parity/v1/parity.grpc.pb.h"
-#include "server/server.h"
+#include "server/app/server.h"
 
 namespace parity::testing {
 

@@ -1,4 +1,4 @@
-#include "server/server.h"
+#include "server/app/server.h"
 
 #include <grpcpp/grpcpp.h>
 #include <prometheus/registry.h>
@@ -22,8 +22,8 @@
 #include "common/transport/tls.h"
 #include "server/compare/accumulate.h"
 #include "server/compare/standards.h"
-#include "server/metrics.h"
-#include "server/metrics_endpoint.h"
+#include "server/metrics/metrics.h"
+#include "server/metrics/metrics_endpoint.h"
 #include "server/replay/call_checker.h"
 #include "server/replay/operator_libraries.h"
 #include "server/replay/replay_errors.h"

@@ -1,4 +1,4 @@
-#include "server/command_line.h"
+#include "server/app/command_line.h"
 
 #include <map>
 

@@ -1,4 +1,4 @@
-#include "server/metrics_endpoint.h"
+#include "server/metrics/metrics_endpoint.h"
 
 #include <fcntl.h>
 #include <netdb.h>

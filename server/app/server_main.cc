@@ -1,5 +1,5 @@
 // parity-server: a command line and/or a msprobe-style config.json in, a running server out.
-// The flags come from the configuration key table (server/command_line.h).
+// The flags come from the configuration key table (server/app/command_line.h).
 #include <unistd.h>
 
 #include <csignal>
@@ -12,9 +12,9 @@
 #include "common/base/log.h"
 #include "common/naming/naming.h"
 #include "common/transport/grpc_tuning.h"
-#include "server/command_line.h"
-#include "server/metrics.h"
-#include "server/server.h"
+#include "server/app/command_line.h"
+#include "server/app/server.h"
+#include "server/metrics/metrics.h"
 
 #ifndef PARITY_VERSION
 #define PARITY_VERSION "unknown"
