@@ -32,9 +32,13 @@
 # Logs go to a work folder; $OUT (default /tmp/parity-gpu-out) gets logs.tgz (refreshed after each
 # phase, so a run cut short still returns what it did) and the headers when asked for.
 # Fitting a lease (an H100, 16 cores, 2026-11-26): a fresh host starts in ~35 s; build 57-84 s,
-# gpu 3 s, test 100 s, bench 8 s, demo 13 s, snapshot 129 s; e2e needs more than 150 s (agent_e2e
-# 103 s and npu_fused_suite 137 s at 12 jobs, the four fault suites longer): give it a call of
-# its own on the warm host, e.g. PARITY_GPU_PHASE_TIMEOUT=420 scripts/gpu-check.sh e2e.
+# gpu 3 s, test 100 s, bench 8 s, demo 13 s, snapshot 129 s, throughput ~110 s (1 s cells); e2e
+# needs more than 150 s (agent_e2e 103 s and npu_fused_suite 137 s at 12 jobs, the four fault
+# suites longer). 15 minutes of device time fit two calls, the second sent as soon as the first
+# returns (the host stays warm 30 s and keeps build-gpu):
+#   1. PARITY_GPU_PHASE_TIMEOUT=150 scripts/gpu-check.sh env build gpu bench demo snapshot
+#   2. PARITY_GPU_PHASE_TIMEOUT=380 scripts/gpu-check.sh e2e test
+# (throughput when there is time left: it was measured on an H200 the same day).
 # PARITY_GPU_TARGETS builds only those targets; PARITY_GPU_METRICS_PORT=-1 runs the demo's server
 # without metrics; PARITY_GPU_PHASE_TIMEOUT caps each long step (seconds, default 300).
 set -uo pipefail
