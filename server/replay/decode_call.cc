@@ -155,12 +155,14 @@ absl::StatusOr<DecodedCall> DecodeCall(const v1::ApiCall& call, const c10::Funct
   }
   decoder.set_pinned(false);  // the device's outputs are compared on the host
   d.outputs.resize(call.outputs_size());
-  d.output_skip.resize(call.outputs_size());
+  d.output_form.resize(call.outputs_size());
   for (int i = 0; i < call.outputs_size(); ++i) {
-    absl::Status s =
-        decoder.Decode(call.outputs(i), absl::StrCat("outputs[", i, "]"), &d.outputs[i]);
-    if (s.code() == absl::StatusCode::kFailedPrecondition) {
-      d.output_skip[i] = std::string(s.message());  // statistics only: judged by them
+    const v1::Value& wire = call.outputs(i);
+    absl::Status s = decoder.Decode(wire, absl::StrCat("outputs[", i, "]"), &d.outputs[i]);
+    if (s.code() == absl::StatusCode::kFailedPrecondition) {  // statistics only somewhere in it
+      const bool stats_only = wire.has_tensor() && wire.tensor().form() == v1::DATA_FORM_STATS_ONLY;
+      d.output_form[i] = {stats_only ? OutputForm::Kind::kStatsOnly : OutputForm::Kind::kUndecoded,
+                          std::string(s.message())};
     } else if (!s.ok()) {
       return s;
     }

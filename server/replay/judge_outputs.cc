@@ -118,13 +118,17 @@ OutputCheck JudgeValue(const c10::IValue& device, const c10::IValue& reference) 
   return out;
 }
 
-OutputCheck JudgeOne(const v1::Value& wire, const std::string& skip, const c10::IValue& device,
+OutputCheck JudgeOne(const v1::Value& wire, const OutputForm& form, const c10::IValue& device,
                      const c10::IValue* bench, const c10::IValue* golden, Standard standard,
                      const StandardsTable& table, double* to_host) {
-  if (!skip.empty() && wire.has_tensor() && wire.tensor().form() == v1::DATA_FORM_STATS_ONLY) {
-    return JudgeStatsOnly(wire.tensor(), bench, golden, table);
+  switch (form.kind) {
+    case OutputForm::Kind::kStatsOnly:
+      return JudgeStatsOnly(wire.tensor(), bench, golden, table);
+    case OutputForm::Kind::kUndecoded:
+      return Skipped(form.why);
+    case OutputForm::Kind::kDecoded:
+      break;
   }
-  if (!skip.empty()) return Skipped(skip);
   if (device.isTensor()) {
     if (!device.toTensor().defined()) return Skipped("undefined device tensor");
     return JudgeTensor(device.toTensor(), bench, golden, standard, table, to_host);
@@ -178,7 +182,7 @@ void JudgeOutputs(const v1::ApiCall& call, const DecodedCall& decoded, const Rep
     const std::string* uncompared = table.UncomparedReason(call.op_name(), static_cast<int>(i));
     OutputCheck out = uncompared != nullptr
                           ? Skipped(absl::StrCat("not compared: ", *uncompared))
-                          : JudgeOne(call.outputs(k), decoded.output_skip[k], device[i],
+                          : JudgeOne(call.outputs(k), decoded.output_form[k], device[i],
                                      bench_out.empty() ? nullptr : &bench_out[i],
                                      golden_out.empty() ? nullptr : &golden_out[i], standard, table,
                                      &check->cpu.to_host);

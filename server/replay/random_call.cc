@@ -324,7 +324,7 @@ void JudgeRandomProperties(const v1::ApiCall& call, const c10::FunctionSchema& s
   std::string failure;
   const bool decodable = !device.empty() && device[0].isTensor() &&
                          device[0].toTensor().defined() &&
-                         (decoded.output_skip.empty() || decoded.output_skip[0].empty());
+                         (decoded.output_form.empty() || decoded.output_form[0].decoded());
   if (decodable) {
     try {
       judged = Judge(family, common::BareOpName(call.op_name()), Args(schema, decoded.inputs),

@@ -33,10 +33,20 @@ absl::Status CheckCallStrings(const v1::ApiCall& call);
 absl::StatusOr<c10::OperatorHandle> ResolveOp(absl::string_view name, absl::string_view overload);
 
 // 3. Decode: the call's values, every size validated before allocating.
+// How one device output arrived: decoded (its value in DecodedCall::outputs), a tensor sent as
+// statistics only (judged by the TensorStats the call carries), or a value holding such a tensor
+// that cannot be decoded here (a list, say). `why`: the decoder's words, for the last two.
+struct OutputForm {
+  enum class Kind { kDecoded, kStatsOnly, kUndecoded };
+  Kind kind = Kind::kDecoded;
+  std::string why;
+  bool decoded() const { return kind == Kind::kDecoded; }
+};
+
 struct DecodedCall {
-  Stack inputs;                          // the schema's full argument stack: defaults filled in
-  Stack outputs;                         // the device's outputs; None where output_skip says why
-  std::vector<std::string> output_skip;  // per output of the call: why not decoded, "" if it was
+  Stack inputs;                         // the schema's full argument stack: defaults filled in
+  Stack outputs;                        // the device's outputs; None where not decoded
+  std::vector<OutputForm> output_form;  // per output of the call
 };
 // INVALID_ARGUMENT or RESOURCE_EXHAUSTED: the call is rejected; FAILED_PRECONDITION: an input was
 // sent as statistics only, so the call cannot be replayed (SKIP). `pinned_inputs`: the inputs
@@ -49,9 +59,8 @@ absl::StatusOr<DecodedCall> DecodeCall(const v1::ApiCall& call, const c10::Funct
 absl::Status NormalizeArguments(const c10::FunctionSchema& schema, Stack& inputs);
 
 // 4. Replay: the results of the op on copies of the inputs (an op that returns nothing: the
-// arguments it writes), or why it could not run.
-// One replay: it ran (its results), it failed (why; for want of memory or not), or it was not
-// run (the golden when the checker has it off, or when the bench alone decides the call).
+// arguments it writes): it ran (its results), it failed (why; for want of memory or not), or it
+// was not run (the golden when the checker has it off, or when the bench alone decides the call).
 struct Replay {
   enum class Outcome { kRan, kFailed, kDisabled, kNotNeeded };
   Stack results;
