@@ -291,16 +291,12 @@ std::string ParityServer::Describe() const {
 v1::Verdict ParityServer::Process(const CallOrigin& origin, const v1::ApiCall& call,
                                   const BlobStore& blobs) {
   static common::RateLimiter write_errors(std::chrono::seconds(10));
-  v1::Verdict v;
   try {
     const bool white = !white_list_.empty() && !white_list_.Matches(call);
     if (white || black_list_.Matches(call)) {
-      v.set_sequence(call.sequence());
-      v.set_api_name(common::ApiName(call));
-      v.set_phase(call.phase());
-      v.set_step(call.step());
-      v.set_status(v1::VERDICT_STATUS_SKIP);
-      v.set_message(white ? "not in the server's white_list" : "in the server's black_list");
+      v1::Verdict v =
+          DecidedVerdict(call, v1::VERDICT_STATUS_SKIP,
+                         white ? "not in the server's white_list" : "in the server's black_list");
       metrics_->CallChecked(call.phase(), v.status(), call.op_name(), 0, 0);
       metrics_->RankChecked(origin.rank, v.status());
       return v;
@@ -342,16 +338,12 @@ v1::Verdict ParityServer::Process(const CallOrigin& origin, const v1::ApiCall& c
     // allocation failure comparing or writing, say). The call is not checked: SKIP, never a
     // verdict on the call itself, with RESOURCE_EXHAUSTED when memory ran out, else INTERNAL.
     const bool memory = IsOutOfMemory(e);
-    v.set_sequence(call.sequence());
-    v.set_api_name(common::ApiName(call));
-    v.set_phase(call.phase());
-    v.set_step(call.step());
-    v.set_status(v1::VERDICT_STATUS_SKIP);
-    v.set_error_code(static_cast<int>(memory ? absl::StatusCode::kResourceExhausted
-                                             : absl::StatusCode::kInternal));
-    v.set_message(absl::StrCat(memory ? "not checked: the server ran out of memory: "
-                                      : "not checked: internal error while checking: ",
-                               ErrorText(e)));
+    v1::Verdict v =
+        DecidedVerdict(call, v1::VERDICT_STATUS_SKIP,
+                       absl::StrCat(memory ? "not checked: the server ran out of memory: "
+                                           : "not checked: internal error while checking: ",
+                                    ErrorText(e)),
+                       memory ? absl::StatusCode::kResourceExhausted : absl::StatusCode::kInternal);
     metrics_->CallChecked(call.phase(), v.status(), call.op_name(), 0, 0);
     metrics_->RankChecked(origin.rank, v.status());
     return v;

@@ -10,11 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/crash_report.h"
 #include "common/base/log.h"
-#include "common/naming/naming.h"
 #include "common/transport/grpc_tuning.h"
 #include "server/app/command_line.h"
 #include "server/app/server.h"
 #include "server/metrics/metrics.h"
+#include "server/results/verdict_text.h"
 
 #ifndef PARITY_VERSION
 #define PARITY_VERSION "unknown"
@@ -52,14 +52,8 @@ void WritePortFile(const std::string& path, int port, int metrics_port) {
 parity::server::CallHandler SkipEverything() {
   return [](const parity::server::CallOrigin&, const parity::v1::ApiCall& call,
             const parity::server::BlobStore&) {
-    parity::v1::Verdict v;
-    v.set_sequence(call.sequence());
-    v.set_api_name(parity::common::ApiName(call));
-    v.set_phase(call.phase());
-    v.set_step(call.step());
-    v.set_status(parity::v1::VERDICT_STATUS_SKIP);
-    v.set_message("not replayed: parity-server --replay=false");
-    return v;
+    return parity::server::DecidedVerdict(call, parity::v1::VERDICT_STATUS_SKIP,
+                                          "not replayed: parity-server --replay=false");
   };
 }
 

@@ -1,7 +1,11 @@
 // The typed result of a check, as text: the Verdict streamed back to the agent. Names of
-// standards and metrics are made here and in the result files, nowhere else.
+// standards and metrics are made here and in the result files (and, for messages only, in the
+// places docs/design.md lists).
 #pragma once
 
+#include <string>
+
+#include "absl/status/status.h"
 #include "parity/v1/parity.pb.h"
 #include "server/replay/call_check.h"
 
@@ -12,6 +16,12 @@ namespace parity::server {
 // metrics by their names, bench-vs-golden ones as "bench_{name}", three-way ratios as
 // "ratio_{name}", the statistics standard's as "stats_*").
 v1::Verdict ToVerdict(const v1::ApiCall& call, const CallCheck& check);
+
+// A verdict given without a check (a server list's SKIP, --replay=false, a failure inside the
+// server): the call's sequence, api name, phase, step and module path, `status`, `message` and
+// `code`; no outputs. ToVerdict starts from it too.
+v1::Verdict DecidedVerdict(const v1::ApiCall& call, v1::VerdictStatus status, std::string message,
+                           absl::StatusCode code = absl::StatusCode::kOk);
 
 // One output's part of it.
 void FillOutputVerdict(const OutputCheck& out, v1::OutputVerdict* verdict);

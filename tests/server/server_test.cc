@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/naming/api_names.h"
+#include "common/naming/naming.h"
 #include "common/torch/generator_read.h"
 #include "common/torch/torch_pch.h"
 #include "common/torch/value_codec.h"
@@ -182,6 +183,49 @@ TEST_F(ServerTest, ChecksRealCallsOverMutualTlsAndPublishesFilesAndMetrics) {
   EXPECT_THAT(gelu, HasSubstr("\"module_path\":\"model.mlp.act\""));
   EXPECT_THAT(gelu, HasSubstr("\"rank\":3"));
   EXPECT_THAT(gelu, HasSubstr("\"status\":\"error\""));
+}
+
+// run_ut.white_list and black_list on the server: a call outside the white list, or in the
+// black list, is answered SKIP with the reason and its identity (module path too), unchecked.
+TEST_F(ServerTest, TheServersWhiteAndBlackListsSkipCallsWithTheirReason) {
+  output_dir_ = testing::MakeTempDir("parity_out_");
+  common::ServerConfig config = testing::TestServerConfig(output_dir_, TestPki().server_dir);
+  config.white_list = {"gelu", "relu"};
+  config.black_list = {"relu"};
+  StartServer(config);
+  TestStream stream(Channel(TestPki().client_dir));
+  ASSERT_TRUE(stream.Hello(0)) << stream.status().error_message();
+  const at::Tensor x = R({4, 8}, 1);
+  std::vector<v1::ApiCall> calls = {
+      testing::BuildCall("aten::gelu", "", {x, std::string("none")}, v1::PHASE_FORWARD, nullptr, 1),
+      testing::BuildCall("aten::relu", "", {x}, v1::PHASE_FORWARD, nullptr, 2),
+      testing::BuildCall("aten::sigmoid", "", {x}, v1::PHASE_FORWARD, nullptr, 3)};
+  for (v1::ApiCall& c : calls) {
+    c.set_module_path("model.block");
+    c.set_step(5);
+    ASSERT_TRUE(stream.SendCall(c));
+  }
+  std::vector<v1::Verdict> verdicts;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    v1::ServerMessage m;
+    ASSERT_TRUE(stream.Read(&m));
+    ASSERT_TRUE(m.has_verdict());
+    verdicts.push_back(m.verdict());
+  }
+  EXPECT_TRUE(stream.Close().ok()) << stream.status().error_message();
+  EXPECT_EQ(StatusText(verdicts[0].status()), "pass") << verdicts[0].ShortDebugString();
+  EXPECT_GT(verdicts[0].outputs_size(), 0);
+  for (const auto& [i, why] : {std::pair{1, "in the server's black_list"},
+                               std::pair{2, "not in the server's white_list"}}) {
+    const v1::Verdict& v = verdicts[static_cast<std::size_t>(i)];
+    EXPECT_EQ(v.status(), v1::VERDICT_STATUS_SKIP) << v.ShortDebugString();
+    EXPECT_EQ(v.message(), why);
+    EXPECT_EQ(v.sequence(), calls[static_cast<std::size_t>(i)].sequence());
+    EXPECT_EQ(v.api_name(), common::ApiName(calls[static_cast<std::size_t>(i)]));
+    EXPECT_EQ(v.step(), 5);
+    EXPECT_EQ(v.module_path(), "model.block");
+    EXPECT_EQ(v.outputs_size(), 0) << "not checked";
+  }
 }
 
 TEST_F(ServerTest, MutualTlsRefusesClientsWithoutAValidCertificate) {
