@@ -48,11 +48,15 @@ OutputCheck JudgeTensor(const at::Tensor& device, const c10::IValue* bench,
                         double* to_host) {
   const c10::IValue d(device);
   std::optional<HostCopy> dh = ToHost(&d), bh, gh;
-  {
-    const common::ScopedCpuTimer timer(to_host);
-    bh = ToHost(bench);
-    gh = ToHost(golden);
-  }
+  auto on_gpu = [](const c10::IValue* v) {
+    return v != nullptr && v->isTensor() && v->toTensor().defined() &&
+           !v->toTensor().device().is_cpu();
+  };
+  std::optional<common::ScopedCpuTimer> timer;  // only where there is a copy to time
+  if (on_gpu(bench) || on_gpu(golden)) timer.emplace(to_host);
+  bh = ToHost(bench);
+  gh = ToHost(golden);
+  timer.reset();
   if (!dh || (!bh && !gh)) return Skipped("Bench output is None, skip this test.");
   OutputCheck out;
   out.judgement =

@@ -22,9 +22,6 @@
 #include "common/torch/torch_pch.h"
 #include "server/replay/stages.h"
 
-#include <new>
-#include <system_error>
-
 namespace parity::server {
 namespace {
 
