@@ -190,8 +190,9 @@ int Run(const Args& a) {
         ++unreadable;
         continue;
       }
-      const parity::server::CallCheck check = (*checker)->Check(*call);
-      const v1::Verdict verdict = parity::server::ToVerdict(*call, check);
+      const parity::server::ServerCall server_call(*call);
+      const parity::server::CallCheck check = (*checker)->Check(server_call);
+      const v1::Verdict verdict = parity::server::ToVerdict(server_call, check);
       const std::string now(parity::server::StatusText(verdict.status()));
       const std::string saved = line.value("status", "");
       const bool same = now == saved;

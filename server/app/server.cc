@@ -288,16 +288,17 @@ std::string ParityServer::Describe() const {
                       "\nworkers = ", workers_);
 }
 
-v1::Verdict ParityServer::Process(const CallOrigin& origin, const v1::ApiCall& call,
+v1::Verdict ParityServer::Process(const CallOrigin& origin, const v1::ApiCall& wire,
                                   const BlobStore& blobs) {
   static common::RateLimiter write_errors(std::chrono::seconds(10));
+  const ServerCall call(wire);  // names and operator traits, made once for every stage below
   try {
-    const bool white = !white_list_.empty() && !white_list_.Matches(call);
-    if (white || black_list_.Matches(call)) {
+    const bool white = !white_list_.empty() && !white_list_.Matches(wire);
+    if (white || black_list_.Matches(wire)) {
       v1::Verdict v =
           DecidedVerdict(call, v1::VERDICT_STATUS_SKIP,
                          white ? "not in the server's white_list" : "in the server's black_list");
-      metrics_->CallChecked(call.phase(), v.status(), call.op_name(), 0, 0);
+      metrics_->CallChecked(wire.phase(), v.status(), wire.op_name(), 0, 0);
       metrics_->RankChecked(origin.rank, v.status());
       return v;
     }
@@ -329,7 +330,7 @@ v1::Verdict ParityServer::Process(const CallOrigin& origin, const v1::ApiCall& c
       metrics_->StageCpu(Stage::kCompare, check.cpu.compare);
     }
     metrics_->StageCpu(Stage::kWrite, write_cpu);
-    metrics_->CallChecked(call.phase(), check.status, call.op_name(), check.replay_seconds,
+    metrics_->CallChecked(wire.phase(), check.status, wire.op_name(), check.replay_seconds,
                           check.compare_seconds);
     metrics_->RankChecked(origin.rank, check.status);
     return verdict;
@@ -344,7 +345,7 @@ v1::Verdict ParityServer::Process(const CallOrigin& origin, const v1::ApiCall& c
                                            : "not checked: internal error while checking: ",
                                     ErrorText(e)),
                        memory ? absl::StatusCode::kResourceExhausted : absl::StatusCode::kInternal);
-    metrics_->CallChecked(call.phase(), v.status(), call.op_name(), 0, 0);
+    metrics_->CallChecked(wire.phase(), v.status(), wire.op_name(), 0, 0);
     metrics_->RankChecked(origin.rank, v.status());
     return v;
   }

@@ -52,7 +52,8 @@ void WritePortFile(const std::string& path, int port, int metrics_port) {
 parity::server::CallHandler SkipEverything() {
   return [](const parity::server::CallOrigin&, const parity::v1::ApiCall& call,
             const parity::server::BlobStore&) {
-    return parity::server::DecidedVerdict(call, parity::v1::VERDICT_STATUS_SKIP,
+    return parity::server::DecidedVerdict(parity::server::ServerCall(call),
+                                          parity::v1::VERDICT_STATUS_SKIP,
                                           "not replayed: parity-server --replay=false");
   };
 }

@@ -14,9 +14,6 @@
 #include "absl/strings/str_join.h"
 #include "common/base/cpu_clock.h"
 #include "common/base/text.h"
-#include "common/naming/naming.h"
-#include "common/naming/random_ops.h"
-#include "common/naming/skip_list.h"
 #include "common/torch/dtype_map.h"
 #include "common/torch/ivalue_walk.h"
 #include "common/torch/torch_pch.h"
@@ -44,11 +41,11 @@ CallCheck Rejected(const absl::Status& s) {
 }
 
 // The standard of the call's op; aten::convolution's depends on its input's rank.
-Standard StandardOf(const v1::ApiCall& call, const Stack& inputs, const StandardsTable& table) {
+Standard StandardOf(const ServerCall& call, const Stack& inputs, const StandardsTable& table) {
   const int input_rank = !inputs.empty() && inputs[0].isTensor() && inputs[0].toTensor().defined()
                              ? static_cast<int>(inputs[0].toTensor().dim())
                              : -1;
-  return table.Lookup(call.op_name(), input_rank);
+  return table.Lookup(call.wire.op_name(), input_rank);
 }
 
 // Whether the bench replay alone decides this call, with no float64 golden: the binary standard
@@ -59,7 +56,7 @@ Standard StandardOf(const v1::ApiCall& call, const Stack& inputs, const Standard
 //     floating tensor of the call has one dtype (a copy that casts rounds: it keeps its standard);
 //   - calls whose every output is an integer or bool tensor (comparisons, argmax, nonzero):
 //     those are judged by the binary standard whatever the op's.
-bool BenchDecides(const v1::ApiCall& call, const DecodedCall& decoded, Standard standard,
+bool BenchDecides(const ServerCall& call, const DecodedCall& decoded, Standard standard,
                   const StandardsTable& table) {
   if (standard == Standard::kBinary) return true;
   bool outputs_floating = false, any_output = false;
@@ -72,7 +69,7 @@ bool BenchDecides(const v1::ApiCall& call, const DecodedCall& decoded, Standard 
     });
   }
   if (any_output && !outputs_floating) return true;
-  if (!table.ExactByConstruction(call.op_name())) return false;
+  if (!table.ExactByConstruction(call.wire.op_name())) return false;
   std::optional<at::ScalarType> dtype;
   bool one_dtype = true;
   auto visit = [&](const c10::IValue& leaf) {
@@ -102,27 +99,27 @@ void KeepValues(const CheckerOptions& o, const c10::OperatorHandle& op, DecodedC
 
 // A random op (common/naming/random_ops.h): replayed from its generator state, or judged by the
 // properties of its draws.
-CallCheck CheckRandom(const v1::ApiCall& call, const c10::OperatorHandle& op, DecodedCall& decoded,
+CallCheck CheckRandom(const ServerCall& call, const c10::OperatorHandle& op, DecodedCall& decoded,
                       const CheckerOptions& o, const c10::Device& bench_device,
                       const StandardsTable& standards) {
   if (o.random_checks == RandomChecks::kSkip) {
     return Decided(
         v1::VERDICT_STATUS_SKIP,
-        absl::StrCat(call.op_name(),
+        absl::StrCat(call.wire.op_name(),
                      " draws random numbers; not checked (parity.random_checks is skip)"));
   }
   std::string why_not = "parity.random_checks is statistical";
   if (o.random_checks == RandomChecks::kAuto) {
     std::optional<Replay> bench =
-        ReplayRandom(call, op, decoded.inputs, bench_device,
-                     common::ToScalarType(call.autocast_dtype()), &why_not);
+        ReplayRandom(call.wire, op, decoded.inputs, bench_device,
+                     common::ToScalarType(call.wire.autocast_dtype()), &why_not);
     if (bench && bench->ran()) {
       const auto replayed = Clock::now();
       CallCheck check;
       // The same draws: the bench's results are the reference, bit for bit.
       JudgeOutputs(call, decoded, *bench, *bench, Standard::kBinary, standards, &check);
       const std::string how =
-          absl::StrCat("replayed from the training's ", call.generator().device_type(),
+          absl::StrCat("replayed from the training's ", call.wire.generator().device_type(),
                        " generator state: the same draws, so the same bits");
       for (OutputCheck& out : check.outputs) {
         std::string& m = out.judgement.message;
@@ -134,9 +131,9 @@ CallCheck CheckRandom(const v1::ApiCall& call, const c10::OperatorHandle& op, De
     }
     if (bench) why_not = absl::StrCat("the replay failed: ", bench->error);
   }
-  if (common::RandomFamilyOf(call.op_name()) == common::RandomFamily::kUnchecked) {
+  if (call.op->random_family == common::RandomFamily::kUnchecked) {
     return Decided(v1::VERDICT_STATUS_SKIP,
-                   absl::StrCat(call.op_name(),
+                   absl::StrCat(call.wire.op_name(),
                                 " draws random numbers, has no property check, and was not "
                                 "replayed: ",
                                 why_not));
@@ -176,14 +173,12 @@ CallCheck WithCpu(CallCheck c, const CallCheck::StageCpu& cpu) {
 
 // A call answered before its operator is resolved: malformed strings, or skipped by the agent
 // or by the skip list.
-std::optional<CallCheck> Admit(const v1::ApiCall& call) {
-  if (absl::Status s = CheckCallStrings(call); !s.ok()) return Rejected(s);
-  if (!call.skip_reason().empty()) {
-    return Decided(v1::VERDICT_STATUS_SKIP, common::EscapeControl(call.skip_reason()));
+std::optional<CallCheck> Admit(const ServerCall& call) {
+  if (absl::Status s = CheckCallStrings(call.wire); !s.ok()) return Rejected(s);
+  if (!call.wire.skip_reason().empty()) {
+    return Decided(v1::VERDICT_STATUS_SKIP, common::EscapeControl(call.wire.skip_reason()));
   }
-  if (std::string why = common::SkipReasonForOp(call.op_name()); !why.empty()) {
-    return Decided(v1::VERDICT_STATUS_SKIP, why);
-  }
+  if (!call.op->skip_reason.empty()) return Decided(v1::VERDICT_STATUS_SKIP, call.op->skip_reason);
   return std::nullopt;
 }
 
@@ -204,10 +199,10 @@ CallCheck DecodeFailed(const absl::Status& failed) {
 }
 
 // Neither the bench nor the golden ran: SKIP, RESOURCE_EXHAUSTED when memory was the reason.
-CallCheck NeitherRan(const v1::ApiCall& call, const Replay& bench, const Replay& golden) {
+CallCheck NeitherRan(const ServerCall& call, const Replay& bench, const Replay& golden) {
   CallCheck c =
       Decided(v1::VERDICT_STATUS_SKIP,
-              absl::StrCat("the bench could not run ", call.op_name(), ": ", bench.error,
+              absl::StrCat("the bench could not run ", call.wire.op_name(), ": ", bench.error,
                            golden.failed() ? absl::StrCat("; golden: ", golden.error) : ""));
   if (bench.out_of_memory || golden.out_of_memory) {
     c.error_code = absl::StatusCode::kResourceExhausted;
@@ -328,11 +323,15 @@ absl::StatusOr<std::unique_ptr<CallChecker>> CallChecker::Create(const CheckerOp
 }
 
 CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* blobs) const {
+  return Check(ServerCall(call), blobs);
+}
+
+CallCheck CallChecker::Check(const ServerCall& call, const common::BlobSource* blobs) const {
   const auto start = Clock::now();
   // 1. Admit: calls that cannot or must not be replayed are answered here.
   if (std::optional<CallCheck> answered = Admit(call)) return *std::move(answered);
   // 2. Resolve the operator.
-  absl::StatusOr<c10::OperatorHandle> op = ResolveOp(call.op_name(), call.overload());
+  absl::StatusOr<c10::OperatorHandle> op = ResolveOp(call.wire.op_name(), call.wire.overload());
   if (!op.ok()) {
     return Decided(v1::VERDICT_STATUS_SKIP, std::string(op.status().message()), op.status().code());
   }
@@ -343,10 +342,10 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
   std::optional<c10::StreamGuard> on_stream;
   if (lane.stream) on_stream.emplace(*lane.stream);
   absl::StatusOr<DecodedCall> decoded =
-      DecodeCall(call, op->schema(), impl_->options.limits, blobs, lane.device.is_cuda());
+      DecodeCall(call.wire, op->schema(), impl_->options.limits, blobs, lane.device.is_cuda());
   clock.Lap(&cpu.decode);
   if (!decoded.ok()) return WithCpu(DecodeFailed(decoded.status()), cpu);
-  if (common::RandomFamilyOf(call.op_name()) != common::RandomFamily::kNone) {
+  if (call.op->random_family != common::RandomFamily::kNone) {
     CallCheck c = CheckRandom(call, *op, *decoded, impl_->options, lane.device, *impl_->standards);
     c.replay_seconds = Seconds(Clock::now() - start) - c.compare_seconds;
     clock.Lap(&cpu.random);
@@ -354,7 +353,7 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
   }
   // 4. Replay on the bench device, and as the float64 golden where the standard reads it.
   const Standard standard = StandardOf(call, decoded->inputs, *impl_->standards);
-  const std::optional<at::ScalarType> autocast = common::ToScalarType(call.autocast_dtype());
+  const std::optional<at::ScalarType> autocast = common::ToScalarType(call.wire.autocast_dtype());
   const bool bench_decides = BenchDecides(call, *decoded, standard, *impl_->standards);
   const Replay bench =
       Guarded([&] { return ReplayBench(*op, decoded->inputs, lane.device, autocast); });

@@ -15,6 +15,7 @@
 #include "parity/v1/parity.pb.h"
 #include "server/compare/standards.h"
 #include "server/replay/call_check.h"
+#include "server/replay/server_call.h"
 
 namespace parity::server {
 
@@ -52,6 +53,8 @@ class CallChecker {
   // Checks one call. Never throws: malformed calls are REJECTED with a code, calls that cannot
   // be replayed are SKIP with the reason. `blobs` resolves chunked tensors (may be null).
   // Thread-safe: many workers share one checker.
+  CallCheck Check(const ServerCall& call, const common::BlobSource* blobs = nullptr) const;
+  // The same for a message as it arrived (tests, benchmarks): its ServerCall made here.
   CallCheck Check(const v1::ApiCall& call, const common::BlobSource* blobs = nullptr) const;
 
   // "cpu", "cuda:0", or the GPUs it spreads over: "cuda:0,cuda:1".

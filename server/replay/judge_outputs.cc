@@ -151,7 +151,7 @@ Stack Flatten(const Stack& values) {
   return out;
 }
 
-void JudgeOutputs(const v1::ApiCall& call, const DecodedCall& decoded, const Replay& bench,
+void JudgeOutputs(const ServerCall& call, const DecodedCall& decoded, const Replay& bench,
                   const Replay& golden, Standard standard, const StandardsTable& table,
                   CallCheck* check) {
   Stack device;
@@ -166,7 +166,7 @@ void JudgeOutputs(const v1::ApiCall& call, const DecodedCall& decoded, const Rep
   const Stack golden_out = golden.ran() ? Flatten(golden.results) : Stack{};
   if (device.empty()) {
     check->status = v1::VERDICT_STATUS_SKIP;
-    check->message = absl::StrCat(call.op_name(),
+    check->message = absl::StrCat(call.wire.op_name(),
                                   " returned nothing and the call carries no written arguments: "
                                   "nothing to compare");
     return;
@@ -183,10 +183,11 @@ void JudgeOutputs(const v1::ApiCall& call, const DecodedCall& decoded, const Rep
   OutputTally tally;
   for (std::size_t i = 0; i < device.size(); ++i) {
     const int k = raw_index[i];
-    const std::string* uncompared = table.UncomparedReason(call.op_name(), static_cast<int>(i));
+    const std::string* uncompared =
+        table.UncomparedReason(call.wire.op_name(), static_cast<int>(i));
     OutputCheck out = uncompared != nullptr
                           ? Skipped(absl::StrCat("not compared: ", *uncompared))
-                          : JudgeOne(call.outputs(k), decoded.output_form[k], device[i],
+                          : JudgeOne(call.wire.outputs(k), decoded.output_form[k], device[i],
                                      bench_out.empty() ? nullptr : &bench_out[i],
                                      golden_out.empty() ? nullptr : &golden_out[i], standard, table,
                                      &check->cpu.to_host);

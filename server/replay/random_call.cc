@@ -316,9 +316,9 @@ std::optional<Replay> ReplayRandom(const v1::ApiCall& call, const c10::OperatorH
   return r;
 }
 
-void JudgeRandomProperties(const v1::ApiCall& call, const c10::FunctionSchema& schema,
+void JudgeRandomProperties(const ServerCall& call, const c10::FunctionSchema& schema,
                            const DecodedCall& decoded, double false_alarm, CallCheck* check) {
-  const common::RandomFamily family = common::RandomFamilyOf(call.op_name());
+  const common::RandomFamily family = call.op->random_family;
   const Stack device = Flatten(decoded.outputs);
   std::vector<OutputJudgement> judged;
   std::string failure;
@@ -327,8 +327,7 @@ void JudgeRandomProperties(const v1::ApiCall& call, const c10::FunctionSchema& s
                          (decoded.output_form.empty() || decoded.output_form[0].decoded());
   if (decodable) {
     try {
-      judged = Judge(family, common::BareOpName(call.op_name()), Args(schema, decoded.inputs),
-                     device, false_alarm);
+      judged = Judge(family, call.op->bare(), Args(schema, decoded.inputs), device, false_alarm);
     } catch (const std::exception& e) {
       failure = ErrorText(e);
     }

@@ -18,6 +18,7 @@
 #include "parity/v1/parity.pb.h"
 #include "server/replay/call_check.h"
 #include "server/replay/replay_errors.h"
+#include "server/replay/server_call.h"
 
 namespace parity::server {
 
@@ -149,7 +150,7 @@ class OutputTally {
 // 5. Judge: every output of the device against the bench and golden replays, by `standard`;
 // sets `check`'s outputs, status and message (a call-level error when the outputs' structure
 // differs, SKIP when there is nothing to compare).
-void JudgeOutputs(const v1::ApiCall& call, const DecodedCall& decoded, const Replay& bench,
+void JudgeOutputs(const ServerCall& call, const DecodedCall& decoded, const Replay& bench,
                   const Replay& golden, Standard standard, const StandardsTable& table,
                   CallCheck* check);
 
@@ -164,7 +165,7 @@ std::optional<Replay> ReplayRandom(const v1::ApiCall& call, const c10::OperatorH
 
 // 5r. A random op's outputs judged by the random_property standard (server/compare/
 // random_property.h) from its arguments and outputs: no replay.
-void JudgeRandomProperties(const v1::ApiCall& call, const c10::FunctionSchema& schema,
+void JudgeRandomProperties(const ServerCall& call, const c10::FunctionSchema& schema,
                            const DecodedCall& decoded, double false_alarm, CallCheck* check);
 
 // The leaves of `values` in order (nested lists and tuples flattened): how outputs are counted.

@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/log.h"
-#include "common/naming/naming.h"
 #include "nlohmann/json.hpp"
 #include "server/metrics/metrics.h"
 #include "server/replay/error_files.h"
@@ -48,13 +47,13 @@ uint64_t ErrorData::bytes_saved() const {
   return bytes_;
 }
 
-ErrorDataOutcome ErrorData::Account(ErrorDataOutcome outcome, const v1::ApiCall& call,
+ErrorDataOutcome ErrorData::Account(ErrorDataOutcome outcome, const ServerCall& call,
                                     uint64_t bytes) {
   if (metrics_ != nullptr) metrics_->ErrorData(ErrorDataOutcomeName(outcome));
   if (outcome == ErrorDataOutcome::kOverBudget && !warned_budget_) {
     warned_budget_ = true;
     common::LogWarning(absl::StrCat(
-        "error data: ", common::ApiName(call), " needs ", bytes, " bytes and ", bytes_, " of ",
+        "error data: ", call.names.api, " needs ", bytes, " bytes and ", bytes_, " of ",
         options_.max_bytes,
         " (parity.error_data_max_bytes) are used: further error calls are "
         "counted in parity_server_error_data_total{outcome=\"over_budget\"}, not saved"));
@@ -62,8 +61,7 @@ ErrorDataOutcome ErrorData::Account(ErrorDataOutcome outcome, const v1::ApiCall&
   return outcome;
 }
 
-ErrorDataOutcome ErrorData::Failed(const std::string& why, const v1::ApiCall& call,
-                                   uint64_t bytes) {
+ErrorDataOutcome ErrorData::Failed(const std::string& why, const ServerCall& call, uint64_t bytes) {
   uint64_t suppressed = 0;
   if (failures_.Allow(&suppressed)) {
     common::LogError(
@@ -72,11 +70,11 @@ ErrorDataOutcome ErrorData::Failed(const std::string& why, const v1::ApiCall& ca
   return Account(ErrorDataOutcome::kFailed, call, bytes);
 }
 
-ErrorDataOutcome ErrorData::Save(const CallOrigin& origin, const v1::ApiCall& call,
+ErrorDataOutcome ErrorData::Save(const CallOrigin& origin, const ServerCall& call,
                                  const CallCheck& check, const v1::Verdict& verdict) {
   if (!check.values) return ErrorDataOutcome::kFailed;
   const uint64_t bytes = SavedBytes(*check.values);
-  const std::string op_key = absl::StrCat(call.op_name(), ".", call.overload());
+  const std::string op_key = absl::StrCat(call.wire.op_name(), ".", call.wire.overload());
   absl::MutexLock lock(&mu_);
   uint32_t& saved_of_op = per_op_[op_key];
   if (options_.max_per_op > 0 && saved_of_op >= options_.max_per_op) {
@@ -98,13 +96,13 @@ ErrorDataOutcome ErrorData::Save(const CallOrigin& origin, const v1::ApiCall& ca
     }
     const std::string relative =
         absl::StrCat(origin.run_id.empty() ? "run" : Component(origin.run_id), "/rank", origin.rank,
-                     "/step", call.step());
+                     "/step", call.wire.step());
     const std::string dir = absl::StrCat(folder_, "/", relative);
     fs::create_directories(dir, ec);
     if (ec) {
       return Failed(absl::StrCat("cannot create ", dir, ": ", ec.message()), call, bytes);
     }
-    const std::string prefix = Component(common::DataName(call));
+    const std::string prefix = Component(call.DataName());
     absl::StatusOr<SavedFiles> files = SaveCallValues(*check.values, dir, prefix);
     if (!files.ok()) {
       return Failed(std::string(files.status().message()), call, bytes);
@@ -128,7 +126,7 @@ ErrorDataOutcome ErrorData::Save(const CallOrigin& origin, const v1::ApiCall& ca
     bytes_ += bytes;
     return Account(ErrorDataOutcome::kSaved, call, bytes);
   } catch (const std::exception& e) {  // bad_alloc, filesystem errors: never the check's
-    return Failed(absl::StrCat(common::ApiName(call), ": ", e.what()), call, bytes);
+    return Failed(absl::StrCat(call.names.api, ": ", e.what()), call, bytes);
   }
 }
 

@@ -52,7 +52,7 @@ class ErrorData {
   ErrorData(ErrorDataOptions options, const StandardsTable& standards, ServerMetrics* metrics);
 
   // Saves a call judged error whose CallCheck holds its values. Thread-safe; never throws.
-  ErrorDataOutcome Save(const CallOrigin& origin, const v1::ApiCall& call, const CallCheck& check,
+  ErrorDataOutcome Save(const CallOrigin& origin, const ServerCall& call, const CallCheck& check,
                         const v1::Verdict& verdict);
 
   // The ut_error_data folder; "" until the first call is saved.
@@ -60,9 +60,9 @@ class ErrorData {
   uint64_t bytes_saved() const;
 
  private:
-  ErrorDataOutcome Account(ErrorDataOutcome outcome, const v1::ApiCall& call, uint64_t bytes)
+  ErrorDataOutcome Account(ErrorDataOutcome outcome, const ServerCall& call, uint64_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  ErrorDataOutcome Failed(const std::string& why, const v1::ApiCall& call, uint64_t bytes)
+  ErrorDataOutcome Failed(const std::string& why, const ServerCall& call, uint64_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ErrorDataOptions options_;

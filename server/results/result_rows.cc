@@ -6,8 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/naming/api_names.h"
-#include "common/naming/naming.h"
 #include "common/wire/dtype.h"
 #include "nlohmann/json.hpp"
 
@@ -93,8 +91,11 @@ nlohmann::json Finite(double v) {
   return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(CsvDouble(v));
 }
 
-nlohmann::json JsonRecord(const CallOrigin& origin, const v1::ApiCall& call, const CallCheck& check,
-                          const v1::Verdict& verdict, const StandardsTable& standards) {
+nlohmann::json JsonRecord(const CallOrigin& origin, const ServerCall& server_call,
+                          const CallCheck& check, const v1::Verdict& verdict,
+                          const StandardsTable& standards) {
+  const v1::ApiCall& call = server_call.wire;
+  const CallNames& names = server_call.names;
   nlohmann::json j;
   j["time"] = Now14();
   j["rank"] = origin.rank;
@@ -102,25 +103,22 @@ nlohmann::json JsonRecord(const CallOrigin& origin, const v1::ApiCall& call, con
   j["host"] = origin.hostname;
   j["sequence"] = call.sequence();
   j["step"] = call.step();
-  j["api"] = common::ApiName(call);
-  j["csv_api"] = common::MsprobeCsvName(call);  // the CSV rows' API name
+  j["api"] = names.api;
+  j["csv_api"] = names.csv_api;  // the CSV rows' API name
   j["op"] = call.op_name();
   j["overload"] = call.overload();
   j["call_index"] = call.call_index();
   j["phase"] = call.phase() == v1::PHASE_BACKWARD ? "backward" : "forward";
   if (!call.forward_op_name().empty()) {
     j["forward_op"] = call.forward_op_name();
-    j["forward_api"] = common::ForwardApiName(call);
+    j["forward_api"] = names.forward_api;
     j["backward_index"] = call.backward_index();
   }
   if (!call.autograd_node().empty()) j["autograd_node"] = call.autograd_node();
   // msprobe's names, for tooling that joins on them (common/naming/api_names.h).
-  if (std::string msprobe = common::MsprobeName(call); !msprobe.empty()) {
-    j["msprobe_api"] = !call.api().empty() ? call.api()
-                       : call.forward_op_name().empty()
-                           ? common::MsprobeApi(call.op_name(), call.overload())
-                           : common::MsprobeApi(call.forward_op_name(), call.forward_overload());
-    j["msprobe_name"] = std::move(msprobe);
+  if (!names.msprobe.empty()) {
+    j["msprobe_api"] = names.msprobe_api;
+    j["msprobe_name"] = names.msprobe;
   }
   j["module_path"] = call.module_path();
   j["in_optimizer"] = call.in_optimizer();
@@ -275,12 +273,12 @@ const std::vector<std::string>& PrecisionDetailsHeader() {
   return header;
 }
 
-CallRows RowsOf(const CallOrigin& origin, const v1::ApiCall& call, const CallCheck& check,
+CallRows RowsOf(const CallOrigin& origin, const ServerCall& call, const CallCheck& check,
                 const v1::Verdict& verdict, const StandardsTable& standards,
                 uint32_t first_backward_output) {
   CallRows rows;
-  rows.api = common::MsprobeCsvName(call);
-  rows.backward = call.phase() == v1::PHASE_BACKWARD;
+  rows.api = call.names.csv_api;
+  rows.backward = call.wire.phase() == v1::PHASE_BACKWARD;
   uint32_t n = first_backward_output;
   for (const OutputCheck& out : check.outputs) {
     const std::string name = rows.backward ? absl::StrCat(rows.api, ".backward.output.", n++)

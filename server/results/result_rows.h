@@ -9,6 +9,7 @@
 #include "parity/v1/parity.pb.h"
 #include "server/compare/standards.h"
 #include "server/replay/call_check.h"
+#include "server/replay/server_call.h"
 
 namespace parity::server {
 
@@ -50,7 +51,7 @@ struct CallRows {
 };
 // `verdict` is ToVerdict(call, check): the JSON record takes its metric names from it.
 // `first_backward_output`: the number of a backward call's first output row (above).
-CallRows RowsOf(const CallOrigin& origin, const v1::ApiCall& call, const CallCheck& check,
+CallRows RowsOf(const CallOrigin& origin, const ServerCall& call, const CallCheck& check,
                 const v1::Verdict& verdict, const StandardsTable& standards,
                 uint32_t first_backward_output = 0);
 

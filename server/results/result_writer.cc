@@ -18,7 +18,6 @@
 #include "absl/synchronization/mutex.h"
 #include "common/base/log.h"
 #include "common/base/status_macros.h"
-#include "common/naming/api_names.h"
 
 namespace parity::server {
 namespace {
@@ -275,16 +274,16 @@ absl::StatusOr<ResultWriter::RankFiles*> ResultWriter::FilesFor(int32_t rank) {
   return raw;
 }
 
-absl::Status ResultWriter::Write(const CallOrigin& origin, const v1::ApiCall& call,
+absl::Status ResultWriter::Write(const CallOrigin& origin, const ServerCall& call,
                                  const CallCheck& check, const v1::Verdict& verdict) {
-  const bool backward = call.phase() == v1::PHASE_BACKWARD;
-  const std::string api = common::MsprobeCsvName(call);
+  const bool backward = call.wire.phase() == v1::PHASE_BACKWARD;
+  const std::string& api = call.names.csv_api;
   // A backward call's output rows are numbered on from its API's earlier backward calls.
   uint32_t first_backward_output = 0;
   if (backward) {
     absl::MutexLock lock(&mu_);
     PARITY_ASSIGN_OR_RETURN(RankFiles * f, FilesFor(origin.rank));
-    uint32_t& n = f->pending[call.step()].backward_outputs[api];
+    uint32_t& n = f->pending[call.wire.step()].backward_outputs[api];
     first_backward_output = n;
     n += static_cast<uint32_t>(check.outputs.size());
   }
@@ -302,13 +301,13 @@ absl::Status ResultWriter::Write(const CallOrigin& origin, const v1::ApiCall& ca
     if (absl::Status s = file->Append(*row); !s.ok()) return failed(s);
   }
   // Its part of its API's result row, and the rows of the steps before the previous one.
-  PendingStep& step = f->pending[call.step()];
+  PendingStep& step = f->pending[call.wire.step()];
   auto [it, added] = step.by_name.emplace(rows.api, step.apis.size());
   if (added) step.apis.push_back({rows.api, {}, {}, ""});
   PendingStep::Api& row = step.apis[it->second];
   (rows.backward ? row.backward : row.forward).push_back(rows.status);
   if (row.message.empty()) row.message = rows.message;
-  if (absl::Status s = WriteResultsBefore(f, call.step() - 1); !s.ok()) return failed(s);
+  if (absl::Status s = WriteResultsBefore(f, call.wire.step() - 1); !s.ok()) return failed(s);
   return absl::OkStatus();
 }
 

@@ -44,7 +44,7 @@ class ResultWriter {
   // that file (the details go first, so a call never has a summary row without its details) and
   // says why in its code: RESOURCE_EXHAUSTED no space, PERMISSION_DENIED not writable, DATA_LOSS
   // another I/O error. Thread-safe.
-  absl::Status Write(const CallOrigin& origin, const v1::ApiCall& call, const CallCheck& check,
+  absl::Status Write(const CallOrigin& origin, const ServerCall& call, const CallCheck& check,
                      const v1::Verdict& verdict);
 
   // Writes the result rows still waiting for `rank` (its stream ended: every call it sent has

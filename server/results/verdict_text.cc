@@ -1,7 +1,6 @@
 #include "server/results/verdict_text.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/naming/naming.h"
 
 namespace parity::server {
 namespace {
@@ -44,21 +43,21 @@ void FillOutputVerdict(const OutputCheck& out, v1::OutputVerdict* ov) {
   }
 }
 
-v1::Verdict DecidedVerdict(const v1::ApiCall& call, v1::VerdictStatus status, std::string message,
+v1::Verdict DecidedVerdict(const ServerCall& call, v1::VerdictStatus status, std::string message,
                            absl::StatusCode code) {
   v1::Verdict v;
-  v.set_sequence(call.sequence());
-  v.set_api_name(common::ApiName(call));
-  v.set_phase(call.phase());
-  v.set_step(call.step());
-  v.set_module_path(call.module_path());
+  v.set_sequence(call.wire.sequence());
+  v.set_api_name(call.names.api);
+  v.set_phase(call.wire.phase());
+  v.set_step(call.wire.step());
+  v.set_module_path(call.wire.module_path());
   v.set_status(status);
   v.set_message(std::move(message));
   v.set_error_code(static_cast<int>(code));
   return v;
 }
 
-v1::Verdict ToVerdict(const v1::ApiCall& call, const CallCheck& check) {
+v1::Verdict ToVerdict(const ServerCall& call, const CallCheck& check) {
   v1::Verdict v = DecidedVerdict(call, check.status, check.message, check.error_code);
   v.set_replay_seconds(check.replay_seconds);
   v.set_compare_seconds(check.compare_seconds);

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "parity/v1/parity.pb.h"
 #include "server/replay/call_check.h"
+#include "server/replay/server_call.h"
 
 namespace parity::server {
 
@@ -15,12 +16,12 @@ namespace parity::server {
 // standard, dtype, shape, failed metric, message and every metric by name (device-vs-reference
 // metrics by their names, bench-vs-golden ones as "bench_{name}", three-way ratios as
 // "ratio_{name}", the statistics standard's as "stats_*").
-v1::Verdict ToVerdict(const v1::ApiCall& call, const CallCheck& check);
+v1::Verdict ToVerdict(const ServerCall& call, const CallCheck& check);
 
 // A verdict given without a check (a server list's SKIP, --replay=false, a failure inside the
 // server): the call's sequence, api name, phase, step and module path, `status`, `message` and
 // `code`; no outputs. ToVerdict starts from it too.
-v1::Verdict DecidedVerdict(const v1::ApiCall& call, v1::VerdictStatus status, std::string message,
+v1::Verdict DecidedVerdict(const ServerCall& call, v1::VerdictStatus status, std::string message,
                            absl::StatusCode code = absl::StatusCode::kOk);
 
 // One output's part of it.

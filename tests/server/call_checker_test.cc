@@ -81,7 +81,7 @@ class CallCheckerTest : public ::testing::TestWithParam<std::string> {
   };
   Result Check(const v1::ApiCall& call) {
     CallCheck check = checker_->Check(call);
-    v1::Verdict verdict = ToVerdict(call, check);
+    v1::Verdict verdict = ToVerdict(ServerCall(call), check);
     return {std::move(check), std::move(verdict)};
   }
 
@@ -764,8 +764,8 @@ TEST_P(CallCheckerTest, GoldenOnTheBenchDeviceGivesTheVerdictsOfTheCpuGolden) {
     EXPECT_EQ(StatusText(here.status), StatusText(there.status)) << here.message;
     ASSERT_EQ(here.outputs.size(), there.outputs.size());
     for (std::size_t i = 0; i < here.outputs.size(); ++i) {
-      const v1::OutputVerdict h = ToVerdict(call, here).outputs(static_cast<int>(i));
-      const v1::OutputVerdict t = ToVerdict(call, there).outputs(static_cast<int>(i));
+      const v1::OutputVerdict h = ToVerdict(ServerCall(call), here).outputs(static_cast<int>(i));
+      const v1::OutputVerdict t = ToVerdict(ServerCall(call), there).outputs(static_cast<int>(i));
       EXPECT_EQ(h.status(), t.status()) << i;
       EXPECT_EQ(h.failed_metric(), t.failed_metric()) << i;
       EXPECT_EQ(h.standard(), t.standard()) << i;

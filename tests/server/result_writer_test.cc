@@ -71,7 +71,8 @@ v1::ApiCall SampleCall(v1::Phase phase) {
 
 absl::Status Write(ResultWriter& w, const CallOrigin& origin, const v1::ApiCall& call,
                    const CallCheck& check) {
-  return w.Write(origin, call, check, ToVerdict(call, check));
+  const ServerCall server_call(call);
+  return w.Write(origin, server_call, check, ToVerdict(server_call, check));
 }
 
 TEST(ResultWriterTest, WritesMsprobeHeadersAndCells) {

@@ -1,0 +1,53 @@
+// One call as the server works on it: the message as it arrived, with what every stage would
+// otherwise derive from it again, computed once at the service edge: the call's names and its
+// operator's traits. The checker (server/replay/call_checker.h), the verdict, the result rows and
+// the error data take it; only the protos' own fields are read from `wire`. Torch-free.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "common/naming/random_ops.h"
+#include "parity/v1/parity.pb.h"
+
+namespace parity::server {
+
+// What the server knows of an operator by its name alone ("aten::dropout"), resolved once per
+// name and shared by every call of it (OperatorTraitsOf).
+struct OperatorTraits {
+  std::string op_name;             // as the call names it: "aten::dropout"
+  absl::string_view bare() const;  // "dropout"
+  // Why it is never replayed (common/naming/skip_list.h: uninitialised memory, a collective);
+  // empty when it can be.
+  std::string skip_reason;
+  common::RandomFamily random_family = common::RandomFamily::kNone;  // kNone: draws nothing
+};
+
+// The traits of `op_name`, from a process-wide cache (bounded: names past its first 4,096 are
+// resolved per call and not kept, so a client sending made-up names cannot grow it).
+// Thread-safe.
+std::shared_ptr<const OperatorTraits> OperatorTraitsOf(absl::string_view op_name);
+
+// A call's names (common/naming/naming.h, api_names.h), each made once.
+struct CallNames {
+  std::string api;          // Parity's: "aten::linear.0", "aten::linear.0.backward.0"
+  std::string forward_api;  // a call naming its forward call (a backward): that call's; else empty
+  std::string csv_api;      // the result CSVs' API name: "Functional.linear.0"
+  std::string msprobe;      // msprobe's: "Functional.linear.0.forward"; empty where none maps
+  std::string msprobe_api;  // its API part, "Functional.linear"; empty when `msprobe` is
+};
+
+struct ServerCall {
+  explicit ServerCall(const v1::ApiCall& wire);
+  explicit ServerCall(const v1::ApiCall&& wire) = delete;  // it keeps a reference
+
+  const v1::ApiCall& wire;
+  std::shared_ptr<const OperatorTraits> op;
+  CallNames names;
+
+  // The call's files in error data: "aten::add.Tensor.0.forward" (common::DataName).
+  std::string DataName() const;
+};
+
+}  // namespace parity::server
