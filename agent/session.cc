@@ -32,7 +32,8 @@ int32_t EnvInt(const char* name, int32_t fallback) {
   return end != nullptr && *end == '\0' && n >= 0 ? static_cast<int32_t>(n) : fallback;
 }
 
-// "aten::linear.1.backward.2" -> "aten::linear": a log key per op, whatever its call.
+// "aten::linear.1.backward.2" -> "aten::linear": a log key per op, whatever its call, for a
+// server older than Verdict.op_name.
 std::string OpOfApiName(const std::string& api) {
   std::size_t end = 0;
   while (end != std::string::npos) {
@@ -413,7 +414,8 @@ void Session::OnVerdict(const v1::Verdict& v) {
   absl::MutexLock lock(&mu_);
   if (first_error_.empty()) first_error_ = text;
   // The first error of each op is logged; the rest are counted.
-  if (logged_error_ops_.emplace(OpOfApiName(v.api_name()), true).second) {
+  const std::string op = v.op_name().empty() ? OpOfApiName(v.api_name()) : v.op_name();
+  if (logged_error_ops_.emplace(op, true).second) {
     common::LogWarning(text);
   }
 }

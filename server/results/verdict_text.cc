@@ -51,6 +51,7 @@ v1::Verdict DecidedVerdict(const ServerCall& call, v1::VerdictStatus status, std
   v.set_phase(call.wire.phase());
   v.set_step(call.wire.step());
   v.set_module_path(call.wire.module_path());
+  v.set_op_name(call.wire.op_name());
   v.set_status(status);
   v.set_message(std::move(message));
   v.set_error_code(static_cast<int>(code));

@@ -224,6 +224,7 @@ TEST_F(ServerTest, TheServersWhiteAndBlackListsSkipCallsWithTheirReason) {
     EXPECT_EQ(v.api_name(), common::ApiName(calls[static_cast<std::size_t>(i)]));
     EXPECT_EQ(v.step(), 5);
     EXPECT_EQ(v.module_path(), "model.block");
+    EXPECT_EQ(v.op_name(), calls[static_cast<std::size_t>(i)].op_name());
     EXPECT_EQ(v.outputs_size(), 0) << "not checked";
   }
 }
