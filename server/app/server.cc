@@ -288,6 +288,22 @@ std::string ParityServer::Describe() const {
                       "\nworkers = ", workers_);
 }
 
+namespace {
+
+// The checking thread's CPU per stage (parity_server_stage_cpu_seconds_total), for the stages
+// that ran.
+void CountStageCpu(const CallCheck::StageCpu& cpu, double write_cpu, ServerMetrics& metrics) {
+  using Stage = ServerMetrics::Stage;
+  metrics.StageCpu(Stage::kDecode, cpu.decode);
+  if (cpu.random > 0) metrics.StageCpu(Stage::kRandom, cpu.random);
+  if (cpu.bench_ran) metrics.StageCpu(Stage::kBench, cpu.bench);
+  if (cpu.golden_ran) metrics.StageCpu(Stage::kGolden, cpu.golden);
+  if (cpu.bench_ran || cpu.golden_ran) metrics.StageCpu(Stage::kCompare, cpu.compare);
+  metrics.StageCpu(Stage::kWrite, write_cpu);
+}
+
+}  // namespace
+
 v1::Verdict ParityServer::Process(const CallOrigin& origin, const v1::ApiCall& wire,
                                   const BlobStore& blobs) {
   static common::RateLimiter write_errors(std::chrono::seconds(10));
@@ -321,15 +337,7 @@ v1::Verdict ParityServer::Process(const CallOrigin& origin, const v1::ApiCall& w
       }
       if (check.values && error_data_) error_data_->Save(origin, call, check, verdict);
     }
-    using Stage = ServerMetrics::Stage;
-    metrics_->StageCpu(Stage::kDecode, check.cpu.decode);
-    if (check.cpu.random > 0) metrics_->StageCpu(Stage::kRandom, check.cpu.random);
-    if (check.cpu.bench_ran) metrics_->StageCpu(Stage::kBench, check.cpu.bench);
-    if (check.cpu.golden_ran) metrics_->StageCpu(Stage::kGolden, check.cpu.golden);
-    if (check.cpu.bench_ran || check.cpu.golden_ran) {
-      metrics_->StageCpu(Stage::kCompare, check.cpu.compare);
-    }
-    metrics_->StageCpu(Stage::kWrite, write_cpu);
+    CountStageCpu(check.cpu, write_cpu, *metrics_);
     metrics_->CallChecked(wire.phase(), check.status, wire.op_name(), check.replay_seconds,
                           check.compare_seconds);
     metrics_->RankChecked(origin.rank, check.status);

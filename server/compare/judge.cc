@@ -321,6 +321,31 @@ void ApplyStandard(OutputJudgement& j, v1::DType dtype, const DTypeConstants& c,
   }
 }
 
+// Outputs the new standards do not cover: float64 (and complex) and integer or bool outputs.
+void JudgeWithoutNewStandard(v1::DType dtype, bool floating, Standard standard,
+                             Metric two_way_metric, const std::string& two_way_message,
+                             OutputJudgement& j) {
+  // A float64 output of an exact comparison (an op of the binary standard, or a random op
+  // replayed from its generator state) is exact too: msprobe's "no new standard for float64"
+  // sent it to the two-way chain, where a float64 randn with an element changed by 5e-4 passed.
+  if (dtype == v1::DTYPE_FLOAT64 && standard == Standard::kBinary) {
+    j.standard = Standard::kBinary;
+    j.status = v1::VERDICT_STATUS_PASS;
+    if (j.device->mismatch_rate != 0) {
+      Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kMismatchRate, "ERROR: 二进制一致错误率超过阈值");
+    }
+    return;
+  }
+  // Integer and bool outputs: exact. float64/complex: two-way only (no "new standard").
+  j.standard = floating ? Standard::kTwoWay : Standard::kBinary;
+  j.status = j.two_way_status;
+  j.failed_metric = two_way_metric;
+  j.message = two_way_message;
+  if (floating) {
+    Note(&j.message, "The data type torch.float64 is not supported for new precision standard.");
+  }
+}
+
 }  // namespace
 
 OutputJudgement JudgeOutput(const HostTensor& device, const HostTensor* bench,
@@ -353,26 +378,8 @@ OutputJudgement JudgeOutput(const HostTensor& device, const HostTensor* bench,
     absl::StatusOr<PairMetrics> b = ComputeMetrics(*bench, *golden, *c);
     if (b.ok()) j.bench = *b;
   }
-  // A float64 output of an exact comparison (an op of the binary standard, or a random op
-  // replayed from its generator state) is exact too: msprobe's "no new standard for float64"
-  // sent it to the two-way chain, where a float64 randn with an element changed by 5e-4 passed.
-  if (device.dtype == v1::DTYPE_FLOAT64 && standard == Standard::kBinary) {
-    j.standard = Standard::kBinary;
-    j.status = v1::VERDICT_STATUS_PASS;
-    if (dev->mismatch_rate != 0) {
-      Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kMismatchRate, "ERROR: 二进制一致错误率超过阈值");
-    }
-    return j;
-  }
-  // Integer and bool outputs: exact. float64/complex: two-way only (no "new standard").
   if (!floating || device.dtype == v1::DTYPE_FLOAT64) {
-    j.standard = floating ? Standard::kTwoWay : Standard::kBinary;
-    j.status = j.two_way_status;
-    j.failed_metric = two_way_metric;
-    j.message = two_way_message;
-    if (floating) {
-      Note(&j.message, "The data type torch.float64 is not supported for new precision standard.");
-    }
+    JudgeWithoutNewStandard(device.dtype, floating, standard, two_way_metric, two_way_message, j);
     return j;
   }
   j.standard =

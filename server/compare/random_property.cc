@@ -2,169 +2,26 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
-#include <limits>
 #include <unordered_set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/compare/random_report.h"
 
 namespace parity::server {
-namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-// The CDF test compares the empirical CDF with the true one at this many interior points.
-constexpr int kCdfPoints = 31;
-// A float probability (bernoulli_'s p rounded to float32 by the kernel) is off by up to this.
-constexpr double kFloatProbability = 1.0 / (1 << 23);
-
-double LogTwoOver(double alpha) { return std::log(2.0 / alpha); }
-
-// x in [lo, hi] where the monotone g crosses `level` (bisection; g(lo) and g(hi) straddle it).
-double Crossing(const std::function<double(double)>& g, double lo, double hi, double level) {
-  const bool rising = g(hi) > g(lo);
-  for (int i = 0; i < 200; ++i) {
-    const double mid = 0.5 * (lo + hi);
-    if ((g(mid) > level) == rising) {
-      hi = mid;
-    } else {
-      lo = mid;
-    }
-  }
-  return 0.5 * (lo + hi);
-}
-
-double Kl(double r, double q) {
-  double v = 0;
-  if (r > 0) v += r * std::log(r / q);
-  if (r < 1) v += (1 - r) * std::log((1 - r) / (1 - q));
-  return v;
-}
-
-// The largest finite value of the dtype whose unit roundoff is `u` (float16, bfloat16, float32,
-// float64).
-double MaxFinite(double u) {
-  if (u >= std::ldexp(1.0, -11) && u < std::ldexp(1.0, -8)) return 65504.0;
-  if (u >= std::ldexp(1.0, -24)) return 3.3895313892515355e38;
-  return std::numeric_limits<double>::max();
-}
-
-// The smallest positive (subnormal) value of that dtype: the absolute rounding step near 0.
-double DenormMin(double u) {
-  if (u >= std::ldexp(1.0, -11) && u < std::ldexp(1.0, -8)) return std::ldexp(1.0, -24);
-  if (u >= std::ldexp(1.0, -8)) return std::ldexp(1.0, -133);
-  if (u >= std::ldexp(1.0, -24)) return std::ldexp(1.0, -149);
-  return std::numeric_limits<double>::denorm_min();
-}
-
-// A standard normal's CDF.
-double Phi(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
-
-// Collects one output's findings as an OutputJudgement of the random_property standard.
-class Report {
- public:
-  Report(double alpha, int tests) : test_alpha_(alpha / std::max(tests, 1)) {
-    j_.standard = Standard::kRandomProperty;
-    if (tests > 0) Put("false_alarm_bound", alpha);
-  }
-
-  double test_alpha() const { return test_alpha_; }
-
-  void Put(const std::string& name, double v) { j_.random.emplace_back(name, v); }
-
-  // An exact property: `bad` elements break it (a correct kernel never does, whatever it drew).
-  void Exact(Metric m, const std::string& name, uint64_t bad, absl::string_view what) {
-    Put(absl::StrCat(name, "_violations"), static_cast<double>(bad));
-    if (bad > 0) Fail(m, absl::StrCat("ERROR: ", bad, " ", what));
-  }
-
-  // A statistic and the interval a correct generator keeps it in but with probability
-  // test_alpha().
-  void Within(Metric m, const std::string& name, double value, double expected, Interval bound,
-              absl::string_view what) {
-    Put(name, value);
-    Put(absl::StrCat(name, "_expected"), expected);
-    Put(absl::StrCat(name, "_low"), bound.low);
-    Put(absl::StrCat(name, "_high"), bound.high);
-    if (!bound.Contains(value)) {
-      Fail(m, absl::StrFormat("ERROR: %s %.6g outside [%.6g, %.6g] (expected %.6g)", what, value,
-                              bound.low, bound.high, expected));
-    }
-  }
-
-  // A distance that must stay at most `bound`.
-  void AtMost(Metric m, const std::string& name, double value, double bound,
-              absl::string_view what) {
-    Put(name, value);
-    Put(absl::StrCat(name, "_bound"), bound);
-    if (!(value <= bound)) {
-      Fail(m, absl::StrFormat("ERROR: %s %.6g over its bound %.6g", what, value, bound));
-    }
-  }
-
-  void Note(absl::string_view line) {
-    if (!j_.message.empty()) j_.message.push_back('\n');
-    j_.message.append(line.data(), line.size());
-  }
-
-  OutputJudgement Done() && {
-    j_.two_way_status = j_.status;
-    return std::move(j_);
-  }
-
- private:
-  void Fail(Metric m, absl::string_view why) {
-    if (j_.status != v1::VERDICT_STATUS_ERROR) {
-      j_.status = v1::VERDICT_STATUS_ERROR;
-      j_.failed_metric = m;
-    }
-    Note(why);
-  }
-
-  double test_alpha_;
-  OutputJudgement j_;
-};
-
-Interval Widen(Interval i, double by) { return {i.low - by, i.high + by}; }
-
-// max_j |F_n(point j) - j / (kCdfPoints + 1)| of values already mapped through their CDF.
-double UniformCdfDistance(const std::vector<double>& w) {
-  if (w.empty()) return 0;
-  std::vector<int64_t> bins(kCdfPoints + 1, 0);
-  for (double v : w) {
-    int b = static_cast<int>(std::floor(v * (kCdfPoints + 1)));
-    bins[static_cast<std::size_t>(std::clamp(b, 0, kCdfPoints))]++;
-  }
-  double worst = 0, below = 0;
-  const double n = static_cast<double>(w.size());
-  for (int j = 1; j <= kCdfPoints; ++j) {
-    below += static_cast<double>(bins[static_cast<std::size_t>(j - 1)]);
-    worst = std::max(worst, std::fabs(below / n - static_cast<double>(j) / (kCdfPoints + 1)));
-  }
-  return worst;
-}
-
-// max_j |F_n(t_j) - cdf_j| for integer draws at thresholds t (increasing).
-double DiscreteCdfDistance(const Draws& d, const std::vector<double>& t,
-                           const std::vector<double>& cdf) {
-  if (t.empty() || d.n == 0) return 0;
-  std::vector<int64_t> bins(t.size() + 1, 0);
-  for (int64_t i = 0; i < d.n; ++i) {
-    const auto at = std::lower_bound(t.begin(), t.end(), d.values[i]) - t.begin();
-    bins[static_cast<std::size_t>(at)]++;
-  }
-  double worst = 0, below = 0;
-  const double n = static_cast<double>(d.n);
-  for (std::size_t j = 0; j < t.size(); ++j) {
-    below += static_cast<double>(bins[j]);
-    worst = std::max(worst, std::fabs(below / n - cdf[j]));
-  }
-  return worst;
-}
-
-bool IsInteger(double v) { return std::isfinite(v) && v == std::floor(v); }
-
-}  // namespace
+using random_internal::Crossing;
+using random_internal::DenormMin;
+using random_internal::kFloatProbability;
+using random_internal::kInf;
+using random_internal::Kl;
+using random_internal::LogTwoOver;
+using random_internal::MaxFinite;
+using random_internal::Phi;
+using random_internal::Report;
+using random_internal::UniformCdfDistance;
+using random_internal::Widen;
 
 Interval BinomialRateBounds(double n, double q, double alpha) {
   if (n <= 0) return {0, 1};
@@ -218,55 +75,73 @@ double DkwEpsilon(double n, double alpha) {
 
 double HoeffdingEpsilon(double n, double alpha) { return DkwEpsilon(n, alpha); }
 
-DropoutJudgement JudgeDropout(const double* x, const Draws& out, const double* mask,
-                              const DropoutParams& prm, double alpha) {
-  const double u = out.unit_roundoff;
-  const double* y = out.values;
-  const bool identity = !prm.train || prm.p == 0;
-  const bool all_dropped = !identity && prm.p >= 1;
-  const bool random = !identity && !all_dropped;
-  // kept = scale * x + kept_offset; dropped = dropped_value (libtorch's _dropout_impl).
+namespace {
+
+// What dropout with these parameters makes of an input element (libtorch's _dropout_impl):
+// kept = scale * x + kept_offset; dropped = dropped_value.
+struct DropoutForm {
+  bool identity = false, all_dropped = false, random = false;
   double scale = 1, kept_offset = 0, dropped_value = 0;
   double terms = 0;  // alpha dropout adds terms this large before they cancel: rounding scales so
-  if (all_dropped) {
-    scale = 0;
-  } else if (random && prm.alpha) {
+};
+
+DropoutForm FormOf(const DropoutParams& prm) {
+  DropoutForm f;
+  f.identity = !prm.train || prm.p == 0;
+  f.all_dropped = !f.identity && prm.p >= 1;
+  f.random = !f.identity && !f.all_dropped;
+  if (f.all_dropped) {
+    f.scale = 0;
+  } else if (f.random && prm.alpha) {
     constexpr double kSeluAlpha = 1.7580993408473766;
     const double a = 1 / std::sqrt((kSeluAlpha * kSeluAlpha * prm.p + 1) * (1 - prm.p));
-    scale = a;
-    kept_offset = kSeluAlpha * a * prm.p;
-    dropped_value = kSeluAlpha * a * (prm.p - 1);
-    terms = kSeluAlpha * a;
-  } else if (random) {
-    scale = 1 / (1 - prm.p);
+    f.scale = a;
+    f.kept_offset = kSeluAlpha * a * prm.p;
+    f.dropped_value = kSeluAlpha * a * (prm.p - 1);
+    f.terms = kSeluAlpha * a;
+  } else if (f.random) {
+    f.scale = 1 / (1 - prm.p);
   }
+  return f;
+}
+
+// The elements (or, for feature dropout, channels) seen kept and dropped, and those that are
+// neither or disagree with the mask.
+struct DropoutTally {
+  uint64_t scale_bad = 0, mask_bad = 0, kept = 0, dropped = 0, mask_kept = 0, split = 0;
+};
+
+DropoutTally TallyDropout(const double* x, const Draws& out, const double* mask,
+                          const DropoutForm& f, int64_t channel) {
+  const double u = out.unit_roundoff;
+  const double* y = out.values;
   const double max_finite = MaxFinite(u);
   const double step = u > 0 ? 2 * DenormMin(u) : 0;
-  const int64_t channel = std::max<int64_t>(prm.channel, 1);
   constexpr uint8_t kUnknown = 0, kKept = 1, kDropped = 2, kSplit = 3;
   std::vector<uint8_t> channels(static_cast<std::size_t>((out.n + channel - 1) / channel),
                                 kUnknown);
-  uint64_t scale_bad = 0, mask_bad = 0, kept = 0, dropped = 0, mask_kept = 0;
+  DropoutTally t;
   for (int64_t i = 0; i < out.n; ++i) {
-    if (mask != nullptr && mask[i] != 0) ++mask_kept;
+    if (mask != nullptr && mask[i] != 0) ++t.mask_kept;
     if (!std::isfinite(x[i])) continue;  // NaN or inf times a 0 mask is NaN: tells nothing
-    const double kv = scale * x[i] + kept_offset;
-    const double tol_k = 4 * u * (std::fabs(scale * x[i]) + std::fabs(kept_offset) + terms) + step;
+    const double kv = f.scale * x[i] + f.kept_offset;
+    const double tol_k =
+        4 * u * (std::fabs(f.scale * x[i]) + std::fabs(f.kept_offset) + f.terms) + step;
     const bool overflow = std::fabs(kv) > max_finite;
     bool near_k = std::fabs(y[i] - kv) <= tol_k || (overflow && std::isinf(y[i]));
-    bool near_d = !identity && std::fabs(y[i] - dropped_value) <=
-                                   4 * u * (std::fabs(dropped_value) + terms) + step;
-    if (all_dropped) near_k = false;
+    const bool near_d = !f.identity && std::fabs(y[i] - f.dropped_value) <=
+                                           4 * u * (std::fabs(f.dropped_value) + f.terms) + step;
+    if (f.all_dropped) near_k = false;
     if (!near_k && !near_d) {
-      ++scale_bad;
+      ++t.scale_bad;
       continue;
     }
     if (mask != nullptr) {
       const bool m = mask[i] != 0;
-      if ((m && !near_k) || (!m && !near_d)) ++mask_bad;
+      if ((m && !near_k) || (!m && !near_d)) ++t.mask_bad;
     }
     if (near_k == near_d) continue;  // 0 kept is 0 dropped: tells nothing
-    near_k ? ++kept : ++dropped;
+    near_k ? ++t.kept : ++t.dropped;
     uint8_t& c = channels[static_cast<std::size_t>(i / channel)];
     const uint8_t now = near_k ? kKept : kDropped;
     if (c == kUnknown) {
@@ -275,38 +150,47 @@ DropoutJudgement JudgeDropout(const double* x, const Draws& out, const double* m
       c = kSplit;
     }
   }
-  if (mask != nullptr && identity) mask_bad += static_cast<uint64_t>(out.n) - mask_kept;
-  if (mask != nullptr && all_dropped) mask_bad += mask_kept;
+  if (mask != nullptr && f.identity) t.mask_bad += static_cast<uint64_t>(out.n) - t.mask_kept;
+  if (mask != nullptr && f.all_dropped) t.mask_bad += t.mask_kept;
+  if (channel > 1) {  // feature dropout: count channels, not elements
+    t.kept = t.dropped = 0;
+    for (uint8_t c : channels) {
+      t.split += c == kSplit;
+      t.kept += c == kKept;
+      t.dropped += c == kDropped;
+    }
+  }
+  return t;
+}
 
+}  // namespace
+
+DropoutJudgement JudgeDropout(const double* x, const Draws& out, const double* mask,
+                              const DropoutParams& prm, double alpha) {
+  const DropoutForm f = FormOf(prm);
+  const int64_t channel = std::max<int64_t>(prm.channel, 1);
+  const DropoutTally t = TallyDropout(x, out, mask, f, channel);
   DropoutJudgement result;
-  Report r(alpha, random ? 1 : 0);
+  Report r(alpha, f.random ? 1 : 0);
   r.Put("samples", static_cast<double>(out.n));
-  r.Exact(Metric::kRandomScale, "kept_scale", scale_bad,
-          identity ? "elements differ from the input (dropout in evaluation or with p = 0 is the "
-                     "identity)"
-          : all_dropped
+  r.Exact(Metric::kRandomScale, "kept_scale", t.scale_bad,
+          f.identity ? "elements differ from the input (dropout in evaluation or with p = 0 is "
+                       "the identity)"
+          : f.all_dropped
               ? "elements are not 0 (p = 1 drops everything)"
               : absl::StrFormat("elements are neither dropped (%.6g) nor kept (%.6g x input%s)",
-                                dropped_value, scale,
-                                prm.alpha ? absl::StrFormat(" + %.6g", kept_offset) : ""));
-  uint64_t split = 0;
+                                f.dropped_value, f.scale,
+                                prm.alpha ? absl::StrFormat(" + %.6g", f.kept_offset) : ""));
   if (channel > 1) {
-    kept = dropped = 0;
-    for (uint8_t c : channels) {
-      split += c == kSplit;
-      kept += c == kKept;
-      dropped += c == kDropped;
-    }
-    r.Exact(Metric::kRandomMask, "channel", split,
+    r.Exact(Metric::kRandomMask, "channel", t.split,
             "channels are partly kept and partly dropped (feature dropout keeps or drops whole "
             "channels)");
   }
-  if (random) {
+  if (f.random) {
     // With a mask, every element's fate is known, zeros included.
-    const double n = mask != nullptr && channel == 1 ? static_cast<double>(out.n)
-                                                     : static_cast<double>(kept + dropped);
-    const double k = mask != nullptr && channel == 1 ? static_cast<double>(mask_kept)
-                                                     : static_cast<double>(kept);
+    const bool by_mask = mask != nullptr && channel == 1;
+    const double n = by_mask ? static_cast<double>(out.n) : static_cast<double>(t.kept + t.dropped);
+    const double k = by_mask ? static_cast<double>(t.mask_kept) : static_cast<double>(t.kept);
     r.Put(channel > 1 ? "channels_judged" : "elements_judged", n);
     if (n > 0) {
       r.Within(Metric::kRandomRate, "keep_rate", k / n, 1 - prm.p,
@@ -321,7 +205,7 @@ DropoutJudgement JudgeDropout(const double* x, const Draws& out, const double* m
   if (mask != nullptr) {
     Report m(alpha, 0);
     m.Put("samples", static_cast<double>(out.n));
-    m.Exact(Metric::kRandomMask, "mask", mask_bad,
+    m.Exact(Metric::kRandomMask, "mask", t.mask_bad,
             "mask elements disagree with the output (true where the element was dropped, or "
             "false where it was kept)");
     result.mask = std::move(m).Done();
@@ -513,251 +397,6 @@ OutputJudgement JudgeContinuous(const Draws& d, const ContinuousParams& prm, dou
   r.AtMost(Metric::kRandomCdf, "cdf_distance", UniformCdfDistance(c.w),
            DkwEpsilon(n, r.test_alpha()) + c.allow_cdf + 2 * grid,
            "largest distance between the draws' empirical CDF and the distribution's");
-  return std::move(r).Done();
-}
-
-OutputJudgement JudgeDiscreteUniform(const Draws& d, double low, double high, double alpha) {
-  const bool spread = high > low;
-  Report r(alpha, spread ? 2 : 0);
-  r.Put("samples", static_cast<double>(d.n));
-  uint64_t bad = 0;
-  double sum = 0;
-  std::vector<double> ok;
-  ok.reserve(static_cast<std::size_t>(d.n));
-  for (int64_t i = 0; i < d.n; ++i) {
-    const double y = d.values[i];
-    if (!IsInteger(y) || y < low || y > high) {
-      ++bad;
-      continue;
-    }
-    ok.push_back(y);
-    if (spread) sum += (y - low) / (high - low);
-  }
-  r.Exact(Metric::kRandomSupport, "support", bad,
-          absl::StrFormat("values are not integers in [%.17g, %.17g]", low, high));
-  const double n = static_cast<double>(ok.size());
-  if (!spread || n == 0) return std::move(r).Done();
-  const double ta = r.test_alpha();
-  const double values = high - low + 1;
-  // Rounding of a float dtype's large integers, relative to the range.
-  const double e = d.unit_roundoff * std::max(std::fabs(low), std::fabs(high)) / (high - low);
-  const double eps = HoeffdingEpsilon(n, ta);
-  r.Within(Metric::kRandomMean, "mean", sum / n, 0.5, Widen({0.5 - eps, 0.5 + eps}, e),
-           "mean of (value - low) / (high - low)");
-  std::vector<double> t, cdf;
-  const int points = static_cast<int>(std::min<double>(kCdfPoints, values - 1));
-  for (int j = 1; j <= points; ++j) {
-    const double at = low + std::floor(j * values / (points + 1)) - 1;
-    if (!t.empty() && at <= t.back()) continue;
-    t.push_back(at);
-    cdf.push_back((at - low + 1) / values);
-  }
-  Draws kept{ok.data(), static_cast<int64_t>(ok.size()), d.unit_roundoff};
-  r.AtMost(Metric::kRandomCdf, "cdf_distance", DiscreteCdfDistance(kept, t, cdf),
-           DkwEpsilon(n, ta) + 2 * e,
-           "largest distance between the draws' empirical CDF and the distribution's");
-  return std::move(r).Done();
-}
-
-OutputJudgement JudgeGeometric(const Draws& d, double p, double alpha) {
-  const bool spread = p > 0 && p < 1;
-  Report r(alpha, spread ? 1 : 0);
-  r.Put("samples", static_cast<double>(d.n));
-  uint64_t bad = 0;
-  std::vector<double> ok;
-  for (int64_t i = 0; i < d.n; ++i) {
-    const double y = d.values[i];
-    const bool fits = IsInteger(y) && y >= 1 && (spread || y == 1);
-    if (fits) {
-      ok.push_back(y);
-    } else {
-      ++bad;
-    }
-  }
-  r.Exact(Metric::kRandomSupport, "support", bad,
-          spread ? "values are not integers >= 1" : "values differ from 1 (p = 1)");
-  if (!spread || ok.empty()) return std::move(r).Done();
-  std::vector<double> t, cdf;
-  for (int j = 1; j <= kCdfPoints; ++j) {
-    const double target = static_cast<double>(j) / (kCdfPoints + 1);
-    // The smallest k with 1 - (1-p)^k >= target.
-    const double k = std::max(1.0, std::ceil(std::log1p(-target) / std::log1p(-p) - 1e-9));
-    if (!t.empty() && k <= t.back()) continue;
-    t.push_back(k);
-    cdf.push_back(-std::expm1(k * std::log1p(-p)));
-  }
-  Draws kept{ok.data(), static_cast<int64_t>(ok.size()), 0};
-  const double n = static_cast<double>(ok.size());
-  r.AtMost(Metric::kRandomCdf, "cdf_distance", DiscreteCdfDistance(kept, t, cdf),
-           DkwEpsilon(n, r.test_alpha()) + 2 * d.unit_roundoff,
-           "largest distance between the draws' empirical CDF and the distribution's");
-  return std::move(r).Done();
-}
-
-OutputJudgement JudgePoisson(const Draws& d, const PerElement& rates, double alpha) {
-  uint64_t bad = 0;
-  double sum = 0, lambda = 0;
-  for (int64_t i = 0; i < d.n; ++i) {
-    const double y = d.values[i], l = rates.at(i);
-    if (!IsInteger(y) || y < 0 || (l == 0 && y != 0)) {
-      ++bad;
-      continue;
-    }
-    if (l > 0 && std::isfinite(l)) {
-      sum += y;
-      lambda += l;
-    }
-  }
-  Report r(alpha, lambda > 0 ? 1 : 0);
-  r.Put("samples", static_cast<double>(d.n));
-  r.Exact(Metric::kRandomSupport, "support", bad,
-          "values are not non-negative integers (or not 0 where the rate is 0)");
-  if (lambda > 0) {
-    r.Within(Metric::kRandomMean, "total_over_rates", sum / lambda, 1,
-             Widen(PoissonRatioBounds(lambda, r.test_alpha()), 4 * d.unit_roundoff),
-             "sum of draws / sum of rates");
-  }
-  return std::move(r).Done();
-}
-
-OutputJudgement JudgeRandperm(const Draws& d, int64_t n) {
-  Report r(0, 0);
-  r.Put("samples", static_cast<double>(d.n));
-  uint64_t bad = 0, repeated = 0;
-  std::vector<bool> seen(static_cast<std::size_t>(std::max<int64_t>(n, 0)), false);
-  for (int64_t i = 0; i < d.n; ++i) {
-    const double y = d.values[i];
-    if (!IsInteger(y) || y < 0 || y >= static_cast<double>(n)) {
-      ++bad;
-      continue;
-    }
-    const auto at = static_cast<std::size_t>(y);
-    if (seen[at]) {
-      ++repeated;
-    } else {
-      seen[at] = true;
-    }
-  }
-  r.Exact(Metric::kRandomSupport, "support", bad,
-          absl::StrCat("values are not integers in [0, ", n, ")"));
-  r.Exact(Metric::kRandomPermutation, "repeat", repeated, "values are repeated");
-  const uint64_t missing_count = static_cast<uint64_t>(
-      d.n != n ? std::llabs(static_cast<long long>(d.n - n)) : 0);  // NOLINT(runtime/int)
-  r.Exact(Metric::kRandomPermutation, "length", missing_count,
-          absl::StrCat("values more or fewer than n = ", n));
-  return std::move(r).Done();
-}
-
-OutputJudgement JudgeMultinomial(const Draws& d, const double* weights, int64_t rows,
-                                 int64_t categories, int64_t samples, bool replacement,
-                                 double alpha) {
-  uint64_t bad = 0, repeated = 0;
-  std::vector<double> counts(static_cast<std::size_t>(categories), 0.0);
-  std::vector<double> expected(static_cast<std::size_t>(categories), 0.0);
-  double trials = 0;
-  for (int64_t row = 0; row < rows; ++row) {
-    const double* w = weights + row * categories;
-    double total = 0;
-    for (int64_t c = 0; c < categories; ++c) total += w[c] > 0 ? w[c] : 0;
-    const int64_t counted = replacement ? samples : std::min<int64_t>(samples, 1);
-    std::unordered_set<int64_t> in_row;
-    for (int64_t s = 0; s < samples; ++s) {
-      const double y = d.values[row * samples + s];
-      if (!IsInteger(y) || y < 0 || y >= static_cast<double>(categories) ||
-          !(w[static_cast<int64_t>(y)] > 0)) {
-        ++bad;
-        continue;
-      }
-      if (!replacement && !in_row.insert(static_cast<int64_t>(y)).second) ++repeated;
-      if (s < counted) counts[static_cast<std::size_t>(y)] += 1;
-    }
-    if (total > 0) {
-      for (int64_t c = 0; c < categories; ++c) {
-        expected[static_cast<std::size_t>(c)] += counted * (w[c] > 0 ? w[c] : 0) / total;
-      }
-      trials += static_cast<double>(counted);
-    }
-  }
-  int tests = 0;
-  for (double e : expected) tests += e > 0 && e < trials;
-  Report r(alpha, tests);
-  r.Put("samples", static_cast<double>(d.n));
-  r.Exact(Metric::kRandomSupport, "support", bad,
-          "indices are outside the categories or name a category of weight 0");
-  if (!replacement) {
-    r.Exact(Metric::kRandomPermutation, "repeat", repeated,
-            "indices repeat within a row drawn without replacement");
-  }
-  if (tests == 0) return std::move(r).Done();
-  // Every category's count (over all rows; without replacement, of each row's first draw).
-  double worst = -kInf;
-  int64_t worst_c = 0;
-  Interval worst_bound;
-  for (int64_t c = 0; c < categories; ++c) {
-    const double e = expected[static_cast<std::size_t>(c)];
-    if (!(e > 0 && e < trials)) continue;
-    const Interval b =
-        Widen(BinomialRateBounds(trials, e / trials, r.test_alpha()), kFloatProbability);
-    const double rate = counts[static_cast<std::size_t>(c)] / trials;
-    const double excess = rate < b.low ? (b.low - rate) : rate > b.high ? (rate - b.high) : -1;
-    if (excess > worst) {
-      worst = excess;
-      worst_c = c;
-      worst_bound = b;
-    }
-  }
-  const double e = expected[static_cast<std::size_t>(worst_c)];
-  r.Put("category", static_cast<double>(worst_c));
-  r.Within(Metric::kRandomFrequency, "frequency",
-           counts[static_cast<std::size_t>(worst_c)] / trials, e / trials, worst_bound,
-           absl::StrCat("share of category ", worst_c,
-                        " (the one nearest to or farthest past its bound)"));
-  return std::move(r).Done();
-}
-
-OutputJudgement JudgeRrelu(const double* x, const Draws& out, double lower, double upper,
-                           bool training, double alpha) {
-  const double u = out.unit_roundoff;
-  const bool spread = training && upper > lower;
-  Report r(alpha, spread ? 2 : 0);
-  r.Put("samples", static_cast<double>(out.n));
-  uint64_t bad = 0;
-  std::vector<double> w;
-  double sum = 0;
-  const double slack = 4 * u * std::max(std::fabs(lower), std::fabs(upper));
-  for (int64_t i = 0; i < out.n; ++i) {
-    const double xi = x[i], y = out.values[i];
-    if (!std::isfinite(xi)) continue;
-    if (xi >= 0) {
-      bad += std::fabs(y - xi) > 4 * u * std::fabs(xi);
-      continue;
-    }
-    const double slope = y / xi;
-    if (!spread) {
-      bad += std::fabs(slope - (lower + upper) / 2) > slack + 4 * u;
-      continue;
-    }
-    if (!(slope >= lower - slack && slope <= upper + slack)) {
-      ++bad;
-      continue;
-    }
-    const double v = std::clamp((slope - lower) / (upper - lower), 0.0, 1.0);
-    sum += v;
-    w.push_back(v);
-  }
-  r.Exact(Metric::kRandomSupport, "support", bad,
-          spread ? "elements are changed where the input is >= 0, or scaled by a slope outside "
-                   "[lower, upper] where it is negative"
-                 : "elements differ from input x (lower + upper) / 2 (negative) or the input");
-  const double n = static_cast<double>(w.size());
-  if (!spread || n == 0) return std::move(r).Done();
-  const double e = slack / (upper - lower);
-  const double eps = HoeffdingEpsilon(n, r.test_alpha());
-  r.Within(Metric::kRandomMean, "mean", sum / n, 0.5, Widen({0.5 - eps, 0.5 + eps}, e),
-           "mean of (slope - lower) / (upper - lower)");
-  r.AtMost(Metric::kRandomCdf, "cdf_distance", UniformCdfDistance(w),
-           DkwEpsilon(n, r.test_alpha()) + e,
-           "largest distance between the slopes' empirical CDF and U[lower, upper]'s");
   return std::move(r).Done();
 }
 

@@ -291,6 +291,22 @@ absl::StatusOr<RandomChecks> ParseRandomChecks(absl::string_view text) {
       absl::StrCat("random_checks: auto, statistical or skip, got \"", text, "\""));
 }
 
+namespace {
+
+// The float64 golden, unless the options disable it or the bench alone decides the call
+// (`exact`): on the lane's device or, with golden_device cpu, on the CPU.
+Replay ReplayGolden(const CheckerOptions& o, GoldenReplayer& golden, const c10::OperatorHandle& op,
+                    const Stack& inputs, const c10::Device& lane_device,
+                    std::optional<at::ScalarType> autocast, bool exact) {
+  if (!o.golden) return Replay::NotRun(Replay::Outcome::kDisabled);
+  if (exact) return Replay::NotRun(Replay::Outcome::kNotNeeded);
+  const c10::Device device =
+      o.golden_device == GoldenDevice::kCpu ? c10::Device(c10::kCPU) : lane_device;
+  return Guarded([&] { return golden.ReplayOn(op, inputs, device, autocast); });
+}
+
+}  // namespace
+
 CallChecker::CallChecker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CallChecker::~CallChecker() = default;
 
@@ -359,14 +375,8 @@ CallCheck CallChecker::Check(const ServerCall& call, const common::BlobSource* b
       Guarded([&] { return ReplayBench(*op, decoded->inputs, lane.device, autocast); });
   clock.Lap(&cpu.bench);
   const bool exact = bench_decides && bench.ran();
-  const c10::Device golden_device =
-      impl_->options.golden_device == GoldenDevice::kCpu ? c10::Device(c10::kCPU) : lane.device;
-  const Replay golden =
-      !impl_->options.golden ? Replay::NotRun(Replay::Outcome::kDisabled)
-      : exact                ? Replay::NotRun(Replay::Outcome::kNotNeeded)
-                             : Guarded([&] {
-                  return impl_->golden.ReplayOn(*op, decoded->inputs, golden_device, autocast);
-                });
+  const Replay golden = ReplayGolden(impl_->options, impl_->golden, *op, decoded->inputs,
+                                     lane.device, autocast, exact);
   clock.Lap(&cpu.golden);
   cpu.bench_ran = bench.ran();
   cpu.golden_ran = golden.ran();

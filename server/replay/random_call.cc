@@ -131,6 +131,110 @@ double RandomUpperBound(at::ScalarType t) {
   }
 }
 
+// The dropout family: the output, and native_dropout's mask when it was sent.
+void JudgeDropoutCall(common::RandomFamily family, const Args& args, const Stack& outputs,
+                      const Draws& draws, double alpha, std::vector<OutputJudgement>* out) {
+  using F = common::RandomFamily;
+  const at::Tensor& y = outputs.at(0).toTensor();
+  std::optional<at::Tensor> x = args.Tensor("input");
+  if (!x) x = args.Tensor("self");
+  TORCH_CHECK(x.has_value(), "no input tensor");
+  TORCH_CHECK(x->numel() == y.numel(), "input and output sizes differ");
+  const at::Tensor xd = AsDoubles(*x);
+  DropoutParams prm;
+  prm.p = args.Double("p", 0.5);
+  prm.train = args.Bool("train", true);
+  prm.alpha = family == F::kAlphaDropout || family == F::kFeatureAlphaDropout;
+  if ((family == F::kFeatureDropout || family == F::kFeatureAlphaDropout) && x->dim() >= 2) {
+    prm.channel = x->numel() / std::max<int64_t>(x->size(0) * x->size(1), 1);
+  }
+  at::Tensor md;
+  const double* mask = nullptr;
+  if (family == F::kNativeDropout && outputs.size() > 1 && outputs[1].isTensor() &&
+      outputs[1].toTensor().numel() == y.numel()) {
+    md = AsDoubles(outputs[1].toTensor());
+    mask = md.data_ptr<double>();
+  }
+  DropoutJudgement d = JudgeDropout(xd.data_ptr<double>(), draws, mask, prm, alpha);
+  out->push_back(std::move(d.output));
+  if (d.mask) out->push_back(std::move(*d.mask));
+}
+
+// uniform_, normal, log_normal_, exponential_, cauchy_: a continuous law with up to two
+// parameters, each a number or a tensor broadcast to the output.
+OutputJudgement JudgeContinuousCall(common::RandomFamily family, const Args& args,
+                                    const at::Tensor& y, const Draws& draws, double alpha) {
+  using F = common::RandomFamily;
+  ContinuousParams c;
+  Parameter a, b;
+  switch (family) {
+    case F::kUniform:
+      c.kind = Continuous::kUniform;
+      a = ParameterOf(args, "from", 0, y);
+      b = ParameterOf(args, "to", 1, y);
+      break;
+    case F::kNormal:
+      c.kind = Continuous::kNormal;
+      a = ParameterOf(args, "mean", 0, y);
+      b = ParameterOf(args, "std", 1, y);
+      break;
+    case F::kLogNormal:
+      c.kind = Continuous::kLogNormal;
+      a = ParameterOf(args, "mean", 1, y);
+      b = ParameterOf(args, "std", 2, y);
+      break;
+    case F::kExponential:
+      c.kind = Continuous::kExponential;
+      a = ParameterOf(args, "lambd", 1, y);
+      break;
+    default:
+      c.kind = Continuous::kCauchy;
+      a = ParameterOf(args, "median", 0, y);
+      b = ParameterOf(args, "sigma", 1, y);
+      break;
+  }
+  c.a = a.view;
+  c.b = b.view;
+  return JudgeContinuous(draws, c, alpha);
+}
+
+// randint, random_: integers uniform on [low, high].
+OutputJudgement JudgeRandintCall(absl::string_view bare, const Args& args, const at::Tensor& y,
+                                 const Draws& draws, double alpha) {
+  double low = 0, high = 0;
+  if (bare == "random_") {
+    low = args.Double("from", 0);
+    const c10::IValue* to = args.Find("to");
+    high = to != nullptr ? args.Double("to", 0) - 1 : RandomUpperBound(y.scalar_type());
+  } else {
+    low = args.Double("low", 0);
+    high = args.Double("high", 1) - 1;
+  }
+  return JudgeDiscreteUniform(draws, low, high, alpha);
+}
+
+OutputJudgement JudgeMultinomialCall(const Args& args, const at::Tensor& y, const Draws& draws,
+                                     double alpha) {
+  std::optional<at::Tensor> w = args.Tensor("self");
+  TORCH_CHECK(w.has_value() && (w->dim() == 1 || w->dim() == 2), "weights must be 1-D or 2-D");
+  const at::Tensor wd = AsDoubles(*w);
+  const int64_t rows = w->dim() == 2 ? w->size(0) : 1;
+  const int64_t categories = w->size(-1);
+  const int64_t samples = static_cast<int64_t>(args.Double("num_samples", 0));
+  TORCH_CHECK(y.numel() == rows * samples, "output is not rows x num_samples");
+  return JudgeMultinomial(draws, wd.data_ptr<double>(), rows, categories, samples,
+                          args.Bool("replacement", false), alpha);
+}
+
+OutputJudgement JudgeRreluCall(const Args& args, const at::Tensor& y, const Draws& draws,
+                               double alpha) {
+  std::optional<at::Tensor> x = args.Tensor("self");
+  TORCH_CHECK(x.has_value() && x->numel() == y.numel(), "input and output sizes differ");
+  const at::Tensor xd = AsDoubles(*x);
+  return JudgeRrelu(xd.data_ptr<double>(), draws, args.Double("lower", 1.0 / 8),
+                    args.Double("upper", 1.0 / 3), args.Bool("training", false), alpha);
+}
+
 // The judgements of the call's flattened outputs, by its family.
 std::vector<OutputJudgement> Judge(common::RandomFamily family, absl::string_view bare,
                                    const Args& args, const Stack& outputs, double alpha) {
@@ -144,38 +248,12 @@ std::vector<OutputJudgement> Judge(common::RandomFamily family, absl::string_vie
     case F::kFeatureDropout:
     case F::kAlphaDropout:
     case F::kFeatureAlphaDropout:
-    case F::kNativeDropout: {
-      std::optional<at::Tensor> x = args.Tensor("input");
-      if (!x) x = args.Tensor("self");
-      TORCH_CHECK(x.has_value(), "no input tensor");
-      TORCH_CHECK(x->numel() == y.numel(), "input and output sizes differ");
-      const at::Tensor xd = AsDoubles(*x);
-      DropoutParams prm;
-      prm.p = args.Double("p", 0.5);
-      prm.train = args.Bool("train", true);
-      prm.alpha = family == F::kAlphaDropout || family == F::kFeatureAlphaDropout;
-      if ((family == F::kFeatureDropout || family == F::kFeatureAlphaDropout) && x->dim() >= 2) {
-        prm.channel = x->numel() / std::max<int64_t>(x->size(0) * x->size(1), 1);
-      }
-      at::Tensor md;
-      const double* mask = nullptr;
-      if (family == F::kNativeDropout && outputs.size() > 1 && outputs[1].isTensor() &&
-          outputs[1].toTensor().numel() == y.numel()) {
-        md = AsDoubles(outputs[1].toTensor());
-        mask = md.data_ptr<double>();
-      }
-      DropoutJudgement d = JudgeDropout(xd.data_ptr<double>(), draws, mask, prm, alpha);
-      out.push_back(std::move(d.output));
-      if (d.mask) out.push_back(std::move(*d.mask));
+    case F::kNativeDropout:
+      JudgeDropoutCall(family, args, outputs, draws, alpha, &out);
       break;
-    }
     case F::kBernoulli: {
-      Parameter p;
-      if (args.Find("p") != nullptr) {
-        p = ParameterOf(args, "p", 0.5, y);
-      } else {
-        p = ParameterOf(args, "self", 0.5, y);  // bernoulli(probabilities)
-      }
+      // bernoulli_(p) draws with the number p; bernoulli(probabilities) with its input's.
+      const Parameter p = ParameterOf(args, args.Find("p") != nullptr ? "p" : "self", 0.5, y);
       out.push_back(JudgeBernoulli(draws, p.view, alpha));
       break;
     }
@@ -183,84 +261,27 @@ std::vector<OutputJudgement> Judge(common::RandomFamily family, absl::string_vie
     case F::kNormal:
     case F::kLogNormal:
     case F::kExponential:
-    case F::kCauchy: {
-      ContinuousParams c;
-      Parameter a, b;
-      switch (family) {
-        case F::kUniform:
-          c.kind = Continuous::kUniform;
-          a = ParameterOf(args, "from", 0, y);
-          b = ParameterOf(args, "to", 1, y);
-          break;
-        case F::kNormal:
-          c.kind = Continuous::kNormal;
-          a = ParameterOf(args, "mean", 0, y);
-          b = ParameterOf(args, "std", 1, y);
-          break;
-        case F::kLogNormal:
-          c.kind = Continuous::kLogNormal;
-          a = ParameterOf(args, "mean", 1, y);
-          b = ParameterOf(args, "std", 2, y);
-          break;
-        case F::kExponential:
-          c.kind = Continuous::kExponential;
-          a = ParameterOf(args, "lambd", 1, y);
-          break;
-        default:
-          c.kind = Continuous::kCauchy;
-          a = ParameterOf(args, "median", 0, y);
-          b = ParameterOf(args, "sigma", 1, y);
-          break;
-      }
-      c.a = a.view;
-      c.b = b.view;
-      out.push_back(JudgeContinuous(draws, c, alpha));
+    case F::kCauchy:
+      out.push_back(JudgeContinuousCall(family, args, y, draws, alpha));
       break;
-    }
     case F::kGeometric:
       out.push_back(JudgeGeometric(draws, args.Double("p", 0.5), alpha));
       break;
-    case F::kRandint: {
-      double low = 0, high = 0;
-      if (bare == "random_") {
-        low = args.Double("from", 0);
-        const c10::IValue* to = args.Find("to");
-        high = to != nullptr ? args.Double("to", 0) - 1 : RandomUpperBound(y.scalar_type());
-      } else {
-        low = args.Double("low", 0);
-        high = args.Double("high", 1) - 1;
-      }
-      out.push_back(JudgeDiscreteUniform(draws, low, high, alpha));
+    case F::kRandint:
+      out.push_back(JudgeRandintCall(bare, args, y, draws, alpha));
       break;
-    }
     case F::kRandperm:
       out.push_back(JudgeRandperm(draws, static_cast<int64_t>(args.Double("n", 0))));
       break;
-    case F::kMultinomial: {
-      std::optional<at::Tensor> w = args.Tensor("self");
-      TORCH_CHECK(w.has_value() && (w->dim() == 1 || w->dim() == 2), "weights must be 1-D or 2-D");
-      const at::Tensor wd = AsDoubles(*w);
-      const int64_t rows = w->dim() == 2 ? w->size(0) : 1;
-      const int64_t categories = w->size(-1);
-      const int64_t samples = static_cast<int64_t>(args.Double("num_samples", 0));
-      TORCH_CHECK(y.numel() == rows * samples, "output is not rows x num_samples");
-      out.push_back(JudgeMultinomial(draws, wd.data_ptr<double>(), rows, categories, samples,
-                                     args.Bool("replacement", false), alpha));
+    case F::kMultinomial:
+      out.push_back(JudgeMultinomialCall(args, y, draws, alpha));
       break;
-    }
-    case F::kPoisson: {
-      Parameter rates = ParameterOf(args, "self", 0, y);
-      out.push_back(JudgePoisson(draws, rates.view, alpha));
+    case F::kPoisson:
+      out.push_back(JudgePoisson(draws, ParameterOf(args, "self", 0, y).view, alpha));
       break;
-    }
-    case F::kRrelu: {
-      std::optional<at::Tensor> x = args.Tensor("self");
-      TORCH_CHECK(x.has_value() && x->numel() == y.numel(), "input and output sizes differ");
-      const at::Tensor xd = AsDoubles(*x);
-      out.push_back(JudgeRrelu(xd.data_ptr<double>(), draws, args.Double("lower", 1.0 / 8),
-                               args.Double("upper", 1.0 / 3), args.Bool("training", false), alpha));
+    case F::kRrelu:
+      out.push_back(JudgeRreluCall(args, y, draws, alpha));
       break;
-    }
     case F::kNone:
     case F::kUnchecked:
       break;

@@ -91,6 +91,33 @@ nlohmann::json Finite(double v) {
   return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(CsvDouble(v));
 }
 
+// One output's part of the JSON-lines record.
+nlohmann::json OutputRecord(const v1::OutputVerdict& ov, const OutputCheck& out,
+                            const StandardsTable& standards) {
+  nlohmann::json o;
+  o["index"] = ov.index();
+  o["status"] = StatusCell(ov.status());
+  o["standard"] = ov.standard();
+  o["dtype"] = DTypeCell(out.dtype);
+  o["bench_dtype"] = DTypeCell(out.bench_dtype);
+  o["reference_dtype"] = DTypeCell(out.reference_dtype);
+  o["shape"] = out.shape;
+  o["failed_metric"] = ov.failed_metric();
+  o["message"] = ov.message();
+  o["two_way_status"] = StatusCell(out.judgement.two_way_status);
+  nlohmann::json metrics = nlohmann::json::object();
+  for (const auto& [k, val] : ov.metrics()) metrics[k] = Finite(val);
+  o["metrics"] = std::move(metrics);
+  if (const DTypeConstants* c = standards.Constants(out.dtype)) {
+    o["thresholds"] = {{"small_value", c->small_value},
+                       {"small_value_atol_absolute", c->small_value_atol_absolute},
+                       {"small_value_atol_benchmark", c->small_value_atol_benchmark},
+                       {"rtol", c->rtol},
+                       {"minimum_err", c->minimum_err}};
+  }
+  return o;
+}
+
 nlohmann::json JsonRecord(const CallOrigin& origin, const ServerCall& server_call,
                           const CallCheck& check, const v1::Verdict& verdict,
                           const StandardsTable& standards) {
@@ -132,30 +159,8 @@ nlohmann::json JsonRecord(const CallOrigin& origin, const ServerCall& server_cal
   j["compare_seconds"] = check.compare_seconds;
   nlohmann::json outputs = nlohmann::json::array();
   for (int i = 0; i < verdict.outputs_size(); ++i) {
-    const v1::OutputVerdict& ov = verdict.outputs(i);
-    const OutputCheck& out = check.outputs[static_cast<std::size_t>(i)];
-    nlohmann::json o;
-    o["index"] = ov.index();
-    o["status"] = StatusCell(ov.status());
-    o["standard"] = ov.standard();
-    o["dtype"] = DTypeCell(out.dtype);
-    o["bench_dtype"] = DTypeCell(out.bench_dtype);
-    o["reference_dtype"] = DTypeCell(out.reference_dtype);
-    o["shape"] = out.shape;
-    o["failed_metric"] = ov.failed_metric();
-    o["message"] = ov.message();
-    o["two_way_status"] = StatusCell(out.judgement.two_way_status);
-    nlohmann::json metrics = nlohmann::json::object();
-    for (const auto& [k, val] : ov.metrics()) metrics[k] = Finite(val);
-    o["metrics"] = std::move(metrics);
-    if (const DTypeConstants* c = standards.Constants(out.dtype)) {
-      o["thresholds"] = {{"small_value", c->small_value},
-                         {"small_value_atol_absolute", c->small_value_atol_absolute},
-                         {"small_value_atol_benchmark", c->small_value_atol_benchmark},
-                         {"rtol", c->rtol},
-                         {"minimum_err", c->minimum_err}};
-    }
-    outputs.push_back(std::move(o));
+    outputs.push_back(
+        OutputRecord(verdict.outputs(i), check.outputs[static_cast<std::size_t>(i)], standards));
   }
   j["outputs"] = std::move(outputs);
   return j;
