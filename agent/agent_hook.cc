@@ -11,7 +11,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "agent/buffer_pool.h"
+#include "agent/snapshot.h"
 #include "agent/torch_values.h"
 #include "common/torch/autocast.h"
 #include "common/torch/boxed_call.h"
@@ -85,93 +85,6 @@ bool IsEngineWrapper(const char* name) { return StartsWith(name, kEngineWrapper)
 // A dispatcher op (has a schema name; the engine's wrapper records have none).
 bool IsOp(const at::RecordFunction& fn) {
   return fn.scope() == at::RecordScope::FUNCTION && fn.operator_name().has_value();
-}
-
-uint64_t Bytes(const c10::IValue& v) {
-  uint64_t n = 0;
-  common::ForEachLeaf(v, [&n](const c10::IValue& leaf) {
-    if (leaf.isTensor() && leaf.toTensor().defined()) {
-      n += leaf.toTensor().numel() * leaf.toTensor().element_size();
-    }
-  });
-  return n;
-}
-
-// Snapshot buffers: host copies of at least this many bytes come from the pool.
-constexpr uint64_t kPooledMinBytes = 16 << 10;
-std::atomic<bool> g_pool_on{true};
-
-BufferPool& SnapshotPool() {
-  static BufferPool* pool = new BufferPool(uint64_t{128} << 20);  // outlives every snapshot
-  return *pool;
-}
-
-// A contiguous copy of `d`: a CPU tensor of kPooledMinBytes or more into a pooled buffer (no
-// page faults once the pool is warm), anything else by clone(). A contiguous CPU tensor is
-// copied with memcpy: copy_ would go through the dispatcher and set up a TensorIterator for
-// every tensor of every call (measured: docs/performance.md).
-at::Tensor PooledCopy(const at::Tensor& d) {
-  const uint64_t bytes = static_cast<uint64_t>(d.numel()) * d.element_size();
-  const bool cpu = d.device().is_cpu() && d.layout() == at::kStrided;
-  const bool flat = cpu && d.is_contiguous() && bytes > 0;
-  if (!cpu || bytes < kPooledMinBytes || !g_pool_on.load(std::memory_order_relaxed)) {
-    if (!flat) return d.clone(at::MemoryFormat::Contiguous);
-    at::Tensor out = at::empty(d.sizes(), d.options());
-    std::memcpy(out.data_ptr(), d.data_ptr(), bytes);
-    return out;
-  }
-  uint64_t capacity = 0;
-  void* buffer = SnapshotPool().Take(bytes, &capacity);
-  if (buffer == nullptr) return d.clone(at::MemoryFormat::Contiguous);
-  at::Tensor out = at::from_blob(
-      buffer, d.sizes(), [capacity](void* p) { SnapshotPool().Give(p, capacity); }, d.options());
-  if (flat) {
-    std::memcpy(buffer, d.data_ptr(), bytes);
-  } else {
-    out.copy_(d);
-  }
-  return out;
-}
-
-// A copy the training cannot change afterwards (in-place ops, later steps). On an accelerator
-// this is a device-side copy queued on the training's stream: the training thread does not
-// wait; the sender copies it to the host after the call's event. Notes the accelerator in
-// `call` so that the event is recorded without walking the values again.
-c10::IValue Snapshot(const c10::IValue& v, TorchValues& call) {
-  return common::MapLeaves(v, [&call](const c10::IValue& leaf) {
-    if (leaf.isTensor()) {
-      const at::Tensor& t = leaf.toTensor();
-      if (!t.defined() || t.is_sparse() || t.is_quantized()) return leaf;
-      if (!call.accelerator && !t.device().is_cpu() && !t.is_meta()) {
-        call.accelerator = t.device();
-      }
-      at::Tensor d = t.detach();
-      if (d.is_conj()) d = d.resolve_conj();
-      if (d.is_neg()) d = d.resolve_neg();
-      return c10::IValue(PooledCopy(d));
-    }
-    if (leaf.isString()) return c10::IValue(std::string(leaf.toStringRef()));  // deep (1.13)
-    // A generator travels as None; a random op's generator state goes in ApiCall.generator.
-    if (leaf.isGenerator()) return c10::IValue();
-    return leaf;
-  });
-}
-
-// Records, on the current stream of the call's accelerator, the event after which its device
-// snapshots are complete. A device without events gets host copies now (synchronously).
-void MarkDeviceReady(TorchValues& call) {
-  if (!call.accelerator) return;
-  const c10::Device device = *call.accelerator;
-  try {
-    c10::impl::VirtualGuardImpl impl(device.type());
-    c10::Event event(device.type());
-    event.record(impl.getStream(device));
-    call.device_ready.emplace(std::move(event));
-  } catch (const std::exception&) {
-    for (auto* values : {&call.inputs, &call.outputs}) {
-      for (c10::IValue& v : *values) v = ToHost(v);
-    }
-  }
 }
 
 // The device type of the call's first defined tensor; CPU when it has none.
@@ -293,8 +206,9 @@ void SiteOf(const at::RecordFunction& fn, ThreadState& ts, Site& site) {
   c.module = site.module.c_str();
 }
 
-std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
-  ThreadState& ts = State();
+// The records that only tell where later ops run (an autograd node, the engine's wrapper of
+// one, an optimizer step): noted in the thread's state. True when `fn` was one of them.
+bool TrackContext(const at::RecordFunction& fn, ThreadState& ts) {
   switch (fn.scope()) {
     case at::RecordScope::BACKWARD_FUNCTION:
       ts.nodes.push_back({fn.name(), fn.seqNr()});
@@ -305,21 +219,45 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
           ts.engine.back().name == fn.name()) {
         ts.engine.back().sequence_nr = fn.seqNr();
       }
-      return nullptr;
+      return true;
     case at::RecordScope::USER_SCOPE:
       if (StartsWith(fn.name(), "Optimizer.step#")) ++ts.optimizer;
-      return nullptr;
+      return true;
     case at::RecordScope::FUNCTION:
       if (IsEngineWrapper(fn.name())) {
         ts.engine.push_back(
             {std::string(std::string_view(fn.name()).substr(kEngineWrapper.size())), fn.seqNr()});
-        return nullptr;
+        return true;
       }
-      break;
+      return false;
     default:
-      break;
+      return false;
   }
-  if (!IsOp(fn)) return nullptr;
+}
+
+// What the call's replay needs besides its values: the autocast it ran under and, for a random
+// op, its generator's state before it draws.
+void SetReplayContext(parity_call* call, uint32_t flags, c10::ArrayRef<const c10::IValue> inputs) {
+  // Autocast on the call's device: the inputs seen here are the ones before autocast cast them,
+  // so the server replays the bench under the same autocast.
+  if (std::optional<at::ScalarType> autocast = common::ActiveAutocast(DeviceTypeOf(inputs))) {
+    if (std::optional<wire::DType> d = common::WireDTypeOf(*autocast)) {
+      parity_call_set_autocast_dtype(call, *d);
+    }
+  }
+  if ((flags & PARITY_CALL_RANDOM) == 0) return;
+  if (std::optional<at::Generator> gen = GeneratorOf(inputs)) {
+    const std::string state = common::GeneratorStateBytes(*gen);
+    const std::string device_type = c10::DeviceTypeName(gen->device().type(), /*lower_case=*/true);
+    static const std::string torch_version = common::TorchVersion();
+    parity_call_set_generator(call, device_type.c_str(), gen->device().index(), state.data(),
+                              state.size(), torch_version.c_str());
+  }
+}
+
+std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
+  ThreadState& ts = State();
+  if (TrackContext(fn, ts) || !IsOp(fn)) return nullptr;
   parity_session* session = g_session.load(std::memory_order_acquire);
   if (ts.depth++ > 0 || session == nullptr) return nullptr;  // nested, or the agent's own copies
   if (StartsWith(fn.name(), "parity::")) return nullptr;
@@ -336,28 +274,11 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
   auto ctx = std::make_unique<CallContext>();
   ctx->call = call;  // discarded with the context unless captured
   const c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
-  // Autocast on the call's device: the inputs seen here are the ones before autocast cast them,
-  // so the server replays the bench under the same autocast.
-  if (std::optional<at::ScalarType> autocast = common::ActiveAutocast(DeviceTypeOf(inputs))) {
-    if (std::optional<wire::DType> d = common::WireDTypeOf(*autocast)) {
-      parity_call_set_autocast_dtype(call, *d);
-    }
-  }
   uint64_t bytes = 0;
-  for (const c10::IValue& v : inputs) bytes += Bytes(v);
+  for (const c10::IValue& v : inputs) bytes += ValueBytes(v);
   // Outputs are usually about as large as inputs: room for both before copying anything.
   if (!parity_session_admit(session, 2 * bytes)) return nullptr;
-  // A random op: its generator's state now, before it draws, so the server can replay the draw.
-  if ((flags & PARITY_CALL_RANDOM) != 0) {
-    if (std::optional<at::Generator> gen = GeneratorOf(inputs)) {
-      const std::string state = common::GeneratorStateBytes(*gen);
-      const std::string device_type =
-          c10::DeviceTypeName(gen->device().type(), /*lower_case=*/true);
-      static const std::string torch_version = common::TorchVersion();
-      parity_call_set_generator(call, device_type.c_str(), gen->device().index(), state.data(),
-                                state.size(), torch_version.c_str());
-    }
-  }
+  SetReplayContext(call, flags, inputs);
   auto values = std::make_unique<TorchValues>();
   values->op = site.op;
   values->overload = site.overload;
@@ -407,7 +328,7 @@ void OnExitImpl(const at::RecordFunction& fn, at::ObserverContext* raw) {
   const auto copy_start = std::chrono::steady_clock::now();
   for (const c10::IValue& v : fn.outputs().empty() ? ctx->written : fn.outputs()) {
     values->outputs.push_back(Snapshot(v, *values));
-    values->bytes += Bytes(v);
+    values->bytes += ValueBytes(v);
   }
   values->snapshot_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - copy_start).count();
@@ -465,11 +386,6 @@ std::vector<std::string> RegisteredOpNames() {
     names.push_back(op.name);
   }
   return names;
-}
-
-void ConfigureSnapshotPool(uint64_t max_cached_bytes) {
-  SnapshotPool().SetMaxCached(max_cached_bytes);
-  g_pool_on.store(max_cached_bytes > 0, std::memory_order_relaxed);
 }
 
 uint64_t InstallHook(parity_session* session) {

@@ -16,9 +16,6 @@ namespace parity::agent {
 // Sends every top-level call to `session` until RemoveHook(handle). One session at a time.
 uint64_t InstallHook(parity_session* session);
 void RemoveHook(uint64_t handle);
-// Keeps at most `max_cached_bytes` of free host snapshot buffers for reuse; 0 turns the pool off
-// (every copy allocates). Takes effect for the next copies.
-void ConfigureSnapshotPool(uint64_t max_cached_bytes);
 // Marks the calling thread as the agent's own: its ops are never captured.
 void MarkAgentThread();
 // The module scope stack of the calling thread (results name module paths).

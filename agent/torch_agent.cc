@@ -9,6 +9,7 @@
 
 #include "agent/agent_hook.h"
 #include "agent/counter_fields.h"
+#include "agent/snapshot.h"
 #include "common/torch/generator_read.h"
 
 namespace parity::agent {
