@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -179,34 +180,37 @@ void Sender::Run() {
   }
 }
 
-void Sender::RunOnce(std::chrono::steady_clock::time_point* last_stats, double* backoff_ms) {
-  if (!conn_->connected()) {
-    const bool connected = conn_->Connect(closing_.load());
-    if (connected) {
-      // Before the first attempt is marked over: a pusher waiting for it (policy block) must
-      // find the connection, not a moment with neither.
-      if (ever_connected_) counters_.Reconnected();
-      ever_connected_ = true;
-      counters_.SetConnected(true);
-    }
-    if (first_attempt_.exchange(false) || connected) queue_.Wake();  // blocked pushers re-check
-    if (!connected && !conn_->refused().empty()) {
-      // Refused for good (rank_list): the session stops capturing; no more attempts.
-      if (options_.on_refused) options_.on_refused(conn_->refused());
-      refused_.store(true);  // after the capture stopped: a Flush() returning sees it stopped
-      Waiting(std::chrono::hours(24));
-      return;
-    }
-    if (!connected) {
-      // Jittered exponential back-off, capped: many ranks must not reconnect in lock-step.
-      static thread_local std::mt19937 rng(static_cast<uint32_t>(::getpid()));
-      const double jitter = std::uniform_real_distribution<double>(0.5, 1.0)(rng);
-      Waiting(std::chrono::milliseconds(static_cast<int64_t>(*backoff_ms * jitter)));
-      *backoff_ms = std::min<double>(*backoff_ms * 2, options_.reconnect_max_ms);
-      return;
-    }
-    *backoff_ms = options_.reconnect_initial_ms;
+bool Sender::Reconnect(double* backoff_ms) {
+  const bool connected = conn_->Connect(closing_.load());
+  if (connected) {
+    // Before the first attempt is marked over: a pusher waiting for it (policy block) must
+    // find the connection, not a moment with neither.
+    if (ever_connected_) counters_.Reconnected();
+    ever_connected_ = true;
+    counters_.SetConnected(true);
   }
+  if (first_attempt_.exchange(false) || connected) queue_.Wake();  // blocked pushers re-check
+  if (!connected && !conn_->refused().empty()) {
+    // Refused for good (rank_list): the session stops capturing; no more attempts.
+    if (options_.on_refused) options_.on_refused(conn_->refused());
+    refused_.store(true);  // after the capture stopped: a Flush() returning sees it stopped
+    Waiting(std::chrono::hours(24));
+    return false;
+  }
+  if (!connected) {
+    // Jittered exponential back-off, capped: many ranks must not reconnect in lock-step.
+    static thread_local std::mt19937 rng(static_cast<uint32_t>(::getpid()));
+    const double jitter = std::uniform_real_distribution<double>(0.5, 1.0)(rng);
+    Waiting(std::chrono::milliseconds(static_cast<int64_t>(*backoff_ms * jitter)));
+    *backoff_ms = std::min<double>(*backoff_ms * 2, options_.reconnect_max_ms);
+    return false;
+  }
+  *backoff_ms = options_.reconnect_initial_ms;
+  return true;
+}
+
+void Sender::RunOnce(std::chrono::steady_clock::time_point* last_stats, double* backoff_ms) {
+  if (!conn_->connected() && !Reconnect(backoff_ms)) return;
   if (conn_->StreamDone()) {
     // The server ended the stream (or died): count what it never answered, then reconnect now
     // rather than at the next failed write.
@@ -277,6 +281,99 @@ grpc::ByteBuffer Sender::SerializeForWrite(std::shared_ptr<const v1::AgentMessag
   return bytes;
 }
 
+// The items of the next message (each a serialized AgentMessage) and the calls whose last item
+// is among them (whether each went with its data). A message is the item alone or a
+// MessageBatch; it stays within `max_bytes` (half the server's limit) unless one item alone is
+// larger, and within the items a batch may hold.
+class MessagePacker {
+ public:
+  // Writes one message; `more`: another write follows at once, so gRPC may hold this one and
+  // send both together. `completed`: the calls it completes. False when the stream failed.
+  using WriteFn =
+      std::function<bool(grpc::ByteBuffer bytes, bool more, const std::vector<bool>& completed)>;
+  MessagePacker(std::size_t max_bytes, WriteFn write)
+      : max_bytes_(max_bytes), write_(std::move(write)) {}
+
+  bool Add(grpc::ByteBuffer item) {
+    if (!items_.empty() &&
+        (item_bytes_ + item.Length() > max_bytes_ || items_.size() == common::kMaxBatchItems) &&
+        !Flush(true)) {
+      return false;
+    }
+    item_bytes_ += item.Length();
+    items_.push_back(std::move(item));
+    return true;
+  }
+  // The call whose items were just added is complete.
+  void Complete(bool with_data) { completed_.push_back(with_data); }
+
+  bool Flush(bool more) {
+    if (items_.empty()) return true;
+    grpc::ByteBuffer bytes = items_.size() == 1
+                                 ? std::move(items_.front())
+                                 : common::SerializeBatch(common::kAgentBatchField, items_);
+    items_.clear();
+    item_bytes_ = 0;
+    if (!write_(std::move(bytes), more, completed_)) return false;
+    written_ += completed_.size();
+    completed_.clear();
+    return true;
+  }
+  // The calls written so far.
+  std::size_t written() const { return written_; }
+
+ private:
+  const std::size_t max_bytes_;
+  const WriteFn write_;
+  std::vector<grpc::ByteBuffer> items_;
+  std::size_t item_bytes_ = 0;
+  std::vector<bool> completed_;
+  std::size_t written_ = 0;
+};
+
+bool Sender::WritePacked(grpc::ByteBuffer bytes, bool more, const std::vector<bool>& completed) {
+  const std::size_t length = bytes.Length();
+  unflushed_ = more;
+  if (!conn_->Write(std::move(bytes), more)) return false;
+  counters_.BytesWritten(length);
+  for (const bool with_data : completed) {
+    // A call whose data could not be encoded went out as a record only: it gets a verdict
+    // (SKIP) like any other, and is counted as sent without data.
+    if (with_data) {
+      counters_.Sent();
+    } else {
+      counters_.SentWithoutData();
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  written_ += completed.size();
+  return true;
+}
+
+bool Sender::PackCall(CapturedCall& call, const CallEncoding& encoding, MessagePacker& packer) {
+  const double cpu_start = common::ThreadCpuSeconds();
+  EncodedCall encoded = EncodeCall(call, encoding, &next_blob_);
+  counters_.Spent(AgentCounters::Cost::kEncode, common::ThreadCpuSeconds() - cpu_start);
+  counters_.Reused(encoded.reused_bytes);
+  // Releases first: the server's kept bytes stay within its cap when this call's blobs arrive.
+  if (!encoded.release.empty()) {
+    auto release = std::make_shared<v1::AgentMessage>();
+    for (uint64_t id : encoded.release) release->mutable_release()->add_blob_ids(id);
+    if (!packer.Add(SerializeForWrite(std::move(release)))) return false;
+  }
+  for (EncodedCall::Blob& blob : encoded.blobs) {
+    for (auto& chunk : blob.chunks) {
+      if (!packer.Add(SerializeForWrite(std::move(chunk)))) return false;
+    }
+  }
+  const double serialize_start = common::ThreadCpuSeconds();
+  grpc::ByteBuffer message = encoded.TakeMessage();
+  counters_.Spent(AgentCounters::Cost::kSerialize, common::ThreadCpuSeconds() - serialize_start);
+  if (!packer.Add(std::move(message))) return false;
+  packer.Complete(encoded.with_data);
+  return true;
+}
+
 std::size_t Sender::SendCalls(std::vector<std::unique_ptr<CapturedCall>>& calls) {
   CallEncoding encoding;
   const ServerLimits& limits = conn_->limits();
@@ -285,79 +382,17 @@ std::size_t Sender::SendCalls(std::vector<std::unique_ptr<CapturedCall>>& calls)
   encoding.checksum = options_.checksum;
   encoding.accepted_dtypes = limits.accepted_dtypes.empty() ? nullptr : &limits.accepted_dtypes;
   encoding.sent = conn_->sent();
-  // What goes in the next message: serialized items (each an AgentMessage), their bytes, and
-  // the calls whose last item is among them (whether each went with its data).
-  std::vector<grpc::ByteBuffer> items;
-  std::size_t item_bytes = 0;
-  std::vector<bool> completed;
-  std::size_t written = 0;
-  // One message: the item alone, or a MessageBatch of them. `more`: another write follows at
-  // once, so gRPC may hold this one and send both together.
-  auto flush = [&](bool more) {
-    if (items.empty()) return true;
-    grpc::ByteBuffer bytes = items.size() == 1
-                                 ? std::move(items.front())
-                                 : common::SerializeBatch(common::kAgentBatchField, items);
-    items.clear();
-    item_bytes = 0;
-    const std::size_t length = bytes.Length();
-    unflushed_ = more;
-    if (!conn_->Write(std::move(bytes), more)) return false;
-    counters_.BytesWritten(length);
-    for (const bool with_data : completed) {
-      // A call whose data could not be encoded went out as a record only: it gets a verdict
-      // (SKIP) like any other, and is counted as sent without data.
-      if (with_data) {
-        counters_.Sent();
-      } else {
-        counters_.SentWithoutData();
-      }
-    }
-    written += completed.size();
-    absl::MutexLock lock(&mu_);
-    written_ += completed.size();
-    completed.clear();
-    return true;
-  };
-  // A message stays within half the server's limit, unless one item alone is larger, and within
-  // the items a batch may hold.
-  auto add = [&](grpc::ByteBuffer item) {
-    if (!items.empty() &&
-        (item_bytes + item.Length() > limits.max_batch_bytes ||
-         items.size() == common::kMaxBatchItems) &&
-        !flush(true)) {
-      return false;
-    }
-    item_bytes += item.Length();
-    items.push_back(std::move(item));
-    return true;
-  };
+  MessagePacker packer(limits.max_batch_bytes,
+                       [this](grpc::ByteBuffer bytes, bool more, const std::vector<bool>& done) {
+                         return WritePacked(std::move(bytes), more, done);
+                       });
   for (std::unique_ptr<CapturedCall>& call : calls) {
-    const double cpu_start = common::ThreadCpuSeconds();
-    EncodedCall encoded = EncodeCall(*call, encoding, &next_blob_);
-    counters_.Spent(AgentCounters::Cost::kEncode, common::ThreadCpuSeconds() - cpu_start);
-    counters_.Reused(encoded.reused_bytes);
-    // Releases first: the server's kept bytes stay within its cap when this call's blobs arrive.
-    if (!encoded.release.empty()) {
-      auto release = std::make_shared<v1::AgentMessage>();
-      for (uint64_t id : encoded.release) release->mutable_release()->add_blob_ids(id);
-      if (!add(SerializeForWrite(std::move(release)))) return written;
-    }
-    for (EncodedCall::Blob& blob : encoded.blobs) {
-      for (auto& chunk : blob.chunks) {
-        if (!add(SerializeForWrite(std::move(chunk)))) return written;
-      }
-    }
-    const double serialize_start = common::ThreadCpuSeconds();
-    grpc::ByteBuffer message = encoded.TakeMessage();
-    counters_.Spent(AgentCounters::Cost::kSerialize, common::ThreadCpuSeconds() - serialize_start);
-    if (!add(std::move(message))) return written;
-    completed.push_back(encoded.with_data);
+    if (!PackCall(*call, encoding, packer)) return packer.written();
   }
   // Held back only while another call is queued: the sender pops it next, and its write (or,
   // failing that, the stats) sends both.
-  flush(/*more=*/queue_.size() > 0);
-  return written;
+  packer.Flush(/*more=*/queue_.size() > 0);
+  return packer.written();
 }
 
 void Sender::SendStats(bool goodbye) {

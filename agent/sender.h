@@ -27,6 +27,9 @@ class ByteBuffer;
 
 namespace parity::agent {
 
+struct CallEncoding;  // agent/call_encoder.h
+class MessagePacker;  // agent/sender.cc: the items of the next message
+
 struct SenderOptions {
   std::string host;
   int port = 0;
@@ -95,10 +98,16 @@ class Sender {
  private:
   void Run();
   void RunOnce(std::chrono::steady_clock::time_point* last_stats, double* backoff_ms);
+  // One connection attempt; on failure waits out the back-off (or, refused for good, stops).
+  bool Reconnect(double* backoff_ms);
   void Disconnect(bool goodbye);
   // Encodes and writes `calls` in order, in as few messages as the server's limits allow (a
   // MessageBatch when it takes them); how many were written before a write failed.
   std::size_t SendCalls(std::vector<std::unique_ptr<CapturedCall>>& calls);
+  // Encodes `call` into `packer` (blob releases, chunks, the call); false when a write failed.
+  bool PackCall(CapturedCall& call, const CallEncoding& encoding, MessagePacker& packer);
+  // Writes one packed message and counts the calls it completes (Sent / SentWithoutData).
+  bool WritePacked(grpc::ByteBuffer bytes, bool more, const std::vector<bool>& completed);
   grpc::ByteBuffer SerializeForWrite(std::shared_ptr<const v1::AgentMessage> m);
   // Writes `m`; `more`: another write follows at once, so gRPC may hold this one and send both
   // together (a synchronous write otherwise waits for its own send; tests/bench/transport_bench).

@@ -280,23 +280,8 @@ void Session::LogSummary() {
   }
 }
 
-std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint32_t* flags) {
-  *flags = 0;
-  if (site.backward && !config_.parity.capture_backward) return nullptr;
-  const int64_t step = names_.step();
-  if (!filter_.StepSelected(step)) return nullptr;
-  auto call = std::make_unique<CapturedCall>();
-  v1::ApiCall* meta = &call->meta;
-  const std::string op = site.op != nullptr ? site.op : "";
-  const std::string module = site.module != nullptr ? site.module : "";
-  meta->set_op_name(op);
-  meta->set_overload(site.overload != nullptr ? site.overload : "");
-  meta->set_step(step);
-  meta->set_phase(site.backward ? v1::PHASE_BACKWARD : v1::PHASE_FORWARD);
-  meta->set_in_optimizer(site.in_optimizer != 0);
-  meta->set_module_path(module);
-  // Named before the filters decide: forward calls are linked even when not checked, so that
-  // backward names stay right.
+void Session::NameCall(const parity_call_site& site, const std::string& op,
+                       const std::string& module, v1::ApiCall* meta) {
   if (site.backward) {
     meta->set_autograd_node(site.node != nullptr ? site.node : "");
     meta->set_autograd_sequence_nr(site.node_sequence_nr);
@@ -326,6 +311,26 @@ std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint3
     names_.RecordForward(site.forward_sequence_nr, {op, meta->overload(), meta->call_index(), 0,
                                                     module, meta->api(), meta->api_index()});
   }
+}
+
+std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint32_t* flags) {
+  *flags = 0;
+  if (site.backward && !config_.parity.capture_backward) return nullptr;
+  const int64_t step = names_.step();
+  if (!filter_.StepSelected(step)) return nullptr;
+  auto call = std::make_unique<CapturedCall>();
+  v1::ApiCall* meta = &call->meta;
+  const std::string op = site.op != nullptr ? site.op : "";
+  const std::string module = site.module != nullptr ? site.module : "";
+  meta->set_op_name(op);
+  meta->set_overload(site.overload != nullptr ? site.overload : "");
+  meta->set_step(step);
+  meta->set_phase(site.backward ? v1::PHASE_BACKWARD : v1::PHASE_FORWARD);
+  meta->set_in_optimizer(site.in_optimizer != 0);
+  meta->set_module_path(module);
+  // Named before the filters decide: forward calls are linked even when not checked, so that
+  // backward names stay right.
+  NameCall(site, op, module, meta);
   if (!filter_.CallSelected(*meta)) return nullptr;
   if (!scope_.Selected(*meta)) return nullptr;
   meta->set_capture_unix_nanos(std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -83,6 +83,10 @@ class Session {
   void LogSummary();
   void WarnAboutUnknownNames();
   void NoteCommunicationOp(const std::string& op);  // logs each op once
+  // Sets the call's names: its call index, and a backward call's link to its forward call (or a
+  // forward call's API from its call site, recorded for its backward calls).
+  void NameCall(const parity_call_site& site, const std::string& op, const std::string& module,
+                v1::ApiCall* meta);
 
   parity_host host_{};
   std::string framework_version_, device_type_;  // host_'s strings, kept
