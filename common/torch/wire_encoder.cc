@@ -77,11 +77,9 @@ struct Encoder {
     if (s.inf_count != 0) m.Varint(wire::kStatsInfCount, s.inf_count);
   }
 
-  EncodeError Tensor(const at::Tensor& tensor, wire::Message& out) {
-    if (!tensor.defined()) {
-      out.Varint(wire::kTensorForm, wire::kFormUndefined);
-      return {};
-    }
+  // Why `tensor` cannot be sent (its layout, dtype, or the server's accepted dtypes), or no
+  // error with its wire dtype in `dtype`.
+  EncodeError Sendable(const at::Tensor& tensor, wire::DType* wire_dtype) const {
     if (tensor.layout() != c10::kStrided) {
       return Error(kUnimplemented, path + ": tensors with layout " +
                                        c10::toString(tensor.layout()) +
@@ -102,6 +100,29 @@ struct Encoder {
                                        std::string(c10::toString(tensor.scalar_type())) +
                                        " is not among the server's accepted dtypes");
     }
+    *wire_dtype = *dtype;
+    return {};
+  }
+
+  enum class Form { kReusable, kInline, kBlob, kStats };
+  // How a tensor of `bytes` travels: reusable blob, inline, blob, or statistics only.
+  Form FormFor(uint64_t bytes) const {
+    if (options.blob_sink != nullptr && options.reuse_min_bytes > 0 &&
+        bytes >= options.reuse_min_bytes && bytes <= options.max_tensor_bytes) {
+      return Form::kReusable;
+    }
+    if (bytes <= options.max_inline_tensor_bytes) return Form::kInline;
+    if (options.blob_sink != nullptr && bytes <= options.max_tensor_bytes) return Form::kBlob;
+    return Form::kStats;
+  }
+
+  EncodeError Tensor(const at::Tensor& tensor, wire::Message& out) {
+    if (!tensor.defined()) {
+      out.Varint(wire::kTensorForm, wire::kFormUndefined);
+      return {};
+    }
+    wire::DType dtype{};
+    if (EncodeError e = Sendable(tensor, &dtype); !e.ok()) return e;
     at::Tensor host = tensor.detach();
     if (host.is_conj()) host = host.resolve_conj();
     if (host.is_neg()) host = host.resolve_neg();
@@ -112,20 +133,10 @@ struct Encoder {
     const std::string_view payload(data, bytes);
 
     // Fields in ascending number, as protobuf writes them.
-    out.Varint(wire::kTensorDType, *dtype);
+    out.Varint(wire::kTensorDType, dtype);
     const std::vector<int64_t> shape(tensor.sizes().begin(), tensor.sizes().end());
     out.PackedInts(wire::kTensorShape, shape.data(), shape.size());
-    enum class Form { kReusable, kInline, kBlob, kStats } form;
-    if (options.blob_sink != nullptr && options.reuse_min_bytes > 0 &&
-        bytes >= options.reuse_min_bytes && bytes <= options.max_tensor_bytes) {
-      form = Form::kReusable;
-    } else if (bytes <= options.max_inline_tensor_bytes) {
-      form = Form::kInline;
-    } else if (options.blob_sink != nullptr && bytes <= options.max_tensor_bytes) {
-      form = Form::kBlob;
-    } else {
-      form = Form::kStats;
-    }
+    const Form form = FormFor(bytes);
     switch (form) {
       case Form::kInline:  // DATA_FORM_INLINE is 0: not written
         if (bytes > 0) {

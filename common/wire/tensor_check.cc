@@ -21,6 +21,43 @@ std::string ShapeString(const google::protobuf::RepeatedField<int64_t>& shape, i
   return out;
 }
 
+namespace {
+
+// The payload against the form and the extent: inline data of exactly the extent's bytes (and its
+// checksum when sent), no data for the other forms.
+absl::Status CheckPayload(const v1::Tensor& t, const TensorExtent& extent, absl::string_view path) {
+  const uint64_t numel = extent.numel;
+  switch (t.form()) {
+    case v1::DATA_FORM_INLINE:
+      if (t.data().size() != extent.bytes) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ".data: expected ", extent.bytes, " bytes (", numel, " elements x ",
+                         extent.element_size, " bytes of ", TorchName(t.dtype()), " for shape ",
+                         ShapeString(t.shape()), "), got ", t.data().size()));
+      }
+      if (t.has_crc32c() && Crc32c(t.data()) != t.crc32c()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ".crc32c: payload checksum mismatch (sent ", t.crc32c(),
+                         ", computed ", Crc32c(t.data()), ")"));
+      }
+      break;
+    case v1::DATA_FORM_STATS_ONLY:
+    case v1::DATA_FORM_CHUNKED:
+      if (!t.data().empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ".data: must be empty for form ",
+                                                       v1::DataForm_Name(t.form()), ", got ",
+                                                       t.data().size(), " bytes"));
+      }
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ".form: unknown data form ", static_cast<int>(t.form())));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<TensorExtent> CheckTensor(const v1::Tensor& t, const DecodeLimits& limits,
                                          absl::string_view path) {
   if (!IsKnownDType(t.dtype())) {
@@ -61,32 +98,7 @@ absl::StatusOr<TensorExtent> CheckTensor(const v1::Tensor& t, const DecodeLimits
         absl::StrCat(path, ": ", ShapeString(t.shape()), " of ", TorchName(t.dtype()), " needs ",
                      extent.bytes, " bytes, over max_tensor_bytes ", limits.max_tensor_bytes));
   }
-  switch (t.form()) {
-    case v1::DATA_FORM_INLINE:
-      if (t.data().size() != extent.bytes) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, ".data: expected ", extent.bytes, " bytes (", numel, " elements x ",
-                         extent.element_size, " bytes of ", TorchName(t.dtype()), " for shape ",
-                         ShapeString(t.shape()), "), got ", t.data().size()));
-      }
-      if (t.has_crc32c() && Crc32c(t.data()) != t.crc32c()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, ".crc32c: payload checksum mismatch (sent ", t.crc32c(),
-                         ", computed ", Crc32c(t.data()), ")"));
-      }
-      break;
-    case v1::DATA_FORM_STATS_ONLY:
-    case v1::DATA_FORM_CHUNKED:
-      if (!t.data().empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(path, ".data: must be empty for form ",
-                                                       v1::DataForm_Name(t.form()), ", got ",
-                                                       t.data().size(), " bytes"));
-      }
-      break;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ".form: unknown data form ", static_cast<int>(t.form())));
-  }
+  if (absl::Status s = CheckPayload(t, extent, path); !s.ok()) return s;
   return extent;
 }
 
