@@ -85,27 +85,7 @@ const DTypeConstants* StandardsTable::Constants(v1::DType dtype) const {
   return it == constants_.end() ? nullptr : &it->second;
 }
 
-absl::StatusOr<StandardsTable> StandardsTable::Parse(absl::string_view json_text,
-                                                     absl::string_view source) {
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(json_text.begin(), json_text.end());
-  } catch (const nlohmann::json::parse_error& e) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": invalid JSON: ", e.what()));
-  }
-  if (!doc.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": expected a JSON object"));
-  }
-  StandardsTable t;
-  common::ConfigIssues issues;
-  common::ConfigReader top(&doc, "", &issues);
-  top.Accepted("_comment");
-  int64_t version = 1;
-  top.Int("version", &version, 1, 1);
-  std::string def = "benchmark";
-  top.Choice("default_standard", &def, {"benchmark", "two_way"});
-  t.default_standard_ = def == "two_way" ? Standard::kTwoWay : Standard::kBenchmark;
-
+void StandardsTable::ReadStandards(common::ConfigReader& top) {
   common::ConfigReader stds = top.Section("standards");
   for (const StandardText& text : kStandardTexts) {
     if (!text.listable) continue;
@@ -124,7 +104,7 @@ absl::StatusOr<StandardsTable> StandardsTable::Parse(absl::string_view json_text
                                 : absl::StrCat("\"", op, "\" draws no random numbers"));
         continue;
       }
-      auto [it, inserted] = t.by_name_.emplace(op, standard);
+      auto [it, inserted] = by_name_.emplace(op, standard);
       if (!inserted && it->second != standard) {
         stds.Error(name,
                    absl::StrCat("\"", op, "\" is also listed under ", StandardName(it->second)));
@@ -132,6 +112,9 @@ absl::StatusOr<StandardsTable> StandardsTable::Parse(absl::string_view json_text
     }
   }
   stds.Finish();
+}
+
+void StandardsTable::ReadUncompared(const nlohmann::json& doc, common::ConfigReader& top) {
   // {"op": {"outputs": [4, 5, 6], "reason": "..."}}: outputs reported SKIP with the reason.
   if (doc.contains("uncompared_outputs")) {
     top.Accepted("uncompared_outputs");
@@ -149,7 +132,7 @@ absl::StatusOr<StandardsTable> StandardsTable::Parse(absl::string_view json_text
       }
       if (ok) {
         entry.reason = e["reason"].get<std::string>();
-        t.uncompared_.emplace(it.key(), std::move(entry));
+        uncompared_.emplace(it.key(), std::move(entry));
       }
     }
     if (!ok) {
@@ -157,6 +140,9 @@ absl::StatusOr<StandardsTable> StandardsTable::Parse(absl::string_view json_text
                 "expected {\"op\": {\"outputs\": [indices >= 0], \"reason\": \"text\"}}");
     }
   }
+}
+
+void StandardsTable::ReadExact(common::ConfigReader& top) {
   // Ops whose results are exact by construction: judged by the binary standard, so they may not
   // be listed under a standard that tolerates error.
   std::vector<std::string> exact;
@@ -166,19 +152,18 @@ absl::StatusOr<StandardsTable> StandardsTable::Parse(absl::string_view json_text
       top.Error("exact_by_construction", absl::StrCat("\"", op, "\" draws random numbers"));
       continue;
     }
-    auto listed = t.by_name_.find(op);
-    if (listed != t.by_name_.end() && listed->second != Standard::kBinary) {
+    auto listed = by_name_.find(op);
+    if (listed != by_name_.end() && listed->second != Standard::kBinary) {
       top.Error("exact_by_construction",
                 absl::StrCat("\"", op, "\" is listed under ", StandardName(listed->second),
                              "; an exact op is judged by the binary standard"));
       continue;
     }
-    t.exact_.insert(op);
+    exact_.insert(op);
   }
-  std::vector<int64_t> ranks;
-  top.IndexList("convolution_thousandth_input_ranks", &ranks);
-  t.convolution_ranks_.insert(ranks.begin(), ranks.end());
+}
 
+void StandardsTable::ReadDTypes(common::ConfigReader& top) {
   common::ConfigReader dtypes = top.Section("dtypes");
   for (const char* name : {"float16", "bfloat16", "float32", "float64"}) {
     if (!dtypes.Has(name)) {
@@ -199,33 +184,65 @@ absl::StatusOr<StandardsTable> StandardsTable::Parse(absl::string_view json_text
     c.ulp_mantissa_bits = static_cast<int>(bits);
     d.Double("ulp_threshold", &c.ulp_threshold);
     d.Finish();
-    t.constants_[*common::ParseDType(name)] = c;
+    constants_[*common::ParseDType(name)] = c;
   }
   dtypes.Finish();
+}
 
+void StandardsTable::ReadThresholds(common::ConfigReader& top) {
   common::ConfigReader b = top.Section("benchmark_ratio_thresholds");
-  b.Double("small_value_error_ratio", &t.benchmark_.small_value_error_ratio);
-  b.Double("rmse", &t.benchmark_.rmse);
-  b.Double("max_rel_error", &t.benchmark_.max_rel_error);
-  b.Double("max_abs_error", &t.benchmark_.max_abs_error);
-  b.Double("mean_rel_error", &t.benchmark_.mean_rel_error);
-  b.Double("error_balance", &t.benchmark_.error_balance);
+  b.Double("small_value_error_ratio", &benchmark_.small_value_error_ratio);
+  b.Double("rmse", &benchmark_.rmse);
+  b.Double("max_rel_error", &benchmark_.max_rel_error);
+  b.Double("max_abs_error", &benchmark_.max_abs_error);
+  b.Double("mean_rel_error", &benchmark_.mean_rel_error);
+  b.Double("error_balance", &benchmark_.error_balance);
   b.Finish();
   common::ConfigReader u = top.Section("ulp_rules");
-  u.Double("float32_mean_ulp", &t.ulp_.float32_mean_ulp);
-  u.Double("float32_share", &t.ulp_.float32_share);
-  u.Double("low_precision_share", &t.ulp_.low_precision_share);
-  u.Double("share_ratio", &t.ulp_.share_ratio);
-  u.Double("share_excess_alpha", &t.ulp_.share_excess_alpha);
+  u.Double("float32_mean_ulp", &ulp_.float32_mean_ulp);
+  u.Double("float32_share", &ulp_.float32_share);
+  u.Double("low_precision_share", &ulp_.low_precision_share);
+  u.Double("share_ratio", &ulp_.share_ratio);
+  u.Double("share_excess_alpha", &ulp_.share_excess_alpha);
   u.Finish();
-  top.Double("thousandth_pass", &t.thousandth_pass_);
+  top.Double("thousandth_pass", &thousandth_pass_);
   common::ConfigReader w = top.Section("two_way");
-  w.Double("cosine", &t.two_way_.cosine);
-  w.Double("max_abs_error", &t.two_way_.max_abs_error);
-  w.Double("hundredth", &t.two_way_.hundredth);
-  w.Double("thousandth", &t.two_way_.thousandth);
-  w.Double("ten_thousandth", &t.two_way_.ten_thousandth);
+  w.Double("cosine", &two_way_.cosine);
+  w.Double("max_abs_error", &two_way_.max_abs_error);
+  w.Double("hundredth", &two_way_.hundredth);
+  w.Double("thousandth", &two_way_.thousandth);
+  w.Double("ten_thousandth", &two_way_.ten_thousandth);
   w.Finish();
+}
+
+absl::StatusOr<StandardsTable> StandardsTable::Parse(absl::string_view json_text,
+                                                     absl::string_view source) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(json_text.begin(), json_text.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": invalid JSON: ", e.what()));
+  }
+  if (!doc.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": expected a JSON object"));
+  }
+  StandardsTable t;
+  common::ConfigIssues issues;
+  common::ConfigReader top(&doc, "", &issues);
+  top.Accepted("_comment");
+  int64_t version = 1;
+  top.Int("version", &version, 1, 1);
+  std::string def = "benchmark";
+  top.Choice("default_standard", &def, {"benchmark", "two_way"});
+  t.default_standard_ = def == "two_way" ? Standard::kTwoWay : Standard::kBenchmark;
+  t.ReadStandards(top);
+  t.ReadUncompared(doc, top);
+  t.ReadExact(top);
+  std::vector<int64_t> ranks;
+  top.IndexList("convolution_thousandth_input_ranks", &ranks);
+  t.convolution_ranks_.insert(ranks.begin(), ranks.end());
+  t.ReadDTypes(top);
+  t.ReadThresholds(top);
   top.Finish();
   if (!issues.errors.empty()) {
     return absl::InvalidArgumentError(

@@ -9,8 +9,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "nlohmann/json_fwd.hpp"
 #include "parity/v1/parity.pb.h"
 #include "server/compare/metrics.h"
+
+namespace parity::common {
+class ConfigReader;  // common/config/config_reader.h
+}  // namespace parity::common
 
 namespace parity::server {
 
@@ -88,6 +93,13 @@ class StandardsTable {
   double thousandth_pass() const { return thousandth_pass_; }
 
  private:
+  // Parse's sections, each read into this table; errors go to the reader's issues.
+  void ReadStandards(common::ConfigReader& top);
+  void ReadUncompared(const nlohmann::json& doc, common::ConfigReader& top);
+  void ReadExact(common::ConfigReader& top);
+  void ReadDTypes(common::ConfigReader& top);
+  void ReadThresholds(common::ConfigReader& top);
+
   std::map<std::string, Standard, std::less<>> by_name_;
   Standard default_standard_ = Standard::kBenchmark;
   std::set<int> convolution_ranks_;
