@@ -1,4 +1,5 @@
 #include "common/config/config_keys.h"
+#include "common/config/config_keys_internal.h"
 
 #include <cstdint>
 #include <string>
@@ -9,15 +10,6 @@
 
 namespace parity::common {
 namespace {
-
-constexpr char kNfsHelp[] =
-    "shared-storage (NFS) mode is not supported: Parity streams calls over gRPC. Remove nfs_path "
-    "(or set it to \"\") and set host and port to the benchmark server";
-
-constexpr char kPlaintextWarning[] =
-    "empty: plaintext, as msprobe takes it: every tensor crosses the network unencrypted and "
-    "anyone on the path can read or alter it. Point tls_path at the certificates for mutual TLS "
-    "(docs/tls.md), or set parity.plaintext to true to say that plaintext is meant";
 
 // Functions, not namespace-scope objects: the tables may be built while shared libraries are
 // still being initialised (LD_PRELOAD's constructor reads PARITY_CONFIG before main).
@@ -30,13 +22,30 @@ std::vector<std::pair<std::string, BudgetPeriod>> Periods() {
 std::vector<std::pair<std::string, ApiNames>> ApiNameSources() {
   return {{"call_site", ApiNames::kCallSite}, {"operator", ApiNames::kOperator}};
 }
+}  // namespace
+
+namespace config_internal {
+
+const char kNfsHelp[] =
+    "shared-storage (NFS) mode is not supported: Parity streams calls over gRPC. Remove nfs_path "
+    "(or set it to \"\") and set host and port to the benchmark server";
+
+const char kPlaintextWarning[] =
+    "empty: plaintext, as msprobe takes it: every tensor crosses the network unencrypted and "
+    "anyone on the path can read or alter it. Point tls_path at the certificates for mutual TLS "
+    "(docs/tls.md), or set parity.plaintext to true to say that plaintext is meant";
+
 std::vector<std::string> LogLevels() { return {"debug", "info", "warning", "error"}; }
 
-// Keys of other msprobe tasks that may share one file with this side's keys.
 const char* const kOtherTaskSections[] = {"statistics", "overflow_check", "free_benchmark",
                                           "grad_probe", "structure"};
 
-}  // namespace
+}  // namespace config_internal
+
+using config_internal::kNfsHelp;
+using config_internal::kOtherTaskSections;
+using config_internal::kPlaintextWarning;
+using config_internal::LogLevels;
 
 const KeyTable<AgentConfig>& AgentTable() {
   static const auto* table = [] {
@@ -245,259 +254,6 @@ const KeyTable<AgentConfig>& AgentTable() {
     t->Choice(
         "parity.log_level", [](C& c) { return &c.parity.log_level; }, LogLevels(),
         "agent log verbosity");
-    return t;
-  }();
-  return *table;
-}
-
-const KeyTable<ServerConfig>& ServerTable() {
-  static const auto* table = [] {
-    auto* t = new KeyTable<ServerConfig>();
-    using C = ServerConfig;
-    t->Custom(
-        "task", KeyKind::kString,
-        [](ConfigReader& r, const std::string& n, C& c) {
-          r.String(n, &c.task);
-          if (c.task == "tensor") {
-            r.Error(n,
-                    "\"tensor\" is the agent's task; the server's config needs "
-                    "\"task\": \"run_ut\" with a \"run_ut\" section");
-          } else if (c.task != "run_ut") {
-            r.Error(
-                n, absl::StrCat("the server runs msprobe's \"run_ut\" task, got \"", c.task, "\""));
-          }
-        },
-        nullptr, "must be \"run_ut\"");
-    for (const char* k : {"dump_path", "rank", "step", "level", "seed", "is_deterministic",
-                          "enable_dataloader", "acl_config", "framework", "async_dump", "tensor"}) {
-      t->Accepted(k, "the agent's key (one file may serve both sides)");
-    }
-    for (const char* k : kOtherTaskSections) t->Accepted(k, "another msprobe task's section");
-    t->Accepted("precision",
-                "msprobe's decimals in its result files; Parity writes 14, msprobe's "
-                "default");
-    t->StringList(
-         "run_ut.white_list", [](C& c) { return &c.white_list; },
-         "check only the calls these names (any form: gelu, Torch.matmul) select; [] = all")
-        .flag = "white_list";
-    t->StringList(
-         "run_ut.black_list", [](C& c) { return &c.black_list; },
-         "never check these ops; wins over white_list")
-        .flag = "black_list";
-    t->String(
-         "run_ut.error_data_path", [](C& c) { return &c.error_data_path; },
-         "where ut_error_data{ts}/ goes (inputs and outputs of calls judged error); relative: "
-         "under parity.output_dir")
-        .flag = "error_data_path";
-    t->Custom(
-         "run_ut.is_online", KeyKind::kBool,
-         [](ConfigReader& r, const std::string& n, C& c) {
-           r.Bool(n, &c.is_online);
-           if (!c.is_online) {
-             r.Warning(n, "false: Parity's server only checks online (streamed) calls");
-           }
-         },
-         nullptr, "Parity's server is always online; false gives a warning")
-        .flag = "is_online";
-    t->Custom(
-         "run_ut.nfs_path", KeyKind::kString,
-         [](ConfigReader& r, const std::string& n, C&) {
-           std::string nfs;
-           r.String(n, &nfs);
-           if (!nfs.empty()) r.Error(n, kNfsHelp);
-         },
-         nullptr, "not supported: a non-empty value is an error")
-        .flag = "nfs_path";
-    t->Custom(
-         "run_ut.host", KeyKind::kString,
-         [](ConfigReader& r, const std::string& n, C& c) { r.String(n, &c.host); },
-         [](const C& c) { return c.host.empty() ? std::string("(default)") : c.host; },
-         "address to listen on; empty: 0.0.0.0 with TLS, 127.0.0.1 in plaintext")
-        .flag = "host";
-    t->Custom(
-         "run_ut.port", KeyKind::kInteger,
-         [](ConfigReader& r, const std::string& n, C& c) {
-           r.Int(n, &c.port, -1, 65535);
-           if (c.port == -1) c.port = 59208;  // msprobe's "unset"; its documented example port
-         },
-         [](const C& c) { return absl::StrCat(c.port); },
-         "port to listen on; 0 picks a free one; -1 (msprobe's unset) means 59208")
-        .flag = "port";
-    t->IndexList(
-         "run_ut.rank_list", [](C& c) { return &c.rank_list; },
-         "ranks whose calls are checked; [] = every rank")
-        .flag = "rank_list";
-    t->Custom(
-         "run_ut.tls_path", KeyKind::kString,
-         [](ConfigReader& r, const std::string& n, C& c) {
-           r.String(n, &c.tls_path);
-           if (c.tls_path.empty()) {  // msprobe's way of asking for plaintext
-             c.parity.plaintext = true;
-             r.Warning(n, kPlaintextWarning);
-           }
-         },
-         [](const C& c) { return c.parity.plaintext ? std::string("(plaintext)") : c.tls_path; },
-         "folder with server.crt, server.key, and ca.crt to require client certificates; "
-         "default \"./\" (as in msprobe); \"\": plaintext, with a warning (as in msprobe)")
-        .flag = "tls_path";
-    t->Ignored("run_ut.precision", "Parity always writes 14 decimals, like msprobe's default");
-
-    auto parity = [](const char* name) { return absl::StrCat("parity.", name); };
-    t->String(
-         parity("output_dir"), [](C& c) { return &c.parity.output_dir; },
-         "where the CSV files and the JSON-lines record go")
-        .flag = "output_dir";
-    t->String(
-         parity("metrics_host"), [](C& c) { return &c.parity.metrics_host; },
-         "address of the Prometheus endpoint")
-        .flag = "metrics_host";
-    t->Int(
-         parity("metrics_port"), [](C& c) { return &c.parity.metrics_port; }, -1, 65535,
-         "Prometheus /metrics port; 0 picks a free one, -1 turns it off")
-        .flag = "metrics_port";
-    t->Int(
-         parity("workers"), [](C& c) { return &c.parity.workers; }, 0, 1024,
-         "replay workers; 0 = half the cores, 1 to 4, and at least 2 per GPU of the bench")
-        .flag = "workers";
-    t->Int(
-         parity("intra_op_threads"), [](C& c) { return &c.parity.intra_op_threads; }, 0, 1024,
-         "libtorch's threads for one replayed op; 0 = its own choice, at most the cores over the "
-         "workers")
-        .flag = "intra_op_threads";
-    t->Int(
-         parity("queue_max_calls"), [](C& c) { return &c.parity.queue_max_calls; }, 1, 1 << 20,
-         "calls the work queue may hold")
-        .flag = "queue_max_calls";
-    t->Bytes(
-         parity("queue_max_bytes"), [](C& c) { return &c.parity.queue_max_bytes; },
-         "bytes the work queue may hold")
-        .flag = "queue_max_bytes";
-    t->String(
-         parity("bench_device"), [](C& c) { return &c.parity.bench_device; },
-         "auto (every GPU when present, else cpu), cpu, cuda (every GPU), cuda:N, or a list "
-         "cuda:0,cuda:2; workers take the GPUs in turn")
-        .flag = "bench_device";
-    t->String(
-         parity("standards_file"), [](C& c) { return &c.parity.standards_file; },
-         "API -> standard table and thresholds; empty: the built-in table")
-        .flag = "standards_file";
-    t->Bool(
-         parity("npu_reference"), [](C& c) { return &c.parity.npu_reference; },
-         "load the reference library of torch_npu's fused operators (libparity_npu_reference.so)")
-        .flag = "npu_reference";
-    t->StringList(
-         parity("reference_libraries"), [](C& c) { return &c.parity.reference_libraries; },
-         "more reference operator libraries (.so paths) to load at start")
-        .flag = "reference_libraries";
-    t->Bool(
-         parity("golden"), [](C& c) { return &c.parity.golden; },
-         "replay a float64 golden for the three-way standards")
-        .flag = "golden";
-    t->Choice(
-         parity("golden_device"), [](C& c) { return &c.parity.golden_device; }, {"auto", "cpu"},
-         "where the golden runs: auto (on the worker's GPU with a CUDA bench, falling back to the "
-         "CPU for an op it cannot run there; else the CPU), cpu")
-        .flag = "golden_device";
-    t->Choice(
-         parity("random_checks"), [](C& c) { return &c.parity.random_checks; },
-         {"auto", "statistical", "skip"},
-         "random ops: auto (replay from the training's generator state when the bench can, else "
-         "property checks), statistical (property checks only), skip")
-        .flag = "random_checks";
-    t->Double(
-         parity("random_false_alarm"), [](C& c) { return &c.parity.random_false_alarm; }, 1e-12,
-         0.01, "false-alarm probability per call of the random-op property checks")
-        .flag = "random_false_alarm";
-    t->Bool(
-         parity("replay"), [](C& c) { return &c.parity.replay; },
-         "false: receive and decode calls but answer every one SKIP (no result files)")
-        .flag = "replay";
-    t->Bool(
-         parity("save_error_data"), [](C& c) { return &c.parity.save_error_data; },
-         "save the inputs and outputs of calls judged error under run_ut.error_data_path")
-        .flag = "save_error_data";
-    t->Bytes(
-         parity("error_data_max_bytes"), [](C& c) { return &c.parity.error_data_max_bytes; },
-         "error data of one server run; past it calls are counted, not saved")
-        .flag = "error_data_max_bytes";
-    t->Int(
-         parity("error_data_per_op"), [](C& c) { return &c.parity.error_data_per_op; }, 0, 1 << 30,
-         "calls judged error saved per operator; 0 = no limit")
-        .flag = "error_data_per_op";
-    t->Bool(
-         parity("plaintext"), [](C& c) { return &c.parity.plaintext; },
-         "accept unencrypted connections (binds to loopback unless allowed otherwise)")
-        .flag = "plaintext";
-    t->String(
-         parity("tls_key_password_file"), [](C& c) { return &c.parity.tls_key_password_file; },
-         "file whose first line is server.key's passphrase; empty: $PARITY_TLS_KEY_PASSWORD")
-        .flag = "tls_key_password_file";
-    t->Bool(
-         parity("allow_plaintext_non_loopback"),
-         [](C& c) { return &c.parity.allow_plaintext_non_loopback; },
-         "in plaintext, allow a non-loopback address")
-        .flag = "allow_plaintext_non_loopback";
-    t->Bytes(
-         parity("max_message_bytes"), [](C& c) { return &c.parity.max_message_bytes; },
-         "largest message accepted; agents chunk larger tensors")
-        .flag = "max_message_bytes";
-    t->Int(
-         parity("max_streams"), [](C& c) { return &c.parity.max_streams; }, 1, 1 << 20,
-         "concurrent agent streams")
-        .flag = "max_streams";
-    t->Bytes(
-         parity("max_partial_blob_bytes"), [](C& c) { return &c.parity.max_partial_blob_bytes; },
-         "chunked tensors awaiting their call, all streams together")
-        .flag = "max_partial_blob_bytes";
-    t->Bytes(
-         parity("kept_blob_bytes"), [](C& c) { return &c.parity.kept_blob_bytes; },
-         "tensor payloads kept per stream for agents to name again instead of resending (0: none)")
-        .flag = "kept_blob_bytes";
-    t->Bytes(
-         parity("max_kept_blob_bytes"), [](C& c) { return &c.parity.max_kept_blob_bytes; },
-         "kept tensor payloads of all streams together; later streams are offered less")
-        .flag = "max_kept_blob_bytes";
-    t->Int(
-         parity("verdict_hold_ms"), [](C& c) { return &c.parity.verdict_hold_ms; }, 0, 1000,
-         "how long ready verdicts may wait to go out together while later calls of the stream "
-         "are being checked (agents that take batches); 0 = never")
-        .flag = "verdict_hold_ms";
-    t->Int(
-         parity("shutdown_grace_ms"), [](C& c) { return &c.parity.shutdown_grace_ms; }, 0, 3600000,
-         "on SIGTERM, how long open streams may take to finish")
-        .flag = "shutdown_grace_ms";
-    t->Choice(
-         parity("log_level"), [](C& c) { return &c.parity.log_level; }, LogLevels(),
-         "server log verbosity")
-        .flag = "log_level";
-    auto limits = [](const char* name) { return absl::StrCat("parity.limits.", name); };
-    t->Bytes(
-         limits("max_tensor_bytes"), [](C& c) { return &c.parity.limits.max_tensor_bytes; },
-         "one tensor's payload")
-        .flag = "max_tensor_bytes";
-    t->Int(
-         limits("max_tensor_numel"), [](C& c) { return &c.parity.limits.max_tensor_numel; }, 1,
-         int64_t{1} << 40, "one tensor's elements")
-        .flag = "max_tensor_numel";
-    t->Bytes(
-         limits("max_call_bytes"), [](C& c) { return &c.parity.limits.max_call_bytes; },
-         "all tensors of one call")
-        .flag = "max_call_bytes";
-    t->Int(
-         limits("max_dims"), [](C& c) { return &c.parity.limits.max_dims; }, 1, 64, "tensor rank")
-        .flag = "max_dims";
-    t->Int(
-         limits("max_depth"), [](C& c) { return &c.parity.limits.max_depth; }, 1, 64,
-         "nesting of lists")
-        .flag = "max_depth";
-    t->Int(
-         limits("max_list_length"), [](C& c) { return &c.parity.limits.max_list_length; }, 1,
-         1 << 24, "items in one list")
-        .flag = "max_list_length";
-    t->Int(
-         limits("max_string_bytes"), [](C& c) { return &c.parity.limits.max_string_bytes; }, 1,
-         1 << 26, "one string argument")
-        .flag = "max_string_bytes";
     return t;
   }();
   return *table;
