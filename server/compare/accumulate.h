@@ -4,7 +4,7 @@
 // The scalar kernel (metrics.cc) is the definition: readable, one element at a time. The SIMD
 // kernels (metrics_simd.cc: AVX2 with F16C, and AVX-512, chosen at run time by what the CPU
 // has) compute the same sums 4 to 16 elements at a time; counts and maxima agree exactly, sums
-// up to rounding order (tests/server/metrics_kernel_test.cc checks both).
+// up to rounding order (tests/server/compare/metrics_kernel_test.cc checks both).
 #pragma once
 
 #include <cstdint>

@@ -10,7 +10,7 @@
 #include "common/wire/crc32c.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/codec/ivalue_testing.h"
+#include "tests/common/torch/ivalue_testing.h"
 
 namespace parity::common {
 namespace {

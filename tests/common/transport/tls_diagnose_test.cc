@@ -2,7 +2,7 @@
 // a peer that accepts TCP and never answers (a SIGSTOPped or wedged server), one that hangs up,
 // a TLS peer that refuses the agent's ALPN (not gRPC), one that completes the handshake and then
 // says nothing, and one that hangs up right after it. Each must be named for what it is, and
-// never blamed on the agent's certificate. (tests/server/server_test.cc covers the diagnoses
+// never blamed on the agent's certificate. (tests/server/app/server_test.cc covers the diagnoses
 // against a real parity-server: refused and untrusted certificates, wrong name, plaintext.)
 #include <arpa/inet.h>
 #include <netinet/in.h>
