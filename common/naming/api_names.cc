@@ -248,6 +248,51 @@ std::vector<std::string> OpNameIndex::Closest(absl::string_view name, std::size_
 
 // ---- NamePattern --------------------------------------------------------------------------------
 
+void NamePattern::AddOperators(const std::string& ns, absl::string_view prefix,
+                               const std::string& name, const std::optional<std::string>& overload,
+                               bool bare) {
+  auto add = [&](const std::string& op_ns, const std::string& op_name) {
+    ops_.push_back({op_ns, op_name, overload.value_or(""), overload.has_value()});
+  };
+  auto add_all = [&](const std::string& op_ns, const OpList& ops) {
+    for (const std::string& op : ops) add(op_ns, op);
+  };
+  if (!ns.empty()) {
+    add(ns, name);
+  } else if (prefix == "NPU") {
+    add("npu", name);
+  } else if (prefix == "Distributed") {
+    auto it = DistributedOps().find(name);
+    add("c10d", it == DistributedOps().end() ? name : it->second);
+  } else if (prefix == "Aten" || prefix == "VF") {
+    add("aten", name);
+  } else if (prefix == "Tensor" && TensorOps().count(name) > 0) {
+    add_all("aten", TensorOps().find(name)->second);
+  } else if (auto it = FunctionalOps().find(name);
+             it != FunctionalOps().end() && prefix != "Tensor") {
+    add_all("aten", it->second);  // Functional.X, Torch.X and bare X alike
+  } else {
+    add(bare ? "" : "aten", name);  // a bare name: any namespace
+  }
+}
+
+std::size_t NamePattern::ParseCallPart(const std::vector<absl::string_view>& parts, std::size_t i) {
+  uint64_t number;
+  if (i < parts.size() && IsNumber(parts[i], &number)) {
+    index_ = number;
+    ++i;
+  }
+  if (i < parts.size() && IsPhase(parts[i])) {
+    phase_ = parts[i] == "forward" ? v1::PHASE_FORWARD : v1::PHASE_BACKWARD;
+    ++i;
+    if (*phase_ == v1::PHASE_BACKWARD && i < parts.size() && IsNumber(parts[i], &number)) {
+      backward_index_ = static_cast<uint32_t>(number);
+      ++i;
+    }
+  }
+  return i;
+}
+
 absl::StatusOr<NamePattern> NamePattern::Parse(absl::string_view text) {
   NamePattern p;
   p.text_ = std::string(absl::StripAsciiWhitespace(text));
@@ -290,47 +335,13 @@ absl::StatusOr<NamePattern> NamePattern::Parse(absl::string_view text) {
     overload = parts[i] == "default" ? "" : std::string(parts[i]);
     ++i;
   }
-  uint64_t number;
-  if (i < parts.size() && IsNumber(parts[i], &number)) {
-    p.index_ = number;
-    ++i;
-  }
-  if (i < parts.size() && IsPhase(parts[i])) {
-    p.phase_ = parts[i] == "forward" ? v1::PHASE_FORWARD : v1::PHASE_BACKWARD;
-    ++i;
-    if (*p.phase_ == v1::PHASE_BACKWARD && i < parts.size() && IsNumber(parts[i], &number)) {
-      p.backward_index_ = static_cast<uint32_t>(number);
-      ++i;
-    }
-  }
+  i = p.ParseCallPart(parts, i);
   if (i < parts.size()) {
     return bad(absl::StrCat("unexpected \"", parts[i],
                             "\" (a name is [ns::]op[.overload][.index][.forward|.backward[.k]])"));
   }
 
-  auto add = [&](const std::string& op_ns, const std::string& op_name) {
-    p.ops_.push_back({op_ns, op_name, overload.value_or(""), overload.has_value()});
-  };
-  auto add_all = [&](const std::string& op_ns, const OpList& ops) {
-    for (const std::string& op : ops) add(op_ns, op);
-  };
-  if (form == Form::kOperator) {
-    add(ns, name);
-  } else if (prefix == "NPU") {
-    add("npu", name);
-  } else if (prefix == "Distributed") {
-    auto it = DistributedOps().find(name);
-    add("c10d", it == DistributedOps().end() ? name : it->second);
-  } else if (prefix == "Aten" || prefix == "VF") {
-    add("aten", name);
-  } else if (prefix == "Tensor" && TensorOps().count(name) > 0) {
-    add_all("aten", TensorOps().find(name)->second);
-  } else if (auto it = FunctionalOps().find(name);
-             it != FunctionalOps().end() && prefix != "Tensor") {
-    add_all("aten", it->second);  // Functional.X, Torch.X and bare X alike
-  } else {
-    add(form == Form::kBare ? "" : "aten", name);  // a bare name: any namespace
-  }
+  p.AddOperators(form == Form::kOperator ? ns : "", prefix, name, overload, form == Form::kBare);
   return p;
 }
 

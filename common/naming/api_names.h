@@ -73,6 +73,13 @@ class NamePattern {
     bool exact_overload = false;
   };
   bool MatchesOp(absl::string_view op, absl::string_view overload) const;
+  // Reads the call's part of a name from parts[i]: [.index][.forward|.backward[.k]]; returns the
+  // index of the first part it did not read.
+  std::size_t ParseCallPart(const std::vector<absl::string_view>& parts, std::size_t i);
+  // The operators a parsed name selects: `ns::name` when it named a namespace; else by msprobe's
+  // `prefix` ("Functional", "Tensor", "NPU", ...; empty for a `bare` name: any namespace).
+  void AddOperators(const std::string& ns, absl::string_view prefix, const std::string& name,
+                    const std::optional<std::string>& overload, bool bare);
 
   std::string text_;
   std::string prefix_;  // the form, for suggestions: "aten::", "Functional.", ""

@@ -144,6 +144,46 @@ std::string Describe(const v1::Verdict& v) {
   return absl::StrJoin(parts, "; ");
 }
 
+// What rerunning one manifest line found.
+enum class Rerun { kNotSelected, kUnreadableLine, kUnloadable, kReproduced, kDiffers };
+
+// Reruns the call of one manifest line and prints its verdict beside the server's.
+Rerun RerunLine(const std::string& text, const fs::path& manifest, const Args& a,
+                const CallChecker& checker) {
+  const nlohmann::json line = nlohmann::json::parse(text, nullptr, false);
+  if (line.is_discarded() || !line.is_object()) {
+    std::printf("%s: an unreadable line\n", manifest.string().c_str());
+    return Rerun::kUnreadableLine;
+  }
+  const std::string api = line.value("api", "?");
+  if (!a.api.empty() && !absl::StrContains(api, a.api)) return Rerun::kNotSelected;
+  const std::string where =
+      absl::StrCat(api, " ", line.value("phase", ""), " (rank ", line.value("rank", 0), ", step ",
+                   line.value("step", int64_t{0}), ")");
+  absl::StatusOr<v1::ApiCall> call;
+  try {
+    call = LoadCall(line, manifest.parent_path(), a.device_outputs);
+  } catch (const std::exception& e) {  // a manifest line without the keys it needs
+    call = absl::InvalidArgumentError(e.what());
+  }
+  if (!call.ok()) {
+    std::printf("%s: cannot load: %s\n", where.c_str(),
+                std::string(call.status().message()).c_str());
+    return Rerun::kUnloadable;
+  }
+  const parity::server::ServerCall server_call(*call);
+  const parity::server::CallCheck check = checker.Check(server_call);
+  const v1::Verdict verdict = parity::server::ToVerdict(server_call, check);
+  const std::string now(parity::server::StatusText(verdict.status()));
+  const std::string saved = line.value("status", "");
+  const bool same = now == saved;
+  std::printf("%s: %s on %s (server: %s) %s\n  %s%s%s\n", where.c_str(), now.c_str(),
+              checker.bench_device().c_str(), saved.c_str(), same ? "reproduced" : "NOT REPRODUCED",
+              Describe(verdict).c_str(), check.message.empty() ? "" : "\n  ",
+              check.message.c_str());
+  return same ? Rerun::kReproduced : Rerun::kDiffers;
+}
+
 int Run(const Args& a) {
   StandardsTable standards = StandardsTable::Default();
   if (!a.standards_file.empty()) {
@@ -166,41 +206,10 @@ int Run(const Args& a) {
     std::string text;
     while (std::getline(in, text)) {
       if (text.empty()) continue;
-      const nlohmann::json line = nlohmann::json::parse(text, nullptr, false);
-      if (line.is_discarded() || !line.is_object()) {
-        std::printf("%s: an unreadable line\n", manifest.string().c_str());
-        ++unreadable;
-        continue;
-      }
-      const std::string api = line.value("api", "?");
-      if (!a.api.empty() && !absl::StrContains(api, a.api)) continue;
-      const std::string where =
-          absl::StrCat(api, " ", line.value("phase", ""), " (rank ", line.value("rank", 0),
-                       ", step ", line.value("step", int64_t{0}), ")");
-      absl::StatusOr<v1::ApiCall> call;
-      try {
-        call = LoadCall(line, manifest.parent_path(), a.device_outputs);
-      } catch (const std::exception& e) {  // a manifest line without the keys it needs
-        call = absl::InvalidArgumentError(e.what());
-      }
-      ++total;
-      if (!call.ok()) {
-        std::printf("%s: cannot load: %s\n", where.c_str(),
-                    std::string(call.status().message()).c_str());
-        ++unreadable;
-        continue;
-      }
-      const parity::server::ServerCall server_call(*call);
-      const parity::server::CallCheck check = (*checker)->Check(server_call);
-      const v1::Verdict verdict = parity::server::ToVerdict(server_call, check);
-      const std::string now(parity::server::StatusText(verdict.status()));
-      const std::string saved = line.value("status", "");
-      const bool same = now == saved;
-      reproduced += same ? 1 : 0;
-      std::printf("%s: %s on %s (server: %s) %s\n  %s%s%s\n", where.c_str(), now.c_str(),
-                  (*checker)->bench_device().c_str(), saved.c_str(),
-                  same ? "reproduced" : "NOT REPRODUCED", Describe(verdict).c_str(),
-                  check.message.empty() ? "" : "\n  ", check.message.c_str());
+      const Rerun r = RerunLine(text, manifest, a, **checker);
+      total += r == Rerun::kUnreadableLine || r == Rerun::kNotSelected ? 0 : 1;
+      reproduced += r == Rerun::kReproduced ? 1 : 0;
+      unreadable += r == Rerun::kUnreadableLine || r == Rerun::kUnloadable ? 1 : 0;
     }
   }
   std::printf("%d of %d calls reproduced the server's verdict%s\n", reproduced, total,

@@ -58,6 +58,40 @@ parity::server::CallHandler SkipEverything() {
   };
 }
 
+// --help, --version, --list_metrics, --list_config: the page printed, true.
+bool PrintedAnInfoPage(const parity::server::CommandLine& line) {
+  if (line.help) {
+    std::fputs(parity::server::HelpText().c_str(), stdout);
+  } else if (line.version) {
+    std::printf("parity-server %s\n", PARITY_VERSION);
+  } else if (line.list_metrics) {
+    for (const parity::server::MetricInfo& m : parity::server::MetricCatalogue()) {
+      std::printf("%s\t%s\t%s\t%s\n", m.name, m.type, m.labels, m.help);
+    }
+  } else if (line.list_config) {
+    ListConfig();
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// After signal `sig`: open streams finish within `grace`. The shutdown always ends: streams are
+// cancelled after the grace period, and if something still holds the server 10 s later (a
+// wedged replay), the process exits anyway; the result rows are written as each call is
+// checked, so nothing checked is lost.
+void ShutDown(parity::server::ParityServer& server, int sig, std::chrono::milliseconds grace) {
+  LogInfo(
+      absl::StrCat("signal ", sig, ": finishing open streams (at most ", grace.count(), " ms)"));
+  std::thread([grace] {
+    std::this_thread::sleep_for(grace + std::chrono::seconds(10));
+    LogError("shutdown did not finish in time: exiting with calls still being checked");
+    _exit(3);
+  }).detach();
+  server.Shutdown(grace);
+  for (const std::string& p : server.ResultPaths()) LogInfo(absl::StrCat("results: ", p));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,24 +99,7 @@ int main(int argc, char** argv) {
   parity::common::SetLogPrefix("parity-server");
   auto line = parity::server::ParseCommandLine(argc, argv);
   if (!line.ok()) return Fail(line.status());
-  if (line->help) {
-    std::fputs(parity::server::HelpText().c_str(), stdout);
-    return 0;
-  }
-  if (line->version) {
-    std::printf("parity-server %s\n", PARITY_VERSION);
-    return 0;
-  }
-  if (line->list_metrics) {
-    for (const parity::server::MetricInfo& m : parity::server::MetricCatalogue()) {
-      std::printf("%s\t%s\t%s\t%s\n", m.name, m.type, m.labels, m.help);
-    }
-    return 0;
-  }
-  if (line->list_config) {
-    ListConfig();
-    return 0;
-  }
+  if (PrintedAnInfoPage(*line)) return 0;
   auto parsed = parity::server::LoadConfiguration(*line);
   if (!parsed.ok()) return Fail(parsed.status());
   const parity::common::ServerConfig& config = parsed->config;
@@ -120,18 +137,6 @@ int main(int argc, char** argv) {
   }
   int sig = 0;
   sigwait(&signals, &sig);
-  const auto grace = std::chrono::milliseconds(config.parity.shutdown_grace_ms);
-  LogInfo(
-      absl::StrCat("signal ", sig, ": finishing open streams (at most ", grace.count(), " ms)"));
-  // The shutdown always ends: streams are cancelled after the grace period, and if something
-  // still holds the server 10 s later (a wedged replay), the process exits anyway; the result
-  // rows are written as each call is checked, so nothing checked is lost.
-  std::thread([grace] {
-    std::this_thread::sleep_for(grace + std::chrono::seconds(10));
-    LogError("shutdown did not finish in time: exiting with calls still being checked");
-    _exit(3);
-  }).detach();
-  (*server)->Shutdown(grace);
-  for (const std::string& p : (*server)->ResultPaths()) LogInfo(absl::StrCat("results: ", p));
+  ShutDown(**server, sig, std::chrono::milliseconds(config.parity.shutdown_grace_ms));
   return 0;
 }

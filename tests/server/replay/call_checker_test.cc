@@ -510,7 +510,8 @@ TEST_P(CallCheckerTest, TuplesAndIntegerOutputsAreJudgedPerOutput) {
   EXPECT_EQ(r.verdict.outputs(0).failed_metric(), "mismatch_rate");
 }
 
-// Random ops are checked (tests/server/replay/random_ops_test.cc); a call the agent skipped is SKIP.
+// Random ops are checked (tests/server/replay/random_ops_test.cc); a call the agent skipped is
+// SKIP.
 TEST_P(CallCheckerTest, AgentSkipsAreSkip) {
   v1::ApiCall call = MakeCall("aten::relu", "", {R({2}, 1)});
   Result r;

@@ -1,0 +1,152 @@
+"""The size rules, kept by a test (issue 40): no product source file over
+500 lines and no function over 60 lines, except the data tables and SIMD kernels listed in
+EXEMPT with the reason each is one. Product sources: the C++ under agent/, common/, server/ and
+oplib/ (tests, examples and generated files are not held to it).
+
+A function is found the way a reader finds one: a line at namespace or class-member indent
+(0 or 2 spaces) that starts a definition, whose signature ends in `{` on that line or a
+continuation line, through the line that closes it at the same indent. Lambdas, control blocks
+and nested classes count toward the function they sit in."""
+import os
+import re
+import subprocess
+import unittest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PRODUCT = ("agent/", "common/", "server/", "oplib/")
+SOURCE = re.compile(r"\.(cc|h|inc|c)$")
+MAX_FILE_LINES = 500
+MAX_FUNCTION_LINES = 60
+
+# (file, function name or None for the whole file): why it may be longer.
+EXEMPT = {
+    ("server/compare/metrics_simd_kernel.inc", None):
+        "SIMD kernels: one file instantiated per instruction set (scalar, vec128, AVX2)",
+    ("server/compare/metrics_simd_kernel.inc", "NarrowPass"):
+        "SIMD kernel: the low-precision pass, one loop body the compiler vectorises",
+    ("server/compare/metrics_simd_kernel.inc", "FusedPass"):
+        "SIMD kernel: the fused float32/float64 pass",
+    ("server/compare/metrics.cc", "Accumulate"):
+        "the scalar kernel the SIMD kernels are tested against, element by element",
+    ("common/config/config_keys.cc", "AgentTable"): "data table: one row per agent config key",
+    ("common/config/config_keys_server.cc", "ServerTable"):
+        "data table: one row per server config key",
+    ("common/naming/api_names.cc", "FunctionalOps"):
+        "data table: msprobe's torch.nn.functional APIs and the operators they map to",
+}
+
+_END_OF_SIGNATURE = re.compile(
+    r"\)\s*(const)?\s*(noexcept)?\s*(override)?\s*(->\s*[\w:<>]+)?\s*(:.*)?\{\s*$")
+_NOT_A_DEFINITION = re.compile(
+    r"^\s*(if|for|while|switch|return|namespace|struct|class|enum|union|else|do|case)\b")
+_NAME = re.compile(r"([~\w]+)\s*\(")
+
+
+def functions(lines):
+    """(name, first line number, length) of every function defined in `lines`."""
+    found = []
+    i = 0
+    while i < len(lines):
+        if not _END_OF_SIGNATURE.search(lines[i]) or _NOT_A_DEFINITION.match(lines[i]):
+            i += 1
+            continue
+        start = i
+        while start > 0 and not re.match(r"^ {0,2}[A-Za-z_~\[]", lines[start]):
+            start -= 1
+        head = lines[start]
+        indent = len(head) - len(head.lstrip(" "))
+        before_paren = head.split("(")[0]
+        if (indent > 2 or _NOT_A_DEFINITION.match(head) or
+                ("=" in before_paren and "operator" not in before_paren)):
+            i += 1
+            continue
+        end = i
+        if not lines[i].rstrip().endswith("{}"):
+            closing = re.compile("^" + " " * indent + r"\}")
+            end = i + 1
+            while end < len(lines) and not closing.match(lines[end]):
+                end += 1
+        name = _NAME.search(" ".join(lines[start:i + 1]))
+        found.append((name.group(1) if name else "?", start + 1, end - start + 1))
+        i = end + 1
+    return found
+
+
+def violations(name, text):
+    """The rule breaks of one file, as messages; EXEMPT entries are not reported."""
+    lines = text.split("\n")
+    out = []
+    if len(lines) - 1 > MAX_FILE_LINES and (name, None) not in EXEMPT:
+        out.append(f"{name}: {len(lines) - 1} lines (over {MAX_FILE_LINES})")
+    for function, line, length in functions(lines):
+        if length > MAX_FUNCTION_LINES and (name, function) not in EXEMPT:
+            out.append(f"{name}:{line}: {function} is {length} lines (over {MAX_FUNCTION_LINES})")
+    return out
+
+
+def product_files():
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()
+    return [f for f in files if f.startswith(PRODUCT) and SOURCE.search(f)
+            and os.path.isfile(os.path.join(ROOT, f))]
+
+
+class StructureTest(unittest.TestCase):
+    def test_finds_functions_their_names_and_lengths(self):
+        text = "\n".join([
+            "namespace x {",
+            "int Short(int a) { return a; }",
+            "std::string Long(const std::string& a,",
+            "                 int b) {",
+            *["  b += 1;" for _ in range(70)],
+            "  if (b) {",
+            "    return a;",
+            "  }",
+            "  return a;",
+            "}",
+            "struct S {",
+            "  void Member() const {",
+            "    Work();",
+            "  }",
+            "};",
+            "}  // namespace x",
+        ])
+        found = {name: (line, length) for name, line, length in functions(text.split("\n"))}
+        self.assertEqual(found["Long"], (3, 77))
+        self.assertEqual(found["Member"], (81, 3))
+        self.assertNotIn("if", found)
+
+    def test_reports_long_files_and_functions_but_not_exempt_ones(self):
+        long_function = "void F() {\n" + "  x();\n" * 61 + "}\n"
+        self.assertEqual(violations("x/a.cc", long_function),
+                         ["x/a.cc:1: F is 63 lines (over 60)"])
+        self.assertEqual(violations("x/a.cc", "int x;\n" * 501),
+                         ["x/a.cc: 501 lines (over 500)"])
+        table = "const Table& AgentTable() {\n" + "  row();\n" * 80 + "}\n"
+        self.assertEqual(violations("common/config/config_keys.cc", table), [])
+        self.assertEqual(len(violations("x/other.cc", table)), 1)
+
+    def test_every_exemption_still_names_a_long_file_or_function(self):
+        stale = []
+        for (name, function), _ in EXEMPT.items():
+            with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+                lines = f.read().split("\n")
+            if function is None:
+                if len(lines) - 1 <= MAX_FILE_LINES:
+                    stale.append(f"{name} is no longer long")
+                continue
+            lengths = [n for fn, _, n in functions(lines) if fn == function]
+            if not lengths or max(lengths) <= MAX_FUNCTION_LINES:
+                stale.append(f"{name}:{function} is no longer long (or gone)")
+        self.assertEqual(stale, [], "drop these from EXEMPT")
+
+    def test_product_sources_keep_the_size_rules(self):
+        found = []
+        for name in product_files():
+            with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+                found += violations(name, f.read())
+        self.assertEqual(found, [], "\n" + "\n".join(found))
+
+
+if __name__ == "__main__":
+    unittest.main()
