@@ -16,8 +16,7 @@
 #include "agent/sender.h"
 #include "common/base/log.h"
 #include "common/naming/naming.h"
-#include "common/naming/random_ops.h"
-#include "common/naming/skip_list.h"
+#include "common/naming/operator_catalogue.h"
 
 namespace parity::agent {
 namespace {
@@ -51,6 +50,12 @@ std::string OpOfApiName(const std::string& api) {
 absl::StatusOr<std::unique_ptr<Session>> Session::Create(common::AgentConfig config,
                                                          const parity_host& host) {
   if (absl::Status s = common::ValidateAgentConfig(config); !s.ok()) return s;
+  if (!config.parity.operator_catalogue.empty()) {
+    if (absl::Status s = common::AddToOperatorCatalogue(config.parity.operator_catalogue);
+        !s.ok()) {
+      return s;
+    }
+  }
   if (config.parity.run_id.empty()) {
     config.parity.run_id = absl::StrCat("run-", std::time(nullptr), "-", ::getpid());
   }

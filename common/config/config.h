@@ -64,6 +64,9 @@ struct AgentOptions {
   uint64_t max_tensor_bytes = uint64_t{256} << 20;       // larger tensors: statistics only
   bool checksum = false;                                 // CRC-32C on every payload
   bool capture_backward = true;
+  // A catalogue file adding operators to the built-in one (common/naming/operators.json's form):
+  // random ops, ops never replayed, communication ops of the user's own libraries.
+  std::string operator_catalogue;
   std::vector<std::string> white_list;  // bare op names ("gelu"); empty = all
   std::vector<std::string> black_list;  // wins over white_list
   std::string run_id;                   // shared by the ranks of a run; default: generated
@@ -110,6 +113,7 @@ struct ServerOptions {
   double random_false_alarm = 1e-6;  // the property checks' false-alarm probability per call
   bool npu_reference = true;         // load libparity_npu_reference.so (torch_npu fused ops)
   std::vector<std::string> reference_libraries;  // more operator libraries (.so) to load
+  std::string operator_catalogue;  // a catalogue file adding to the built-in one (the agent's too)
   bool plaintext = false;
   bool allow_plaintext_non_loopback = false;
   std::string tls_key_password_file;  // passphrase of an encrypted server.key (else the env var)

@@ -242,6 +242,10 @@ const KeyTable<AgentConfig>& AgentTable() {
     t->Bool(
         "parity.capture_backward", [](C& c) { return &c.parity.capture_backward; },
         "capture backward operators");
+    t->String(
+        "parity.operator_catalogue", [](C& c) { return &c.parity.operator_catalogue; },
+        "a catalogue file adding operators (random, never replayed, communication) to the "
+        "built-in one; give the server the same file");
     t->StringList(
         "parity.white_list", [](C& c) { return &c.parity.white_list; },
         "check only the calls these names (any form: gelu, Torch.matmul) select; [] = all");

@@ -154,6 +154,11 @@ const KeyTable<ServerConfig>& ServerTable() {
          parity("reference_libraries"), [](C& c) { return &c.parity.reference_libraries; },
          "more reference operator libraries (.so paths) to load at start")
         .flag = "reference_libraries";
+    t->String(
+         parity("operator_catalogue"), [](C& c) { return &c.parity.operator_catalogue; },
+         "a catalogue file adding operators (random, never replayed, communication) to the "
+         "built-in one; give the agents the same file")
+        .flag = "operator_catalogue";
     t->Bool(
          parity("golden"), [](C& c) { return &c.parity.golden; },
          "replay a float64 golden for the three-way standards")

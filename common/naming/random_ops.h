@@ -3,11 +3,6 @@
 // result by properties any correct generator gives). docs/results.md#random-operators.
 #pragma once
 
-#include <string>
-#include <vector>
-
-#include "absl/strings/string_view.h"
-
 namespace parity::common {
 
 // What a random op computes, as far as the statistical checks need to know.
@@ -33,10 +28,7 @@ enum class RandomFamily {
   kUnchecked,      // draws, but no property check is defined (binomial, _standard_gamma, ...)
 };
 
-// The family of `op_name` ("aten::dropout", "dropout"); kNone for an op that draws nothing.
-RandomFamily RandomFamilyOf(absl::string_view op_name);
-
-// Bare names of every random op, sorted (for the standards table's consistency test and docs).
-std::vector<std::string> RandomOpNames();
+// Which ops are random, and their families: the operator catalogue
+// (common/naming/operator_catalogue.h).
 
 }  // namespace parity::common

@@ -17,6 +17,7 @@
 #include "common/base/status_macros.h"
 #include "common/naming/api_names.h"
 #include "common/naming/naming.h"
+#include "common/naming/operator_catalogue.h"
 #include "common/torch/generator_read.h"
 #include "common/transport/grpc_tuning.h"
 #include "common/transport/tls.h"
@@ -95,6 +96,10 @@ absl::StatusOr<std::shared_ptr<const common::RevocationList>> ParityServer::Init
 
 absl::Status ParityServer::InitOperators(bool load_libraries) {
   const common::ServerOptions& o = config_.parity;
+  // Before the standards: they list the random ops, which the catalogue names.
+  if (!o.operator_catalogue.empty()) {
+    PARITY_RETURN_IF_ERROR(common::AddToOperatorCatalogue(o.operator_catalogue));
+  }
   if (o.standards_file.empty()) {
     standards_ = std::make_unique<StandardsTable>(StandardsTable::Default());
   } else {

@@ -9,7 +9,7 @@
 #include "common/config/config.h"
 #include "common/config/config_reader.h"
 #include "common/naming/naming.h"
-#include "common/naming/random_ops.h"
+#include "common/naming/operator_catalogue.h"
 #include "common/wire/dtype.h"
 
 extern const char kParityDefaultStandardsJson[];  // generated from server/data/standards.json

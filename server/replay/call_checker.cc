@@ -97,8 +97,8 @@ void KeepValues(const CheckerOptions& o, const c10::OperatorHandle& op, DecodedC
   check->values = std::move(values);
 }
 
-// A random op (common/naming/random_ops.h): replayed from its generator state, or judged by the
-// properties of its draws.
+// A random op (common/naming/operator_catalogue.h): replayed from its generator state, or judged by
+// the properties of its draws.
 CallCheck CheckRandom(const ServerCall& call, const c10::OperatorHandle& op, DecodedCall& decoded,
                       const CheckerOptions& o, const c10::Device& bench_device,
                       const StandardsTable& standards) {

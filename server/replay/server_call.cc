@@ -6,7 +6,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/naming/api_names.h"
 #include "common/naming/naming.h"
-#include "common/naming/skip_list.h"
+#include "common/naming/operator_catalogue.h"
 
 namespace parity::server {
 namespace {

@@ -18,8 +18,8 @@ namespace parity::server {
 struct OperatorTraits {
   std::string op_name;             // as the call names it: "aten::dropout"
   absl::string_view bare() const;  // "dropout"
-  // Why it is never replayed (common/naming/skip_list.h: uninitialised memory, a collective);
-  // empty when it can be.
+  // Why it is never replayed (common/naming/operator_catalogue.h: uninitialised memory, a
+  // collective); empty when it can be.
   std::string skip_reason;
   common::RandomFamily random_family = common::RandomFamily::kNone;  // kNone: draws nothing
 };

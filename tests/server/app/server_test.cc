@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -348,6 +349,17 @@ TEST_F(ServerTest, BadServerConfigurationIsAClearStartupError) {
   s = ParityServer::Create(c);
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.status().message(), HasSubstr("does not belong to the certificate"));
+  // An operator catalogue that does not parse, or reclassifies a built-in operator.
+  c = testing::TestServerConfig(out, "");
+  c.parity.operator_catalogue = root + "/catalogue.json";
+  std::ofstream(c.parity.operator_catalogue) << R"({"random": {"normal": ["relu"], "x": ["a"]}})";
+  s = ParityServer::Create(c);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("catalogue.json: random.x: no such family"));
+  std::ofstream(c.parity.operator_catalogue) << R"({"never_replayed": {"junk": ["dropout"]}})";
+  s = ParityServer::Create(c);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("classifies differently"));
   // Plaintext on a routable address needs a second, explicit opt-in.
   c = testing::TestServerConfig(out, "");
   c.host = "0.0.0.0";

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "common/naming/random_ops.h"
+#include "common/naming/operator_catalogue.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -354,9 +354,9 @@ TEST(StandardsTableTest, UncomparedOutputsAreNamedWithAReasonAndMalformedEntries
   }
 }
 
-// The table lists every random op (common/naming/random_ops.cc) under random_property and nothing
-// else there; a file that puts a random op under another standard, or another op under
-// random_property, is refused naming it.
+// The table lists every random op of the operator catalogue (common/naming/operators.json) under
+// random_property and nothing else there; a file that puts a random op under another standard, or
+// another op under random_property, is refused naming it.
 TEST(StandardsTableTest, RandomOpsAreListedUnderRandomPropertyOnly) {
   const StandardsTable& shipped = StandardsTable::Default();
   for (const std::string& op : common::RandomOpNames()) {

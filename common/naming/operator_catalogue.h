@@ -1,0 +1,62 @@
+// The operator catalogue: what the agent and the server decide about an operator by its name
+// alone, as data (common/naming/operators.json, built in; a user's file adds entries): never
+// replayed (uninitialised output), a communication op (its result depends on the other ranks),
+// a random op and its family. The standards an op is judged by are the server's
+// (server/data/standards.json). docs/operators.md#the-operator-catalogue.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/naming/random_ops.h"
+
+namespace parity::common {
+
+class OperatorCatalogue {
+ public:
+  // Reads a catalogue file's text; INVALID_ARGUMENT naming `source` and the key for anything
+  // malformed: an unknown section or family, a name listed twice.
+  static absl::StatusOr<OperatorCatalogue> Parse(absl::string_view json_text,
+                                                 absl::string_view source);
+  // The built-in catalogue.
+  static OperatorCatalogue BuiltIn();
+
+  // Adds `other`'s entries; INVALID_ARGUMENT when an operator would be classified two ways.
+  absl::Status Add(const OperatorCatalogue& other, absl::string_view source);
+
+  // Why `op_name` ("aten::empty") is never replayed: "aten::empty returns uninitialised output;
+  // nothing to compare"; empty when it can be.
+  std::string SkipReason(absl::string_view op_name) const;
+  bool IsCommunication(absl::string_view op_name) const;
+  RandomFamily RandomFamilyOf(absl::string_view op_name) const;
+  // Bare names of every random op, sorted.
+  std::vector<std::string> RandomOpNames() const;
+
+ private:
+  std::map<std::string, std::string, std::less<>> never_replayed_;  // bare name -> what it returns
+  std::map<std::string, RandomFamily, std::less<>> random_;         // bare name -> family
+  std::set<std::string, std::less<>> communication_namespaces_;     // "c10d"
+  std::set<std::string, std::less<>> communication_ops_;            // "aten::all_reduce"
+};
+
+// The process's catalogue: the built-in one, plus what AddToOperatorCatalogue added.
+const OperatorCatalogue& ProcessOperatorCatalogue();
+// Adds the catalogue file at `path` to the process's (parity.operator_catalogue), before the
+// first call is checked or captured. INVALID_ARGUMENT / NOT_FOUND with the file's name.
+absl::Status AddToOperatorCatalogue(const std::string& path);
+
+// The process catalogue's answers.
+std::string SkipReasonForOp(absl::string_view op_name);
+bool IsCommunicationOp(absl::string_view op_name);
+RandomFamily RandomFamilyOf(absl::string_view op_name);
+std::vector<std::string> RandomOpNames();
+
+// A family's name in the catalogue ("dropout", "unchecked"); kNone has none.
+absl::string_view RandomFamilyName(RandomFamily family);
+
+}  // namespace parity::common
