@@ -36,9 +36,10 @@ bool Connection::OpenChannel() {
   for (const auto& [name, value] : common::StreamChannelArgs()) args.SetInt(name, value);
   args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 16 << 20);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.reconnect_max_ms));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+              static_cast<int>(options_.parity().reconnect_max_ms));
   absl::StatusOr<std::vector<ServerEndpoint>> servers =
-      ParseServerList(options_.host, options_.port);
+      ParseServerList(options_.config.host, static_cast<int>(options_.config.port));
   if (!servers.ok()) {
     LogOnce(absl::StrCat(servers.status().message(), "; nothing will be checked"),
             common::LogLevel::kError);
@@ -62,10 +63,11 @@ bool Connection::OpenChannel() {
   // one when it dies (docs/deploy.md#many-servers).
   if (several) args.SetLoadBalancingPolicyName("pick_first");
   std::shared_ptr<grpc::ChannelCredentials> creds;
-  if (options_.plaintext) {
+  if (options_.parity().plaintext) {
     creds = grpc::InsecureChannelCredentials();
   } else {
-    auto tls = common::LoadChannelTls(options_.tls_path, options_.tls_key_password_file);
+    auto tls =
+        common::LoadChannelTls(options_.config.tls_path, options_.parity().tls_key_password_file);
     if (!tls.ok()) {
       LogOnce(absl::StrCat("TLS set-up failed, nothing will be checked: ", tls.status().ToString()),
               common::LogLevel::kError);
@@ -74,8 +76,8 @@ bool Connection::OpenChannel() {
     }
     creds = tls->credentials;
     crl_ = tls->crl;
-    if (!options_.server_name.empty()) {
-      args.SetSslTargetNameOverride(options_.server_name);
+    if (!options_.parity().server_name.empty()) {
+      args.SetSslTargetNameOverride(options_.parity().server_name);
     } else if (several) {
       args.SetSslTargetNameOverride(target->tls_name);  // an address list carries no name
     }
@@ -93,16 +95,16 @@ bool Connection::Connect(bool closing) {
     return false;
   }
   const std::string target = target_text_;
-  if (!WaitForConnected(std::chrono::milliseconds(options_.connect_timeout_ms), closing)) {
+  if (!WaitForConnected(std::chrono::milliseconds(options_.parity().connect_timeout_ms), closing)) {
     // gRPC says only "unavailable"; a connection of our own says why (refused port, no route,
     // untrusted server, refused client certificate, plaintext server, wrong name, a hung
     // server). While the session is ending too, within a second: the reason is the one thing
     // a short training's user needs.
     const int budget =
-        static_cast<int>(closing ? std::min<uint32_t>(options_.connect_timeout_ms, 1000)
-                                 : options_.connect_timeout_ms);
+        static_cast<int>(closing ? std::min<uint32_t>(options_.parity().connect_timeout_ms, 1000)
+                                 : options_.parity().connect_timeout_ms);
     std::string why;
-    if (options_.plaintext) {
+    if (options_.parity().plaintext) {
       std::string error;
       const int fd = common::ConnectTcp(first_server_.host, first_server_.port, budget, &error);
       if (fd >= 0) {
@@ -114,9 +116,9 @@ bool Connection::Connect(bool closing) {
         why = error;
       }
     } else {
-      why = common::DiagnoseTlsConnection(first_server_.host, first_server_.port, options_.tls_path,
-                                          options_.server_name, budget,
-                                          options_.tls_key_password_file);
+      why = common::DiagnoseTlsConnection(first_server_.host, first_server_.port,
+                                          options_.config.tls_path, options_.parity().server_name,
+                                          budget, options_.parity().tls_key_password_file);
     }
     LogOnce(absl::StrCat("server ", target, " unreachable", why.empty() ? "" : ": ", why,
                          closing ? "; the session is ending: its calls are not checked"
@@ -132,7 +134,7 @@ bool Connection::Connect(bool closing) {
       [this] {
         if (callbacks_.on_end) callbacks_.on_end();
       },
-      options_.background_nice);
+      static_cast<int>(options_.parity().background_nice));
   const bool stopping = callbacks_.stopping && callbacks_.stopping();
   {
     absl::MutexLock lock(&mu_);
@@ -202,11 +204,12 @@ bool Connection::Handshake(std::unique_ptr<Live>& c) {
   // The server's limits: the agent honours them (ServerInfo).
   const v1::ServerInfo& info = reply.server_info();
   ServerLimits& l = limits_;
-  l.max_inline_bytes = std::min<uint64_t>(options_.max_inline_tensor_bytes,
+  l.max_inline_bytes = std::min<uint64_t>(options_.parity().max_inline_tensor_bytes,
                                           std::max<uint64_t>(info.max_message_bytes() / 4, 4096));
-  l.max_tensor_bytes = info.max_tensor_bytes() > 0
-                           ? std::min<uint64_t>(options_.max_tensor_bytes, info.max_tensor_bytes())
-                           : options_.max_tensor_bytes;
+  l.max_tensor_bytes =
+      info.max_tensor_bytes() > 0
+          ? std::min<uint64_t>(options_.parity().max_tensor_bytes, info.max_tensor_bytes())
+          : options_.parity().max_tensor_bytes;
   // Half the server's limit: room for the batch's field headers (a few bytes an item).
   l.max_batch_bytes =
       info.max_message_bytes() > 0 ? info.max_message_bytes() / 2 : uint64_t{1} << 20;
@@ -214,7 +217,7 @@ bool Connection::Handshake(std::unique_ptr<Live>& c) {
   l.accepted_dtypes.clear();
   for (int d : info.accepted_dtypes()) l.accepted_dtypes.push_back(d);
   // Equal payloads named again: a fresh table per stream, within the server's cap.
-  const uint64_t keep = std::min<uint64_t>(options_.reuse_bytes, info.kept_blob_bytes());
+  const uint64_t keep = std::min<uint64_t>(options_.parity().reuse_bytes, info.kept_blob_bytes());
   sent_.reset();
   if (keep > 0) sent_ = std::make_unique<SentPayloads>(keep);
   common::LogInfo(absl::StrCat("connected to ", target, " (server ", info.server_version(),
@@ -234,7 +237,7 @@ bool Connection::WaitForConnected(std::chrono::milliseconds timeout, bool closin
     // Once the session is ending, an attempt that already failed (a refused port fails at
     // once) ends here, so that its reason is logged before the end gives up; before, the whole
     // connect timeout is waited (a server starting beside the training is found).
-    if (closing && !options_.wait_for_server_at_exit &&
+    if (closing && !options_.parity().wait_for_server_at_exit &&
         channel_->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
       return false;
     }

@@ -34,28 +34,7 @@ SenderOptions SenderOptionsFor(const common::AgentConfig& c, const std::string& 
                                const std::string& device_type) {
   const common::AgentOptions& o = c.parity;
   SenderOptions s;
-  s.host = c.host;
-  s.port = static_cast<int>(c.port);
-  s.plaintext = o.plaintext;
-  s.tls_path = c.tls_path;
-  s.server_name = o.server_name;
-  s.tls_key_password_file = o.tls_key_password_file;
-  s.connect_timeout_ms = o.connect_timeout_ms;
-  s.reconnect_initial_ms = o.reconnect_initial_ms;
-  s.reconnect_max_ms = o.reconnect_max_ms;
-  s.flush_timeout_ms = o.flush_timeout_ms;
-  s.wait_for_server_at_exit = o.wait_for_server_at_exit;
-  s.stats_interval_ms = o.stats_interval_ms;
-  s.queue_max_bytes = o.queue_max_bytes;
-  s.queue_max_calls = o.queue_max_calls;
-  s.batch_calls = o.batch_calls;
-  s.background_nice = static_cast<int>(o.background_nice);
-  s.policy = o.policy;
-  s.block_timeout_ms = o.block_timeout_ms;
-  s.max_inline_tensor_bytes = o.max_inline_tensor_bytes;
-  s.reuse_bytes = o.reuse_bytes;
-  s.max_tensor_bytes = o.max_tensor_bytes;
-  s.checksum = o.checksum;
+  s.config = c;
   v1::Hello& h = s.hello;
   h.set_protocol_version(common::kProtocolVersion);
   h.set_run_id(o.run_id);
@@ -79,7 +58,7 @@ Sender::Sender(SenderOptions options, AgentCounters& counters,
       counters_(counters),
       on_verdict_(std::move(on_verdict)),
       step_(std::move(step)),
-      queue_(options_.queue_max_calls, options_.queue_max_bytes) {
+      queue_(options_.parity().queue_max_calls, options_.parity().queue_max_bytes) {
   Connection::Callbacks callbacks;
   callbacks.on_verdict = on_verdict_;
   callbacks.on_answered = [this](uint64_t verdicts) {
@@ -109,8 +88,9 @@ PushResult Sender::Push(std::unique_ptr<CapturedCall> call) {
   // Counted before it is visible to the sender thread, which may finish it at once.
   pending_.fetch_add(1);
   PushResult r;
-  if (options_.policy == common::QueuePolicy::kBlock && shedding_.load(std::memory_order_relaxed) &&
-      queue_.AtMostHalfFull() && shedding_.exchange(false)) {
+  if (options_.parity().policy == common::QueuePolicy::kBlock &&
+      shedding_.load(std::memory_order_relaxed) && queue_.AtMostHalfFull() &&
+      shedding_.exchange(false)) {
     common::LogInfo(
         "policy block: the server caught up (the agent's queue drained to half); "
         "calls wait for room again");
@@ -121,7 +101,7 @@ PushResult Sender::Push(std::unique_ptr<CapturedCall> call) {
     // with its server does not lose its first calls to the connection's set-up.
     const auto start = std::chrono::steady_clock::now();
     r = queue_.PushWait(std::move(call), bytes,
-                        std::chrono::milliseconds(options_.block_timeout_ms),
+                        std::chrono::milliseconds(options_.parity().block_timeout_ms),
                         [this] { return counters_.connected() || first_attempt_.load(); });
     counters_.Spent(
         AgentCounters::Cost::kBlocked,
@@ -131,7 +111,7 @@ PushResult Sender::Push(std::unique_ptr<CapturedCall> call) {
     // collectives, every other rank) indefinitely; one wait per congestion is the bound.
     if (r == PushResult::kTimedOut && !shedding_.exchange(true)) {
       common::LogWarning(absl::StrCat(
-          "policy block: the server took no call for ", options_.block_timeout_ms,
+          "policy block: the server took no call for ", options_.parity().block_timeout_ms,
           " ms (parity.block_timeout_ms); dropping calls, counted as queue_full, until the "
           "agent's queue has drained to half, so that the training does not wait again"));
     }
@@ -155,9 +135,9 @@ void Sender::Run() {
 #if defined(__linux__)
   pthread_setname_np(pthread_self(), "parity-sender");  // in top, perf and gdb
 #endif
-  LowerThisThreadOnce(options_.background_nice);
+  LowerThisThreadOnce(static_cast<int>(options_.parity().background_nice));
   auto last_stats = std::chrono::steady_clock::now();
-  double backoff_ms = options_.reconnect_initial_ms;
+  double backoff_ms = options_.parity().reconnect_initial_ms;
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
@@ -202,10 +182,10 @@ bool Sender::Reconnect(double* backoff_ms) {
     static thread_local std::mt19937 rng(static_cast<uint32_t>(::getpid()));
     const double jitter = std::uniform_real_distribution<double>(0.5, 1.0)(rng);
     Waiting(std::chrono::milliseconds(static_cast<int64_t>(*backoff_ms * jitter)));
-    *backoff_ms = std::min<double>(*backoff_ms * 2, options_.reconnect_max_ms);
+    *backoff_ms = std::min<double>(*backoff_ms * 2, options_.parity().reconnect_max_ms);
     return false;
   }
-  *backoff_ms = options_.reconnect_initial_ms;
+  *backoff_ms = options_.parity().reconnect_initial_ms;
   return true;
 }
 
@@ -223,7 +203,7 @@ void Sender::RunOnce(std::chrono::steady_clock::time_point* last_stats, double* 
     std::vector<std::unique_ptr<CapturedCall>> calls;
     calls.push_back(std::move(call));
     const std::size_t limit =
-        conn_->limits().accepts_batches ? std::max<uint32_t>(options_.batch_calls, 1) : 1;
+        conn_->limits().accepts_batches ? std::max<uint32_t>(options_.parity().batch_calls, 1) : 1;
     while (calls.size() < limit && queue_.TryPop(&call)) calls.push_back(std::move(call));
     const std::size_t written = SendCalls(calls);
     if (written < calls.size()) {
@@ -238,7 +218,7 @@ void Sender::RunOnce(std::chrono::steady_clock::time_point* last_stats, double* 
   // Stats every stats_interval_ms; sooner when a held-back write has nothing left to follow it
   // (a cleared queue), since they send it.
   const bool stats_due = std::chrono::steady_clock::now() - *last_stats >
-                         std::chrono::milliseconds(options_.stats_interval_ms);
+                         std::chrono::milliseconds(options_.parity().stats_interval_ms);
   if (conn_->connected() && (stats_due || (unflushed_ && queue_.size() == 0))) {
     SendStats(false);
     *last_stats = std::chrono::steady_clock::now();
@@ -379,7 +359,7 @@ std::size_t Sender::SendCalls(std::vector<std::unique_ptr<CapturedCall>>& calls)
   const ServerLimits& limits = conn_->limits();
   encoding.max_inline_tensor_bytes = limits.max_inline_bytes;
   encoding.max_tensor_bytes = limits.max_tensor_bytes;
-  encoding.checksum = options_.checksum;
+  encoding.checksum = options_.parity().checksum;
   encoding.accepted_dtypes = limits.accepted_dtypes.empty() ? nullptr : &limits.accepted_dtypes;
   encoding.sent = conn_->sent();
   MessagePacker packer(limits.max_batch_bytes,
@@ -415,7 +395,7 @@ bool Sender::Flush(std::chrono::milliseconds timeout) {
     // attempt failed: its reason is already in the log.
     if ((conn_->undeliverable() || refused_.load()) && !counters_.connected()) break;
     if (closing_.load() && conn_->unreachable() && !counters_.connected() &&
-        !options_.wait_for_server_at_exit) {
+        !options_.parity().wait_for_server_at_exit) {
       break;
     }
     // The queue has its own condition variable: re-check in short slices.
@@ -432,7 +412,7 @@ void Sender::Close() {
   // From here on the whole close takes flush_timeout_ms and little more: connection attempts
   // skip their diagnosis and wait in slices, and whatever is still in flight is cancelled.
   closing_.store(true);
-  const bool flushed = Flush(std::chrono::milliseconds(options_.flush_timeout_ms));
+  const bool flushed = Flush(std::chrono::milliseconds(options_.parity().flush_timeout_ms));
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;

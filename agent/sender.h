@@ -30,29 +30,12 @@ namespace parity::agent {
 struct CallEncoding;  // agent/call_encoder.h
 class MessagePacker;  // agent/sender.cc: the items of the next message
 
+// What the sender runs with: the parsed configuration itself (the endpoint, TLS and parity.* keys,
+// each with the one default its row in common/config/config_keys.cc gives it), the hooks of the
+// session that owns it, and this process's identity.
 struct SenderOptions {
-  std::string host;
-  int port = 0;
-  bool plaintext = false;
-  std::string tls_path;     // ca.crt [+ client.crt, client.key]
-  std::string server_name;  // the name the server's certificate must carry, when not `host`
-  std::string tls_key_password_file;  // client.key's passphrase, when it is encrypted
-  uint32_t connect_timeout_ms = 5000;
-  uint32_t reconnect_initial_ms = 200;
-  uint32_t reconnect_max_ms = 30000;
-  uint32_t flush_timeout_ms = 30000;
-  bool wait_for_server_at_exit = false;  // AgentOptions::wait_for_server_at_exit
-  uint32_t stats_interval_ms = 5000;
-  uint64_t queue_max_bytes = uint64_t{256} << 20;
-  uint32_t queue_max_calls = 1024;
-  uint32_t batch_calls = 64;  // calls waiting together sent in one MessageBatch (1: each alone)
-  int background_nice = 10;   // added to the sender's and the stream callbacks' nice value
-  common::QueuePolicy policy = common::QueuePolicy::kBlock;
-  uint32_t block_timeout_ms = 10000;
-  uint64_t max_inline_tensor_bytes = uint64_t{4} << 20;
-  uint64_t max_tensor_bytes = uint64_t{256} << 20;
-  uint64_t reuse_bytes = uint64_t{256} << 20;  // equal payloads named again (0: off)
-  bool checksum = false;
+  common::AgentConfig config;
+  const common::AgentOptions& parity() const { return config.parity; }
   // Runs first on the sender thread (the torch half's work there is never captured).
   std::function<void()> enter_thread;
   // The server refused this agent for what it is (its rank is not in the server's rank_list),
@@ -83,7 +66,7 @@ class Sender {
   PushResult Push(std::unique_ptr<CapturedCall> call);
   // Whether a Push now would wait for room (policy block, and no congestion being shed).
   bool WouldWait() const {
-    return options_.policy == common::QueuePolicy::kBlock &&
+    return options_.parity().policy == common::QueuePolicy::kBlock &&
            !shedding_.load(std::memory_order_relaxed);
   }
   bool HasRoom(uint64_t bytes) const { return queue_.HasRoom(bytes); }

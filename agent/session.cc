@@ -347,14 +347,15 @@ std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint3
   const bool communicates =
       site.size >= offsetof(parity_call_site, communicates) + sizeof(site.communicates) &&
       site.communicates != 0;
-  if (common::IsCommunicationOp(op) || communicates) {
+  const common::OperatorClass traits = common::ClassifyOp(op);  // one catalogue lookup
+  if (traits.communication || communicates) {
     counters_.Captured();
     counters_.Dropped(DropReason::kCommunication);
     NoteCommunicationOp(op);
     return nullptr;
   }
-  if (std::string skip = common::SkipReasonForOp(op); !skip.empty()) {
-    meta->set_skip_reason(std::move(skip));  // sent without values: the server reports SKIP
+  if (traits.never_replayed != nullptr) {  // sent without values: the server reports SKIP
+    meta->set_skip_reason(common::SkipReasonForOp(op));
     return call;
   }
   if (!budget_.unlimited() && !budget_.Take(site.signature != nullptr ? site.signature : op)) {
@@ -362,7 +363,7 @@ std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint3
     return nullptr;
   }
   *flags = PARITY_CALL_WITH_VALUES;
-  if (common::RandomFamilyOf(op) != common::RandomFamily::kNone) *flags |= PARITY_CALL_RANDOM;
+  if (traits.random_family != common::RandomFamily::kNone) *flags |= PARITY_CALL_RANDOM;
   return call;
 }
 

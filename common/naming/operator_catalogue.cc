@@ -137,12 +137,14 @@ absl::StatusOr<OperatorCatalogue> OperatorCatalogue::Parse(absl::string_view jso
   OperatorCatalogue c;
   std::vector<std::string> twice;
   for (auto& [op, what] : s.never_replayed) {
-    if (!c.never_replayed_.emplace(op, what).second) twice.push_back(op);
+    Entry& e = c.by_bare_name_[op];
+    if (!e.never_replayed.empty()) twice.push_back(op);
+    e.never_replayed = std::move(what);
   }
   for (auto& [op, family] : s.random) {
-    if (!c.random_.emplace(op, family).second || c.never_replayed_.count(op) > 0) {
-      twice.push_back(op);
-    }
+    Entry& e = c.by_bare_name_[op];
+    if (!e.never_replayed.empty() || e.random_family != RandomFamily::kNone) twice.push_back(op);
+    e.random_family = family;
   }
   c.communication_namespaces_.insert(s.namespaces.begin(), s.namespaces.end());
   c.communication_ops_.insert(s.ops.begin(), s.ops.end());
@@ -161,15 +163,10 @@ OperatorCatalogue OperatorCatalogue::BuiltIn() {
 
 absl::Status OperatorCatalogue::Add(const OperatorCatalogue& other, absl::string_view source) {
   std::vector<std::string> conflicts;
-  for (const auto& [op, what] : other.never_replayed_) {
-    auto it = never_replayed_.find(op);
-    if (random_.count(op) > 0 || (it != never_replayed_.end() && it->second != what)) {
-      conflicts.push_back(op);
-    }
-  }
-  for (const auto& [op, family] : other.random_) {
-    auto it = random_.find(op);
-    if (never_replayed_.count(op) > 0 || (it != random_.end() && it->second != family)) {
+  for (const auto& [op, entry] : other.by_bare_name_) {
+    auto it = by_bare_name_.find(op);
+    if (it != by_bare_name_.end() && (it->second.never_replayed != entry.never_replayed ||
+                                      it->second.random_family != entry.random_family)) {
       conflicts.push_back(op);
     }
   }
@@ -178,18 +175,27 @@ absl::Status OperatorCatalogue::Add(const OperatorCatalogue& other, absl::string
         source,
         ": classifies differently from the built-in catalogue: ", absl::StrJoin(conflicts, ", ")));
   }
-  never_replayed_.insert(other.never_replayed_.begin(), other.never_replayed_.end());
-  random_.insert(other.random_.begin(), other.random_.end());
+  by_bare_name_.insert(other.by_bare_name_.begin(), other.by_bare_name_.end());
   communication_namespaces_.insert(other.communication_namespaces_.begin(),
                                    other.communication_namespaces_.end());
   communication_ops_.insert(other.communication_ops_.begin(), other.communication_ops_.end());
   return absl::OkStatus();
 }
 
+OperatorClass OperatorCatalogue::Classify(absl::string_view op_name) const {
+  OperatorClass c;
+  c.communication = IsCommunication(op_name);
+  if (auto it = by_bare_name_.find(BareOpName(op_name)); it != by_bare_name_.end()) {
+    if (!it->second.never_replayed.empty()) c.never_replayed = &it->second.never_replayed;
+    c.random_family = it->second.random_family;
+  }
+  return c;
+}
+
 std::string OperatorCatalogue::SkipReason(absl::string_view op_name) const {
-  auto it = never_replayed_.find(BareOpName(op_name));
-  if (it == never_replayed_.end()) return "";
-  return absl::StrCat(op_name, " returns ", it->second, "; nothing to compare");
+  const OperatorClass c = Classify(op_name);
+  if (c.never_replayed == nullptr) return "";
+  return absl::StrCat(op_name, " returns ", *c.never_replayed, "; nothing to compare");
 }
 
 bool OperatorCatalogue::IsCommunication(absl::string_view op_name) const {
@@ -202,13 +208,15 @@ bool OperatorCatalogue::IsCommunication(absl::string_view op_name) const {
 }
 
 RandomFamily OperatorCatalogue::RandomFamilyOf(absl::string_view op_name) const {
-  auto it = random_.find(BareOpName(op_name));
-  return it == random_.end() ? RandomFamily::kNone : it->second;
+  auto it = by_bare_name_.find(BareOpName(op_name));
+  return it == by_bare_name_.end() ? RandomFamily::kNone : it->second.random_family;
 }
 
 std::vector<std::string> OperatorCatalogue::RandomOpNames() const {
   std::vector<std::string> names;
-  for (const auto& [name, family] : random_) names.push_back(name);
+  for (const auto& [name, entry] : by_bare_name_) {
+    if (entry.random_family != RandomFamily::kNone) names.push_back(name);
+  }
   return names;
 }
 
@@ -230,6 +238,9 @@ absl::Status AddToOperatorCatalogue(const std::string& path) {
   return absl::OkStatus();
 }
 
+OperatorClass ClassifyOp(absl::string_view op_name) {
+  return ProcessOperatorCatalogue().Classify(op_name);
+}
 std::string SkipReasonForOp(absl::string_view op_name) {
   return ProcessOperatorCatalogue().SkipReason(op_name);
 }

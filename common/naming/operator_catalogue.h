@@ -17,6 +17,14 @@
 
 namespace parity::common {
 
+// Everything the catalogue says of one operator, found with one lookup.
+struct OperatorClass {
+  bool communication = false;
+  // What a never-replayed op returns ("uninitialised output"); null when it can be replayed.
+  const std::string* never_replayed = nullptr;
+  RandomFamily random_family = RandomFamily::kNone;
+};
+
 class OperatorCatalogue {
  public:
   // Reads a catalogue file's text; INVALID_ARGUMENT naming `source` and the key for anything
@@ -29,6 +37,8 @@ class OperatorCatalogue {
   // Adds `other`'s entries; INVALID_ARGUMENT when an operator would be classified two ways.
   absl::Status Add(const OperatorCatalogue& other, absl::string_view source);
 
+  // `op_name` ("aten::dropout") classified; valid while this catalogue is.
+  OperatorClass Classify(absl::string_view op_name) const;
   // Why `op_name` ("aten::empty") is never replayed: "aten::empty returns uninitialised output;
   // nothing to compare"; empty when it can be.
   std::string SkipReason(absl::string_view op_name) const;
@@ -38,10 +48,13 @@ class OperatorCatalogue {
   std::vector<std::string> RandomOpNames() const;
 
  private:
-  std::map<std::string, std::string, std::less<>> never_replayed_;  // bare name -> what it returns
-  std::map<std::string, RandomFamily, std::less<>> random_;         // bare name -> family
-  std::set<std::string, std::less<>> communication_namespaces_;     // "c10d"
-  std::set<std::string, std::less<>> communication_ops_;            // "aten::all_reduce"
+  struct Entry {
+    std::string never_replayed;  // what it returns; empty when it can be replayed
+    RandomFamily random_family = RandomFamily::kNone;
+  };
+  std::map<std::string, Entry, std::less<>> by_bare_name_;
+  std::set<std::string, std::less<>> communication_namespaces_;  // "c10d"
+  std::set<std::string, std::less<>> communication_ops_;         // "aten::all_reduce"
 };
 
 // The process's catalogue: the built-in one, plus what AddToOperatorCatalogue added.
@@ -50,7 +63,8 @@ const OperatorCatalogue& ProcessOperatorCatalogue();
 // first call is checked or captured. INVALID_ARGUMENT / NOT_FOUND with the file's name.
 absl::Status AddToOperatorCatalogue(const std::string& path);
 
-// The process catalogue's answers.
+// The process catalogue's answers (ProcessOperatorCatalogue() stays valid for the process).
+OperatorClass ClassifyOp(absl::string_view op_name);
 std::string SkipReasonForOp(absl::string_view op_name);
 bool IsCommunicationOp(absl::string_view op_name);
 RandomFamily RandomFamilyOf(absl::string_view op_name);

@@ -16,8 +16,9 @@ constexpr std::size_t kMaxCachedOperators = 4096;
 std::shared_ptr<const OperatorTraits> Resolve(absl::string_view op_name) {
   auto traits = std::make_shared<OperatorTraits>();
   traits->op_name = std::string(op_name);
-  traits->skip_reason = common::SkipReasonForOp(op_name);
-  traits->random_family = common::RandomFamilyOf(op_name);
+  const common::OperatorClass c = common::ClassifyOp(op_name);
+  if (c.never_replayed != nullptr) traits->skip_reason = common::SkipReasonForOp(op_name);
+  traits->random_family = c.random_family;
   return traits;
 }
 

@@ -4,6 +4,7 @@
 // cannot get its memory. The outcome must be a verdict that is never PASS, with the code the
 // proto promises, and the process must live.
 #include <ATen/Parallel.h>
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include <cstdio>
@@ -37,9 +38,21 @@ uint64_t AddressSpace() {
   return kib * 1024;
 }
 
+// Large blocks mapped and unmapped one by one from here on, never kept by malloc for reuse: a
+// big tensor freed before the limit would otherwise leave its memory in malloc's heap (glibc
+// raises its mmap threshold to the largest block freed), and a later allocation of that size
+// would succeed under any limit, depending on what the process did before. Called first in each
+// child.
+void NoReuseOfFreedBlocks() {
+  mallopt(M_MMAP_THRESHOLD, 128 << 10);  // fixed: no dynamic raise
+  mallopt(M_TRIM_THRESHOLD, 0);
+  malloc_trim(0);
+}
+
 // Limits this process's address space to its size now plus `margin` (the soft limit only, so
 // that RestoreAddressSpace can lift it again).
 void LimitAddressSpace(uint64_t margin) {
+  malloc_trim(0);
   struct rlimit limit {};
   getrlimit(RLIMIT_AS, &limit);
   limit.rlim_cur = static_cast<rlim_t>(AddressSpace() + margin);
@@ -61,13 +74,15 @@ std::unique_ptr<CallChecker> Checker() {
   return checker.ok() ? *std::move(checker) : nullptr;
 }
 
-// The golden of a float16 sum computes in float32 over a float32 copy of the input: 32 MiB for
-// 8 Mi elements (sent inline: 16 MiB), where the decoded input takes 16 MiB and the bench a few
-// bytes. With 24 MiB to spare, the golden cannot be allocated. The device's sum is the bench's:
+// A float16 sum of 8 Mi elements (sent inline: 16 MiB): the decoded input takes 16 MiB, the
+// bench's copy of it 16 MiB, the float64 golden's copy 64 MiB. With 40 MiB to spare (and no freed
+// block reused: NoReuseOfFreedBlocks), the bench runs and the golden cannot be allocated. The
+// device's sum is the bench's:
 // before, the call was judged against the bench alone and passed (so would have a wrong output
 // that the bench's two-way check lets through, where the golden's standard would not); now it is
 // not checked: SKIP with RESOURCE_EXHAUSTED, saying so.
 void GoldenOutOfMemoryIsNeverAPass() {
+  NoReuseOfFreedBlocks();
   at::set_num_threads(1);  // no thread to start under the limit
   const std::unique_ptr<CallChecker> checker = Checker();
   if (!checker) std::exit(2);
@@ -76,7 +91,7 @@ void GoldenOutOfMemoryIsNeverAPass() {
       testing::BuildCall("aten::sum", "", {testing::R({64}, 1, at::kHalf), c10::IValue()}));
   const at::Tensor x = testing::R({8 << 20}, 2, at::kHalf) * 0.01;
   const v1::ApiCall call = testing::BuildCall("aten::sum", "", {x, c10::IValue()});
-  LimitAddressSpace(uint64_t{24} << 20);
+  LimitAddressSpace(uint64_t{40} << 20);
   const CallCheck check = checker->Check(call);
   RestoreAddressSpace();
   std::fprintf(stderr, "status %d, code %d: %s\n", static_cast<int>(check.status),
@@ -93,6 +108,7 @@ void GoldenOutOfMemoryIsNeverAPass() {
 // fault, so the call is not rejected (REJECTED means malformed or over a cap) but not checked:
 // SKIP with RESOURCE_EXHAUSTED. Before, it was REJECTED.
 void DecodingOutOfMemoryIsNotARejection() {
+  NoReuseOfFreedBlocks();
   at::set_num_threads(1);
   const std::unique_ptr<CallChecker> checker = Checker();
   if (!checker) std::exit(2);
@@ -114,6 +130,7 @@ void DecodingOutOfMemoryIsNotARejection() {
 // archive in memory (another 64 MiB) and, when that ran out, its archive writer's destructor
 // threw and the server aborted. The file is now written as it is made: it succeeds, and loads.
 void ErrorDataOfABigTensorUnderALimitIsSavedWhole() {
+  NoReuseOfFreedBlocks();
   at::set_num_threads(1);
   const std::string dir = testing::MakeTempDir("parity_oom_");
   CallValues values;
