@@ -3,6 +3,7 @@
 // fail_fast, reconnection, wedged and dying servers, the accounting of every call, verdict
 // batches, and the priority of the agent's threads.
 #include "agent/session.h"
+#include "common/naming/operator_catalogue.h"
 
 #include <filesystem>
 #include <fstream>
@@ -259,6 +260,28 @@ TEST(SessionTest, FailFastReportsTheFirstErrorAtTheNextStep) {
             "(benchmark)");
   EXPECT_EQ(agent->GetCounters().error, 1u);
   agent->Close();
+}
+
+// parity.operator_catalogue that does not parse, or reclassifies a built-in operator: the
+// session is not made, and the error names the file and the key (the server's: ServerTest.
+// BadServerConfigurationIsAClearStartupError).
+TEST(SessionTest, ABadOperatorCatalogueStopsTheAgentNamingTheFile) {
+  const std::string dir = parity::testing::MakeTempDir("parity_catalogue_");
+  common::AgentConfig config = Config(1);
+  config.parity.operator_catalogue = dir + "/mine.json";
+  const parity_host host{};
+  for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"random": {"gaussian": ["my_randn"]}})",
+            "mine.json: random.gaussian: no such family"},
+           {R"({"never_replayed": {"junk": ["randn"]}})", "classifies differently"},
+           {"{", "mine.json: not a JSON object"}}) {
+    std::ofstream(config.parity.operator_catalogue) << text;
+    auto session = Session::Create(config, host);
+    ASSERT_FALSE(session.ok()) << text;
+    EXPECT_EQ(session.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_THAT(session.status().message(), ::testing::HasSubstr(expected)) << text;
+  }
+  EXPECT_EQ(common::RandomFamilyOf("aten::randn"), common::RandomFamily::kNormal) << "unchanged";
 }
 
 TEST(SessionTest, WithoutFailFastErrorsAreCountedNotRaised) {
