@@ -164,6 +164,27 @@ grpc::Status Connection::Abandon(std::unique_ptr<Live>& c, bool cancel) {
   return s;
 }
 
+// The server's limits: the agent honours them (ServerInfo).
+void Connection::AdoptServerLimits(const v1::ServerInfo& info) {
+  ServerLimits& l = limits_;
+  l.max_inline_bytes = std::min<uint64_t>(options_.parity().max_inline_tensor_bytes,
+                                          std::max<uint64_t>(info.max_message_bytes() / 4, 4096));
+  l.max_tensor_bytes =
+      info.max_tensor_bytes() > 0
+          ? std::min<uint64_t>(options_.parity().max_tensor_bytes, info.max_tensor_bytes())
+          : options_.parity().max_tensor_bytes;
+  // Half the server's limit: room for the batch's field headers (a few bytes an item).
+  l.max_batch_bytes =
+      info.max_message_bytes() > 0 ? info.max_message_bytes() / 2 : uint64_t{1} << 20;
+  l.accepts_batches = info.accepts_batches();
+  l.accepted_dtypes.clear();
+  for (int d : info.accepted_dtypes()) l.accepted_dtypes.push_back(d);
+  // Equal payloads named again: a fresh table per stream, within the server's cap.
+  const uint64_t keep = std::min<uint64_t>(options_.parity().reuse_bytes, info.kept_blob_bytes());
+  sent_.reset();
+  if (keep > 0) sent_ = std::make_unique<SentPayloads>(keep);
+}
+
 bool Connection::Handshake(std::unique_ptr<Live>& c) {
   // The server's address once the call has one (gRPC names the channel's target until then).
   std::string target = c->stream->Peer();
@@ -201,25 +222,8 @@ bool Connection::Handshake(std::unique_ptr<Live>& c) {
       return false;
     }
   }
-  // The server's limits: the agent honours them (ServerInfo).
   const v1::ServerInfo& info = reply.server_info();
-  ServerLimits& l = limits_;
-  l.max_inline_bytes = std::min<uint64_t>(options_.parity().max_inline_tensor_bytes,
-                                          std::max<uint64_t>(info.max_message_bytes() / 4, 4096));
-  l.max_tensor_bytes =
-      info.max_tensor_bytes() > 0
-          ? std::min<uint64_t>(options_.parity().max_tensor_bytes, info.max_tensor_bytes())
-          : options_.parity().max_tensor_bytes;
-  // Half the server's limit: room for the batch's field headers (a few bytes an item).
-  l.max_batch_bytes =
-      info.max_message_bytes() > 0 ? info.max_message_bytes() / 2 : uint64_t{1} << 20;
-  l.accepts_batches = info.accepts_batches();
-  l.accepted_dtypes.clear();
-  for (int d : info.accepted_dtypes()) l.accepted_dtypes.push_back(d);
-  // Equal payloads named again: a fresh table per stream, within the server's cap.
-  const uint64_t keep = std::min<uint64_t>(options_.parity().reuse_bytes, info.kept_blob_bytes());
-  sent_.reset();
-  if (keep > 0) sent_ = std::make_unique<SentPayloads>(keep);
+  AdoptServerLimits(info);
   common::LogInfo(absl::StrCat("connected to ", target, " (server ", info.server_version(),
                                ", bench ", info.bench_device(), ", rank ", options_.hello.rank(),
                                ")"));

@@ -84,6 +84,8 @@ class Connection {
 
   bool OpenChannel();
   bool WaitForConnected(std::chrono::milliseconds timeout, bool closing);
+  // The limits of ServerInfo, and a fresh table of payloads sent, for a new stream.
+  void AdoptServerLimits(const v1::ServerInfo& info);
   bool Handshake(std::unique_ptr<Live>& live);
   grpc::Status Abandon(std::unique_ptr<Live>& live, bool cancel);
   void OnServerMessage(Live* live, grpc::ByteBuffer& bytes);
