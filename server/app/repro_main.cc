@@ -2,10 +2,14 @@
 // bench device and as the float64 golden, judges the saved device outputs (or others given) by
 // the same standards, and prints each verdict next to the one the server gave.
 //
-//   parity-repro [--bench_device=auto] [--standards_file=F] [--api=TEXT]
-//                [--device_outputs=DIR] [--npu_reference=false] [--reference_libraries=A.so,B.so]
+//   parity-repro [--config=server.json] [--KEY=VALUE ...] [--api=TEXT] [--device_outputs=DIR]
 //                ERROR_DATA_DIR
 //
+// The checker is configured by the server's own key table (common/config/config_keys_server.cc):
+// --config reads a server config file, and every parity-server configuration flag applies
+// (--bench_device, --golden, --golden_device, --random_checks, --standards_file,
+// --npu_reference, --reference_libraries, --operator_catalogue, ...), with the server's
+// defaults; the transport's keys are read and not used.
 // ERROR_DATA_DIR is a ut_error_data{ts}/ folder (it holds manifest.jsonl) or a folder holding
 // such folders. --device_outputs judges other device outputs instead of the saved ones: files
 // at the saved device files' relative paths under DIR (what `python3 -m parity.repro
@@ -14,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,9 +28,11 @@
 #include "absl/strings/str_split.h"
 #include "common/base/crash_report.h"
 #include "common/naming/naming.h"
+#include "common/naming/operator_catalogue.h"
 #include "common/torch/torch_pch.h"
 #include "common/torch/value_codec.h"
 #include "nlohmann/json.hpp"
+#include "server/app/command_line.h"
 #include "server/compare/standards.h"
 #include "server/replay/call_checker.h"
 #include "server/replay/call_values.h"
@@ -41,10 +48,7 @@ using parity::server::StandardsTable;
 namespace v1 = parity::v1;
 
 struct Args {
-  std::string bench_device = "auto";
-  std::string standards_file;
-  bool npu_reference = true;
-  std::vector<std::string> reference_libraries;
+  parity::common::ServerConfig config;  // the server's keys, with the server's defaults
   std::string api;
   std::string device_outputs;
   std::string dir;
@@ -52,9 +56,12 @@ struct Args {
 
 int Usage(const std::string& why) {
   std::fprintf(stderr,
-               "parity-repro: %s\nusage: parity-repro [--bench_device=auto|cpu|cuda[:N]] "
-               "[--standards_file=F] [--api=TEXT] [--device_outputs=DIR] "
-               "[--npu_reference=false] [--reference_libraries=A.so,B.so] ERROR_DATA_DIR\n",
+               "parity-repro: %s\nusage: parity-repro [--config=server.json] [--KEY=VALUE ...] "
+               "[--api=TEXT] [--device_outputs=DIR] ERROR_DATA_DIR\n  --KEY=VALUE: any "
+               "parity-server configuration flag (--bench_device=auto|cpu|cuda[:N], "
+               "--golden_device, --standards_file=F, --npu_reference=false, "
+               "--reference_libraries=A.so,B.so, --operator_catalogue=F, ...; parity-server "
+               "--help lists them)\n",
                why.c_str());
   return 2;
 }
@@ -185,18 +192,26 @@ Rerun RerunLine(const std::string& text, const fs::path& manifest, const Args& a
 }
 
 int Run(const Args& a) {
+  const parity::common::ServerOptions& o = a.config.parity;
+  // As the server reads them: the catalogue, then the standards, then the libraries.
+  if (!o.operator_catalogue.empty()) {
+    if (absl::Status s = parity::common::AddToOperatorCatalogue(o.operator_catalogue); !s.ok()) {
+      return Usage(std::string(s.message()));
+    }
+  }
   StandardsTable standards = StandardsTable::Default();
-  if (!a.standards_file.empty()) {
-    absl::StatusOr<StandardsTable> t = StandardsTable::Load(a.standards_file);
+  if (!o.standards_file.empty()) {
+    absl::StatusOr<StandardsTable> t = StandardsTable::Load(o.standards_file);
     if (!t.ok()) return Usage(std::string(t.status().message()));
     standards = *std::move(t);
   }
   absl::StatusOr<std::vector<parity::server::LoadedLibrary>> libraries =
-      parity::server::LoadOperatorLibraries(a.npu_reference, a.reference_libraries);
+      parity::server::LoadOperatorLibraries(o.npu_reference, o.reference_libraries);
   if (!libraries.ok()) return Usage(std::string(libraries.status().message()));
-  parity::server::CheckerOptions options;
-  options.bench_device = a.bench_device;
-  absl::StatusOr<std::unique_ptr<CallChecker>> checker = CallChecker::Create(options, standards);
+  absl::StatusOr<parity::server::CheckerOptions> options = parity::server::CheckerOptionsFor(o);
+  if (!options.ok()) return Usage(std::string(options.status().message()));
+  options->keep_error_values = false;
+  absl::StatusOr<std::unique_ptr<CallChecker>> checker = CallChecker::Create(*options, standards);
   if (!checker.ok()) return Usage(std::string(checker.status().message()));
   const std::vector<fs::path> manifests = Manifests(a.dir);
   if (manifests.empty()) return Usage(absl::StrCat("no manifest.jsonl in or under ", a.dir));
@@ -220,41 +235,49 @@ int Run(const Args& a) {
 
 }  // namespace
 
+// Splits argv: parity-repro's own flags and ERROR_DATA_DIR into `a`, the rest into the server's
+// configuration (--config, configuration flags). Returns an exit status when done (help, usage).
+std::optional<int> ParseArgs(int argc, char** argv, Args* a) {
+  std::vector<const char*> server_args = {argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (absl::StartsWith(arg, "--api=")) {
+      a->api = arg.substr(6);
+    } else if (absl::StartsWith(arg, "--device_outputs=")) {
+      a->device_outputs = arg.substr(17);
+    } else if (arg == "-h" || arg == "--help") {
+      Usage("reruns the calls saved as error data");
+      return 0;
+    } else if (absl::StartsWith(arg, "-")) {
+      server_args.push_back(argv[i]);
+    } else if (!a->dir.empty()) {
+      return Usage("one ERROR_DATA_DIR only");
+    } else {
+      a->dir = arg;
+    }
+  }
+  if (a->dir.empty()) return Usage("ERROR_DATA_DIR is missing");
+  absl::StatusOr<parity::server::CommandLine> line =
+      parity::server::ParseCommandLine(static_cast<int>(server_args.size()), server_args.data());
+  if (!line.ok()) return Usage(std::string(line.status().message()));
+  if (line->version || line->check_config || line->list_metrics || line->list_config ||
+      !line->port_file.empty()) {
+    return Usage(
+        "--version, --check_config, --list_metrics, --list_config and --port_file are "
+        "parity-server's");
+  }
+  auto parsed = parity::server::LoadConfiguration(*line);
+  if (!parsed.ok()) return Usage(std::string(parsed.status().message()));
+  for (const std::string& w : parsed->warnings)
+    std::fprintf(stderr, "parity-repro: %s\n", w.c_str());
+  a->config = std::move(parsed->config);
+  return std::nullopt;
+}
+
 int main(int argc, char** argv) {
   parity::common::InstallCrashReport(argv[0]);
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&](const char* flag, std::string* out) {
-      const std::string prefix = absl::StrCat(flag, "=");
-      if (!absl::StartsWith(arg, prefix)) return false;
-      *out = arg.substr(prefix.size());
-      return true;
-    };
-    if (value("--bench_device", &a.bench_device) || value("--standards_file", &a.standards_file) ||
-        value("--api", &a.api) || value("--device_outputs", &a.device_outputs)) {
-      continue;
-    }
-    std::string text;
-    if (value("--reference_libraries", &text)) {
-      for (absl::string_view p : absl::StrSplit(text, ',', absl::SkipEmpty())) {
-        a.reference_libraries.emplace_back(p);
-      }
-      continue;
-    }
-    if (value("--npu_reference", &text)) {
-      a.npu_reference = text != "false" && text != "0";
-      continue;
-    }
-    if (arg == "-h" || arg == "--help") {
-      Usage("reruns the calls saved as error data");
-      return 0;
-    }
-    if (absl::StartsWith(arg, "-")) return Usage(absl::StrCat("unknown flag ", arg));
-    if (!a.dir.empty()) return Usage("one ERROR_DATA_DIR only");
-    a.dir = arg;
-  }
-  if (a.dir.empty()) return Usage("ERROR_DATA_DIR is missing");
+  if (std::optional<int> done = ParseArgs(argc, argv, &a)) return *done;
   try {
     return Run(a);
   } catch (const std::exception& e) {

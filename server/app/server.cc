@@ -132,14 +132,7 @@ absl::Status ParityServer::InitOperators(bool load_libraries) {
 
 absl::Status ParityServer::InitChecker() {
   const common::ServerOptions& o = config_.parity;
-  CheckerOptions checker;
-  checker.bench_device = o.bench_device;
-  checker.golden = o.golden;
-  PARITY_ASSIGN_OR_RETURN(checker.golden_device, ParseGoldenDevice(o.golden_device));
-  PARITY_ASSIGN_OR_RETURN(checker.random_checks, ParseRandomChecks(o.random_checks));
-  checker.random_false_alarm = o.random_false_alarm;
-  checker.limits = o.limits;
-  checker.keep_error_values = o.save_error_data;
+  PARITY_ASSIGN_OR_RETURN(const CheckerOptions checker, CheckerOptionsFor(o));
   PARITY_ASSIGN_OR_RETURN(checker_, CallChecker::Create(checker, *standards_));
   if (const auto& low = checker_->low_precision_gemm_dtypes(); !low.empty()) {
     common::LogInfo(absl::StrCat(

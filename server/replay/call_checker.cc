@@ -307,6 +307,22 @@ Replay ReplayGolden(const CheckerOptions& o, GoldenReplayer& golden, const c10::
 
 }  // namespace
 
+absl::StatusOr<CheckerOptions> CheckerOptionsFor(const common::ServerOptions& o) {
+  CheckerOptions checker;
+  checker.bench_device = o.bench_device;
+  checker.golden = o.golden;
+  absl::StatusOr<GoldenDevice> golden_device = ParseGoldenDevice(o.golden_device);
+  if (!golden_device.ok()) return golden_device.status();
+  checker.golden_device = *golden_device;
+  absl::StatusOr<RandomChecks> random_checks = ParseRandomChecks(o.random_checks);
+  if (!random_checks.ok()) return random_checks.status();
+  checker.random_checks = *random_checks;
+  checker.random_false_alarm = o.random_false_alarm;
+  checker.limits = o.limits;
+  checker.keep_error_values = o.save_error_data;
+  return checker;
+}
+
 CallChecker::CallChecker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CallChecker::~CallChecker() = default;
 

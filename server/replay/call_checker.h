@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/config/config.h"
 #include "common/torch/value_codec.h"
 #include "common/wire/limits.h"
 #include "parity/v1/parity.pb.h"
@@ -42,6 +43,12 @@ struct CheckerOptions {
   RandomChecks random_checks = RandomChecks::kAuto;
   double random_false_alarm = 1e-6;  // per call, for the random_property standard
 };
+
+// The checker's options from the server's configuration (parity.bench_device, golden,
+// golden_device, random_checks, random_false_alarm, the decode limits; save_error_data keeps
+// an error's values): the one mapping parity-server and parity-repro share. INVALID_ARGUMENT
+// naming the key for a golden_device or random_checks word it does not know.
+absl::StatusOr<CheckerOptions> CheckerOptionsFor(const common::ServerOptions& o);
 
 class CallChecker {
  public:

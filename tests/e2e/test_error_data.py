@@ -123,6 +123,30 @@ class ErrorDataTest(unittest.TestCase):
         self.assertIn("unknown operator \"aten::nope\"", r.stdout)
         self.assertIn("an unreadable line", r.stdout)
 
+    def test_reproducer_takes_the_servers_configuration_keys(self):
+        # parity-repro reads the server's key table: its flags, checked as parity-server checks
+        # them, and --config; a mistake is usage (exit 2) naming the key or the file.
+        empty = harness.tempdir("parity_repro_flags_")
+        with open(os.path.join(empty, "manifest.jsonl"), "w", encoding="utf-8"):
+            pass
+        binary = os.path.join(harness.BUILD, "server", "parity-repro")
+        for flags, expected in [
+                (["--no_such_key=1"], "--no_such_key: unknown flag"),
+                (["--golden_device=gpu"], 'parity.golden_device): expected one of "auto", "cpu"'),
+                (["--port_file=p"], "are parity-server's"),
+                (["--config=" + os.path.join(empty, "missing.json")], "missing.json"),
+                (["--operator_catalogue=" + os.path.join(empty, "manifest.jsonl")],
+                 "manifest.jsonl: not a JSON object")]:
+            r = subprocess.run([binary, *flags, empty], capture_output=True, text=True,
+                               timeout=120, check=False)
+            self.assertEqual(r.returncode, 2, (flags, r.stderr))
+            self.assertIn(expected, r.stderr, flags)
+        r = subprocess.run([binary, "--bench_device=cpu", "--golden_device=cpu",
+                            "--random_checks=statistical", "--npu_reference=false", empty],
+                           capture_output=True, text=True, timeout=120, check=False)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("0 of 0 calls reproduced", r.stdout)
+
 
 if __name__ == "__main__":
     unittest.main()
