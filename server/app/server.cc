@@ -185,6 +185,7 @@ void ParityServer::InitWorkers() {
 ServiceOptions ParityServer::MakeServiceOptions(std::shared_ptr<const common::RevocationList> crl) {
   const common::ServerOptions& o = config_.parity;
   ServiceOptions service;
+  service.config = config_;
   v1::ServerInfo& info = service.server_info;
   info.set_server_version(PARITY_VERSION);
   info.set_max_message_bytes(o.max_message_bytes);
@@ -197,13 +198,7 @@ ServiceOptions ParityServer::MakeServiceOptions(std::shared_ptr<const common::Re
   info.set_golden_enabled(o.golden);
   info.set_torch_version(common::TorchVersion());
   info.set_kept_blob_bytes(o.kept_blob_bytes);
-  service.rank_list.insert(config_.rank_list.begin(), config_.rank_list.end());
-  service.max_streams = o.max_streams;
-  service.max_partial_blob_bytes = o.max_partial_blob_bytes;
-  service.max_kept_blob_bytes = o.max_kept_blob_bytes;
   service.crl = std::move(crl);
-  service.verdict_hold = std::chrono::milliseconds(o.verdict_hold_ms);
-  service.limits = o.limits;
   // A rank's result rows wait for its backward calls; a stream's end writes them.
   service.on_stream_end = [this](const CallOrigin& origin) {
     if (!writer_) return;

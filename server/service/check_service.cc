@@ -29,8 +29,8 @@ CheckService::CheckService(ServiceOptions options, CallHandler handler, WorkQueu
       handler_(std::move(handler)),
       queue_(queue),
       metrics_(metrics),
-      partial_blobs_(options_.max_partial_blob_bytes),
-      kept_offered_(options_.max_kept_blob_bytes) {}
+      partial_blobs_(options_.parity().max_partial_blob_bytes),
+      kept_offered_(options_.parity().max_kept_blob_bytes) {}
 
 void CheckService::NoteConfigDigest(const std::string& run_id, int32_t rank,
                                     const std::string& digest) {
@@ -84,10 +84,10 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* CheckService::Check
       return reactor;
     }
   }
-  if (active_.fetch_add(1) >= static_cast<int>(options_.max_streams)) {
+  if (active_.fetch_add(1) >= static_cast<int>(options_.parity().max_streams)) {
     active_.fetch_sub(1);
     reactor->Refuse(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                 absl::StrCat("server busy: ", options_.max_streams,
+                                 absl::StrCat("server busy: ", options_.parity().max_streams,
                                               " agent streams already open (parity.max_streams)")));
     return reactor;
   }

@@ -14,6 +14,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/config/config.h"
 #include "common/torch/value_codec.h"
 #include "common/transport/tls.h"
 #include "common/transport/wire.h"
@@ -52,23 +53,17 @@ class BlobStore : public common::BlobSource {
 using CallHandler = std::function<v1::Verdict(const CallOrigin& origin, const v1::ApiCall& call,
                                               const BlobStore& blobs)>;
 
+// What the service runs with: the parsed configuration itself (run_ut.rank_list and the
+// parity.* keys it reads: max_streams, limits, max_partial_blob_bytes, max_kept_blob_bytes,
+// verdict_hold_ms, each with the one default of its row in common/config/config_keys_server.cc),
+// and what the composition root adds at start.
 struct ServiceOptions {
-  v1::ServerInfo server_info;   // sent in answer to Hello (protocol_version is set)
-  std::set<int64_t> rank_list;  // empty = every rank
-  uint32_t max_streams = 1024;  // concurrent agent streams
-  common::DecodeLimits limits;  // chunk reassembly caps (tensor and call bytes)
-  // Bytes all streams together may hold in chunked tensors whose call has not arrived yet.
-  uint64_t max_partial_blob_bytes = uint64_t{4} << 30;
-  // server_info.kept_blob_bytes is the cap of each stream's kept blobs (0: none kept); a
-  // stream is offered that much while all streams' offers stay within this total (then less,
-  // down to 0: its agent sends every tensor in full).
-  uint64_t max_kept_blob_bytes = uint64_t{8} << 30;
+  common::ServerConfig config;
+  const common::ServerOptions& parity() const { return config.parity; }
+  v1::ServerInfo server_info;  // sent in answer to Hello (protocol_version is set)
   // crl.pem of mutual TLS: a stream whose client certificate it revokes is refused
   // (UNAUTHENTICATED) before its Hello is read.
   std::shared_ptr<const common::RevocationList> crl;
-  // To an agent that takes VerdictBatch: how long ready verdicts may wait for company while
-  // later calls of the stream are still being checked (zero: never).
-  std::chrono::steady_clock::duration verdict_hold = std::chrono::milliseconds(10);
   // Runs once a stream that sent a Hello has ended, after every call it sent was handled (the
   // result writer writes the rank's waiting result rows). On a gRPC thread; must not throw.
   std::function<void(const CallOrigin& origin)> on_stream_end;
@@ -118,8 +113,8 @@ class CheckService final
   ServerMetrics* const metrics_;
   std::atomic<int> active_{0};
   std::atomic<uint64_t> session_counter_{0};
-  ByteBudget partial_blobs_;  // options_.max_partial_blob_bytes
-  // Kept-blob bytes offered to streams (options_.max_kept_blob_bytes): a new stream is offered
+  ByteBudget partial_blobs_;  // parity.max_partial_blob_bytes
+  // Kept-blob bytes offered to streams (parity.max_kept_blob_bytes): a new stream is offered
   // the per-stream cap within what the total leaves, reserved until the stream ends.
   ByteBudget kept_offered_;
   struct RunDigest {

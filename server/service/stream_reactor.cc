@@ -58,7 +58,7 @@ CheckService::Reactor::Reactor(CheckService* service, std::string peer, uint64_t
     : service_(service),
       peer_(std::move(peer)),
       session_(session),
-      blobs_(service->options_.limits, &service->partial_blobs_, &service->kept_offered_) {
+      blobs_(service->options_.parity().limits, &service->partial_blobs_, &service->kept_offered_) {
   if (service_->metrics_) service_->metrics_->AgentConnected();
 }
 
@@ -288,8 +288,8 @@ absl::Status CheckService::Reactor::OnHello(const v1::Hello& hello) {
         kProtocolVersion, "; use an agent and server of the same release"));
   }
   PARITY_RETURN_IF_ERROR(ValidateHello(hello));
-  const auto& ranks = service_->options_.rank_list;
-  if (!ranks.empty() && ranks.count(hello.rank()) == 0) {
+  const auto& ranks = service_->options_.config.rank_list;
+  if (!ranks.empty() && std::find(ranks.begin(), ranks.end(), hello.rank()) == ranks.end()) {
     return absl::PermissionDeniedError(absl::StrCat(
         "rank ", hello.rank(), " is not in this server's rank_list; another server checks it"));
   }
@@ -318,7 +318,8 @@ absl::Status CheckService::Reactor::OnHello(const v1::Hello& hello) {
   // Verdicts ready together go in one message (VerdictBatch) to an agent that takes them.
   // While later calls are being checked, ready verdicts wait up to verdict_hold for company.
   if (hello.accepts_batches()) {
-    outbox_.BatchVerdicts(kMaxVerdictBatch, kMaxVerdictBatchBytes, service_->options_.verdict_hold);
+    outbox_.BatchVerdicts(kMaxVerdictBatch, kMaxVerdictBatchBytes,
+                          std::chrono::milliseconds(service_->options_.parity().verdict_hold_ms));
   }
   return absl::OkStatus();
 }
