@@ -65,7 +65,7 @@ CheckService::Reactor::Reactor(CheckService* service, std::string peer, uint64_t
 void CheckService::Reactor::Begin() {
   {
     absl::MutexLock lock(&mu_);
-    reading_ = true;
+    read_ = Read::kReading;
   }
   StartRead(&in_);
 }
@@ -78,14 +78,14 @@ void CheckService::Reactor::Refuse(const grpc::Status& status) {
 void CheckService::Reactor::OnReadDone(bool ok) {
   if (!ok) {  // the client half-closed, or the stream broke
     mu_.Lock();
-    reading_ = false;
+    read_ = Read::kIdle;
     reads_done_ = true;
     ActAndUnlock();
     return;
   }
   if (service_->metrics_) service_->metrics_->MessageBytes(in_.Length());
   mu_.Lock();
-  reading_ = false;
+  read_ = Read::kIdle;
   if (reads_done_) {  // a worker found an earlier message invalid: the stream is ending
     in_.Clear();
     ActAndUnlock();
@@ -128,7 +128,7 @@ void CheckService::Reactor::OnDone() {
 }
 
 void CheckService::Reactor::ReleaseHold() {
-  if (--holds_ == 0 && !reads_done_) read_again_ = true;
+  if (--holds_ == 0 && !reads_done_ && read_ == Read::kIdle) read_ = Read::kWanted;
 }
 
 void CheckService::Reactor::EndReading(const absl::Status& error) {
@@ -138,37 +138,35 @@ void CheckService::Reactor::EndReading(const absl::Status& error) {
 
 void CheckService::Reactor::OnAlarm() {
   mu_.Lock();
-  alarm_set_ = false;
+  alarm_state_ = Alarm::kNone;
   ActAndUnlock();
 }
 
 void CheckService::Reactor::ActAndUnlock() {
   bool read = false, write = false, finish = false, more = false;
-  if (read_again_ && !reads_done_) {
-    read_again_ = false;
+  if (read_ == Read::kWanted && !reads_done_) {
     read = true;
-    reading_ = true;
+    read_ = Read::kReading;
   }
   const OrderedOutbox::Clock::time_point now = OrderedOutbox::Clock::now();
   std::optional<OrderedOutbox::Clock::time_point> held_until;
   write = outbox_.StartWrite(now, &out_, &more, &held_until);
   grpc::Alarm* alarm = nullptr;   // set after mu_ is released (its callback takes mu_)
   grpc::Alarm* cancel = nullptr;  // likewise cancelled after
-  if (held_until && !alarm_set_) {
+  if (held_until && alarm_state_ == Alarm::kNone) {
     // A new alarm each time: the last one's callback may still be returning. Nothing replaces
     // this one, and the stream cannot finish, until its callback has run.
-    alarm_set_ = true;
-    alarm_cancelled_ = false;
+    alarm_state_ = Alarm::kSet;
     alarm_ = std::make_unique<grpc::Alarm>();
     alarm = alarm_.get();
-  } else if (!held_until && alarm_set_ && !alarm_cancelled_ && outbox_.drained()) {
+  } else if (!held_until && alarm_state_ == Alarm::kSet && outbox_.drained()) {
     // Every call's verdict is out or going: nothing waits for the alarm any more, and the
     // stream must not wait out the hold to finish. Cancelling runs its callback at once.
-    alarm_cancelled_ = true;
+    alarm_state_ = Alarm::kCancelled;
     cancel = alarm_.get();
   }
-  if (!read && !write && !outbox_.writing() && !reading_ && reads_done_ && outbox_.drained() &&
-      holds_ == 0 && !alarm_set_ && !finished_) {
+  if (!read && !write && !outbox_.writing() && read_ != Read::kReading && reads_done_ &&
+      outbox_.drained() && holds_ == 0 && alarm_state_ == Alarm::kNone && !finished_) {
     finished_ = true;
     finish = true;
   }

@@ -87,9 +87,12 @@ class CheckService::Reactor final
   // The message being written: filled under mu_ when a write starts (OrderedOutbox allows one
   // at a time), then gRPC's until OnWriteDone.
   grpc::ByteBuffer out_;
-  bool reading_ ABSL_GUARDED_BY(mu_) = false;     // a read is outstanding
-  bool read_again_ ABSL_GUARDED_BY(mu_) = false;  // start the next read
-  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;  // no more reads: end of stream or an error
+  // The read side: no read outstanding (kIdle), the next one to start (kWanted: the last
+  // message's holds are released), one outstanding (kReading). reads_done_: none after it (end of
+  // stream or an error); an outstanding read is then discarded when it completes.
+  enum class Read { kIdle, kWanted, kReading };
+  Read read_ ABSL_GUARDED_BY(mu_) = Read::kIdle;
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   // Holds on the next read: the reaction handling a message, and a call parked in the full
   // work queue (released when a worker admits it).
   int holds_ ABSL_GUARDED_BY(mu_) = 0;
@@ -97,11 +100,11 @@ class CheckService::Reactor final
   // Ready verdicts held for company (OrderedOutbox::BatchVerdicts) are written when this alarm
   // fires, unless a write takes them first. One at a time; the stream does not finish while one
   // is set, so its callback never outlives the reactor.
+  // kCancelled: nothing is held any more (every call's verdict is out or going); its callback
+  // still runs, at once, before the stream may finish. kNone again once the callback ran.
+  enum class Alarm { kNone, kSet, kCancelled };
   std::unique_ptr<grpc::Alarm> alarm_ ABSL_GUARDED_BY(mu_);
-  bool alarm_set_ ABSL_GUARDED_BY(mu_) = false;
-  // The set alarm was cancelled (nothing is held any more: every call's verdict is out or
-  // going); its callback still runs, at once, before the stream may finish.
-  bool alarm_cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  Alarm alarm_state_ ABSL_GUARDED_BY(mu_) = Alarm::kNone;
   absl::Status error_ ABSL_GUARDED_BY(mu_);                    // the stream's end status
   std::string who_ ABSL_GUARDED_BY(mu_) = "before its Hello";  // for logs
 };
