@@ -222,41 +222,70 @@ absl::Status CheckService::Reactor::HandleMessage(grpc::ByteBuffer& in, bool in_
   const std::size_t bytes = in.Length();
   in.Clear();
   if (!parsed) return NotAMessage(messages_, bytes);
-  if (in_batch && m.kind_case() != v1::AgentMessage::kCall &&
-      m.kind_case() != v1::AgentMessage::kChunk && m.kind_case() != v1::AgentMessage::kRelease) {
+  return HandleParsed(m, in_batch);
+}
+
+absl::Status CheckService::Reactor::HandleParsed(v1::AgentMessage& m, bool in_batch) {
+  // One row a kind: its handler, whether a MessageBatch may carry it, whether the stream's Hello
+  // must come first.
+  struct Route {
+    v1::AgentMessage::KindCase kind;
+    bool in_batch;
+    bool needs_hello;
+    absl::Status (Reactor::*handle)(v1::AgentMessage& m);
+  };
+  static constexpr Route kRoutes[] = {
+      {v1::AgentMessage::kHello, false, false, &Reactor::RouteHello},
+      {v1::AgentMessage::kCall, true, true, &Reactor::RouteCall},
+      {v1::AgentMessage::kChunk, true, true, &Reactor::RouteChunk},
+      {v1::AgentMessage::kStats, false, true, &Reactor::RouteStats},
+      {v1::AgentMessage::kGoodbye, false, true, &Reactor::RouteGoodbye},
+      {v1::AgentMessage::kRelease, true, true, &Reactor::RouteRelease},
+  };
+  const Route* route = nullptr;
+  for (const Route& r : kRoutes) {
+    if (r.kind == m.kind_case()) route = &r;
+  }
+  if (in_batch && (route == nullptr || !route->in_batch)) {
     return absl::InvalidArgumentError(
         "only ApiCall, TensorChunk and BlobRelease may be items of a MessageBatch");
   }
-  if (!hello_ && m.kind_case() != v1::AgentMessage::kHello &&
-      m.kind_case() != v1::AgentMessage::KIND_NOT_SET) {
-    return NeedHello(MessageName(m.kind_case()));
+  if (route == nullptr) {
+    return absl::InvalidArgumentError(
+        "empty AgentMessage: none of hello, call, chunk, stats, goodbye, release, batch is set "
+        "(is the agent newer than this server?)");
   }
-  switch (m.kind_case()) {
-    case v1::AgentMessage::kHello:
-      return OnHello(m.hello());
-    case v1::AgentMessage::kCall: {
-      auto call = std::make_shared<v1::ApiCall>();
-      call->Swap(m.mutable_call());
-      if (service_->metrics_) service_->metrics_->CallReceived(call->phase());
-      const uint64_t sequence = call->sequence();
-      std::vector<uint64_t> listed(call->kept_blob_ids().begin(), call->kept_blob_ids().end());
-      return OnCall(sequence, nullptr, std::move(call), std::move(listed));
-    }
-    case v1::AgentMessage::kChunk:
-      return blobs_.OnChunk(m.chunk());
-    case v1::AgentMessage::kStats:
-      OnStats(m.stats());
-      return absl::OkStatus();
-    case v1::AgentMessage::kGoodbye:
-      OnStats(m.goodbye().final_stats());
-      return absl::OkStatus();
-    case v1::AgentMessage::kRelease:
-      return blobs_.OnRelease(m.release());
-    default:
-      return absl::InvalidArgumentError(
-          "empty AgentMessage: none of hello, call, chunk, stats, goodbye, release, batch is set "
-          "(is the agent newer than this server?)");
-  }
+  if (route->needs_hello && !hello_) return NeedHello(MessageName(m.kind_case()));
+  return (this->*route->handle)(m);
+}
+
+absl::Status CheckService::Reactor::RouteHello(v1::AgentMessage& m) { return OnHello(m.hello()); }
+
+absl::Status CheckService::Reactor::RouteCall(v1::AgentMessage& m) {
+  auto call = std::make_shared<v1::ApiCall>();
+  call->Swap(m.mutable_call());
+  if (service_->metrics_) service_->metrics_->CallReceived(call->phase());
+  const uint64_t sequence = call->sequence();
+  std::vector<uint64_t> listed(call->kept_blob_ids().begin(), call->kept_blob_ids().end());
+  return OnCall(sequence, nullptr, std::move(call), std::move(listed));
+}
+
+absl::Status CheckService::Reactor::RouteChunk(v1::AgentMessage& m) {
+  return blobs_.OnChunk(m.chunk());
+}
+
+absl::Status CheckService::Reactor::RouteStats(v1::AgentMessage& m) {
+  OnStats(m.stats());
+  return absl::OkStatus();
+}
+
+absl::Status CheckService::Reactor::RouteGoodbye(v1::AgentMessage& m) {
+  OnStats(m.goodbye().final_stats());
+  return absl::OkStatus();
+}
+
+absl::Status CheckService::Reactor::RouteRelease(v1::AgentMessage& m) {
+  return blobs_.OnRelease(m.release());
 }
 
 absl::Status CheckService::Reactor::HandleBatch(grpc::ByteBuffer& in) {

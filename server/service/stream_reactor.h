@@ -47,6 +47,14 @@ class CheckService::Reactor final
   // One message, alone or an item of a MessageBatch (`in_batch`): its bytes may be moved out.
   absl::Status HandleMessage(grpc::ByteBuffer& bytes, bool in_batch);
   absl::Status HandleBatch(grpc::ByteBuffer& bytes);  // each item as if it had come alone
+  // A parsed message routed by its kind (the table in HandleParsed): one handler a kind.
+  absl::Status HandleParsed(v1::AgentMessage& m, bool in_batch);
+  absl::Status RouteHello(v1::AgentMessage& m);
+  absl::Status RouteCall(v1::AgentMessage& m);
+  absl::Status RouteChunk(v1::AgentMessage& m);
+  absl::Status RouteStats(v1::AgentMessage& m);
+  absl::Status RouteGoodbye(v1::AgentMessage& m);
+  absl::Status RouteRelease(v1::AgentMessage& m);
   absl::Status OnHello(const v1::Hello& hello);
   void OnStats(const v1::AgentStats& stats);
   // One call: `raw` (parsed later by the worker) or `call` (already parsed). `sequence` is
