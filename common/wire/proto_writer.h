@@ -5,8 +5,9 @@
 // A message is built field by field, in the order written, and serialized once: each nested
 // message's size is computed before its bytes are written, so a payload (a tensor's bytes)
 // is copied once, into the output. Written as protobuf writes: fields in ascending number, and
-// proto3 scalars that equal their default left out by the caller (tests/codec compare the bytes
-// with libprotobuf's own serialization).
+// proto3 scalars that equal their default left out by the caller
+// (tests/common/torch/wire_writer_test.cc compares the bytes with libprotobuf's own
+// serialization).
 #pragma once
 
 #include <cstddef>
