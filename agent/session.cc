@@ -355,7 +355,7 @@ std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint3
     return nullptr;
   }
   if (traits.never_replayed != nullptr) {  // sent without values: the server reports SKIP
-    meta->set_skip_reason(common::SkipReasonForOp(op));
+    meta->set_skip_reason(common::NeverReplayedReason(op, *traits.never_replayed));
     return call;
   }
   if (!budget_.unlimited() && !budget_.Take(site.signature != nullptr ? site.signature : op)) {

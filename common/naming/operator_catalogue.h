@@ -63,6 +63,9 @@ const OperatorCatalogue& ProcessOperatorCatalogue();
 // first call is checked or captured. INVALID_ARGUMENT / NOT_FOUND with the file's name.
 absl::Status AddToOperatorCatalogue(const std::string& path);
 
+// The skip reason of `op_name` classified never replayed because it returns `what`.
+std::string NeverReplayedReason(absl::string_view op_name, absl::string_view what);
+
 // The process catalogue's answers (ProcessOperatorCatalogue() stays valid for the process).
 OperatorClass ClassifyOp(absl::string_view op_name);
 std::string SkipReasonForOp(absl::string_view op_name);

@@ -17,7 +17,9 @@ std::shared_ptr<const OperatorTraits> Resolve(absl::string_view op_name) {
   auto traits = std::make_shared<OperatorTraits>();
   traits->op_name = std::string(op_name);
   const common::OperatorClass c = common::ClassifyOp(op_name);
-  if (c.never_replayed != nullptr) traits->skip_reason = common::SkipReasonForOp(op_name);
+  if (c.never_replayed != nullptr) {
+    traits->skip_reason = common::NeverReplayedReason(op_name, *c.never_replayed);
+  }
   traits->random_family = c.random_family;
   return traits;
 }
