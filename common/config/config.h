@@ -31,6 +31,17 @@ enum class ApiNames {
 // Over which period the per-signature sampling budget is counted.
 enum class BudgetPeriod { kStep, kRun };
 
+// Where the server's float64 golden runs (parity.golden_device): kAuto on the checking thread's
+// bench device (a GPU's golden falls back to the CPU for an op it cannot run there), kCpu
+// always on the CPU.
+enum class GoldenDevice { kAuto, kCpu };
+
+// How the server checks random ops (parity.random_checks, docs/results.md#random-operators):
+// kAuto replays them from the training's generator state when the bench has a generator of
+// that kind and the same libtorch, else judges them by the random_property standard;
+// kStatistical always does that; kSkip answers SKIP.
+enum class RandomChecks { kAuto, kStatistical, kSkip };
+
 // The agent's "parity" section.
 struct AgentOptions {
   uint64_t queue_max_bytes = uint64_t{256} << 20;
@@ -103,13 +114,10 @@ struct ServerOptions {
   uint64_t queue_max_bytes = uint64_t{2} << 30;
   // "auto" (every GPU, else the CPU), "cpu", "cuda" (every GPU), "cuda:N", "cuda:0,cuda:2"
   std::string bench_device = "auto";
-  std::string standards_file;          // empty = the file shipped with the server
-  bool golden = true;                  // float64 golden for three-way standards
-  std::string golden_device = "auto";  // "auto": on the bench's GPU (CPU fallback); "cpu"
-  // Random ops: "auto" replays them from the training's generator state when the bench has a
-  // generator of that kind and the same libtorch, else judges them by properties;
-  // "statistical" always judges by properties; "skip" answers SKIP.
-  std::string random_checks = "auto";
+  std::string standards_file;  // empty = the file shipped with the server
+  bool golden = true;          // float64 golden for three-way standards
+  GoldenDevice golden_device = GoldenDevice::kAuto;
+  RandomChecks random_checks = RandomChecks::kAuto;
   double random_false_alarm = 1e-6;  // the property checks' false-alarm probability per call
   bool npu_reference = true;         // load libparity_npu_reference.so (torch_npu fused ops)
   std::vector<std::string> reference_libraries;  // more operator libraries (.so) to load

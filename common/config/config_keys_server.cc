@@ -15,6 +15,20 @@ using config_internal::kOtherTaskSections;
 using config_internal::kPlaintextWarning;
 using config_internal::LogLevels;
 
+namespace {
+
+// Functions, as the agent's choices are (config_keys.cc).
+std::vector<std::pair<std::string, GoldenDevice>> GoldenDevices() {
+  return {{"auto", GoldenDevice::kAuto}, {"cpu", GoldenDevice::kCpu}};
+}
+std::vector<std::pair<std::string, RandomChecks>> RandomCheckModes() {
+  return {{"auto", RandomChecks::kAuto},
+          {"statistical", RandomChecks::kStatistical},
+          {"skip", RandomChecks::kSkip}};
+}
+
+}  // namespace
+
 const KeyTable<ServerConfig>& ServerTable() {
   static const auto* table = [] {
     auto* t = new KeyTable<ServerConfig>();
@@ -163,14 +177,13 @@ const KeyTable<ServerConfig>& ServerTable() {
          parity("golden"), [](C& c) { return &c.parity.golden; },
          "replay a float64 golden for the three-way standards")
         .flag = "golden";
-    t->Choice(
-         parity("golden_device"), [](C& c) { return &c.parity.golden_device; }, {"auto", "cpu"},
+    t->EnumChoice(
+         parity("golden_device"), [](C& c) { return &c.parity.golden_device; }, GoldenDevices(),
          "where the golden runs: auto (on the worker's GPU with a CUDA bench, falling back to the "
          "CPU for an op it cannot run there; else the CPU), cpu")
         .flag = "golden_device";
-    t->Choice(
-         parity("random_checks"), [](C& c) { return &c.parity.random_checks; },
-         {"auto", "statistical", "skip"},
+    t->EnumChoice(
+         parity("random_checks"), [](C& c) { return &c.parity.random_checks; }, RandomCheckModes(),
          "random ops: auto (replay from the training's generator state when the bench can, else "
          "property checks), statistical (property checks only), skip")
         .flag = "random_checks";

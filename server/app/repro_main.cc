@@ -208,10 +208,9 @@ int Run(const Args& a) {
   absl::StatusOr<std::vector<parity::server::LoadedLibrary>> libraries =
       parity::server::LoadOperatorLibraries(o.npu_reference, o.reference_libraries);
   if (!libraries.ok()) return Usage(std::string(libraries.status().message()));
-  absl::StatusOr<parity::server::CheckerOptions> options = parity::server::CheckerOptionsFor(o);
-  if (!options.ok()) return Usage(std::string(options.status().message()));
-  options->keep_error_values = false;
-  absl::StatusOr<std::unique_ptr<CallChecker>> checker = CallChecker::Create(*options, standards);
+  parity::common::ServerOptions options = o;
+  options.save_error_data = false;  // reruns write nothing
+  absl::StatusOr<std::unique_ptr<CallChecker>> checker = CallChecker::Create(options, standards);
   if (!checker.ok()) return Usage(std::string(checker.status().message()));
   const std::vector<fs::path> manifests = Manifests(a.dir);
   if (manifests.empty()) return Usage(absl::StrCat("no manifest.jsonl in or under ", a.dir));

@@ -132,8 +132,7 @@ absl::Status ParityServer::InitOperators(bool load_libraries) {
 
 absl::Status ParityServer::InitChecker() {
   const common::ServerOptions& o = config_.parity;
-  PARITY_ASSIGN_OR_RETURN(const CheckerOptions checker, CheckerOptionsFor(o));
-  PARITY_ASSIGN_OR_RETURN(checker_, CallChecker::Create(checker, *standards_));
+  PARITY_ASSIGN_OR_RETURN(checker_, CallChecker::Create(o, *standards_));
   if (const auto& low = checker_->low_precision_gemm_dtypes(); !low.empty()) {
     common::LogInfo(absl::StrCat(
         "bench ", checker_->bench_device(), ": libtorch's ", absl::StrJoin(low, " and "),

@@ -51,7 +51,7 @@ struct CallCheck {
   } cpu;
   std::vector<OutputCheck> outputs;
   // Its inputs and the three sets of outputs: for a call judged error when the checker keeps
-  // them (CheckerOptions::keep_error_values, server/replay/call_checker.h), else null.
+  // them (parity.save_error_data, server/replay/call_checker.h), else null.
   std::shared_ptr<const CallValues> values;
 };
 

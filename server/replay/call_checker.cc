@@ -85,9 +85,9 @@ bool BenchDecides(const ServerCall& call, const DecodedCall& decoded, Standard s
 }
 
 // Keeps the call's values in `check` when it is an error and the options ask for them.
-void KeepValues(const CheckerOptions& o, const c10::OperatorHandle& op, DecodedCall& decoded,
+void KeepValues(const common::ServerOptions& o, const c10::OperatorHandle& op, DecodedCall& decoded,
                 const Replay* bench, const Replay* golden, CallCheck* check) {
-  if (check->status != v1::VERDICT_STATUS_ERROR || !o.keep_error_values) return;
+  if (check->status != v1::VERDICT_STATUS_ERROR || !o.save_error_data) return;
   auto values = std::make_shared<CallValues>();
   values->schema = toString(op.schema());
   values->inputs = std::move(decoded.inputs);
@@ -100,16 +100,16 @@ void KeepValues(const CheckerOptions& o, const c10::OperatorHandle& op, DecodedC
 // A random op (common/naming/operator_catalogue.h): replayed from its generator state, or judged by
 // the properties of its draws.
 CallCheck CheckRandom(const ServerCall& call, const c10::OperatorHandle& op, DecodedCall& decoded,
-                      const CheckerOptions& o, const c10::Device& bench_device,
+                      const common::ServerOptions& o, const c10::Device& bench_device,
                       const StandardsTable& standards) {
-  if (o.random_checks == RandomChecks::kSkip) {
+  if (o.random_checks == common::RandomChecks::kSkip) {
     return Decided(
         v1::VERDICT_STATUS_SKIP,
         absl::StrCat(call.wire.op_name(),
                      " draws random numbers; not checked (parity.random_checks is skip)"));
   }
   std::string why_not = "parity.random_checks is statistical";
-  if (o.random_checks == RandomChecks::kAuto) {
+  if (o.random_checks == common::RandomChecks::kAuto) {
     std::optional<Replay> bench =
         ReplayRandom(call.wire, op, decoded.inputs, bench_device,
                      common::ToScalarType(call.wire.autocast_dtype()), &why_not);
@@ -236,7 +236,7 @@ void SkipOnHalfTheEvidence(const Replay& bench, const Replay& golden, CallCheck*
 }  // namespace
 
 struct CallChecker::Impl {
-  CheckerOptions options;
+  common::ServerOptions options;
   const StandardsTable* standards = nullptr;
   std::vector<c10::Device> devices{c10::Device(c10::kCPU)};
   std::string device_name = "cpu";
@@ -277,51 +277,22 @@ std::atomic<uint64_t> g_next_checker_id{1};
 
 }  // namespace
 
-absl::StatusOr<GoldenDevice> ParseGoldenDevice(absl::string_view text) {
-  if (text == "auto") return GoldenDevice::kAuto;
-  if (text == "cpu") return GoldenDevice::kCpu;
-  return absl::InvalidArgumentError(absl::StrCat("golden_device: auto or cpu, got \"", text, "\""));
-}
-
-absl::StatusOr<RandomChecks> ParseRandomChecks(absl::string_view text) {
-  if (text == "auto") return RandomChecks::kAuto;
-  if (text == "statistical") return RandomChecks::kStatistical;
-  if (text == "skip") return RandomChecks::kSkip;
-  return absl::InvalidArgumentError(
-      absl::StrCat("random_checks: auto, statistical or skip, got \"", text, "\""));
-}
-
 namespace {
 
 // The float64 golden, unless the options disable it or the bench alone decides the call
 // (`exact`): on the lane's device or, with golden_device cpu, on the CPU.
-Replay ReplayGolden(const CheckerOptions& o, GoldenReplayer& golden, const c10::OperatorHandle& op,
-                    const Stack& inputs, const c10::Device& lane_device,
-                    std::optional<at::ScalarType> autocast, bool exact) {
+Replay ReplayGolden(const common::ServerOptions& o, GoldenReplayer& golden,
+                    const c10::OperatorHandle& op, const Stack& inputs,
+                    const c10::Device& lane_device, std::optional<at::ScalarType> autocast,
+                    bool exact) {
   if (!o.golden) return Replay::NotRun(Replay::Outcome::kDisabled);
   if (exact) return Replay::NotRun(Replay::Outcome::kNotNeeded);
   const c10::Device device =
-      o.golden_device == GoldenDevice::kCpu ? c10::Device(c10::kCPU) : lane_device;
+      o.golden_device == common::GoldenDevice::kCpu ? c10::Device(c10::kCPU) : lane_device;
   return Guarded([&] { return golden.ReplayOn(op, inputs, device, autocast); });
 }
 
 }  // namespace
-
-absl::StatusOr<CheckerOptions> CheckerOptionsFor(const common::ServerOptions& o) {
-  CheckerOptions checker;
-  checker.bench_device = o.bench_device;
-  checker.golden = o.golden;
-  absl::StatusOr<GoldenDevice> golden_device = ParseGoldenDevice(o.golden_device);
-  if (!golden_device.ok()) return golden_device.status();
-  checker.golden_device = *golden_device;
-  absl::StatusOr<RandomChecks> random_checks = ParseRandomChecks(o.random_checks);
-  if (!random_checks.ok()) return random_checks.status();
-  checker.random_checks = *random_checks;
-  checker.random_false_alarm = o.random_false_alarm;
-  checker.limits = o.limits;
-  checker.keep_error_values = o.save_error_data;
-  return checker;
-}
 
 CallChecker::CallChecker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CallChecker::~CallChecker() = default;
@@ -338,8 +309,8 @@ const std::vector<std::string>& CallChecker::low_precision_gemm_dtypes() const {
   return impl_->low_precision_gemm;
 }
 
-absl::StatusOr<std::unique_ptr<CallChecker>> CallChecker::Create(const CheckerOptions& options,
-                                                                 const StandardsTable& standards) {
+absl::StatusOr<std::unique_ptr<CallChecker>> CallChecker::Create(
+    const common::ServerOptions& options, const StandardsTable& standards) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->standards = &standards;

@@ -20,40 +20,14 @@
 
 namespace parity::server {
 
-// Where the float64 golden runs: kAuto on the thread's bench device (a GPU's golden falls back
-// to the CPU for an op it cannot run), kCpu always on the CPU. parity.golden_device "auto"/"cpu".
-enum class GoldenDevice { kAuto, kCpu };
-// Random ops (docs/results.md#random-operators): kAuto replays them from the training's generator
-// state when the bench has a generator of that kind and the same libtorch, else judges them by
-// the random_property standard; kStatistical always does that; kSkip answers SKIP.
-// parity.random_checks "auto"/"statistical"/"skip".
-enum class RandomChecks { kAuto, kStatistical, kSkip };
-// The config's words for them; INVALID_ARGUMENT naming the key for any other.
-absl::StatusOr<GoldenDevice> ParseGoldenDevice(absl::string_view text);
-absl::StatusOr<RandomChecks> ParseRandomChecks(absl::string_view text);
-
-struct CheckerOptions {
-  // "auto" (every GPU when there are any, else the CPU), "cpu", "cuda" (every GPU), "cuda:N",
-  // or a list of GPUs "cuda:0,cuda:2": the checking threads take the GPUs in turn.
-  std::string bench_device = "auto";
-  bool golden = true;
-  GoldenDevice golden_device = GoldenDevice::kAuto;
-  bool keep_error_values = false;  // CallCheck::values for calls judged error (error data)
-  common::DecodeLimits limits;
-  RandomChecks random_checks = RandomChecks::kAuto;
-  double random_false_alarm = 1e-6;  // per call, for the random_property standard
-};
-
-// The checker's options from the server's configuration (parity.bench_device, golden,
-// golden_device, random_checks, random_false_alarm, the decode limits; save_error_data keeps
-// an error's values): the one mapping parity-server and parity-repro share. INVALID_ARGUMENT
-// naming the key for a golden_device or random_checks word it does not know.
-absl::StatusOr<CheckerOptions> CheckerOptionsFor(const common::ServerOptions& o);
-
+// The checker is configured by the server's own options (common/config/config.h): it reads
+// parity.bench_device, golden, golden_device, random_checks, random_false_alarm, the decode
+// limits, and save_error_data (CallCheck::values kept for the calls judged error). parity-server
+// and parity-repro pass the configuration they parsed; tests and benchmarks a default one.
 class CallChecker {
  public:
   // Resolves the bench device; INVALID_ARGUMENT for an unknown or absent device.
-  static absl::StatusOr<std::unique_ptr<CallChecker>> Create(const CheckerOptions& options,
+  static absl::StatusOr<std::unique_ptr<CallChecker>> Create(const common::ServerOptions& options,
                                                              const StandardsTable& standards);
   ~CallChecker();
 

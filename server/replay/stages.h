@@ -171,7 +171,7 @@ void JudgeRandomProperties(const ServerCall& call, const c10::FunctionSchema& sc
 // The leaves of `values` in order (nested lists and tuples flattened): how outputs are counted.
 Stack Flatten(const Stack& values);
 
-// The bench devices a CheckerOptions::bench_device names, on a host where libtorch sees `gpus`
+// The bench devices parity.bench_device names, on a host where libtorch sees `gpus`
 // CUDA devices: "auto" every GPU (the CPU when there is none), "cpu", "cuda" every GPU, "cuda:N",
 // or a comma-separated list of GPUs ("cuda:0,cuda:2"). INVALID_ARGUMENT for a device that is
 // absent, named twice, not a device, or the CPU listed with GPUs.

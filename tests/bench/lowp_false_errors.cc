@@ -44,7 +44,6 @@ namespace {
 namespace v1 = parity::v1;
 using parity::server::CallCheck;
 using parity::server::CallChecker;
-using parity::server::CheckerOptions;
 using parity::server::StandardsTable;
 using Stack = std::vector<c10::IValue>;
 
@@ -139,7 +138,7 @@ int main(int argc, char** argv) {
   }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   at::set_num_threads(1);  // many small calls: threads cost more than they give
-  CheckerOptions options;
+  parity::common::ServerOptions options;
   options.bench_device = "cpu";
   auto checker = CallChecker::Create(options, StandardsTable::Default());
   if (!checker.ok()) {

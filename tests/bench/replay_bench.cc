@@ -34,7 +34,6 @@ namespace {
 
 using parity::server::CallCheck;
 using parity::server::CallChecker;
-using parity::server::CheckerOptions;
 using parity::server::StandardsTable;
 using parity::testing::R;
 using parity::testing::Stack;
@@ -135,8 +134,8 @@ int main(int argc, char** argv) {
   };
   std::vector<Bench> benches;
   auto add = [&](const std::string& name, const std::string& device, bool golden,
-                 parity::server::GoldenDevice golden_device) {
-    CheckerOptions options;
+                 parity::common::GoldenDevice golden_device) {
+    parity::common::ServerOptions options;
     options.bench_device = device;
     options.golden = golden;
     options.golden_device = golden_device;
@@ -147,7 +146,7 @@ int main(int argc, char** argv) {
     }
     benches.push_back({name, *std::move(c)});
   };
-  using parity::server::GoldenDevice;
+  using parity::common::GoldenDevice;
   add("cpu", "cpu", true, GoldenDevice::kAuto);
   if (cuda) {
     add("cuda", "cuda:0", true, GoldenDevice::kAuto);

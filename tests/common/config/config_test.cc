@@ -298,6 +298,31 @@ TEST(ServerConfigTest, ReadsParitySectionAndLimits) {
   EXPECT_EQ(c.parity.limits.max_dims, 8u);
 }
 
+// The checker's modes are enums from the moment they are read: each word of the docs maps to
+// its value, the default is the documented one, and any other word is the key's error.
+TEST(ServerConfigTest, GoldenDeviceAndRandomChecksAreReadAsEnums) {
+  const ServerConfig defaults = ParseServerConfig(R"({"task": "run_ut"})").value().config;
+  EXPECT_EQ(defaults.parity.golden_device, GoldenDevice::kAuto);
+  EXPECT_EQ(defaults.parity.random_checks, RandomChecks::kAuto);
+  const std::pair<const char*, RandomChecks> modes[] = {{"auto", RandomChecks::kAuto},
+                                                        {"statistical", RandomChecks::kStatistical},
+                                                        {"skip", RandomChecks::kSkip}};
+  for (const auto& [word, mode] : modes) {
+    auto parsed = ParseServerConfig(
+        absl::StrCat(R"({"task": "run_ut", "parity": {"golden_device": "cpu", "random_checks": ")",
+                     word, R"("}})"));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(parsed->config.parity.golden_device, GoldenDevice::kCpu);
+    EXPECT_EQ(parsed->config.parity.random_checks, mode) << word;
+  }
+  auto bad = ParseServerConfig(
+      R"({"task": "run_ut", "parity": {"golden_device": "gpu", "random_checks": "Auto"}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr(R"(parity.golden_device: expected one of "auto", "cpu", got "gpu")"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("parity.random_checks: expected one of"));
+}
+
 TEST(ServerConfigTest, InvalidValuesAreClearErrors) {
   auto parsed = ParseServerConfig(R"({"task": "run_ut", "run_ut": {"port": 1, "tls_path": "",
       "rank_list": "0", "nfs_path": "/nfs"}, "parity": {"limits": {"max_dims": 0},

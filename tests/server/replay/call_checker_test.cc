@@ -35,6 +35,7 @@ TORCH_LIBRARY_IMPL(parity_test, CUDA, m) { m.impl("twice_no_cuda_double", TwiceN
 namespace parity::server {
 namespace {
 
+using parity::common::GoldenDevice;
 using testing::CleanCases;
 using ::testing::HasSubstr;
 using testing::OpCase;
@@ -60,7 +61,7 @@ class CallCheckerTest : public ::testing::TestWithParam<std::string> {
 
   // A checker of this instance's bench; its golden where `golden_device` says.
   std::unique_ptr<CallChecker> MakeChecker(GoldenDevice golden_device) {
-    CheckerOptions options;
+    parity::common::ServerOptions options;
     options.bench_device = Device();
     options.golden_device = golden_device;
     auto checker = CallChecker::Create(options, StandardsTable::Default());
@@ -739,7 +740,7 @@ TEST_P(CallCheckerTest, HalfPrecisionCallsFromTheGpu) {
   }
 }
 
-// With a CUDA bench the golden runs on the GPU too (CheckerOptions::golden_device "auto"): the
+// With a CUDA bench the golden runs on the GPU too (parity.golden_device "auto"): the
 // verdicts are those of the CPU's golden (the same bench, golden_device "cpu"), whatever the
 // standard, for clean calls and for planted faults. On the CPU instance both goldens are the
 // CPU's: the test is meant for the GPU host.
@@ -827,7 +828,7 @@ TEST(BenchDevicesTest, NamesResolveToTheHostsGpus) {
 }
 
 TEST(CallCheckerCreateTest, AutoPicksEveryGpuWhenPresent) {
-  CheckerOptions options;
+  parity::common::ServerOptions options;
   options.bench_device = "auto";
   auto c = CallChecker::Create(options, StandardsTable::Default());
   ASSERT_TRUE(c.ok()) << c.status();
@@ -838,24 +839,8 @@ TEST(CallCheckerCreateTest, AutoPicksEveryGpuWhenPresent) {
   EXPECT_EQ((*c)->bench_gpus(), static_cast<int>(gpus.size()));
 }
 
-TEST(CallCheckerCreateTest, TheConfigsWordsForGoldenDeviceAndRandomChecks) {
-  EXPECT_EQ(ParseGoldenDevice("auto").value(), GoldenDevice::kAuto);
-  EXPECT_EQ(ParseGoldenDevice("cpu").value(), GoldenDevice::kCpu);
-  auto g = ParseGoldenDevice("gpu");
-  ASSERT_FALSE(g.ok());
-  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(g.status().message(), HasSubstr("golden_device: auto or cpu, got \"gpu\""));
-  EXPECT_EQ(ParseRandomChecks("auto").value(), RandomChecks::kAuto);
-  EXPECT_EQ(ParseRandomChecks("statistical").value(), RandomChecks::kStatistical);
-  EXPECT_EQ(ParseRandomChecks("skip").value(), RandomChecks::kSkip);
-  auto r = ParseRandomChecks("Auto");
-  ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(),
-              HasSubstr("random_checks: auto, statistical or skip, got \"Auto\""));
-}
-
 TEST(CallCheckerCreateTest, RejectsUnavailableBenchDevice) {
-  CheckerOptions options;
+  parity::common::ServerOptions options;
   options.bench_device = "tpu:3";
   EXPECT_FALSE(CallChecker::Create(options, StandardsTable::Default()).ok());
   options.bench_device = "cuda:7";

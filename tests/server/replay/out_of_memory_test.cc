@@ -67,9 +67,9 @@ void RestoreAddressSpace() {
 }
 
 std::unique_ptr<CallChecker> Checker() {
-  CheckerOptions options;
+  parity::common::ServerOptions options;
   options.bench_device = "cpu";
-  options.golden_device = parity::server::GoldenDevice::kCpu;
+  options.golden_device = parity::common::GoldenDevice::kCpu;
   auto checker = CallChecker::Create(options, StandardsTable::Default());
   return checker.ok() ? *std::move(checker) : nullptr;
 }

@@ -22,16 +22,17 @@
 namespace parity::server {
 namespace {
 
+using parity::common::RandomChecks;
 using ::testing::HasSubstr;
 using testing::Stack;
 
 bool CudaPresent() { return at::hasCUDA() && at::getNumGPUs() > 0; }
 
-std::unique_ptr<CallChecker> MakeChecker(const std::string& device, const std::string& mode,
+std::unique_ptr<CallChecker> MakeChecker(const std::string& device, RandomChecks mode,
                                          double false_alarm = 1e-6) {
-  CheckerOptions options;
+  parity::common::ServerOptions options;
   options.bench_device = device;
-  options.random_checks = ParseRandomChecks(mode).value();
+  options.random_checks = mode;
   options.random_false_alarm = false_alarm;
   auto checker = CallChecker::Create(options, StandardsTable::Default());
   EXPECT_TRUE(checker.ok()) << checker.status();
@@ -172,7 +173,7 @@ INSTANTIATE_TEST_SUITE_P(Draws, RandomReplayTest, ::testing::Values("cpu", "cuda
 // CPU training -> CPU bench, CUDA training -> CUDA bench: replayed from the generator state read
 // at entry, every random op's outputs equal the device's bit for bit.
 TEST_P(RandomReplayTest, ReplayedFromTheGeneratorStateTheDrawsAreBitExact) {
-  auto checker = MakeChecker(GetParam(), "auto");
+  auto checker = MakeChecker(GetParam(), RandomChecks::kAuto);
   for (const auto& [what, make] : CleanRandomCalls(device_)) {
     SCOPED_TRACE(what);
     const v1::ApiCall call = make();
@@ -189,7 +190,7 @@ TEST_P(RandomReplayTest, ReplayedFromTheGeneratorStateTheDrawsAreBitExact) {
 
 // One changed draw is an error when the draws are replayed.
 TEST_P(RandomReplayTest, ReplayedDrawsCatchASingleChangedElement) {
-  auto checker = MakeChecker(GetParam(), "auto");
+  auto checker = MakeChecker(GetParam(), RandomChecks::kAuto);
   const v1::Verdict v =
       Check(*checker, RandomCall(
                           "aten::dropout", "", {Randn({64, 256}, at::kFloat, device_), 0.1, true},
@@ -206,7 +207,7 @@ TEST_P(RandomReplayTest, ReplayedDrawsCatchASingleChangedElement) {
 // In every dtype: an element of a replayed randn changed by 5e-4 of its value (float64 was judged
 // by msprobe's two-way chain and passed) or by one step (integers) is an error on mismatch_rate.
 TEST_P(RandomReplayTest, ReplayedDrawsAreExactInEveryDtype) {
-  auto checker = MakeChecker(GetParam(), "auto");
+  auto checker = MakeChecker(GetParam(), RandomChecks::kAuto);
   for (const at::ScalarType dtype : {at::kDouble, at::kFloat, at::kHalf, at::kBFloat16}) {
     SCOPED_TRACE(c10::toString(dtype));
     const auto opts = at::TensorOptions().dtype(dtype).device(device_);
@@ -245,7 +246,7 @@ TEST_P(RandomReplayTest, ReplayedDrawsAreExactInEveryDtype) {
 
 class RandomPropertyTest : public ::testing::Test {
  protected:
-  std::unique_ptr<CallChecker> checker_ = MakeChecker("cpu", "statistical");
+  std::unique_ptr<CallChecker> checker_ = MakeChecker("cpu", RandomChecks::kStatistical);
 
   v1::Verdict Judge(const v1::ApiCall& call) { return Check(*checker_, call); }
 };
@@ -386,7 +387,7 @@ TEST_F(RandomPropertyTest, MoreFaultsOfEveryFamily) {
 TEST_F(RandomPropertyTest, EdgeCasesSayWhatHappened) {
   const at::Tensor x = Randn({32, 32});
   v1::ApiCall call = RandomCall("aten::dropout", "", {x, 0.1, true});
-  auto auto_checker = MakeChecker("cpu", "auto");
+  auto auto_checker = MakeChecker("cpu", RandomChecks::kAuto);
   // Another torch version drew: judged by properties, saying why.
   v1::ApiCall other = call;
   other.mutable_generator()->set_torch_version("2.3.1");
@@ -423,7 +424,7 @@ TEST_F(RandomPropertyTest, EdgeCasesSayWhatHappened) {
   v = Check(*auto_checker, other);
   EXPECT_EQ(v.status(), v1::VERDICT_STATUS_REJECTED);
   // The server told not to check random ops.
-  v = Check(*MakeChecker("cpu", "skip"), call);
+  v = Check(*MakeChecker("cpu", RandomChecks::kSkip), call);
   EXPECT_EQ(StatusText(v.status()), "SKIP");
   EXPECT_THAT(v.message(), HasSubstr("parity.random_checks is skip"));
   // A random op without a property check, not replayable: SKIP with the reason.
@@ -505,7 +506,7 @@ struct FalseAlarmCount {
 };
 
 FalseAlarmCount CountFalseAlarms(int calls, double false_alarm, uint64_t seed) {
-  auto checker = MakeChecker("cpu", "statistical", false_alarm);
+  auto checker = MakeChecker("cpu", RandomChecks::kStatistical, false_alarm);
   std::mt19937_64 rng(seed);
   at::manual_seed(static_cast<uint64_t>(seed));
   FalseAlarmCount c;
@@ -551,7 +552,7 @@ TEST(RandomFalseAlarmTest, TenThousandCleanCallsAreNeverErrors) {
 // uniforms into Box-Muller, variance ~0.986, |z| <= 3.33): at 4M elements, where the statistical
 // bounds are tight, the dtype allowances keep them passing; a float32 variance of 1.1 still fails.
 TEST(RandomFalseAlarmTest, LargeLowPrecisionDrawsPass) {
-  auto checker = MakeChecker("cpu", "statistical");
+  auto checker = MakeChecker("cpu", RandomChecks::kStatistical);
   const c10::IValue none;
   const std::vector<int64_t> shape = {4 << 20};
   for (at::ScalarType dt : {at::kBFloat16, at::kHalf, at::kFloat}) {
