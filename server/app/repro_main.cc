@@ -30,7 +30,6 @@
 #include "common/naming/naming.h"
 #include "common/naming/operator_catalogue.h"
 #include "common/torch/torch_pch.h"
-#include "common/torch/value_codec.h"
 #include "nlohmann/json.hpp"
 #include "server/app/command_line.h"
 #include "server/compare/standards.h"
@@ -80,24 +79,31 @@ std::vector<fs::path> Manifests(const fs::path& dir) {
   return out;
 }
 
-absl::Status Encode(const c10::IValue& value, const c10::Argument* arg, const std::string& path,
-                    v1::Value* out) {
-  c10::IValue v = value;
-  // An undefined tensor was saved as None; a plain Tensor argument takes it undefined again.
-  if (v.isNone() && arg != nullptr && arg->type()->kind() == c10::TypeKind::TensorType) {
-    v = at::Tensor();
+// One manifest line's call: its identity as the message the server had, without values, and
+// the values loaded from the files, given to the checker as they are.
+struct LoadedCall {
+  v1::ApiCall identity;
+  parity::server::DecodedCall values;
+};
+
+// The values the files `names` under `folder` (or, for `device_outputs`, under that) hold.
+absl::StatusOr<parity::server::Stack> LoadValues(const nlohmann::json& names,
+                                                 const fs::path& folder) {
+  parity::server::Stack values;
+  for (const auto& name : names) {
+    absl::StatusOr<c10::IValue> v =
+        parity::server::LoadValue((folder / name.get<std::string>()).string());
+    if (!v.ok()) return v.status();
+    values.push_back(*std::move(v));
   }
-  parity::common::EncodeOptions options;
-  options.max_inline_tensor_bytes = uint64_t{1} << 62;
-  options.max_tensor_bytes = uint64_t{1} << 62;
-  return parity::common::EncodeValue(v, arg != nullptr ? arg->real_type().get() : nullptr, options,
-                                     path, out);
+  return values;
 }
 
 // The call of one manifest line, with its values read from the files.
-absl::StatusOr<v1::ApiCall> LoadCall(const nlohmann::json& line, const fs::path& folder,
-                                     const std::string& device_outputs) {
-  v1::ApiCall call;
+absl::StatusOr<LoadedCall> LoadCall(const nlohmann::json& line, const fs::path& folder,
+                                    const std::string& device_outputs) {
+  LoadedCall loaded;
+  v1::ApiCall& call = loaded.identity;
   call.set_op_name(line.value("op", ""));
   call.set_overload(line.value("overload", ""));
   call.set_phase(line.value("phase", "") == "backward" ? v1::PHASE_BACKWARD : v1::PHASE_FORWARD);
@@ -107,32 +113,17 @@ absl::StatusOr<v1::ApiCall> LoadCall(const nlohmann::json& line, const fs::path&
   absl::StatusOr<c10::OperatorHandle> op =
       parity::server::ResolveOp(call.op_name(), call.overload());
   if (!op.ok()) return op.status();
-  const auto& args = op->schema().arguments();
   const nlohmann::json& files = line.at("files");
-  int i = 0;
-  for (const auto& name : files.at("inputs")) {
-    absl::StatusOr<c10::IValue> v = parity::server::LoadValue((folder / name.get<std::string>()));
-    if (!v.ok()) return v.status();
-    const c10::Argument* arg = i < static_cast<int>(args.size()) ? &args[i] : nullptr;
-    if (absl::Status s = Encode(*v, arg, absl::StrCat("inputs[", i, "]"), call.add_inputs());
-        !s.ok()) {
-      return s;
-    }
-    ++i;
-  }
-  i = 0;
-  for (const auto& name : files.at("device")) {
-    fs::path path = folder / name.get<std::string>();
-    if (!device_outputs.empty()) path = fs::path(device_outputs) / name.get<std::string>();
-    absl::StatusOr<c10::IValue> v = parity::server::LoadValue(path.string());
-    if (!v.ok()) return v.status();
-    if (absl::Status s = Encode(*v, nullptr, absl::StrCat("outputs[", i, "]"), call.add_outputs());
-        !s.ok()) {
-      return s;
-    }
-    ++i;
-  }
-  return call;
+  absl::StatusOr<parity::server::Stack> inputs = LoadValues(files.at("inputs"), folder);
+  if (!inputs.ok()) return inputs.status();
+  absl::StatusOr<parity::server::Stack> outputs =
+      LoadValues(files.at("device"), device_outputs.empty() ? folder : fs::path(device_outputs));
+  if (!outputs.ok()) return outputs.status();
+  absl::StatusOr<parity::server::DecodedCall> values =
+      parity::server::DecodedFromValues(op->schema(), *std::move(inputs), *std::move(outputs));
+  if (!values.ok()) return values.status();
+  loaded.values = *std::move(values);
+  return loaded;
 }
 
 std::string Describe(const v1::Verdict& v) {
@@ -167,7 +158,7 @@ Rerun RerunLine(const std::string& text, const fs::path& manifest, const Args& a
   const std::string where =
       absl::StrCat(api, " ", line.value("phase", ""), " (rank ", line.value("rank", 0), ", step ",
                    line.value("step", int64_t{0}), ")");
-  absl::StatusOr<v1::ApiCall> call;
+  absl::StatusOr<LoadedCall> call;
   try {
     call = LoadCall(line, manifest.parent_path(), a.device_outputs);
   } catch (const std::exception& e) {  // a manifest line without the keys it needs
@@ -178,8 +169,8 @@ Rerun RerunLine(const std::string& text, const fs::path& manifest, const Args& a
                 std::string(call.status().message()).c_str());
     return Rerun::kUnloadable;
   }
-  const parity::server::ServerCall server_call(*call);
-  const parity::server::CallCheck check = checker.Check(server_call);
+  const parity::server::ServerCall server_call(call->identity);
+  const parity::server::CallCheck check = checker.Check(server_call, std::move(call->values));
   const v1::Verdict verdict = parity::server::ToVerdict(server_call, check);
   const std::string now(parity::server::StatusText(verdict.status()));
   const std::string saved = line.value("status", "");

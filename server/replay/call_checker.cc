@@ -111,7 +111,7 @@ CallCheck CheckRandom(const ServerCall& call, const c10::OperatorHandle& op, Dec
   std::string why_not = "parity.random_checks is statistical";
   if (o.random_checks == common::RandomChecks::kAuto) {
     std::optional<Replay> bench =
-        ReplayRandom(call.wire, op, decoded.inputs, bench_device,
+        ReplayRandom(call, op, decoded, bench_device,
                      common::ToScalarType(call.wire.autocast_dtype()), &why_not);
     if (bench && bench->ran()) {
       const auto replayed = Clock::now();
@@ -244,6 +244,11 @@ struct CallChecker::Impl {
   uint64_t id = 0;  // tells this checker's lanes from those of one destroyed at the same address
   mutable std::atomic<uint32_t> next_lane{0};
   mutable GoldenReplayer golden;
+
+  // Stages 4 and 5 of a decoded call that is not a random op, on `device` (the thread's lane).
+  CallCheck Replayed(const ServerCall& call, const c10::OperatorHandle& op,
+                     const c10::Device& device, DecodedCall& decoded, StageClock& clock,
+                     CallCheck::StageCpu cpu, Clock::time_point start) const;
 };
 
 namespace {
@@ -330,6 +335,15 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
 }
 
 CallCheck CallChecker::Check(const ServerCall& call, const common::BlobSource* blobs) const {
+  return Run(call, blobs, nullptr);
+}
+
+CallCheck CallChecker::Check(const ServerCall& call, DecodedCall decoded) const {
+  return Run(call, nullptr, &decoded);
+}
+
+CallCheck CallChecker::Run(const ServerCall& call, const common::BlobSource* blobs,
+                           DecodedCall* given) const {
   const auto start = Clock::now();
   // 1. Admit: calls that cannot or must not be replayed are answered here.
   if (std::optional<CallCheck> answered = Admit(call)) return *std::move(answered);
@@ -338,14 +352,17 @@ CallCheck CallChecker::Check(const ServerCall& call, const common::BlobSource* b
   if (!op.ok()) {
     return Decided(v1::VERDICT_STATUS_SKIP, std::string(op.status().message()), op.status().code());
   }
-  // 3. Decode, validating every size first, on this thread's device and stream.
+  // 3. Decode, validating every size first, on this thread's device and stream (unless the
+  // caller decoded the values).
   StageClock clock;
   CallCheck::StageCpu cpu;
   const Lane& lane = LaneOf(impl_->id, impl_->devices, impl_->next_lane);
   std::optional<c10::StreamGuard> on_stream;
   if (lane.stream) on_stream.emplace(*lane.stream);
   absl::StatusOr<DecodedCall> decoded =
-      DecodeCall(call.wire, op->schema(), impl_->options.limits, blobs, lane.device.is_cuda());
+      given != nullptr ? absl::StatusOr<DecodedCall>(std::move(*given))
+                       : DecodeCall(call.wire, op->schema(), impl_->options.limits, blobs,
+                                    lane.device.is_cuda());
   clock.Lap(&cpu.decode);
   if (!decoded.ok()) return WithCpu(DecodeFailed(decoded.status()), cpu);
   if (call.op->random_family != common::RandomFamily::kNone) {
@@ -354,34 +371,40 @@ CallCheck CallChecker::Check(const ServerCall& call, const common::BlobSource* b
     clock.Lap(&cpu.random);
     return WithCpu(std::move(c), cpu);
   }
+  return impl_->Replayed(call, *op, lane.device, *decoded, clock, cpu, start);
+}
+
+CallCheck CallChecker::Impl::Replayed(const ServerCall& call, const c10::OperatorHandle& op,
+                                      const c10::Device& device, DecodedCall& decoded,
+                                      StageClock& clock, CallCheck::StageCpu cpu,
+                                      Clock::time_point start) const {
   // 4. Replay on the bench device, and as the float64 golden where the standard reads it.
-  const Standard standard = StandardOf(call, decoded->inputs, *impl_->standards);
+  const Standard standard = StandardOf(call, decoded.inputs, *standards);
   const std::optional<at::ScalarType> autocast = common::ToScalarType(call.wire.autocast_dtype());
-  const bool bench_decides = BenchDecides(call, *decoded, standard, *impl_->standards);
-  const Replay bench =
-      Guarded([&] { return ReplayBench(*op, decoded->inputs, lane.device, autocast); });
+  const bool bench_decides = BenchDecides(call, decoded, standard, *standards);
+  const Replay bench = Guarded([&] { return ReplayBench(op, decoded.inputs, device, autocast); });
   clock.Lap(&cpu.bench);
   const bool exact = bench_decides && bench.ran();
-  const Replay golden = ReplayGolden(impl_->options, impl_->golden, *op, decoded->inputs,
-                                     lane.device, autocast, exact);
+  const Replay golden_run =
+      ReplayGolden(options, golden, op, decoded.inputs, device, autocast, exact);
   clock.Lap(&cpu.golden);
   cpu.bench_ran = bench.ran();
-  cpu.golden_ran = golden.ran();
+  cpu.golden_ran = golden_run.ran();
   const auto replayed = Clock::now();
-  if (!bench.ran() && !golden.ran()) {
-    CallCheck c = NeitherRan(call, bench, golden);
+  if (!bench.ran() && !golden_run.ran()) {
+    CallCheck c = NeitherRan(call, bench, golden_run);
     c.replay_seconds = Seconds(replayed - start);
     return WithCpu(std::move(c), cpu);
   }
   // 5. Judge every output; aggregate. An exact call's reference is the bench itself (in the
   // golden's place, as for a replayed random op): the same rows as against the golden.
   CallCheck check;
-  JudgeOutputs(call, *decoded, bench, exact ? bench : golden, exact ? Standard::kBinary : standard,
-               *impl_->standards, &check);
-  SkipOnHalfTheEvidence(bench, golden, &check);
+  JudgeOutputs(call, decoded, bench, exact ? bench : golden_run,
+               exact ? Standard::kBinary : standard, *standards, &check);
+  SkipOnHalfTheEvidence(bench, golden_run, &check);
   check.replay_seconds = Seconds(replayed - start);
   check.compare_seconds = Seconds(Clock::now() - replayed);
-  KeepValues(impl_->options, *op, *decoded, &bench, exact ? nullptr : &golden, &check);
+  KeepValues(options, op, decoded, &bench, exact ? nullptr : &golden_run, &check);
   clock.Lap(&cpu.compare);
   cpu.to_host = check.cpu.to_host;  // JudgeOutputs' share of compare
   return WithCpu(std::move(check), cpu);

@@ -20,6 +20,8 @@
 
 namespace parity::server {
 
+struct DecodedCall;  // server/replay/stages.h (libtorch types)
+
 // The checker is configured by the server's own options (common/config/config.h): it reads
 // parity.bench_device, golden, golden_device, random_checks, random_false_alarm, the decode
 // limits, and save_error_data (CallCheck::values kept for the calls judged error). parity-server
@@ -37,6 +39,10 @@ class CallChecker {
   CallCheck Check(const ServerCall& call, const common::BlobSource* blobs = nullptr) const;
   // The same for a message as it arrived (tests, benchmarks): its ServerCall made here.
   CallCheck Check(const v1::ApiCall& call, const common::BlobSource* blobs = nullptr) const;
+  // The same for a call whose values are already decoded (server/replay/stages.h:
+  // DecodedFromValues): `call` gives its identity and `decoded` its values; the message's own
+  // values are not read. parity-repro checks the tensors it loads from error data so.
+  CallCheck Check(const ServerCall& call, DecodedCall decoded) const;
 
   // "cpu", "cuda:0", or the GPUs it spreads over: "cuda:0,cuda:1".
   const std::string& bench_device() const;
@@ -52,6 +58,8 @@ class CallChecker {
  private:
   struct Impl;
   explicit CallChecker(std::unique_ptr<Impl> impl);
+  // Stages 1 to 5; `given`, when not null, in place of decoding the message's values.
+  CallCheck Run(const ServerCall& call, const common::BlobSource* blobs, DecodedCall* given) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -24,6 +24,36 @@ bool OpNameKnown(absl::string_view name) {
   return names->count(std::string(name)) > 0;
 }
 
+// Whether `t` was contiguous in the training: its original strides (when sent) those of a
+// contiguous tensor of its shape, dimensions of size 1 ignored.
+bool Contiguous(const v1::Tensor& t) {
+  if (t.original_strides_size() == 0) return true;
+  if (t.original_strides_size() != t.shape_size()) return false;
+  int64_t expected = 1;
+  for (int d = t.shape_size() - 1; d >= 0; --d) {
+    if (t.shape(d) != 1 && t.original_strides(d) != expected) return false;
+    expected *= t.shape(d);
+  }
+  return true;
+}
+
+// An output that did not decode (FAILED_PRECONDITION: statistics only somewhere in it): a
+// tensor sent as statistics only, with what stands for it, or a value that holds one.
+OutputForm NotDecoded(const v1::Value& wire, const absl::Status& why) {
+  OutputForm form;
+  form.why = std::string(why.message());
+  if (!wire.has_tensor() || wire.tensor().form() != v1::DATA_FORM_STATS_ONLY) {
+    form.kind = OutputForm::Kind::kUndecoded;
+    return form;
+  }
+  const v1::Tensor& t = wire.tensor();
+  form.kind = OutputForm::Kind::kStatsOnly;
+  form.dtype = t.dtype();
+  form.shape.assign(t.shape().begin(), t.shape().end());
+  form.stats = t.stats();
+  return form;
+}
+
 }  // namespace
 
 std::vector<std::string> KnownOperatorNames() {
@@ -152,6 +182,9 @@ absl::StatusOr<DecodedCall> DecodeCall(const v1::ApiCall& call, const c10::Funct
           absl::StrCat(s.message(), ": the call cannot be replayed without it"));
     }
     if (!s.ok()) return s;
+    if (call.inputs(i).has_tensor() && !Contiguous(call.inputs(i).tensor())) {
+      d.inputs_contiguous = false;
+    }
   }
   decoder.set_pinned(false);  // the device's outputs are compared on the host
   d.outputs.resize(call.outputs_size());
@@ -159,16 +192,31 @@ absl::StatusOr<DecodedCall> DecodeCall(const v1::ApiCall& call, const c10::Funct
   for (int i = 0; i < call.outputs_size(); ++i) {
     const v1::Value& wire = call.outputs(i);
     absl::Status s = decoder.Decode(wire, absl::StrCat("outputs[", i, "]"), &d.outputs[i]);
-    if (s.code() == absl::StatusCode::kFailedPrecondition) {  // statistics only somewhere in it
-      const bool stats_only = wire.has_tensor() && wire.tensor().form() == v1::DATA_FORM_STATS_ONLY;
-      d.output_form[i] = {stats_only ? OutputForm::Kind::kStatsOnly : OutputForm::Kind::kUndecoded,
-                          std::string(s.message())};
+    if (s.code() == absl::StatusCode::kFailedPrecondition) {
+      d.output_form[i] = NotDecoded(wire, s);
     } else if (!s.ok()) {
       return s;
     }
   }
   // Argument types must fit the schema before anything is dispatched, and the stack must hold
   // every argument (a kernel reads its arguments from fixed stack positions).
+  if (absl::Status s = NormalizeArguments(schema, d.inputs); !s.ok()) return s;
+  return d;
+}
+
+absl::StatusOr<DecodedCall> DecodedFromValues(const c10::FunctionSchema& schema, Stack inputs,
+                                              Stack outputs) {
+  const auto& args = schema.arguments();
+  for (std::size_t i = 0; i < inputs.size() && i < args.size(); ++i) {
+    // torch.save keeps an undefined tensor as None; a plain Tensor argument takes it undefined.
+    if (inputs[i].isNone() && args[i].type()->kind() == c10::TypeKind::TensorType) {
+      inputs[i] = at::Tensor();
+    }
+  }
+  DecodedCall d;
+  d.inputs = std::move(inputs);
+  d.outputs = std::move(outputs);
+  d.output_form.resize(d.outputs.size());
   if (absl::Status s = NormalizeArguments(schema, d.inputs); !s.ok()) return s;
   return d;
 }

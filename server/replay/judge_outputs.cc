@@ -70,7 +70,7 @@ OutputCheck JudgeTensor(const at::Tensor& device, const c10::IValue* bench,
 }
 
 // A device output sent as statistics only: by the same statistics of the bench and golden.
-OutputCheck JudgeStatsOnly(const v1::Tensor& device, const c10::IValue* bench,
+OutputCheck JudgeStatsOnly(const OutputForm& device, const c10::IValue* bench,
                            const c10::IValue* golden, const StandardsTable& table) {
   auto stats = [](const c10::IValue* v) -> std::optional<v1::TensorStats> {
     if (v == nullptr || !v->isTensor() || !v->toTensor().defined()) return std::nullopt;
@@ -88,12 +88,12 @@ OutputCheck JudgeStatsOnly(const v1::Tensor& device, const c10::IValue* bench,
   };
   const std::optional<v1::TensorStats> b = stats(bench), g = stats(golden);
   uint64_t numel = 1;
-  for (int64_t d : device.shape()) numel *= static_cast<uint64_t>(d);
+  for (int64_t d : device.shape) numel *= static_cast<uint64_t>(d);
   OutputCheck out;
-  out.judgement = JudgeStatistics(device.stats(), b ? &*b : nullptr, g ? &*g : nullptr,
-                                  device.dtype(), numel, table);
-  out.dtype = device.dtype();
-  out.shape.assign(device.shape().begin(), device.shape().end());
+  out.judgement = JudgeStatistics(device.stats, b ? &*b : nullptr, g ? &*g : nullptr, device.dtype,
+                                  numel, table);
+  out.dtype = device.dtype;
+  out.shape = device.shape;
   if (b) {
     out.bench_dtype =
         common::ToWireDType(bench->toTensor().scalar_type()).value_or(v1::DTYPE_UNSPECIFIED);
@@ -122,12 +122,12 @@ OutputCheck JudgeValue(const c10::IValue& device, const c10::IValue& reference) 
   return out;
 }
 
-OutputCheck JudgeOne(const v1::Value& wire, const OutputForm& form, const c10::IValue& device,
-                     const c10::IValue* bench, const c10::IValue* golden, Standard standard,
-                     const StandardsTable& table, double* to_host) {
+OutputCheck JudgeOne(const OutputForm& form, const c10::IValue& device, const c10::IValue* bench,
+                     const c10::IValue* golden, Standard standard, const StandardsTable& table,
+                     double* to_host) {
   switch (form.kind) {
     case OutputForm::Kind::kStatsOnly:
-      return JudgeStatsOnly(wire.tensor(), bench, golden, table);
+      return JudgeStatsOnly(form, bench, golden, table);
     case OutputForm::Kind::kUndecoded:
       return Skipped(form.why);
     case OutputForm::Kind::kDecoded:
@@ -187,7 +187,7 @@ void JudgeOutputs(const ServerCall& call, const DecodedCall& decoded, const Repl
         table.UncomparedReason(call.wire.op_name(), static_cast<int>(i));
     OutputCheck out = uncompared != nullptr
                           ? Skipped(absl::StrCat("not compared: ", *uncompared))
-                          : JudgeOne(call.wire.outputs(k), decoded.output_form[k], device[i],
+                          : JudgeOne(decoded.output_form[k], device[i],
                                      bench_out.empty() ? nullptr : &bench_out[i],
                                      golden_out.empty() ? nullptr : &golden_out[i], standard, table,
                                      &check->cpu.to_host);

@@ -21,18 +21,6 @@ std::mutex& RandomReplayMutex() {
   return *mu;
 }
 
-// Whether `strides` are those of a contiguous tensor of `shape` (dims of size 1 ignored).
-bool Contiguous(const v1::Tensor& t) {
-  if (t.original_strides_size() == 0) return true;
-  if (t.original_strides_size() != t.shape_size()) return false;
-  int64_t expected = 1;
-  for (int d = t.shape_size() - 1; d >= 0; --d) {
-    if (t.shape(d) != 1 && t.original_strides(d) != expected) return false;
-    expected *= t.shape(d);
-  }
-  return true;
-}
-
 // The unit roundoff of a floating dtype; 0 for integers and bool (their values are exact).
 double UnitRoundoff(at::ScalarType t) {
   switch (t) {
@@ -291,9 +279,10 @@ std::vector<OutputJudgement> Judge(common::RandomFamily family, absl::string_vie
 
 }  // namespace
 
-std::optional<Replay> ReplayRandom(const v1::ApiCall& call, const c10::OperatorHandle& op,
-                                   const Stack& inputs, const c10::Device& bench_device,
+std::optional<Replay> ReplayRandom(const ServerCall& server_call, const c10::OperatorHandle& op,
+                                   const DecodedCall& decoded, const c10::Device& bench_device,
                                    std::optional<at::ScalarType> autocast, std::string* why_not) {
+  const v1::ApiCall& call = server_call.wire;
   if (!call.has_generator()) {
     *why_not = "the agent sent no generator state";
     return std::nullopt;
@@ -313,13 +302,11 @@ std::optional<Replay> ReplayRandom(const v1::ApiCall& call, const c10::OperatorH
                      bench_device.str(), ") has none of that kind");
     return std::nullopt;
   }
-  for (const v1::Value& v : call.inputs()) {
-    if (v.has_tensor() && !Contiguous(v.tensor())) {
-      *why_not =
-          "an input was not contiguous in the training, and a kernel may draw for it in "
-          "another order than for a contiguous copy";
-      return std::nullopt;
-    }
+  if (!decoded.inputs_contiguous) {
+    *why_not =
+        "an input was not contiguous in the training, and a kernel may draw for it in "
+        "another order than for a contiguous copy";
+    return std::nullopt;
   }
   absl::StatusOr<at::Generator> gen = common::DefaultGenerator(device);
   if (!gen.ok()) {
@@ -332,7 +319,7 @@ std::optional<Replay> ReplayRandom(const v1::ApiCall& call, const c10::OperatorH
     *why_not = std::string(s.message());
     return std::nullopt;
   }
-  Replay r = ReplayBench(op, inputs, device, autocast);
+  Replay r = ReplayBench(op, decoded.inputs, device, autocast);
   (void)common::WriteGeneratorState(*gen, saved);
   return r;
 }

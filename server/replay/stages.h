@@ -33,14 +33,20 @@ absl::Status CheckCallStrings(const v1::ApiCall& call);
 // overload is unknown.
 absl::StatusOr<c10::OperatorHandle> ResolveOp(absl::string_view name, absl::string_view overload);
 
-// 3. Decode: the call's values, every size validated before allocating.
+// 3. Decode: the call's values, every size validated before allocating. What the later stages
+// read of a call's values is here; none of them goes back to the message's.
 // How one device output arrived: decoded (its value in DecodedCall::outputs), a tensor sent as
-// statistics only (judged by the TensorStats the call carries), or a value holding such a tensor
-// that cannot be decoded here (a list, say). `why`: the decoder's words, for the last two.
+// statistics only (judged by the dtype, shape and TensorStats the agent sent in its place), or
+// a value holding such a tensor that cannot be decoded here (a list, say). `why`: the decoder's
+// words, for the last two.
 struct OutputForm {
   enum class Kind { kDecoded, kStatsOnly, kUndecoded };
   Kind kind = Kind::kDecoded;
   std::string why;
+  // kStatsOnly: what stands for the tensor.
+  v1::DType dtype = v1::DTYPE_UNSPECIFIED;
+  std::vector<int64_t> shape;
+  v1::TensorStats stats;
   bool decoded() const { return kind == Kind::kDecoded; }
 };
 
@@ -48,7 +54,15 @@ struct DecodedCall {
   Stack inputs;                         // the schema's full argument stack: defaults filled in
   Stack outputs;                        // the device's outputs; None where not decoded
   std::vector<OutputForm> output_form;  // per output of the call
+  // Whether every tensor argument was contiguous in the training (a random op's kernel may draw
+  // for a strided tensor in another order than for the contiguous copy the bench replays).
+  bool inputs_contiguous = true;
 };
+// A call made of values already decoded (parity-repro's, loaded from error data): every output
+// decoded, a None where `schema` wants a plain Tensor taken as the undefined tensor it was saved
+// from, and the arguments normalised (NormalizeArguments). INVALID_ARGUMENT naming the argument.
+absl::StatusOr<DecodedCall> DecodedFromValues(const c10::FunctionSchema& schema, Stack inputs,
+                                              Stack outputs);
 // INVALID_ARGUMENT or RESOURCE_EXHAUSTED: the call is rejected; FAILED_PRECONDITION: an input was
 // sent as statistics only, so the call cannot be replayed (SKIP). `pinned_inputs`: the inputs
 // go to page-locked host memory (a CUDA bench copies them asynchronously).
@@ -154,13 +168,14 @@ void JudgeOutputs(const ServerCall& call, const DecodedCall& decoded, const Repl
                   const Replay& golden, Standard standard, const StandardsTable& table,
                   CallCheck* check);
 
-// 4r. A random op replayed from the training's generator state (ApiCall.generator) on a bench
-// generator of the same kind: the CPU's for a CPU state, the bench's for a CUDA state on a CUDA
-// bench, when the call was drawn by the same libtorch version. nullopt, with the reason in
-// `why_not`, when it cannot be replayed so. Replays of random ops are serialised (they set the
-// process's default generator, and put its state back after).
-std::optional<Replay> ReplayRandom(const v1::ApiCall& call, const c10::OperatorHandle& op,
-                                   const Stack& inputs, const c10::Device& bench_device,
+// 4r. A random op replayed from the training's generator state (ServerCall::generator) on a
+// bench generator of the same kind: the CPU's for a CPU state, the bench's for a CUDA state on a
+// CUDA bench, when the call was drawn by the same libtorch version and its inputs were
+// contiguous. nullopt, with the reason in `why_not`, when it cannot be replayed so. Replays of
+// random ops are serialised (they set the process's default generator, and put its state back
+// after).
+std::optional<Replay> ReplayRandom(const ServerCall& call, const c10::OperatorHandle& op,
+                                   const DecodedCall& decoded, const c10::Device& bench_device,
                                    std::optional<at::ScalarType> autocast, std::string* why_not);
 
 // 5r. A random op's outputs judged by the random_property standard (server/compare/
