@@ -18,6 +18,7 @@
 #include "agent/transport_internal.h"
 #include "common/base/log.h"
 #include "common/config/config.h"
+#include "common/wire/generator_device.h"
 #include "nlohmann/json.hpp"
 
 #ifndef PARITY_VERSION
@@ -274,6 +275,7 @@ void parity_call_set_generator(parity_call* c, const char* device_type, int32_t 
   Guarded("parity_call_set_generator", 0, [&] {
     parity::v1::GeneratorState* g = c->call->meta.mutable_generator();
     g->set_device_type(device_type != nullptr ? device_type : "");
+    g->set_device(parity::common::GeneratorDeviceOf(g->device_type()));
     g->set_device_index(device_index);
     g->set_state(static_cast<const char*>(state), state_size);
     g->set_torch_version(torch_version != nullptr ? torch_version : "");

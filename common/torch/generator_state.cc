@@ -7,12 +7,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/torch/torch_pch.h"
+#include "common/wire/generator_device.h"
 
 namespace parity::common {
 
 v1::GeneratorState ReadGeneratorState(at::Generator gen) {
   v1::GeneratorState s;
   s.set_device_type(c10::DeviceTypeName(gen.device().type(), /*lower_case=*/true));
+  s.set_device(GeneratorDeviceOf(s.device_type()));
   s.set_device_index(gen.device().index());
   s.set_state(GeneratorStateBytes(gen));
   s.set_torch_version(TorchVersion());

@@ -92,6 +92,12 @@ absl::Status CheckCallStrings(const v1::ApiCall& call) {
           "ApiCall.", name, ": \"", common::EscapeControl(*value), "\" holds control characters"));
     }
   }
+  // The generator's kind decides its replay: a number that is no GeneratorDevice is malformed.
+  if (!v1::GeneratorDevice_IsValid(call.generator().device())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ApiCall.generator.device: ", static_cast<int>(call.generator().device()),
+                     " is not a parity.v1.GeneratorDevice"));
+  }
   // The autocast dtype is replayed: a number that is no DType is malformed, as in a tensor.
   if (!v1::DType_IsValid(call.autocast_dtype())) {
     return absl::InvalidArgumentError(

@@ -9,6 +9,7 @@
 #include "common/torch/dtype_map.h"
 #include "common/torch/generator_state.h"
 #include "common/torch/torch_pch.h"
+#include "common/wire/generator_device.h"
 #include "server/compare/random_property.h"
 #include "server/replay/stages.h"
 
@@ -294,9 +295,10 @@ std::optional<Replay> ReplayRandom(const ServerCall& server_call, const c10::Ope
     return std::nullopt;
   }
   c10::Device device(c10::kCPU);
-  if (g.device_type() == "cuda" && bench_device.is_cuda()) {
+  const v1::GeneratorDevice kind = common::GeneratorDeviceOf(g);
+  if (kind == v1::GENERATOR_DEVICE_CUDA && bench_device.is_cuda()) {
     device = bench_device;
-  } else if (g.device_type() != "cpu") {
+  } else if (kind != v1::GENERATOR_DEVICE_CPU) {
     *why_not =
         absl::StrCat("the training drew from a ", g.device_type(), " generator and the bench (",
                      bench_device.str(), ") has none of that kind");

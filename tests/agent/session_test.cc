@@ -102,6 +102,28 @@ TEST(SessionTest, SnapshotsHoldTheValuesTheCallSaw) {
   EXPECT_EQ(checked.size(), views.size());
 }
 
+// A random op's call carries the state of the generator it drew from, with the generator's kind
+// as the proto's enum (the server decides its replay by it) and libtorch's name beside it.
+TEST(SessionTest, ARandomOpCarriesItsGeneratorsKindAndState) {
+  RecordingServer server;
+  auto agent = StartAgent(Config(server.port()));
+  torch::manual_seed(0);
+  const torch::Tensor y = torch::dropout(torch::ones({64, 64}), 0.25, /*train=*/true);
+  ASSERT_TRUE(agent->Flush(20000));
+  agent->Close();
+  int dropouts = 0;
+  for (const v1::ApiCall& call : server.raw_calls()) {
+    if (call.op_name() != "aten::dropout") continue;
+    ++dropouts;
+    ASSERT_TRUE(call.has_generator());
+    EXPECT_EQ(call.generator().device(), v1::GENERATOR_DEVICE_CPU);
+    EXPECT_EQ(call.generator().device_type(), "cpu");
+    EXPECT_FALSE(call.generator().state().empty());
+    EXPECT_FALSE(call.generator().torch_version().empty());
+  }
+  EXPECT_EQ(dropouts, 1);
+}
+
 // The engine's own work for a node is backward work of that node: the sum that reduces a
 // broadcast bias's gradient to the bias's shape and the add that accumulates the gradients of a
 // tensor used twice (add, or add_ in libtorch 2.x) run outside the node's record, and are linked to

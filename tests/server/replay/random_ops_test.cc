@@ -178,6 +178,8 @@ TEST_P(RandomReplayTest, ReplayedFromTheGeneratorStateTheDrawsAreBitExact) {
     SCOPED_TRACE(what);
     const v1::ApiCall call = make();
     EXPECT_EQ(call.generator().device_type(), device_.is_cuda() ? "cuda" : "cpu");
+    EXPECT_EQ(call.generator().device(),
+              device_.is_cuda() ? v1::GENERATOR_DEVICE_CUDA : v1::GENERATOR_DEVICE_CPU);
     const v1::Verdict v = Check(*checker, call);
     EXPECT_EQ(StatusText(v.status()), "pass") << v.ShortDebugString();
     for (const v1::OutputVerdict& o : v.outputs()) {
@@ -395,12 +397,35 @@ TEST_F(RandomPropertyTest, EdgeCasesSayWhatHappened) {
   EXPECT_EQ(StatusText(v.status()), "pass") << v.ShortDebugString();
   EXPECT_EQ(v.outputs(0).standard(), "random_property");
   EXPECT_THAT(v.outputs(0).message(), HasSubstr("may draw differently"));
-  // An NPU's generator: no generator of that kind on a CPU bench.
+  // The agent sends the generator's kind as an enum, with libtorch's name beside it.
+  EXPECT_EQ(call.generator().device(), v1::GENERATOR_DEVICE_CPU);
+  EXPECT_EQ(call.generator().device_type(), "cpu");
+  // An NPU's generator: no generator of that kind on a CPU bench. The kind decides, not the name.
   other = call;
   other.mutable_generator()->set_device_type("npu");
+  other.mutable_generator()->set_device(v1::GENERATOR_DEVICE_NPU);
   v = Check(*auto_checker, other);
   EXPECT_EQ(v.outputs(0).standard(), "random_property");
   EXPECT_THAT(v.outputs(0).message(), HasSubstr("npu generator"));
+  other.mutable_generator()->set_device_type("cpu");
+  v = Check(*auto_checker, other);
+  EXPECT_EQ(v.outputs(0).standard(), "random_property") << "device NPU, whatever the name says";
+  // An agent from before the kind was sent: its device_type is mapped; a CPU state replays.
+  other = call;
+  other.mutable_generator()->clear_device();
+  v = Check(*auto_checker, other);
+  EXPECT_EQ(v.outputs(0).standard(), "binary") << v.ShortDebugString();
+  EXPECT_THAT(v.outputs(0).message(), HasSubstr("replayed from the training's cpu generator"));
+  other.mutable_generator()->set_device_type("npu");
+  v = Check(*auto_checker, other);
+  EXPECT_EQ(v.outputs(0).standard(), "random_property");
+  // A kind that is no GeneratorDevice: malformed, naming the field.
+  other = call;
+  other.mutable_generator()->set_device(static_cast<v1::GeneratorDevice>(99));
+  v = Check(*auto_checker, other);
+  EXPECT_EQ(v.status(), v1::VERDICT_STATUS_REJECTED);
+  EXPECT_THAT(v.message(),
+              HasSubstr("ApiCall.generator.device: 99 is not a parity.v1.GeneratorDevice"));
   // No state at all (an agent that could not read it).
   other = call;
   other.clear_generator();
@@ -431,11 +456,13 @@ TEST_F(RandomPropertyTest, EdgeCasesSayWhatHappened) {
   v1::ApiCall binomial = RandomCall("aten::binomial", "",
                                     {at::full({100}, 10.0), at::full({100}, 0.5), c10::IValue()});
   binomial.mutable_generator()->set_device_type("npu");
+  binomial.mutable_generator()->set_device(v1::GENERATOR_DEVICE_NPU);
   v = Check(*auto_checker, binomial);
   EXPECT_EQ(StatusText(v.status()), "SKIP");
   EXPECT_THAT(v.message(), HasSubstr("has no property check"));
   // ... and the same call replayed exactly passes.
   binomial.mutable_generator()->set_device_type("cpu");
+  binomial.mutable_generator()->set_device(v1::GENERATOR_DEVICE_CPU);
   v = Check(*auto_checker, binomial);
   EXPECT_EQ(StatusText(v.status()), "pass") << v.ShortDebugString();
   // Uninitialised outputs stay SKIP with their reason.
