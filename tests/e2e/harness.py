@@ -150,12 +150,14 @@ def free_port():
         return s.getsockname()[1]
 
 
-def train_against_server(prefix, script, args=(), server_args=()):
+def train_against_server(prefix, script, args=(), server_args=(), agent_options=None):
     """Runs `script --config CONFIG *args` against a fresh plaintext parity-server (policy block)
-    and returns (server, the finished process). The server is still running: call stop()."""
+    and returns (server, the finished process). The server is still running: call stop().
+    `agent_options`: more keys of the agent config's "parity" section."""
     workdir = tempdir(prefix)
     server = Server(workdir, None, extra=server_args)
-    config = agent_config(os.path.join(workdir, "config.json"), server.port, policy="block")
+    config = agent_config(os.path.join(workdir, "config.json"), server.port, policy="block",
+                          **(agent_options or {}))
     try:
         return server, run([PYTHON, script, "--config", config, *args])
     except BaseException:

@@ -1,9 +1,9 @@
-// A reference library for a custom operator (docs/operators.md#your-own-operators).
+// A reference library for custom operators (docs/operators.md#your-own-operators).
 //
-// The training process has its own kernel for myops::scaled_tanh (a fused device kernel, say);
-// this library gives the benchmark server the same schema with a kernel composed of aten ops.
-// Registered for CompositeExplicitAutograd, the one kernel replays on the CPU, on a CUDA bench,
-// and in float64 for the golden.
+// The training process has its own kernels for myops::scaled_tanh and myops::fused_dropout_add
+// (fused device kernels, say); this library gives the benchmark server the same schemas with
+// kernels composed of aten ops. Registered for CompositeExplicitAutograd, each kernel replays on
+// the CPU, on a CUDA bench, and in float64 for the golden.
 #include <torch/library.h>
 
 namespace {
@@ -15,11 +15,23 @@ at::Tensor ScaledTanh(const at::Tensor& x, double alpha) {
   return (at::tanh(xc / alpha) * alpha).to(x.scalar_type());
 }
 
+// dropout(x, p) + residual, drawing its mask from the default generator of x's device as
+// aten::dropout does: a random operator, which the server can replay bit for bit only from the
+// training's generator state, so both sides list it in their operator catalogue
+// (docs/operators.md#the-operator-catalogue).
+at::Tensor FusedDropoutAdd(const at::Tensor& x, const at::Tensor& residual, double p, bool train) {
+  return at::dropout(x, p, train) + residual;
+}
+
 }  // namespace
 
-// The schema, exactly as the training process declares it.
-TORCH_LIBRARY(myops, m) { m.def("scaled_tanh(Tensor x, float alpha=1.0) -> Tensor"); }
+// The schemas, exactly as the training process declares them.
+TORCH_LIBRARY(myops, m) {
+  m.def("scaled_tanh(Tensor x, float alpha=1.0) -> Tensor");
+  m.def("fused_dropout_add(Tensor x, Tensor residual, float p, bool train) -> Tensor");
+}
 
 TORCH_LIBRARY_IMPL(myops, CompositeExplicitAutograd, m) {
   m.impl("scaled_tanh", TORCH_FN(ScaledTanh));
+  m.impl("fused_dropout_add", TORCH_FN(FusedDropoutAdd));
 }
