@@ -122,6 +122,21 @@ class ErrorDataTest(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("unknown operator \"aten::nope\"", r.stdout)
         self.assertIn("an unreadable line", r.stdout)
+        # Files torch.load reads that do not fit the operator's schema (a string where add takes
+        # a tensor): that line cannot be loaded, naming the argument; the run is exit 2.
+        bad = harness.tempdir("parity_repro_bad_values_")
+        torch.save(torch.ones(3), os.path.join(bad, "x.pt"))
+        torch.save("two", os.path.join(bad, "other.pt"))
+        with open(os.path.join(bad, "manifest.jsonl"), "w", encoding="utf-8") as f:
+            f.write(json.dumps({"api": "Torch.add.0", "op": "aten::add", "overload": "Tensor",
+                                "phase": "forward", "status": "error",
+                                "files": {"inputs": ["x.pt", "other.pt"], "device": ["x.pt"]}})
+                    + "\n")
+        r = repro(bad)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("Torch.add.0 forward (rank 0, step 0): cannot load: arguments do not match "
+                      "aten::add.Tensor", r.stdout)
+        self.assertIn("other", r.stdout)
 
     def test_reproducer_takes_the_servers_configuration_keys(self):
         # parity-repro reads the server's key table: its flags, checked as parity-server checks
