@@ -245,12 +245,6 @@ absl::Status AddToOperatorCatalogue(const std::string& path) {
 OperatorClass ClassifyOp(absl::string_view op_name) {
   return ProcessOperatorCatalogue().Classify(op_name);
 }
-std::string SkipReasonForOp(absl::string_view op_name) {
-  return ProcessOperatorCatalogue().SkipReason(op_name);
-}
-bool IsCommunicationOp(absl::string_view op_name) {
-  return ProcessOperatorCatalogue().IsCommunication(op_name);
-}
 RandomFamily RandomFamilyOf(absl::string_view op_name) {
   return ProcessOperatorCatalogue().RandomFamilyOf(op_name);
 }

@@ -68,8 +68,6 @@ std::string NeverReplayedReason(absl::string_view op_name, absl::string_view wha
 
 // The process catalogue's answers (ProcessOperatorCatalogue() stays valid for the process).
 OperatorClass ClassifyOp(absl::string_view op_name);
-std::string SkipReasonForOp(absl::string_view op_name);
-bool IsCommunicationOp(absl::string_view op_name);
 RandomFamily RandomFamilyOf(absl::string_view op_name);
 std::vector<std::string> RandomOpNames();
 
