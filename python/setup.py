@@ -1,7 +1,7 @@
 """Builds Parity's agent for the interpreter that runs it (docs/install.md).
 
 The torch half (libparity_agent.so) is compiled against this interpreter's torch, with its
-compiler flags and C++ ABI (torch.utils.cmake_prefix_path); the transport (libparity_transport.so)
+compiler flags and C++ ABI (cmake/PythonTorch.cmake); the transport (libparity_transport.so)
 is the one PARITY_TRANSPORT_LIB names, or built from this checkout with the system's gRPC. Both
 go into the package, the agent finding the transport beside it ($ORIGIN). The torch version and
 ABI built for are recorded in parity/_build_info.json: the package refuses another torch.
@@ -11,12 +11,14 @@ Environment (all optional):
   PARITY_PIP_BUILD_DIR   the CMake build folder (default: <checkout>/build-pip/<python>-<torch>)
   PARITY_CMAKE_ARGS      more CMake arguments
 """
+import hashlib
 import json
 import os
 import shlex
 import shutil
 import subprocess
 import sys
+import time
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
@@ -28,9 +30,38 @@ ROOT = os.path.dirname(HERE)
 
 def torch_info():
     import torch  # pylint: disable=import-outside-toplevel
-    return {"torch": torch.__version__,
-            "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),  # pylint: disable=protected-access
+    abi = bool(torch._C._GLIBCXX_USE_CXX11_ABI)  # pylint: disable=protected-access
+    # The build folder is keyed by the torch build, not its version string alone: two builds of
+    # one version (CPU and CUDA wheels, another ABI, another environment) get folders of their own.
+    build = f"{torch.__version__}|{getattr(torch.version, 'git_version', '')}|{abi}|" \
+        f"{os.path.realpath(os.path.dirname(torch.__file__))}"
+    return {"torch": torch.__version__, "cxx11_abi": abi,
+            "build_key": hashlib.sha256(build.encode()).hexdigest()[:10],
+            "package": os.path.dirname(os.path.abspath(torch.__file__)),
             "cmake_prefix_path": torch.utils.cmake_prefix_path}
+
+
+def torch_cmake_args(info):
+    """A pip or conda torch carries its headers and libraries in its package folder: taken from
+    there, not through its CMake config, which in PyPI's CUDA wheels wants a CUDA toolkit that a
+    training host need not have (cmake/PythonTorch.cmake). A distribution's torch (Debian's keeps
+    its headers in /usr/include) is found by its config."""
+    package = info["package"]
+    if os.path.isdir(os.path.join(package, "include", "torch")) and \
+            os.path.exists(os.path.join(package, "lib", "libtorch.so")):
+        return [f"-DPARITY_PYTHON_TORCH={package}",
+                f"-DPARITY_PYTHON_TORCH_CXX11_ABI={int(info['cxx11_abi'])}"]
+    return [f"-DCMAKE_PREFIX_PATH={info['cmake_prefix_path']}", "-DPARITY_PYTHON_TORCH="]
+
+
+def progress(message):
+    """pip shows a build's output only with -v: a line on the terminal too, where there is one."""
+    print("parity: " + message, flush=True)
+    try:
+        with open("/dev/tty", "w", encoding="utf-8") as tty:
+            tty.write("parity: " + message + "\n")
+    except OSError:
+        pass
 
 
 class BuildAgent(build_py):
@@ -44,25 +75,36 @@ class BuildAgent(build_py):
             raise SystemExit("parity: torch is not importable by this interpreter "
                              f"({sys.executable}): install torch first, then run pip with "
                              "--no-build-isolation so that the build sees it") from e
-        tag = f"py{sys.version_info[0]}{sys.version_info[1]}-torch{info['torch']}"
+        tag = (f"py{sys.version_info[0]}{sys.version_info[1]}-torch{info['torch']}-"
+               f"abi{int(info['cxx11_abi'])}-{info['build_key']}")
         build = os.environ.get("PARITY_PIP_BUILD_DIR") or os.path.join(ROOT, "build-pip", tag)
         transport = os.environ.get("PARITY_TRANSPORT_LIB", "")
         if transport and not os.path.isfile(transport):
             raise SystemExit(f"parity: PARITY_TRANSPORT_LIB={transport} is not a file")
         args = ["cmake", "-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
-                f"-DCMAKE_PREFIX_PATH={info['cmake_prefix_path']}", "-DPARITY_AGENT_ONLY=ON",
+                *torch_cmake_args(info), "-DPARITY_AGENT_ONLY=ON",
                 "-DPARITY_WERROR=OFF", f"-DPARITY_TRANSPORT_LIB={os.path.abspath(transport)}"
                 if transport else "-DPARITY_TRANSPORT_LIB="]
         if shutil.which("ninja"):
             args += ["-G", "Ninja"] if not os.path.exists(os.path.join(build, "CMakeCache.txt")) \
                 else []
+        args += ["-DPARITY_AGENT_PACKAGE_RPATH=ON"]  # no build folder in the installed RUNPATH
         args += shlex.split(os.environ.get("PARITY_CMAKE_ARGS", ""))
+        progress(f"building the agent against torch {info['torch']} (C++11 ABI "
+                 f"{int(info['cxx11_abi'])}) in {build}: "
+                 + ("the torch half only" if transport else "both halves") +
+                 f", on {os.cpu_count() or 1} cores (pip -v shows the compiler's progress)")
+        start = time.monotonic()
         print("parity: " + " ".join(args), flush=True)
         subprocess.run(args, check=True)
         targets = ["parity_agent"] + ([] if transport else ["parity_transport"])
         subprocess.run(["cmake", "--build", build, "--target", *targets, "--parallel",
                         str(os.cpu_count() or 1)], check=True)
-        out = os.path.join(self.build_lib, "parity")
+        progress(f"built in {time.monotonic() - start:.0f} s")
+        # An editable install (pip install -e) imports the package from this folder: the
+        # libraries go beside its sources (.gitignore keeps them out of the checkout's history).
+        out = os.path.join(HERE, "parity") if getattr(self, "editable_mode", False) \
+            else os.path.join(self.build_lib, "parity")
         os.makedirs(out, exist_ok=True)
         shutil.copy2(os.path.join(build, "agent", "libparity_agent.so"), out)
         shutil.copy2(transport or os.path.join(build, "agent", "libparity_transport.so"),
