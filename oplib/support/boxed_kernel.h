@@ -42,6 +42,8 @@ class Args {
 
   // "npu::npu_rms_norm", for error messages.
   std::string op_name() const;
+  // The operator called (its schema: a kernel shared by several operators tells them apart).
+  const c10::OperatorHandle& op() const { return *op_; }
 
  private:
   const c10::OperatorHandle* op_;

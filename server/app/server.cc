@@ -299,7 +299,8 @@ void CountStageCpu(const CallCheck::StageCpu& cpu, double write_cpu, ServerMetri
 v1::Verdict ParityServer::Process(const CallOrigin& origin, const v1::ApiCall& wire,
                                   const BlobStore& blobs) {
   static common::RateLimiter write_errors(std::chrono::seconds(10));
-  const ServerCall call(wire);  // names and operator traits, made once for every stage below
+  const ServerCall call(
+      wire, origin.framework);  // names and operator traits, made once for every stage below
   try {
     const bool white = !white_list_.empty() && !white_list_.Matches(wire);
     if (white || black_list_.Matches(wire)) {

@@ -15,8 +15,10 @@
 #include "common/base/cpu_clock.h"
 #include "common/base/text.h"
 #include "common/torch/dtype_map.h"
+#include "common/torch/generator_read.h"
 #include "common/torch/ivalue_walk.h"
 #include "common/torch/torch_pch.h"
+#include "server/replay/aten_compat.h"
 #include "server/replay/call_values.h"
 #include "server/replay/stages.h"
 
@@ -34,6 +36,17 @@ CallCheck Decided(v1::VerdictStatus status, std::string message,
   c.message = std::move(message);
   c.error_code = code;
   return c;
+}
+
+// An operator or overload the bench's libtorch lacks, from a training on another torch: the
+// message names both versions, since the usual cause is a training on a newer torch than the
+// server's (docs/operators.md#a-training-on-another-torch).
+std::string WithBothVersions(absl::string_view message, absl::string_view framework) {
+  const std::string bench = "torch " + common::TorchVersion();
+  if (framework.empty() || framework == bench) return std::string(message);
+  return absl::StrCat(message, " (the training runs ", common::Printable(framework), ", the bench ",
+                      bench,
+                      ": a server on the training's torch version or a newer one replays it)");
 }
 
 CallCheck Rejected(const absl::Status& s) {
@@ -316,6 +329,7 @@ const std::vector<std::string>& CallChecker::low_precision_gemm_dtypes() const {
 
 absl::StatusOr<std::unique_ptr<CallChecker>> CallChecker::Create(
     const common::ServerOptions& options, const StandardsTable& standards) {
+  RegisterMissingAtenOps();  // newer torch's operators, for trainings on a newer torch
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->standards = &standards;
@@ -350,7 +364,8 @@ CallCheck CallChecker::Run(const ServerCall& call, const common::BlobSource* blo
   // 2. Resolve the operator.
   absl::StatusOr<c10::OperatorHandle> op = ResolveOp(call.wire.op_name(), call.wire.overload());
   if (!op.ok()) {
-    return Decided(v1::VERDICT_STATUS_SKIP, std::string(op.status().message()), op.status().code());
+    return Decided(v1::VERDICT_STATUS_SKIP, WithBothVersions(op.status().message(), call.framework),
+                   op.status().code());
   }
   // 3. Decode, validating every size first, on this thread's device and stream (unless the
   // caller decoded the values).

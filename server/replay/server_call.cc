@@ -67,8 +67,11 @@ std::shared_ptr<const OperatorTraits> OperatorTraitsOf(absl::string_view op_name
   return cache->Of(op_name);
 }
 
-ServerCall::ServerCall(const v1::ApiCall& call)
-    : wire(call), op(OperatorTraitsOf(call.op_name())), names(NamesOf(call)) {}
+ServerCall::ServerCall(const v1::ApiCall& call, std::string training_framework)
+    : wire(call),
+      framework(std::move(training_framework)),
+      op(OperatorTraitsOf(call.op_name())),
+      names(NamesOf(call)) {}
 
 std::string ServerCall::DataName() const {
   const bool backward = wire.phase() == v1::PHASE_BACKWARD;

@@ -39,10 +39,13 @@ struct CallNames {
 };
 
 struct ServerCall {
-  explicit ServerCall(const v1::ApiCall& wire);
-  explicit ServerCall(const v1::ApiCall&& wire) = delete;  // it keeps a reference
+  // `framework`: the training's, as its agent's Hello says it ("torch 2.1.0"), or empty.
+  explicit ServerCall(const v1::ApiCall& wire, std::string framework = {});
+  explicit ServerCall(const v1::ApiCall&& wire,
+                      std::string framework = {}) = delete;  // kept by reference
 
   const v1::ApiCall& wire;
+  std::string framework;
   std::shared_ptr<const OperatorTraits> op;
   CallNames names;
 

@@ -18,6 +18,8 @@ struct CallOrigin {
   int32_t rank = 0;
   std::string run_id;
   std::string hostname;
+  // The training's framework as its agent's Hello says it ("torch 2.1.0"); empty if not said.
+  std::string framework;
 };
 
 // A double as msprobe's csv writer prints it: "%.14f", and "nan", "inf", "-inf".

@@ -325,12 +325,15 @@ absl::Status CheckService::Reactor::OnHello(const v1::Hello& hello) {
   origin_.rank = hello.rank();
   origin_.run_id = hello.run_id();
   origin_.hostname = hello.hostname();
+  origin_.framework = hello.framework_version();
   agent_ =
       absl::StrCat(hello.run_id(), "\n", hello.hostname(), "\n", hello.pid(), "\n", hello.rank());
-  common::LogInfo(absl::StrCat("agent connected: rank ", hello.rank(), " of ", hello.world_size(),
-                               ", host ", common::Printable(hello.hostname()), ", pid ",
-                               hello.pid(), ", run ", common::Printable(hello.run_id()), ", from ",
-                               peer_));
+  common::LogInfo(
+      absl::StrCat("agent connected: rank ", hello.rank(), " of ", hello.world_size(), ", host ",
+                   common::Printable(hello.hostname()), ", pid ", hello.pid(), ", ",
+                   hello.framework_version().empty() ? std::string("framework not said")
+                                                     : common::Printable(hello.framework_version()),
+                   ", run ", common::Printable(hello.run_id()), ", from ", peer_));
   v1::ServerMessage reply;
   *reply.mutable_server_info() = service_->options_.server_info;
   reply.mutable_server_info()->set_kept_blob_bytes(

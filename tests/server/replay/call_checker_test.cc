@@ -11,11 +11,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/torch/autocast.h"
+#include "common/torch/generator_read.h"
 #include "common/torch/torch_pch.h"
 #include "common/torch/value_codec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/compare/judge.h"
+#include "server/replay/aten_compat.h"
 #include "server/replay/stages.h"
 #include "server/results/verdict_text.h"
 #include "tests/testing/op_cases.h"
@@ -499,6 +501,36 @@ TEST_P(CallCheckerTest, OpsReturningNothingAreJudgedByTheArgumentsTheyWrite) {
   EXPECT_THAT(r.verdict.message(), HasSubstr("nothing to compare"));
 }
 
+// A newer torch's operators that the bench's libtorch lacks are registered on the bench with
+// their decomposition (server/replay/aten_compat.cc): torch 2.x AdamW's foreach calls replay on
+// a torch 1.13 bench, and a wrong element is still the error it is.
+TEST_P(CallCheckerTest, NewerTorchsForeachOpsReplayThroughTheirDecomposition) {
+  const std::vector<std::string>& added = RegisterMissingAtenOps();
+  if (TORCH_VERSION_MAJOR < 2) {
+    EXPECT_THAT(added, ::testing::IsSupersetOf(
+                           {"aten::_foreach_lerp_.Scalar", "aten::_foreach_mul_.Tensor"}));
+  }
+  const c10::List<at::Tensor> params({R({4, 8}, 1), R({16}, 2), R({3, 3}, 3)});
+  const c10::List<at::Tensor> averages({R({4, 8}, 4), R({16}, 5), R({3, 3}, 6)});
+  Result r = Check(MakeCall("aten::_foreach_lerp_", "Scalar", {params, averages, 0.1}));
+  EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+  EXPECT_EQ(r.verdict.outputs_size(), 3);
+  r = Check(MakeCall("aten::_foreach_mul_", "Tensor", {params, R({}, 7)}));
+  EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+  r = Check(MakeCall("aten::_foreach_lerp", "List", {params, averages, averages}));
+  EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+  // The third tensor's update with the weight 0.2 instead of 0.1: that output alone is wrong.
+  r = Check(MakeCall("aten::_foreach_lerp_", "Scalar", {params, averages, 0.1}, v1::PHASE_FORWARD,
+                     [&](Stack& out) {
+                       c10::List<at::Tensor> bad = out[0].toTensorList();
+                       bad.set(2, params.get(2).lerp(averages.get(2), 0.2));
+                       out[0] = bad;
+                     }));
+  EXPECT_EQ(StatusText(r.verdict.status()), "error") << r.verdict.ShortDebugString();
+  EXPECT_EQ(StatusText(r.verdict.outputs(0).status()), "pass");
+  EXPECT_EQ(StatusText(r.verdict.outputs(2).status()), "error");
+}
+
 TEST_P(CallCheckerTest, TuplesAndIntegerOutputsAreJudgedPerOutput) {
   const at::Tensor x = R({4, 8}, 1);
   Result r = Check(MakeCall("aten::topk", "", {x, 3, 1, true, true}));
@@ -520,6 +552,32 @@ TEST_P(CallCheckerTest, AgentSkipsAreSkip) {
   r = Check(call);
   EXPECT_EQ(StatusText(r.verdict.status()), "SKIP");
   EXPECT_EQ(r.verdict.message(), "generator argument could not be sent");
+}
+
+// An operator the bench lacks, from a training on another torch: the SKIP names both versions;
+// from a training on the bench's own torch (or an agent that does not say) it does not.
+TEST_P(CallCheckerTest, AnOperatorFromAnotherTorchIsSkipNamingBothVersions) {
+  v1::ApiCall call = MakeCall("aten::add", "Tensor", {R({2, 3}, 1), R({2, 3}, 2), 1});
+  call.set_op_name("aten::_scaled_dot_product_flash_attention_for_cpu");
+  call.set_overload("");
+  const std::string bench = "torch " + common::TorchVersion();
+  CallCheck newer = checker_->Check(ServerCall(call, "torch 2.15.0"));
+  EXPECT_EQ(newer.status, v1::VERDICT_STATUS_SKIP);
+  EXPECT_THAT(newer.message,
+              HasSubstr("unknown operator \"aten::_scaled_dot_product_flash_attention_for_cpu\""));
+  EXPECT_THAT(newer.message, HasSubstr("(the training runs torch 2.15.0, the bench " + bench +
+                                       ": a server on the training's torch version or a newer "
+                                       "one replays it)"));
+  call.set_op_name("aten::add");
+  call.set_overload("NewInTorch9");
+  CallCheck overload = checker_->Check(ServerCall(call, "torch 9.0.0"));
+  EXPECT_THAT(overload.message, HasSubstr("aten::add has no overload \"NewInTorch9\""));
+  EXPECT_THAT(overload.message, HasSubstr("the training runs torch 9.0.0, the bench " + bench));
+  for (const std::string& same : {bench, std::string()}) {
+    CallCheck c = checker_->Check(ServerCall(call, same));
+    EXPECT_EQ(c.status, v1::VERDICT_STATUS_SKIP);
+    EXPECT_THAT(c.message, Not(HasSubstr("the training runs"))) << same;
+  }
 }
 
 TEST_P(CallCheckerTest, MalformedCallsGetClearStatuses) {

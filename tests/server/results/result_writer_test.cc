@@ -79,10 +79,10 @@ TEST(ResultWriterTest, WritesMsprobeHeadersAndCells) {
   const std::string dir = testing::MakeTempDir("parity_rw_");
   auto w = ResultWriter::Create(dir + "/out", StandardsTable::Default(), "20261122101010");
   ASSERT_TRUE(w.ok()) << w.status();
-  ASSERT_TRUE(Write(**w, {2, "run", "h"}, SampleCall(v1::PHASE_FORWARD),
+  ASSERT_TRUE(Write(**w, {2, "run", "h", ""}, SampleCall(v1::PHASE_FORWARD),
                     SampleCheck(v1::VERDICT_STATUS_ERROR))
                   .ok());
-  ASSERT_TRUE(Write(**w, {2, "run", "h"}, SampleCall(v1::PHASE_BACKWARD),
+  ASSERT_TRUE(Write(**w, {2, "run", "h", ""}, SampleCall(v1::PHASE_BACKWARD),
                     SampleCheck(v1::VERDICT_STATUS_PASS))
                   .ok());
   const std::string base = dir + "/out/";
@@ -140,7 +140,7 @@ TEST(ResultWriterTest, AFailedWriteLeavesNoPartialRow) {
   const std::string dir = testing::MakeTempDir("parity_rw_full_");
   auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20261126000000");
   ASSERT_TRUE(w.ok()) << w.status();
-  const CallOrigin origin{0, "run", "h"};
+  const CallOrigin origin{0, "run", "h", ""};
   ASSERT_TRUE(
       Write(**w, origin, SampleCall(v1::PHASE_FORWARD), SampleCheck(v1::VERDICT_STATUS_ERROR))
           .ok());
@@ -192,18 +192,18 @@ TEST(ResultWriterTest, RestartAppendsToTheNewestFileSetOfTheRank) {
   {
     auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20260101000000");
     ASSERT_TRUE(w.ok());
-    ASSERT_TRUE(
-        Write(**w, {0, "", ""}, SampleCall(v1::PHASE_FORWARD), SampleCheck(v1::VERDICT_STATUS_PASS))
-            .ok());
+    ASSERT_TRUE(Write(**w, {0, "", "", ""}, SampleCall(v1::PHASE_FORWARD),
+                      SampleCheck(v1::VERDICT_STATUS_PASS))
+                    .ok());
   }
   auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20260202000000");
   ASSERT_TRUE(w.ok());
-  ASSERT_TRUE(
-      Write(**w, {0, "", ""}, SampleCall(v1::PHASE_FORWARD), SampleCheck(v1::VERDICT_STATUS_PASS))
-          .ok());
-  ASSERT_TRUE(
-      Write(**w, {1, "", ""}, SampleCall(v1::PHASE_FORWARD), SampleCheck(v1::VERDICT_STATUS_PASS))
-          .ok());
+  ASSERT_TRUE(Write(**w, {0, "", "", ""}, SampleCall(v1::PHASE_FORWARD),
+                    SampleCheck(v1::VERDICT_STATUS_PASS))
+                  .ok());
+  ASSERT_TRUE(Write(**w, {1, "", "", ""}, SampleCall(v1::PHASE_FORWARD),
+                    SampleCheck(v1::VERDICT_STATUS_PASS))
+                  .ok());
   ASSERT_TRUE((*w)->EndOfStream(0).ok());
   ASSERT_TRUE((*w)->EndOfStream(1).ok());
   // Rank 0 resumed its file (one header, two rows); rank 1 had none, so it starts a new set.
@@ -217,9 +217,9 @@ TEST(ResultWriterTest, RestartRemovesALineCutByACrashAndKeepsTheWholeOnes) {
   {
     auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20260101000000");
     ASSERT_TRUE(w.ok());
-    ASSERT_TRUE(
-        Write(**w, {0, "", ""}, SampleCall(v1::PHASE_FORWARD), SampleCheck(v1::VERDICT_STATUS_PASS))
-            .ok());
+    ASSERT_TRUE(Write(**w, {0, "", "", ""}, SampleCall(v1::PHASE_FORWARD),
+                      SampleCheck(v1::VERDICT_STATUS_PASS))
+                    .ok());
   }
   // A server killed mid-write: the JSON line and the summary row each lose their tail.
   const std::string jsonl = dir + "/parity_results_20260101000000_rank0.jsonl";
@@ -232,9 +232,9 @@ TEST(ResultWriterTest, RestartRemovesALineCutByACrashAndKeepsTheWholeOnes) {
   }
   auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20260202000000");
   ASSERT_TRUE(w.ok());
-  ASSERT_TRUE(
-      Write(**w, {0, "", ""}, SampleCall(v1::PHASE_FORWARD), SampleCheck(v1::VERDICT_STATUS_PASS))
-          .ok());
+  ASSERT_TRUE(Write(**w, {0, "", "", ""}, SampleCall(v1::PHASE_FORWARD),
+                    SampleCheck(v1::VERDICT_STATUS_PASS))
+                  .ok());
   ASSERT_TRUE((*w)->EndOfStream(0).ok());
   // The cut tails are gone and the new row follows the old whole ones.
   const std::string after = testing::ReadAll(jsonl);
@@ -260,9 +260,9 @@ TEST(ResultWriterTest, AFileCutInsideItsHeaderStartsOverWithAHeader) {
                             "API name,Forward Test Suc";
   auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20260202000000");
   ASSERT_TRUE(w.ok());
-  ASSERT_TRUE(
-      Write(**w, {0, "", ""}, SampleCall(v1::PHASE_FORWARD), SampleCheck(v1::VERDICT_STATUS_PASS))
-          .ok());
+  ASSERT_TRUE(Write(**w, {0, "", "", ""}, SampleCall(v1::PHASE_FORWARD),
+                    SampleCheck(v1::VERDICT_STATUS_PASS))
+                  .ok());
   ASSERT_TRUE((*w)->EndOfStream(0).ok());
   const std::vector<std::string> rows = Rows(summary);
   ASSERT_EQ(rows.size(), 2u);
@@ -279,7 +279,7 @@ TEST(ResultWriterTest, OneResultRowPerApiWithItsForwardAndBackwardStatus) {
   const std::string dir = testing::MakeTempDir("parity_rw_api_");
   auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20261126000000");
   ASSERT_TRUE(w.ok()) << w.status();
-  const CallOrigin origin{0, "run", "h"};
+  const CallOrigin origin{0, "run", "h", ""};
   auto call = [](const std::string& op, v1::Phase phase, int64_t step, uint64_t index) {
     v1::ApiCall c;
     c.set_op_name(op);
