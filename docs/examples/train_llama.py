@@ -24,7 +24,8 @@ import torch
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+# The checkout's parity package, after any installed one (an installed agent wins).
+sys.path.append(os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "faults"))
 
 

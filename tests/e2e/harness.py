@@ -4,6 +4,7 @@ import csv
 import glob
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -14,16 +15,26 @@ import urllib.request
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.path.abspath(os.environ.get("PARITY_BUILD_DIR", os.path.join(ROOT, "build")))
 SERVER = os.path.join(BUILD, "server", "parity-server")
-AGENT_LIB = os.path.join(BUILD, "agent", "libparity_agent.so")
+# The training side (the agent and the test libraries a training loads) is this build's unless
+# PARITY_TRAINING_BUILD_DIR names one made for another torch, with PARITY_PYTHON that torch's
+# interpreter and PARITY_TEST_AGENT_LIB the agent pip installed there (scripts/torch-matrix.sh):
+# then the server (this build, Debian's torch) checks trainings of another torch.
+TRAINING_BUILD = os.path.abspath(os.environ.get("PARITY_TRAINING_BUILD_DIR") or BUILD)
+TRAINING_LIBS = os.path.join(TRAINING_BUILD, "tests")
+AGENT_LIB = os.environ.get("PARITY_TEST_AGENT_LIB") or \
+    os.path.join(TRAINING_BUILD, "agent", "libparity_agent.so")
 # Debian's python3 (Debian's torch) unless the build was configured for another (tests/CMakeLists.txt).
 PYTHON = os.environ.get("PARITY_PYTHON") or "/usr/bin/python3"
+# The python3 of the server's torch, to load what the server loads (its reference libraries): the
+# trainings' unless the torch matrix runs them on another torch (scripts/torch-matrix.sh).
+SERVER_PYTHON = os.environ.get("PARITY_SERVER_PYTHON") or PYTHON
 # Where the servers the tests start run their bench: cpu here, cuda on a GPU host (gpu-check.sh).
 BENCH_DEVICE = os.environ.get("PARITY_TEST_BENCH_DEVICE") or "cpu"
 TRAIN = os.path.join(ROOT, "docs", "examples", "train_mlp.py")
 # The simulated accelerator's GEMMs (tests/device): float32 accumulation where this host's
 # libtorch would round partial sums to float16/bfloat16.
 DEVICE = os.path.join(ROOT, "tests", "device")
-DEVICE_GEMMS = os.path.join(BUILD, "tests", "libparity_test_float32_gemms.so")
+DEVICE_GEMMS = os.path.join(TRAINING_LIBS, "libparity_test_float32_gemms.so")
 
 
 def make_certs(directory):
@@ -66,6 +77,13 @@ class Server:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(timeout=60)
+        if not self.log.closed and os.environ.get("PARITY_MATRIX_REPORT"):
+            checked = [r for r in self.records() if r["status"] in ("pass", "warning", "error")]
+            # The torch of the trainings it checked, from each agent's Hello (the matrix checks
+            # that they ran the torch it installed).
+            torches = sorted(set(re.findall(r"agent connected: .*?, torch ([^,]*), run ",
+                                            self.read_log())))
+            report(calls=len(checked), agent_torch=torches)
         self.log.close()
 
     def rows(self, prefix):
@@ -96,6 +114,16 @@ class Server:
                     pass
             out.extend(json.loads(line) for line in lines if line.strip())
         return out
+
+
+def report(**measured):
+    """Appends what a suite measured (calls=..., recall="8/8", false_errors=...) as one JSON line
+    to the file PARITY_MATRIX_REPORT names (scripts/torch-matrix.sh sums the numbers per suite);
+    nothing without it. Every server's judged calls are reported when it stops."""
+    path = os.environ.get("PARITY_MATRIX_REPORT")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(measured) + "\n")
 
 
 def metric(metrics_port, name, **labels):

@@ -14,7 +14,8 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+# The checkout's parity package, after any installed one (an installed agent wins).
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 _LIBS = []
 
 

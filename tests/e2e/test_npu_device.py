@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
 LLAMA = os.path.join(harness.ROOT, "docs", "examples", "train_llama.py")
-DEVICE_LIB = os.path.join(harness.BUILD, "tests", "libparity_test_npu_device.so")
+DEVICE_LIB = os.path.join(harness.TRAINING_LIBS, "libparity_test_npu_device.so")
 # Runs train_llama.py as its __main__ and prints the device's counters at exit.
 RUNNER = ("import atexit, runpy, sys, torch\n"
           "def stats():\n"

@@ -15,7 +15,8 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "docs", "examples"))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+# The checkout's parity package, after any installed one (an installed agent wins).
+sys.path.append(os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, HERE)
 
 import train_llama  # noqa: E402  pylint: disable=wrong-import-position

@@ -73,6 +73,9 @@ class LlamaFaultSuiteTest(unittest.TestCase):
             cls.by_rank.setdefault(record["rank"], []).append(record)
         cls.table = cls._score()
         print("\n" + cls._render(), file=sys.stderr)
+        harmful = [r for r in cls.table if r["kind"] == "harmful"]
+        harness.report(recall=f"{sum(bool(r['caught']) for r in harmful)}/{len(harmful)}",
+                       false_errors=sum(r["false"] for r in cls.table))
 
     @classmethod
     def _score(cls):

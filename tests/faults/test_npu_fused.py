@@ -25,7 +25,7 @@ import harness  # noqa: E402
 import npu_fused_faults  # noqa: E402
 
 TRAIN = os.path.join(harness.ROOT, "docs", "examples", "train_llama.py")
-SIM = os.path.join(harness.BUILD, "tests", "libparity_npu_sim.so")
+SIM = os.path.join(harness.TRAINING_LIBS, "libparity_npu_sim.so")
 REFERENCE = os.path.join(harness.BUILD, "server", "libparity_npu_reference.so")
 SCHEMAS = os.path.join(harness.ROOT, "oplib", "npu", "torch_npu_schemas.json")
 FUSED_OPS = {"npu::npu_rms_norm": "npu::npu_rms_norm_backward",
@@ -57,7 +57,10 @@ def _error_output(record):
 
 class SchemaFidelityTest(unittest.TestCase):
     def probe(self, library):
-        r = subprocess.run([harness.PYTHON, "-c", _SCHEMA_PROBE, library, SCHEMAS],
+        # Each library is loaded by the python of the torch it was built for: the reference
+        # library is the server's, the simulated NPU the training's.
+        python = harness.SERVER_PYTHON if library == REFERENCE else harness.PYTHON
+        r = subprocess.run([python, "-c", _SCHEMA_PROBE, library, SCHEMAS],
                            capture_output=True, text=True, check=False)
         self.assertEqual(r.returncode, 0, r.stderr[-2000:])
         return json.loads(r.stdout)
@@ -99,6 +102,25 @@ class NpuFusedSuiteTest(unittest.TestCase):
         for record in server.records():
             cls.by_rank.setdefault(record["rank"], []).append(record)
         print("\n" + cls._render(), file=sys.stderr)
+        cls._report()
+
+    @classmethod
+    def _report(cls):
+        caught, false = 0, 0
+        for rank, (fault, _, _) in enumerate(cls.runs):
+            records = cls.by_rank.get(rank, [])
+            errors = {r["op"] for r in records if r["status"] == "error"}
+            if not fault:
+                false += len([r for r in records if r["status"] == "error"])
+                continue
+            spec = npu_fused_faults.FAULTS[fault]
+            first = harness.first_error(records)
+            caught += bool(first) and (first["op"], first["phase"], first["step"],
+                                       _error_output(first)) == (spec.op, spec.phase, 0,
+                                                                 spec.output)
+            false += len(errors - set(spec.allowed_ops))
+        harness.report(recall=f"{caught}/{len([r for r in cls.runs if r[0]])}",
+                       false_errors=false)
 
     @classmethod
     def _render(cls):

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 import harness  # noqa: E402
 
 TRAIN = os.path.join(harness.ROOT, "docs", "examples", "train_llama.py")
-SIM = os.path.join(harness.BUILD, "tests", "libparity_npu_sim.so")
+SIM = os.path.join(harness.TRAINING_LIBS, "libparity_npu_sim.so")
 SEEDS = range(1, 1 + int(os.environ.get("PARITY_RANDOM_FAULTS", "24")))
 DRAW = re.compile(r"npu_sim fault: (\S+) (forward|backward) (\S+)")
 

@@ -58,6 +58,7 @@ class CleanRunsTest(unittest.TestCase):
                 self.assertEqual(r["outputs"][0]["metrics"]["mismatch_rate"], 0, r)
                 self.assertIn("replayed from the training's cpu generator state",
                               r["outputs"][0]["message"])
+        harness.report(false_errors=len(errors))
         print(f"clean {mode} {' '.join(args) or 'fp32'}: {len(random)} random calls, all pass "
               f"by {standard}; {len(records)} calls, 0 errors", flush=True)
 
@@ -76,11 +77,17 @@ class CleanRunsTest(unittest.TestCase):
 
 class PlantedFaultsTest(unittest.TestCase):
     def test_each_fault_is_the_first_error_in_both_modes(self):
+        caught, planted = 0, 0
         for name, (_, op, metric) in random_faults.FAULTS.items():
             for mode in ("statistical", "auto"):
                 with self.subTest(fault=name, mode=mode):
                     records, _ = run(mode, ["--fault", name])
                     first = harness.first_error(records)
+                    planted += 1
+                    caught += bool(first) and first["op"] == op and failed_metric(first) == \
+                        (metric if mode == "statistical" else "mismatch_rate")
+                    harness.report(false_errors=len([r for r in records if r["status"] == "error"
+                                                     and r["op"] != op]))
                     self.assertIsNotNone(first, f"{name} not reported ({mode})")
                     self.assertEqual(first["op"], op)
                     self.assertEqual(failed_metric(first),
@@ -89,6 +96,7 @@ class PlantedFaultsTest(unittest.TestCase):
                     self.assertEqual(others, set(), f"{name}: errors elsewhere")
                     print(f"fault {name} ({mode}): first error {first['api']} "
                           f"{failed_metric(first)}; no error on any other op", flush=True)
+        harness.report(recall=f"{caught}/{planted}")
 
 
 class ExampleTrainingsTest(unittest.TestCase):

@@ -14,7 +14,8 @@ import sys
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+# The checkout's parity package, after any installed one (an installed agent wins).
+sys.path.append(os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, HERE)
 
 BATCH, TOKENS, WIDTH, VOCAB = 8, 16, 64, 50

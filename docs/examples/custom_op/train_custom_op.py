@@ -20,7 +20,8 @@ import sys
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "python"))
+# The checkout's parity package, after any installed one (an installed agent wins).
+sys.path.append(os.path.join(HERE, "..", "..", "..", "python"))
 
 LIB = torch.library.Library("myops", "DEF")  # pylint: disable=no-member
 LIB.define("scaled_tanh(Tensor x, float alpha=1.0) -> Tensor")
