@@ -34,6 +34,7 @@ struct CapturedCall {
   bool has_values = false;  // without: sent as a record only (skip_reason says why)
   uint64_t bytes = 0;
   double snapshot_seconds = 0;
+  bool watch_generator = false;  // PARITY_CALL_WATCH_GENERATOR was given
 };
 
 }  // namespace parity::agent

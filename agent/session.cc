@@ -363,7 +363,12 @@ std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint3
     return nullptr;
   }
   *flags = PARITY_CALL_WITH_VALUES;
-  if (traits.random_family != common::RandomFamily::kNone) *flags |= PARITY_CALL_RANDOM;
+  if (traits.random_family != common::RandomFamily::kNone) {
+    *flags |= PARITY_CALL_RANDOM;
+  } else if (config_.parity.detect_random) {
+    *flags |= PARITY_CALL_WATCH_GENERATOR;
+    call->watch_generator = true;
+  }
   return call;
 }
 
@@ -375,6 +380,21 @@ void Session::NoteCommunicationOp(const std::string& op) {
   common::LogInfo(absl::StrCat("not checked: ", op,
                                " is a communication op (its result depends on the other ranks); "
                                "its calls are counted as dropped (communication), never copied"));
+}
+
+void Session::NoteUndeclaredRandom(const v1::ApiCall& call) {
+  const std::string op = common::OpName(call.op_name(), call.overload());
+  {
+    absl::MutexLock lock(&communication_mu_);
+    if (!undeclared_random_ops_.insert(op).second) return;
+  }
+  common::LogWarning(absl::StrCat(
+      op,
+      " drew random numbers (its generator moved across the call) but no operator catalogue "
+      "lists it as random: its calls are sent as random calls, replayed by the server from "
+      "the generator state read at their entry, never judged as deterministic. Listed in "
+      "parity.operator_catalogue with its family, it would also be judged by its draws' "
+      "properties where no replay is possible (docs/operators.md#the-operator-catalogue)"));
 }
 
 bool Session::Admit(uint64_t bytes) {

@@ -67,6 +67,9 @@ class Session {
   std::unique_ptr<CapturedCall> Begin(const parity_call_site& site, uint32_t* flags);
   bool Admit(uint64_t bytes);
   void Capture(std::unique_ptr<CapturedCall> call);
+  // A call that drew random numbers although no catalogue lists its operator as random
+  // (parity.detect_random): logged once per operator.
+  void NoteUndeclaredRandom(const v1::ApiCall& call);
   void OptimizerStepDone();
   bool wants_signatures() const { return !budget_.unlimited(); }
   int32_t rank() const { return rank_; }
@@ -92,6 +95,7 @@ class Session {
   std::string framework_version_, device_type_;  // host_'s strings, kept
   absl::Mutex communication_mu_;
   std::set<std::string> communication_ops_ ABSL_GUARDED_BY(communication_mu_);
+  std::set<std::string> undeclared_random_ops_ ABSL_GUARDED_BY(communication_mu_);
   const common::AgentConfig config_;
   const int32_t rank_;
   const bool rank_selected_;

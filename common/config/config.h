@@ -75,6 +75,10 @@ struct AgentOptions {
   uint64_t max_tensor_bytes = uint64_t{256} << 20;       // larger tensors: statistics only
   bool checksum = false;                                 // CRC-32C on every payload
   bool capture_backward = true;
+  // Watch the generator of every call whose operator no catalogue lists as random: a call that
+  // moved it drew random numbers (SDPA with dropout_p > 0, a user's fused op) and is sent as a
+  // random call, never judged as a deterministic one (docs/results.md#random-operators).
+  bool detect_random = true;
   // A catalogue file adding operators to the built-in one (common/naming/operators.json's form):
   // random ops, ops never replayed, communication ops of the user's own libraries.
   std::string operator_catalogue;

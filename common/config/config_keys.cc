@@ -226,6 +226,10 @@ const KeyTable<AgentConfig>& AgentTable() {
         "parity.flush_timeout_ms", [](C& c) { return &c.parity.flush_timeout_ms; }, 0, UINT32_MAX,
         "the end of the session waits at most this long for undelivered calls");
     t->Bool(
+        "parity.detect_random", [](C& c) { return &c.parity.detect_random; },
+        "notice calls that draw random numbers without being in an operator catalogue (their "
+        "generator moved): sent as random calls, replayed from the state read at entry");
+    t->Bool(
         "parity.wait_for_server_at_exit", [](C& c) { return &c.parity.wait_for_server_at_exit; },
         "the end of the session waits flush_timeout_ms for a server that is unreachable");
     t->Int(

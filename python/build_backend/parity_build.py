@@ -27,15 +27,10 @@ def _isolated():
 
 
 def _check():
-    try:
-        import torch  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-    except ImportError:
-        if _isolated():
-            _stop("pip is building in an isolated environment, where the torch that the agent "
-                  "must be compiled against is not visible",
-                  f"run pip with --no-build-isolation, in the training's environment: {_INSTALL}")
-        _stop(f"torch is not importable by {sys.executable}",
-              "install the training's torch into this environment first, then: " + _INSTALL)
+    if _isolated():
+        _stop("pip is building in an isolated environment, where the torch that the agent must be "
+              "compiled against is not visible",
+              f"run pip with --no-build-isolation, in the training's environment: {_INSTALL}")
     try:
         import setuptools  # pylint: disable=import-outside-toplevel
     except ImportError:
@@ -52,6 +47,11 @@ def _check():
             _stop(f"setuptools {setuptools.__version__} needs the 'wheel' package to build a "
                   f"wheel, and {sys.prefix} has none",
                   "python -m pip install wheel (or setuptools>=70.1), then: " + _INSTALL)
+    try:
+        import torch  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+    except ImportError:
+        _stop(f"torch is not importable by {sys.executable}",
+              "install the training's torch into this environment first, then: " + _INSTALL)
 
 
 def _backend():

@@ -151,6 +151,15 @@ CallCheck CheckRandom(const ServerCall& call, const c10::OperatorHandle& op, Dec
                                 "replayed: ",
                                 why_not));
   }
+  if (call.op->random_family == common::RandomFamily::kNone) {  // ApiCall.drew_random
+    return Decided(v1::VERDICT_STATUS_SKIP,
+                   absl::StrCat(call.wire.op_name(),
+                                " drew random numbers in the training (the agent saw its generator "
+                                "move; no operator catalogue lists it as random), so its verdict "
+                                "would be by chance unless replayed from the same draws, and it "
+                                "was not: ",
+                                why_not));
+  }
   const auto judging = Clock::now();
   CallCheck check;
   JudgeRandomProperties(call, op.schema(), decoded, o.random_false_alarm, &check);
@@ -380,7 +389,7 @@ CallCheck CallChecker::Run(const ServerCall& call, const common::BlobSource* blo
                                     lane.device.is_cuda());
   clock.Lap(&cpu.decode);
   if (!decoded.ok()) return WithCpu(DecodeFailed(decoded.status()), cpu);
-  if (call.op->random_family != common::RandomFamily::kNone) {
+  if (call.op->random_family != common::RandomFamily::kNone || call.wire.drew_random()) {
     CallCheck c = CheckRandom(call, *op, *decoded, impl_->options, lane.device, *impl_->standards);
     c.replay_seconds = Seconds(Clock::now() - start) - c.compare_seconds;
     clock.Lap(&cpu.random);

@@ -285,7 +285,8 @@ std::optional<Replay> ReplayRandom(const ServerCall& server_call, const c10::Ope
                                    std::optional<at::ScalarType> autocast, std::string* why_not) {
   const v1::ApiCall& call = server_call.wire;
   if (!call.has_generator()) {
-    *why_not = "the agent sent no generator state";
+    *why_not = call.drew_random() ? "the agent could not read its generator's state"
+                                  : "the agent sent no generator state";
     return std::nullopt;
   }
   const v1::GeneratorState& g = call.generator();

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/thread_priority.h"
+#include "common/torch/generator_read.h"
 #include "common/torch/value_codec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -122,6 +123,54 @@ TEST(SessionTest, ARandomOpCarriesItsGeneratorsKindAndState) {
     EXPECT_FALSE(call.generator().torch_version().empty());
   }
   EXPECT_EQ(dropouts, 1);
+}
+
+// An op that draws without being in any catalogue (a user's fused kernel; SDPA with dropout on
+// torch 2.x): the agent sees the generator move across its call and sends it as a random call
+// with the state read at its entry, from which the same draws replay. A deterministic op is not
+// marked; with
+// parity.detect_random off nothing is.
+at::Tensor Noisy(const at::Tensor& x) { return x + at::rand_like(x); }
+
+TORCH_LIBRARY(parity_test_draw, m) {
+  m.def("noisy(Tensor x) -> Tensor");
+  m.impl("noisy", c10::DispatchKey::CPU, &Noisy);
+}
+
+TEST(SessionTest, AnOpThatDrawsWithoutBeingListedIsSentAsRandomWithItsEntryState) {
+  static const auto noisy = c10::Dispatcher::singleton()
+                                .findSchemaOrThrow("parity_test_draw::noisy", "")
+                                .typed<at::Tensor(const at::Tensor&)>();
+  for (const bool detect : {true, false}) {
+    RecordingServer server;
+    common::AgentConfig config = Config(server.port());
+    config.parity.detect_random = detect;
+    auto agent = StartAgent(config);
+    const torch::Tensor x = torch::ones({16});
+    std::vector<std::string> entry_states;
+    for (int i = 0; i < 3; ++i) {
+      entry_states.push_back(common::GeneratorStateBytes(at::detail::getDefaultCPUGenerator()));
+      noisy.call(x);
+      torch::mul(x, 2.0);  // deterministic
+    }
+    ASSERT_TRUE(agent->Flush(20000));
+    agent->Close();
+    std::vector<v1::ApiCall> drawn;
+    for (const v1::ApiCall& call : server.raw_calls()) {
+      if (call.op_name() == "aten::mul") {
+        EXPECT_FALSE(call.drew_random());
+      }
+      if (call.op_name() == "parity_test_draw::noisy") drawn.push_back(call);
+    }
+    ASSERT_EQ(drawn.size(), 3u);
+    for (std::size_t i = 0; i < drawn.size(); ++i) {
+      EXPECT_EQ(drawn[i].drew_random(), detect);
+      ASSERT_EQ(drawn[i].has_generator(), detect);
+      if (!detect) continue;
+      EXPECT_EQ(drawn[i].generator().device(), v1::GENERATOR_DEVICE_CPU);
+      EXPECT_EQ(drawn[i].generator().state(), entry_states[i]) << "the state at its entry";
+    }
+  }
 }
 
 // The engine's own work for a node is backward work of that node: the sum that reduces a

@@ -253,6 +253,9 @@ def main():
         ("exhaustive, no replay, no buffer pool",
          lambda: config(sink, policy="block", snapshot_pool_bytes=0)),
         ("exhaustive, no replay, no reuse", lambda: config(sink, policy="block", reuse_bytes=0)),
+        # parity.detect_random off: what watching every call's generator costs (on by default).
+        ("exhaustive, no replay, no random detection",
+         lambda: config(sink, policy="block", detect_random=False)),
         ("exhaustive, no replay, training's priority",
          lambda: config(sink, policy="block", background_nice=0)),
         ("exhaustive, no reuse", lambda: config(server, policy="block", reuse_bytes=0)),

@@ -167,6 +167,25 @@ def run(args, env=None, timeout=600):
                           check=False)
 
 
+def torch_version(python):
+    """torch's "major.minor.patch" as `python` imports it."""
+    out = subprocess.run([python, "-c", "import torch; print(torch.__version__)"],
+                         capture_output=True, text=True, check=True).stdout
+    return out.strip().splitlines()[-1].split("+")[0].split("a")[0]
+
+
+_SAME_TORCH = []
+
+
+def same_torch():
+    """Whether the trainings run the server's libtorch (a random op's draws replay bit for bit
+    only then): always, but in the torch matrix (SERVER_PYTHON another interpreter)."""
+    if not _SAME_TORCH:
+        _SAME_TORCH.append(SERVER_PYTHON == PYTHON or
+                           torch_version(SERVER_PYTHON) == torch_version(PYTHON))
+    return _SAME_TORCH[0]
+
+
 def tempdir(prefix):
     return tempfile.mkdtemp(prefix=prefix)
 

@@ -73,13 +73,38 @@ class CustomOperatorTest(unittest.TestCase):
         self.assertEqual([x["op"] for x in server.records()
                           if x["status"] == "error" and x["op"] != RANDOM_OP], [])
 
-    def test_a_random_operator_left_out_of_a_catalogue_is_not_checked(self):
-        # Neither side knows it draws: the bench and the golden replay it with draws of their
-        # own, so the three-way standard compares three different masks (the bench disagrees with
-        # the golden on about half the elements) and its verdict on a faulty kernel is pass or
-        # error by chance (both were seen). What operators.md warns of, and what the catalogue
-        # is for.
-        server, r = run_example([f"--reference_libraries={LIBRARY}"], "--random", "--wrong-dropout")
+    def test_a_random_operator_left_out_of_the_catalogues_is_noticed_and_replayed(self):
+        # Neither side is told it draws. The agent sees its generator move across each call
+        # (parity.detect_random, on by default) and sends it as a random call with the state
+        # read at its entry, so the server replays the same draws: the faulty kernel is an error.
+        for wrong, status in ((False, "pass"), (True, "error")):
+            server, r = run_example([f"--reference_libraries={LIBRARY}"], "--random",
+                                    *(["--wrong-dropout"] if wrong else []))
+            self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+            self.assertIn(f"{RANDOM_OP} drew random numbers (its generator moved across the "
+                          "call) but no operator catalogue lists it as random", r.stderr)
+            calls = sorted((x for x in server.records() if x["op"] == RANDOM_OP),
+                           key=lambda x: x["sequence"])
+            self.assertEqual(len(calls), 2)
+            for call in calls:
+                self.assertEqual(call["status"], status, call)
+                output = call["outputs"][0]
+                self.assertEqual(output["standard"], "binary", call)
+                self.assertIn("replayed from the training's cpu generator state",
+                              output["message"])
+                self.assertEqual(output["metrics"]["mismatch_rate"] > 0.5, wrong, call)
+            self.assertEqual([x["op"] for x in server.records()
+                              if x["status"] == "error" and x["op"] != RANDOM_OP], [])
+
+    def test_with_detection_off_a_random_operator_left_out_is_judged_by_chance(self):
+        # parity.detect_random false and no catalogue: the bench and the golden replay it with
+        # draws of their own, so the three-way standard compares three different masks (the
+        # bench disagrees with the golden on about half the elements) and its verdict on a
+        # faulty kernel is pass or error by chance (both were seen). What the detection and the
+        # catalogue are for.
+        off = {"detect_random": False}
+        server, r = run_example([f"--reference_libraries={LIBRARY}"], "--random", "--wrong-dropout",
+                                agent_options=off)
         self.assertEqual(r.returncode, 0, r.stderr[-2000:])
         calls = [x for x in server.records() if x["op"] == RANDOM_OP]
         self.assertEqual(len(calls), 2)
@@ -89,9 +114,10 @@ class CustomOperatorTest(unittest.TestCase):
             self.assertGreater(output["metrics"]["bench_mismatch_rate"], 0.3, call)
             self.assertNotIn("generator state", output["message"])
         # Only the server's catalogue lists it: the server knows it draws, finds no generator
-        # state (the agent was not told), and says so instead of judging other draws.
+        # state (the agent was not told, and does not watch), and says so.
         server, r = run_example(
-            [f"--reference_libraries={LIBRARY}", f"--operator_catalogue={CATALOGUE}"], "--random")
+            [f"--reference_libraries={LIBRARY}", f"--operator_catalogue={CATALOGUE}"], "--random",
+            agent_options=off)
         self.assertEqual(r.returncode, 0, r.stderr[-2000:])
         calls = [x for x in server.records() if x["op"] == RANDOM_OP]
         self.assertEqual(len(calls), 2)

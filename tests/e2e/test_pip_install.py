@@ -86,6 +86,16 @@ class PipInstallTest(unittest.TestCase):
         ldd = subprocess.run(["ldd", os.path.join(self.site[0], "libparity_agent.so")],
                              capture_output=True, text=True, check=True).stdout
         self.assertIn(os.path.join(self.site[0], "libparity_transport.so"), ldd)
+        # Its RUNPATH is the package's: the build folder may be deleted after the install.
+        dynamic = subprocess.run(["readelf", "-d", os.path.join(self.site[0],
+                                                                "libparity_agent.so")],
+                                 capture_output=True, text=True, check=True).stdout
+        runpath = [line.split("[", 1)[1].rstrip("]") for line in dynamic.splitlines()
+                   if "RUNPATH" in line or "RPATH" in line]
+        self.assertEqual(len(runpath), 1, dynamic)
+        self.assertTrue(runpath[0].startswith("$ORIGIN:"), runpath)
+        for entry in runpath[0].split(":"):
+            self.assertNotIn("build", entry, runpath)
         with open(os.path.join(self.site[0], "_build_info.json"), encoding="utf-8") as f:
             info = json.load(f)
         torch_version = subprocess.run([self.python, "-c", "import torch; print(torch.__version__)"],
@@ -161,6 +171,63 @@ class PipInstallTest(unittest.TestCase):
         self.assertIn("built for torch 9.9.9", run.stderr)
         self.assertIn("this interpreter runs torch ", run.stderr)
         self.assertIn("pip install --no-build-isolation", run.stderr)
+
+
+class InstallMessagesTest(unittest.TestCase):
+    """What a plain venv meets before anything is compiled: one line naming the fix
+    (python/build_backend/parity_build.py; docs/install.md#troubleshooting)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        venv = os.path.join(cls.tmp.name, "plain")
+        # As `python -m venv` makes it: setuptools from ensurepip (66 on Debian's 3.11), no wheel.
+        subprocess.run(["/usr/bin/python3", "-m", "venv", venv], check=True)
+        cls.python = os.path.join(venv, "bin", "python")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def pip_install(self, *flags):
+        # --no-index: as on a host with no package index; the checks must not need one.
+        return subprocess.run([self.python, "-m", "pip", "install", "--no-index", *flags,
+                               os.path.join(harness.ROOT, "python")], capture_output=True,
+                              text=True, timeout=300, check=False, cwd=self.tmp.name,
+                              env=PipInstallTest.clean_env())
+
+    def assert_says(self, run, *lines):
+        self.assertNotEqual(run.returncode, 0)
+        for line in lines:
+            self.assertIn(line, run.stdout + run.stderr)
+
+    def test_a_venv_without_wheel_is_told_to_install_it(self):
+        has_wheel = subprocess.run([self.python, "-c", "import setuptools, wheel"],
+                                   capture_output=True, check=False).returncode == 0
+        if has_wheel:
+            self.skipTest("this Python's venvs come with wheel")
+        self.assert_says(self.pip_install("--no-build-isolation"),
+                         "needs the 'wheel' package to build a wheel",
+                         "parity: python -m pip install wheel (or setuptools>=70.1), then: "
+                         "python -m pip install --no-build-isolation <checkout>/python")
+
+    def test_build_isolation_is_told_to_turn_it_off_even_offline(self):
+        self.assert_says(self.pip_install(),
+                         "parity: pip is building in an isolated environment",
+                         "run pip with --no-build-isolation")
+
+    def test_a_venv_without_setuptools_is_told_to_install_it(self):
+        venv = os.path.join(self.tmp.name, "bare")
+        subprocess.run(["/usr/bin/python3", "-m", "venv", venv], check=True)
+        python = os.path.join(venv, "bin", "python")
+        subprocess.run([python, "-m", "pip", "uninstall", "-y", "-q", "setuptools"], check=True,
+                       capture_output=True)
+        run = subprocess.run([python, "-m", "pip", "install", "--no-index",
+                              "--no-build-isolation", os.path.join(harness.ROOT, "python")],
+                             capture_output=True, text=True, timeout=300, check=False,
+                             cwd=self.tmp.name, env=PipInstallTest.clean_env())
+        self.assert_says(run, "parity: setuptools is not installed in " + venv,
+                         "parity: python -m pip install setuptools wheel")
 
 
 if __name__ == "__main__":

@@ -58,15 +58,20 @@ class CleanRunsTest(unittest.TestCase):
                 self.assertEqual(r["outputs"][0]["metrics"]["mismatch_rate"], 0, r)
                 self.assertIn("replayed from the training's cpu generator state",
                               r["outputs"][0]["message"])
+            elif mode == "auto":  # a training on another torch: the server says why not
+                self.assertIn("may draw differently", r["outputs"][0]["message"], r)
         harness.report(false_errors=len(errors))
         print(f"clean {mode} {' '.join(args) or 'fp32'}: {len(random)} random calls, all pass "
               f"by {standard}; {len(records)} calls, 0 errors", flush=True)
 
+    # Replayed bit for bit when the training runs the server's libtorch; a training on another
+    # torch (the torch matrix) is judged by properties, as the server says its draws may differ.
     def test_replayed_bit_exact(self):
-        self.check_clean("auto", "binary")
+        self.check_clean("auto", "binary" if harness.same_torch() else "random_property")
 
     def test_replayed_bit_exact_under_bf16_autocast(self):
-        self.check_clean("auto", "binary", ["--autocast", "bf16"])
+        self.check_clean("auto", "binary" if harness.same_torch() else "random_property",
+                         ["--autocast", "bf16"])
 
     def test_judged_by_properties(self):
         self.check_clean("statistical", "random_property")
@@ -84,14 +89,15 @@ class PlantedFaultsTest(unittest.TestCase):
                     records, _ = run(mode, ["--fault", name])
                     first = harness.first_error(records)
                     planted += 1
+                    replays = mode == "auto" and harness.same_torch()
                     caught += bool(first) and first["op"] == op and failed_metric(first) == \
-                        (metric if mode == "statistical" else "mismatch_rate")
+                        (metric if not replays else "mismatch_rate")
                     harness.report(false_errors=len([r for r in records if r["status"] == "error"
                                                      and r["op"] != op]))
                     self.assertIsNotNone(first, f"{name} not reported ({mode})")
                     self.assertEqual(first["op"], op)
                     self.assertEqual(failed_metric(first),
-                                     metric if mode == "statistical" else "mismatch_rate")
+                                     metric if not replays else "mismatch_rate")
                     others = {r["op"] for r in records if r["status"] == "error"} - {op}
                     self.assertEqual(others, set(), f"{name}: errors elsewhere")
                     print(f"fault {name} ({mode}): first error {first['api']} "
@@ -113,10 +119,11 @@ class ExampleTrainingsTest(unittest.TestCase):
                         if r["API Name"].startswith("Functional.dropout.")
                         and ".forward." in r["API Name"]]
                 self.assertGreater(len(rows), 0)
+                how = "replayed from the training's cpu generator state" \
+                    if harness.same_torch() else "judged by the properties of its draws"
                 for row in rows:
                     self.assertEqual(row["Status"], "pass", row)
-                    self.assertIn("replayed from the training's cpu generator state",
-                                  row["Message"])
+                    self.assertIn(how, row["Message"])
                 errors = [r for r in server.records() if r["status"] == "error"]
                 self.assertEqual(errors, [])
                 print(f"{script} --dropout 0.1: {len(rows)} dropout rows, all pass", flush=True)

@@ -147,7 +147,10 @@ PARITY_TRANSPORT_API int parity_session_wants_signatures(const parity_session* s
 
 enum {
   PARITY_CALL_WITH_VALUES = 1, /* copy the values (else the call goes without: skip_reason) */
-  PARITY_CALL_RANDOM = 2       /* a random op: attach its generator's state */
+  PARITY_CALL_RANDOM = 2,      /* a random op: attach its generator's state */
+  /* an op no catalogue lists as random (parity.detect_random): watch its generator; if the call
+   * moved it, give the state read at entry with parity_call_set_generator (none: unknown) */
+  PARITY_CALL_WATCH_GENERATOR = 4
 };
 /* Names the call and decides whether to capture it. Null: not captured (filters, steps,
  * budget, a communication op). Otherwise the call is the caller's until captured or discarded;
@@ -158,7 +161,9 @@ PARITY_TRANSPORT_API parity_call* parity_call_begin(parity_session* s, const par
 PARITY_TRANSPORT_API int parity_session_admit(parity_session* s, uint64_t bytes);
 /* The autocast dtype active at the call (parity.v1.DType). */
 PARITY_TRANSPORT_API void parity_call_set_autocast_dtype(parity_call* c, int32_t dtype);
-/* A random op's generator, read at entry (parity.v1.GeneratorState's fields). */
+/* A random op's generator, read at entry (parity.v1.GeneratorState's fields). On a call given
+ * PARITY_CALL_WATCH_GENERATOR: the call drew random numbers (ApiCall.drew_random) and this is
+ * its generator's state at entry; state_size 0 when it could not be read. */
 PARITY_TRANSPORT_API void parity_call_set_generator(parity_call* c, const char* device_type,
                                                     int32_t device_index, const void* state,
                                                     size_t state_size, const char* torch_version);
