@@ -3,6 +3,7 @@
 #include <ATen/SequenceNumber.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <atomic>
@@ -268,6 +269,30 @@ void CheckWatchedGenerator(CallContext& ctx) {
                             ctx.entry_state.data(), ctx.entry_state.size(), torch_version.c_str());
 }
 
+// A call on tensors without data of their own computes nothing: torch.compile tracing the
+// program with fake tensors (its kernels run later, compiled), meta tensors, functionalization.
+// Nor does a call made while a Python dispatch mode (FakeTensorMode, a tracer), functorch's
+// transforms or functionalization are active: the agent's own copies would dispatch into them.
+// Not captured, not counted: reading such a tensor's data crashed the training (SIGSEGV), and
+// copying inside a mode left a Python error behind (torch.compile failed).
+bool Traced(c10::ArrayRef<const c10::IValue> inputs) {
+  for (const c10::DispatchKey mode :
+       {c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot,
+        c10::DispatchKey::FuncTorchDynamicLayerFrontMode, c10::DispatchKey::Functionalize}) {
+    if (c10::impl::tls_is_dispatch_key_included(mode)) return true;
+  }
+  bool traced = false;
+  for (const c10::IValue& v : inputs) {
+    common::ForEachLeaf(v, [&traced](const c10::IValue& leaf) {
+      if (!traced && leaf.isTensor() && leaf.toTensor().defined()) {
+        traced = !HasData(leaf.toTensor());
+      }
+    });
+    if (traced) return true;
+  }
+  return false;
+}
+
 // What the call's replay needs besides its values: the autocast it ran under and, for a random
 // op, its generator's state before it draws.
 void SetReplayContext(parity_call* call, uint32_t flags, c10::ArrayRef<const c10::IValue> inputs) {
@@ -294,6 +319,7 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
   parity_session* session = g_session.load(std::memory_order_acquire);
   if (ts.depth++ > 0 || session == nullptr) return nullptr;  // nested, or the agent's own copies
   if (StartsWith(fn.name(), "parity::")) return nullptr;
+  if (Traced(fn.inputs())) return nullptr;
 
   Site site;
   SiteOf(fn, ts, site);

@@ -49,6 +49,13 @@ at::Tensor PooledCopy(const at::Tensor& d) {
 
 }  // namespace
 
+bool HasData(const at::Tensor& t) {
+  if (t.is_meta()) return false;
+  const c10::DispatchKeySet keys = t.key_set();
+  return !keys.has(c10::DispatchKey::Python) && !keys.has(c10::DispatchKey::Functionalize) &&
+         !keys.has(c10::DispatchKey::Meta);
+}
+
 uint64_t ValueBytes(const c10::IValue& v) {
   uint64_t n = 0;
   common::ForEachLeaf(v, [&n](const c10::IValue& leaf) {
@@ -68,6 +75,7 @@ c10::IValue Snapshot(const c10::IValue& v, TorchValues& call) {
     if (leaf.isTensor()) {
       const at::Tensor& t = leaf.toTensor();
       if (!t.defined() || t.is_sparse() || t.is_quantized()) return leaf;
+      if (!HasData(t)) return c10::IValue();  // nothing to copy (the call is not captured)
       if (!call.accelerator && !t.device().is_cpu() && !t.is_meta()) {
         call.accelerator = t.device();
       }

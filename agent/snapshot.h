@@ -17,6 +17,11 @@ uint64_t ValueBytes(const c10::IValue& v);
 // A copy of `v` the training cannot change afterwards; notes in `call` the first accelerator
 // among its tensors. Strings are copied deep; a generator becomes None (a random op's state
 // travels in ApiCall.generator).
+// Whether `t` holds data of its own that can be copied: not a meta tensor, nor a tensor that
+// stands for one while a program is traced (torch.compile's fake tensors and every other tensor
+// subclass dispatched to Python, functionalization's wrappers).
+bool HasData(const at::Tensor& t);
+
 c10::IValue Snapshot(const c10::IValue& v, TorchValues& call);
 
 // Records, on the current stream of the call's accelerator, the event after which its device

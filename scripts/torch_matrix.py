@@ -34,6 +34,8 @@ SUITES = {
     "npu_fused_suite": ("tests/faults/test_npu_fused.py", "fused NPU ops on the simulated NPU"),
     "random_ops_suite": ("tests/faults/test_random_ops.py", "random ops, clean and faulty"),
     "npu_device": ("tests/e2e/test_npu_device.py", "the PrivateUse1 test device"),
+    "torch2_features": ("tests/e2e/test_torch2_features.py",
+                        "fake and meta tensors, torch.compile, SDPA with and without dropout"),
     "pip_install": ("tests/e2e/test_pip_install.py",
                     "the installed package: a training outside the checkout, the doctor"),
 }

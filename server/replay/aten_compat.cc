@@ -4,8 +4,9 @@
 #include <torch/csrc/jit/frontend/function_schema_parser.h>
 #include <torch/library.h>
 
+#include <cmath>
+#include <limits>
 #include <memory>
-#include <mutex>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -79,6 +80,45 @@ Stack Foreach(const Args& args) {
   return {c10::IValue(std::move(results))};
 }
 
+// torch 2.x's fused attention entry point, as its math reference computes it: softmax(Q K^T *
+// scale + mask) V, with GQA's key/value heads repeated. Declared with torch 2.5's schema (the
+// newest, enable_gqa last): a call from torch 2.0-2.4, without enable_gqa, gets its default.
+// Dropout draws: a call with dropout_p > 0 is a random call (the agent sees its generator move,
+// ApiCall.drew_random), which a bench of another libtorch does not replay (random_call.cc).
+constexpr const char* kSdpaSchema =
+    "scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, "
+    "float dropout_p=0., bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> "
+    "Tensor";
+
+Stack ScaledDotProductAttention(const Args& args) {
+  const at::Tensor& q = args.tensor(0);
+  at::Tensor k = args.tensor(1);
+  at::Tensor v = args.tensor(2);
+  const std::optional<at::Tensor> mask = args.optional_tensor(3);
+  const double dropout_p = args.f64(4);
+  const bool is_causal = args.boolean(5);
+  const double scale =
+      args.at(6).isNone() ? 1.0 / std::sqrt(static_cast<double>(q.size(-1))) : args.f64(6);
+  if (args.boolean(7) && q.dim() >= 3 && k.size(-3) != q.size(-3)) {  // enable_gqa
+    const int64_t groups = q.size(-3) / k.size(-3);
+    k = k.repeat_interleave(groups, -3);
+    v = v.repeat_interleave(groups, -3);
+  }
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * scale;
+  if (is_causal) {
+    const at::Tensor keep = at::ones({q.size(-2), k.size(-2)}, q.options().dtype(at::kBool)).tril();
+    scores = scores.masked_fill(keep.logical_not(), -std::numeric_limits<double>::infinity());
+  }
+  if (mask) {
+    scores = mask->scalar_type() == at::kBool
+                 ? scores.masked_fill(mask->logical_not(), -std::numeric_limits<double>::infinity())
+                 : scores + *mask;
+  }
+  at::Tensor weights = at::softmax(scores, -1);
+  if (dropout_p > 0) weights = at::dropout(weights, dropout_p, /*train=*/true);
+  return oplib::Results({at::matmul(weights, v)});
+}
+
 std::vector<std::string> Register() {
   std::vector<std::string> added;
   auto* defs =
@@ -96,6 +136,11 @@ std::vector<std::string> Register() {
     defs->def(e.schema);
     impls->impl(name.substr(6).c_str(), oplib::Boxed<&Foreach>());  // "_foreach_mul_.Tensor"
     added.push_back(name);
+  }
+  if (!c10::Dispatcher::singleton().findSchema({"aten::scaled_dot_product_attention", ""})) {
+    defs->def(kSdpaSchema);
+    impls->impl("scaled_dot_product_attention", oplib::Boxed<&ScaledDotProductAttention>());
+    added.push_back("aten::scaled_dot_product_attention");
   }
   return added;  // the libraries stay registered for the life of the process
 }

@@ -1,6 +1,7 @@
 // aten operators of newer torch versions that the bench's libtorch may lack, registered on the
 // bench with their decomposition, so that calls from a training on a newer torch replay instead
-// of being SKIP (issue 49; docs/operators.md#a-training-on-another-torch).
+// of being SKIP (issue 49; docs/operators.md#a-training-on-another-torch): torch 2.x optimizers'
+// foreach operators and scaled_dot_product_attention.
 #pragma once
 
 #include <string>

@@ -531,6 +531,31 @@ TEST_P(CallCheckerTest, NewerTorchsForeachOpsReplayThroughTheirDecomposition) {
   EXPECT_EQ(StatusText(r.verdict.outputs(2).status()), "error");
 }
 
+// torch 2.x's scaled_dot_product_attention, on a bench whose libtorch lacks it (1.13), replays
+// through the server's decomposition (GQA heads, causal mask, scale): outputs computed here
+// independently pass, and a kernel that forgets the scale is an error.
+TEST_P(CallCheckerTest, ScaledDotProductAttentionOfTorch2Replays) {
+  RegisterMissingAtenOps();
+  const at::Tensor q = R({2, 4, 8, 16}, 1), k = R({2, 2, 8, 16}, 2), v = R({2, 2, 8, 16}, 3);
+  const auto attention = [&](double scale) {
+    const at::Tensor kk =
+        at::cat({k.narrow(1, 0, 1), k.narrow(1, 0, 1), k.narrow(1, 1, 1), k.narrow(1, 1, 1)}, 1);
+    const at::Tensor vv =
+        at::cat({v.narrow(1, 0, 1), v.narrow(1, 0, 1), v.narrow(1, 1, 1), v.narrow(1, 1, 1)}, 1);
+    at::Tensor scores = at::einsum("bhqd,bhkd->bhqk", {q, kk}) * scale;
+    scores = scores + at::full({8, 8}, -1e30).triu(1);
+    return at::einsum("bhqk,bhkd->bhqd", {at::softmax(scores, -1), vv});
+  };
+  const testing::Stack args = {q, k, v, c10::IValue(), 0.0, true, c10::IValue(), true};
+  for (const double scale : {0.25, 1.0}) {
+    const Result r =
+        Check(MakeCall("aten::scaled_dot_product_attention", "", args, v1::PHASE_FORWARD,
+                       [&](Stack& out) { out[0] = attention(scale); }));
+    EXPECT_EQ(StatusText(r.verdict.status()), scale == 0.25 ? "pass" : "error")
+        << scale << " " << r.verdict.ShortDebugString();
+  }
+}
+
 TEST_P(CallCheckerTest, TuplesAndIntegerOutputsAreJudgedPerOutput) {
   const at::Tensor x = R({4, 8}, 1);
   Result r = Check(MakeCall("aten::topk", "", {x, 3, 1, true, true}));

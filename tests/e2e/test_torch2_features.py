@@ -1,0 +1,135 @@
+"""What torch 2.x trainings do that torch 1.13's never did, met by the agent and a server
+(issue 49): tensors that stand for data while a program is traced (torch.compile's fake tensors,
+meta tensors: both exist in 1.13 too, and crashed the agent there), a torch.compile'd model,
+scaled_dot_product_attention with and without dropout. Run by ctest on Debian's torch 1.13 (the
+torch-2-only cases say they need torch 2.x) and by scripts/torch-matrix.sh on pip's 2.x wheels,
+whose trainings a server of Debian's torch checks."""
+import json
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+TRAIN = r'''
+import json, sys
+import torch
+sys.path.append(sys.argv[3])
+import parity
+from parity import PrecisionDebugger
+case = sys.argv[2]
+torch.manual_seed(0)
+debugger = PrecisionDebugger(sys.argv[1])
+if case == "traced":
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    debugger.start()
+    real = torch.ones(8) * 3
+    with FakeTensorMode() as mode:
+        x = mode.from_tensor(torch.ones(64, 64))
+        y = (x @ x).relu() + 1
+    m = torch.empty(16, 16, device="meta")
+    z = (m @ m).sum()
+    w = torch.tanh(real)
+    debugger.stop()
+elif case == "compiled":
+    block = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.SiLU(), torch.nn.Linear(64, 32))
+    model = torch.compile(block)
+    opt = torch.optim.AdamW(block.parameters(), lr=1e-3)
+    for step in range(2):
+        debugger.start()
+        loss = model(torch.randn(4, 32)).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        debugger.stop()
+        debugger.step()
+elif case.startswith("sdpa"):
+    p = float(case.split(":")[1])
+    q, k, v = (torch.randn(2, 4, 16, 8, requires_grad=True) for _ in range(3))
+    debugger.start()
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+    out.sum().backward()
+    debugger.stop()
+debugger.flush(120)
+print("COUNTERS " + json.dumps(parity.counters()), flush=True)
+'''
+
+def torch2():
+    """Whether the trainings' torch is 2.x (torch.compile, SDPA)."""
+    return int(harness.torch_version(harness.PYTHON).split(".")[0]) >= 2
+
+
+class Torch2FeaturesTest(unittest.TestCase):
+    def train(self, case):
+        work = harness.tempdir("parity_torch2_")
+        server = harness.Server(work)
+        try:
+            config = harness.agent_config(os.path.join(work, "config.json"), server.port,
+                                          policy="block")
+            script = os.path.join(work, "train.py")
+            with open(script, "w", encoding="utf-8") as f:
+                f.write(TRAIN)
+            r = harness.run([harness.PYTHON, script, config, case,
+                             os.path.join(harness.ROOT, "python")], timeout=900)
+        finally:
+            server.stop()
+        self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-4000:])
+        counters = json.loads(r.stdout.split("COUNTERS ", 1)[1].splitlines()[0])
+        return server.records(), counters, r.stderr
+
+    def test_calls_on_fake_and_meta_tensors_are_not_captured_and_crash_nothing(self):
+        # FakeTensorMode (what torch.compile traces with) and meta tensors: no data to copy. The
+        # agent read their data pointer and crashed the training (SIGSEGV) on 1.13 and 2.x alike.
+        records, counters, _ = self.train("traced")
+        ops = {r["op"] for r in records}
+        self.assertIn("aten::tanh", ops)  # the real computation is checked
+        self.assertNotIn("aten::mm", ops)  # the matmuls ran on fake and meta tensors only
+        self.assertNotIn("aten::relu", ops)
+        self.assertEqual(counters["error"], 0)
+        self.assertEqual(counters["captured"], counters["verdicts"])
+
+    def test_a_compiled_model_trains_and_what_runs_eagerly_is_checked(self):
+        if not torch2():
+            self.skipTest("torch.compile needs torch 2.x: scripts/torch-matrix.sh runs this")
+        records, counters, _ = self.train("compiled")
+        ops = {r["op"] for r in records}
+        judged = [r for r in records if r["status"] in ("pass", "warning", "error")]
+        self.assertEqual(counters["error"], 0, [r for r in records if r["status"] == "error"])
+        # The optimizer runs eagerly and is checked (per tensor, or by foreach ops that replay
+        # through the server's decomposition where the bench's torch lacks them); inside the
+        # compiled block, the GEMMs inductor leaves to aten (extern kernels) are checked, and its
+        # fused kernels, which do not pass the dispatcher, are not seen
+        # (docs/operators.md#torchcompile).
+        self.assertTrue(ops & {"aten::addcdiv_", "aten::_foreach_addcdiv_"}, sorted(ops))
+        self.assertTrue(ops & {"aten::mm", "aten::addmm"}, sorted(ops))
+        self.assertNotIn("aten::silu", ops)  # fused by inductor: not seen
+        self.assertGreater(len(judged), 10)
+
+    def test_sdpa_without_dropout_is_replayed(self):
+        if not torch2():
+            self.skipTest("scaled_dot_product_attention needs torch 2.x")
+        records, _, stderr = self.train("sdpa:0.0")
+        sdpa = [r for r in records if r["op"] == "aten::scaled_dot_product_attention"]
+        self.assertEqual(len(sdpa), 1, sorted({r["op"] for r in records}))
+        self.assertEqual(sdpa[0]["status"], "pass", sdpa[0])
+        self.assertNotIn("drew random numbers", stderr)
+
+    def test_sdpa_with_dropout_is_a_random_call_never_a_verdict_by_chance(self):
+        if not torch2():
+            self.skipTest("scaled_dot_product_attention needs torch 2.x")
+        records, _, stderr = self.train("sdpa:0.2")
+        self.assertIn("aten::scaled_dot_product_attention drew random numbers", stderr)
+        sdpa = [r for r in records if r["op"] == "aten::scaled_dot_product_attention"]
+        self.assertEqual(len(sdpa), 1)
+        if harness.same_torch():  # the same draws replayed: judged bit for bit
+            self.assertEqual(sdpa[0]["status"], "pass", sdpa[0])
+            self.assertEqual(sdpa[0]["outputs"][0]["standard"], "binary", sdpa[0])
+        else:  # another torch's draws cannot be replayed: SKIP saying why
+            self.assertEqual(sdpa[0]["status"], "SKIP", sdpa[0])
+            self.assertIn("drew random numbers in the training", sdpa[0]["message"])
+            self.assertIn("may draw differently", sdpa[0]["message"])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
