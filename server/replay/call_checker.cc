@@ -110,6 +110,27 @@ void KeepValues(const common::ServerOptions& o, const c10::OperatorHandle& op, D
   check->values = std::move(values);
 }
 
+// A random call that was not replayed and has no property check: SKIP saying why.
+std::optional<CallCheck> UnjudgedRandom(const ServerCall& call, const std::string& why_not) {
+  if (call.op->random_family == common::RandomFamily::kUnchecked) {
+    return Decided(v1::VERDICT_STATUS_SKIP,
+                   absl::StrCat(call.wire.op_name(),
+                                " draws random numbers, has no property check, and was not "
+                                "replayed: ",
+                                why_not));
+  }
+  if (call.op->random_family == common::RandomFamily::kNone) {  // ApiCall.drew_random
+    return Decided(v1::VERDICT_STATUS_SKIP,
+                   absl::StrCat(call.wire.op_name(),
+                                " drew random numbers in the training (the agent saw its generator "
+                                "move; no operator catalogue lists it as random), so its verdict "
+                                "would be by chance unless replayed from the same draws, and it "
+                                "was not: ",
+                                why_not));
+  }
+  return std::nullopt;
+}
+
 // A random op (common/naming/operator_catalogue.h): replayed from its generator state, or judged by
 // the properties of its draws.
 CallCheck CheckRandom(const ServerCall& call, const c10::OperatorHandle& op, DecodedCall& decoded,
@@ -144,22 +165,7 @@ CallCheck CheckRandom(const ServerCall& call, const c10::OperatorHandle& op, Dec
     }
     if (bench) why_not = absl::StrCat("the replay failed: ", bench->error);
   }
-  if (call.op->random_family == common::RandomFamily::kUnchecked) {
-    return Decided(v1::VERDICT_STATUS_SKIP,
-                   absl::StrCat(call.wire.op_name(),
-                                " draws random numbers, has no property check, and was not "
-                                "replayed: ",
-                                why_not));
-  }
-  if (call.op->random_family == common::RandomFamily::kNone) {  // ApiCall.drew_random
-    return Decided(v1::VERDICT_STATUS_SKIP,
-                   absl::StrCat(call.wire.op_name(),
-                                " drew random numbers in the training (the agent saw its generator "
-                                "move; no operator catalogue lists it as random), so its verdict "
-                                "would be by chance unless replayed from the same draws, and it "
-                                "was not: ",
-                                why_not));
-  }
+  if (std::optional<CallCheck> skip = UnjudgedRandom(call, why_not)) return *std::move(skip);
   const auto judging = Clock::now();
   CallCheck check;
   JudgeRandomProperties(call, op.schema(), decoded, o.random_false_alarm, &check);
