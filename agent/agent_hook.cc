@@ -293,6 +293,34 @@ bool Traced(c10::ArrayRef<const c10::IValue> inputs) {
   return false;
 }
 
+// Whether `v` is the schema default `d` (the kinds defaults have; a tensor never is).
+bool IsDefault(const c10::IValue& v, const c10::IValue& d) {
+  if (d.isNone()) return v.isNone();
+  if (v.isInt() && d.isInt()) return v.toInt() == d.toInt();
+  if (v.isDouble() && d.isDouble()) return v.toDouble() == d.toDouble();
+  if (v.isBool() && d.isBool()) return v.toBool() == d.toBool();
+  if (v.isString() && d.isString()) return v.toStringRef() == d.toStringRef();
+  if (v.isIntList() && d.isIntList()) return v.toIntVector() == d.toIntVector();
+  return false;
+}
+
+// How many of the call's arguments are sent: trailing ones equal to their schema's default are
+// left out, as the wire allows (the server appends its own schema's defaults). A newer torch adds
+// arguments at the end with a default (_foreach_norm's dtype=None in torch 2.x): left at it, they
+// are not sent, and a server of an older torch replays the call with the schema it has.
+std::size_t SentArguments(const c10::FunctionSchema& schema,
+                          c10::ArrayRef<const c10::IValue> inputs) {
+  std::size_t n = inputs.size();
+  if (n > schema.arguments().size()) return n;
+  while (n > 0) {
+    const c10::Argument& a = schema.arguments()[n - 1];
+    const c10::optional<c10::IValue>& d = a.default_value();
+    if (!d || a.is_out() || !IsDefault(inputs[n - 1], *d)) break;
+    --n;
+  }
+  return n;
+}
+
 // What the call's replay needs besides its values: the autocast it ran under and, for a random
 // op, its generator's state before it draws.
 void SetReplayContext(parity_call* call, uint32_t flags, c10::ArrayRef<const c10::IValue> inputs) {
@@ -342,13 +370,15 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
   auto values = std::make_unique<TorchValues>();
   values->op = site.op;
   values->overload = site.overload;
-  values->inputs.reserve(inputs.size());
+  const auto handle = c10::Dispatcher::singleton().findSchema(*fn.operator_name());
+  const std::size_t sent = handle ? SentArguments(handle->schema(), inputs) : inputs.size();
+  values->inputs.reserve(sent);
   const auto copy_start = std::chrono::steady_clock::now();
-  for (const c10::IValue& v : inputs) values->inputs.push_back(Snapshot(v, *values));
+  for (std::size_t i = 0; i < sent; ++i) values->inputs.push_back(Snapshot(inputs[i], *values));
   values->snapshot_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - copy_start).count();
   values->bytes = bytes;
-  if (auto handle = c10::Dispatcher::singleton().findSchema(*fn.operator_name())) {
+  if (handle) {
     for (std::size_t i : common::WrittenArguments(handle->schema())) {
       if (i < inputs.size()) ctx->written.push_back(inputs[i]);
     }

@@ -19,6 +19,7 @@ import argparse
 import math
 import os
 import sys
+import types
 
 import torch
 import torch.nn.functional as F
@@ -203,6 +204,12 @@ def main():
 
     if args.device_lib:
         torch.ops.load_library(args.device_lib)
+        # A backend registered from C++ alone has no Python device module, which torch 2.x's
+        # Module.to() asks for (torch_npu registers torch.npu): an empty one serves.
+        name = torch._C._get_privateuse1_backend_name() \
+            if hasattr(torch._C, "_get_privateuse1_backend_name") else None
+        if name and not hasattr(torch, name) and hasattr(torch, "_register_device_module"):
+            torch._register_device_module(name, types.ModuleType("torch." + name))
     device = torch.device(args.device)
     if args.fault:
         import llama_faults  # pylint: disable=import-outside-toplevel

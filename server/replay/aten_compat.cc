@@ -22,8 +22,9 @@ using oplib::Stack;
 
 // A foreach operator and the per-tensor operator it applies to each element: element i of every
 // list argument, the other arguments as they are. Torch 2.x's AdamW and SGD (foreach, their
-// default) call the in-place ones; torch 1.13 has neither _foreach_lerp_ nor
-// _foreach_mul_.Tensor (found by the torch matrix: scripts/torch-matrix.sh).
+// default) call the in-place ones; torch 1.13 has neither _foreach_lerp_ nor the Tensor overloads
+// (found by the torch matrix: scripts/torch-matrix.sh). A `Tensor scalars` argument holds one
+// value per tensor.
 struct ForeachOp {
   const char* schema;  // as torch 2.x declares it, without its namespace (aten)
   const char* element_op;
@@ -36,6 +37,14 @@ constexpr ForeachOp kForeachOps[] = {
      "aten::lerp_", "Scalar"},
     {"_foreach_lerp_.List(Tensor(a!)[] self, Tensor[] tensors1, Tensor[] weights) -> ()",
      "aten::lerp_", "Tensor"},
+    {"_foreach_add_.Tensor(Tensor(a!)[] self, Tensor other, *, Scalar alpha=1) -> ()", "aten::add_",
+     "Tensor"},
+    {"_foreach_addcmul_.Tensor(Tensor(a!)[] self, Tensor[] tensor1, Tensor[] tensor2, "
+     "Tensor scalars) -> ()",
+     "aten::addcmul_", ""},
+    {"_foreach_addcdiv_.Tensor(Tensor(a!)[] self, Tensor[] tensor1, Tensor[] tensor2, "
+     "Tensor scalars) -> ()",
+     "aten::addcdiv_", ""},
     {"_foreach_mul.Tensor(Tensor[] self, Tensor other) -> Tensor[]", "aten::mul", "Tensor"},
     {"_foreach_div.Tensor(Tensor[] self, Tensor other) -> Tensor[]", "aten::div", "Tensor"},
     {"_foreach_lerp.Scalar(Tensor[] self, Tensor[] tensors1, Scalar weight) -> Tensor[]",
@@ -71,7 +80,11 @@ Stack Foreach(const Args& args) {
     Stack stack;
     for (std::size_t j = 0; j < args.size(); ++j) {
       const c10::IValue& v = args.at(j);
-      stack.emplace_back(v.isTensorList() ? c10::IValue(v.toTensorList().get(i)) : v);
+      if (schema.arguments()[j].name() == "scalars" && v.isTensor()) {  // one value per tensor
+        stack.emplace_back(v.toTensor()[static_cast<int64_t>(i)].item());
+      } else {
+        stack.emplace_back(v.isTensorList() ? c10::IValue(v.toTensorList().get(i)) : v);
+      }
     }
     element.callBoxed(&stack);
     if (!schema.returns().empty()) results.push_back(stack.at(0).toTensor());

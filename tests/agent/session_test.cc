@@ -173,6 +173,27 @@ TEST(SessionTest, AnOpThatDrawsWithoutBeingListedIsSentAsRandomWithItsEntryState
   }
 }
 
+// Trailing arguments left at their schema's default are not sent (the server appends its own
+// schema's defaults): a newer torch's added argument (torch 2.x's _foreach_norm dtype=None) then
+// reaches a server of an older torch as a call it knows. One set to another value is sent.
+TEST(SessionTest, TrailingArgumentsAtTheirDefaultAreNotSent) {
+  RecordingServer server;
+  auto agent = StartAgent(Config(server.port()));
+  const torch::Tensor x = torch::ones({4, 4});
+  torch::sum(x, {0});                    // sum.dim_IntList(self, dim, keepdim=False, dtype=None)
+  torch::sum(x, {0}, /*keepdim=*/true);  // keepdim sent, dtype not
+  torch::sum(x, {0}, false, torch::kDouble);  // everything sent
+  ASSERT_TRUE(agent->Flush(20000));
+  agent->Close();
+  std::vector<int> sizes;
+  for (const v1::ApiCall& call : server.raw_calls()) {
+    if (call.op_name() == "aten::sum" && call.overload() == "dim_IntList") {
+      sizes.push_back(call.inputs_size());
+    }
+  }
+  EXPECT_EQ(sizes, (std::vector<int>{2, 3, 4}));
+}
+
 // The engine's own work for a node is backward work of that node: the sum that reduces a
 // broadcast bias's gradient to the bias's shape and the add that accumulates the gradients of a
 // tensor used twice (add, or add_ in libtorch 2.x) run outside the node's record, and are linked to

@@ -115,8 +115,13 @@ class NpuDeviceTest(unittest.TestCase):
     def test_the_devices_memory_cannot_be_read_from_the_host(self):
         # What makes the snapshot test mean something: reading a device tensor's address from
         # the host, as an agent that skipped the device's copy would, kills the process.
-        code = ("import ctypes, torch\n"
+        code = ("import ctypes, types, torch\n"
                 f"torch.ops.load_library({DEVICE_LIB!r})\n"
+                # torch 2.x moves tensors to a backend only with a Python device module
+                # (train_llama.py registers the same empty one)
+                "if hasattr(torch, '_register_device_module'):\n"
+                "    torch._register_device_module('privateuseone', "
+                "types.ModuleType('torch.privateuseone'))\n"
                 "x = torch.ones(4).to('privateuseone')\n"
                 "print(x.cpu().tolist(), flush=True)\n"
                 "ctypes.string_at(x.data_ptr(), 4)\n"

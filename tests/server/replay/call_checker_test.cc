@@ -519,6 +519,21 @@ TEST_P(CallCheckerTest, NewerTorchsForeachOpsReplayThroughTheirDecomposition) {
   EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
   r = Check(MakeCall("aten::_foreach_lerp", "List", {params, averages, averages}));
   EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+  r = Check(MakeCall("aten::_foreach_add_", "Tensor", {params, R({}, 8), 0.5}));
+  EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
+  // One value per tensor in `scalars` (torch 2.x's AdamW with tensor hyperparameters): the
+  // outputs computed here, each with its own value.
+  const at::Tensor scalars = at::tensor({0.5, -1.0, 2.0});
+  r = Check(MakeCall("aten::_foreach_addcmul_", "Tensor", {params, averages, averages, scalars},
+                     v1::PHASE_FORWARD, [&](Stack& out) {
+                       c10::List<at::Tensor> want;
+                       for (int64_t i = 0; i < 3; ++i) {
+                         const at::Tensor a = averages.get(i);
+                         want.push_back(params.get(i) + scalars[i].item<float>() * a * a);
+                       }
+                       out[0] = want;
+                     }));
+  EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
   // The third tensor's update with the weight 0.2 instead of 0.1: that output alone is wrong.
   r = Check(MakeCall("aten::_foreach_lerp_", "Scalar", {params, averages, 0.1}, v1::PHASE_FORWARD,
                      [&](Stack& out) {
