@@ -41,6 +41,14 @@ set_target_properties(torch PROPERTIES
   INTERFACE_INCLUDE_DIRECTORIES "${TORCH_INCLUDE_DIRS}"
   INTERFACE_LINK_LIBRARIES "${_parity_torch_libs}"
   INTERFACE_COMPILE_OPTIONS "${TORCH_CXX_FLAGS}")
+# The C++ standard its headers need: C++17 up to torch 2.x's later releases, which ask for C++20
+# (ATen/ATen.h stops the build with "C++20 or later compatible compiler is required", torch
+# 2.15). Every target that links torch then compiles with it; the transport keeps C++17.
+file(STRINGS "${PARITY_PYTHON_TORCH}/include/ATen/ATen.h" _parity_cxx20 REGEX "C\\+\\+20 or later")
+if(_parity_cxx20)
+  set_property(TARGET torch PROPERTY INTERFACE_COMPILE_FEATURES cxx_std_20)
+  message(STATUS "torch: its headers need C++20; the torch half is compiled as C++20")
+endif()
 set(TORCH_LIBRARIES torch)
 set(Torch_FOUND TRUE)
 message(STATUS "torch: ${PARITY_PYTHON_TORCH} (its headers and CPU libraries, "

@@ -154,6 +154,16 @@ def agent_config(path, port, client_tls=None, **parity):
     return path
 
 
+def script_against(work, server, text, **parity):
+    """Writes `text` as work/train.py and an agent config for `server` (policy block, `parity`
+    keys added); returns (script, config)."""
+    config = agent_config(os.path.join(work, "config.json"), server.port, policy="block", **parity)
+    script = os.path.join(work, "train.py")
+    with open(script, "w", encoding="utf-8") as f:
+        f.write(text)
+    return script, config
+
+
 def run(args, env=None, timeout=600):
     """Runs a training (or any program) with the agent library and the simulated accelerator's
     GEMMs (DEVICE); its CompletedProcess."""

@@ -106,11 +106,7 @@ class PipInstallTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as work:
             server = harness.Server(work)
             try:
-                config = harness.agent_config(os.path.join(work, "config.json"), server.port,
-                                              policy="block")
-                script = os.path.join(work, "train.py")
-                with open(script, "w", encoding="utf-8") as f:
-                    f.write(TRAIN)
+                script, config = harness.script_against(work, server, TRAIN)
                 run = subprocess.run([self.python, script, config], env=self.clean_env(),
                                      cwd=work, capture_output=True, text=True, timeout=600,
                                      check=False)

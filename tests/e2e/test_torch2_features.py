@@ -65,11 +65,7 @@ class Torch2FeaturesTest(unittest.TestCase):
         work = harness.tempdir("parity_torch2_")
         server = harness.Server(work)
         try:
-            config = harness.agent_config(os.path.join(work, "config.json"), server.port,
-                                          policy="block")
-            script = os.path.join(work, "train.py")
-            with open(script, "w", encoding="utf-8") as f:
-                f.write(TRAIN)
+            script, config = harness.script_against(work, server, TRAIN)
             r = harness.run([harness.PYTHON, script, config, case,
                              os.path.join(harness.ROOT, "python")], timeout=900)
         finally:
