@@ -29,6 +29,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <type_traits>
 
 #include "oplib/support/boxed_kernel.h"
 #include "oplib/support/schema_data.h"
@@ -385,6 +386,14 @@ Stack CallOp(const char* name, Stack args) {
   return args;
 }
 
+class SimNode;
+// libtorch's autograd nodes are held by std::shared_ptr, and by c10::intrusive_ptr in recent
+// torch 2.x (2.15): the simulated NPU's node is made the way its torch holds nodes.
+constexpr bool kIntrusiveNodes =
+    std::is_base_of_v<c10::intrusive_ptr_target, torch::autograd::Node>;
+using NodePtr = std::conditional_t<kIntrusiveNodes, c10::intrusive_ptr<SimNode>,
+                                   std::shared_ptr<SimNode>>;
+
 class SimNode : public torch::autograd::Node {
  public:
   using Backward = std::function<variable_list(const variable_list&)>;
@@ -404,6 +413,15 @@ class SimNode : public torch::autograd::Node {
   Backward backward_;
 };
 
+template <typename N = SimNode>  // a template: the branch not taken is not compiled
+NodePtr MakeNode(const std::string& name) {
+  if constexpr (kIntrusiveNodes) {
+    return c10::make_intrusive<N>(name, nullptr);
+  } else {
+    return std::make_shared<N>(name, nullptr);
+  }
+}
+
 // Runs `forward` (below autograd) and, when grad mode is on and an input in `differentiable`
 // needs a gradient, links output 0 to a node running `backward`.
 template <oplib::Kernel forward>
@@ -420,11 +438,11 @@ void WithAutograd(const c10::OperatorHandle& op, Stack* stack,
     needs_grad = needs_grad || args.tensor(i).requires_grad();
   }
   needs_grad = needs_grad && at::GradMode::is_enabled();
-  std::shared_ptr<SimNode> node;
+  NodePtr node;
   if (needs_grad) {
     // Created before the kernel runs: the sequence number the dispatcher's record of this call
     // saw (what links its backward calls to it).
-    node = std::make_shared<SimNode>(node_name, nullptr);
+    node = MakeNode(node_name);
     node->set_next_edges(torch::autograd::collect_next_edges(inputs));
   }
   Stack results;
