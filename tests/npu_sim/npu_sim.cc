@@ -391,8 +391,8 @@ class SimNode;
 // torch 2.x (2.15): the simulated NPU's node is made the way its torch holds nodes.
 constexpr bool kIntrusiveNodes =
     std::is_base_of_v<c10::intrusive_ptr_target, torch::autograd::Node>;
-using NodePtr = std::conditional_t<kIntrusiveNodes, c10::intrusive_ptr<SimNode>,
-                                   std::shared_ptr<SimNode>>;
+using NodePtr =
+    std::conditional_t<kIntrusiveNodes, c10::intrusive_ptr<SimNode>, std::shared_ptr<SimNode>>;
 
 class SimNode : public torch::autograd::Node {
  public:
