@@ -3,6 +3,7 @@
 // judged by the random_property standard, planted faults are errors on the right metric and
 // clean calls of every random op, dtype and size are not (a measured false-alarm count).
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
 
 #include <chrono>
 #include <cmath>
@@ -386,6 +387,55 @@ TEST_F(RandomPropertyTest, MoreFaultsOfEveryFamily) {
 
 // The exact replay and the property checks say what they did; what cannot be checked is SKIP
 // with its reason; a malformed generator state is refused or explained.
+// A call the agent saw draw although no catalogue lists its operator (ApiCall.drew_random), as a
+// client written from the proto sends it: replayed from the generator state read at its entry,
+// so the same draws judge it bit for bit; without a state, or from another torch, SKIP saying
+// why; never judged as a deterministic op.
+at::Tensor Noisy(const at::Tensor& x) { return x + at::rand_like(x); }
+
+TORCH_LIBRARY(parity_test_undeclared_draw, m) {
+  m.def("noisy(Tensor x) -> Tensor");
+  m.impl("noisy", c10::DispatchKey::CPU, &Noisy);
+}
+
+TEST(UndeclaredRandomTest, ACallThatDrewIsReplayedFromItsEntryStateOrSkipSayingWhy) {
+  const at::Tensor x = at::randn({64});
+  v1::ApiCall call = RandomCall("parity_test_undeclared_draw::noisy", "", {x});
+  call.set_drew_random(true);
+  auto auto_checker = MakeChecker("cpu", RandomChecks::kAuto);
+  v1::Verdict v = Check(*auto_checker, call);
+  EXPECT_EQ(StatusText(v.status()), "pass") << v.ShortDebugString();
+  EXPECT_EQ(v.outputs(0).standard(), "binary");
+  EXPECT_THAT(v.outputs(0).message(), HasSubstr("replayed from the training's cpu generator"));
+  // A kernel that drew other numbers is an error.
+  v1::ApiCall wrong = RandomCall("parity_test_undeclared_draw::noisy", "", {x},
+                                 [](Stack& out) { out[0] = out[0].toTensor() + 0.5; });
+  wrong.set_drew_random(true);
+  v = Check(*auto_checker, wrong);
+  EXPECT_EQ(StatusText(v.status()), "error") << v.ShortDebugString();
+  EXPECT_EQ(v.outputs(0).failed_metric(), "mismatch_rate");
+  // No state, another torch's draws, or replays turned off: SKIP naming the reason.
+  const std::vector<std::pair<std::function<void(v1::ApiCall&)>, std::string>> skips = {
+      {[](v1::ApiCall& c) { c.clear_generator(); }, "could not read its generator's state"},
+      {[](v1::ApiCall& c) { c.mutable_generator()->set_torch_version("2.3.1"); },
+       "may draw differently"}};
+  for (const auto& [change, why] : skips) {
+    v1::ApiCall other = call;
+    change(other);
+    v = Check(*auto_checker, other);
+    EXPECT_EQ(StatusText(v.status()), "SKIP") << v.ShortDebugString();
+    EXPECT_THAT(v.message(), HasSubstr("drew random numbers in the training"));
+    EXPECT_THAT(v.message(), HasSubstr(why));
+  }
+  v = Check(*MakeChecker("cpu", RandomChecks::kStatistical), call);
+  EXPECT_EQ(StatusText(v.status()), "SKIP");
+  EXPECT_THAT(v.message(), HasSubstr("parity.random_checks is statistical"));
+  // Unmarked, the same call is an ordinary op: its bench draws other numbers.
+  call.set_drew_random(false);
+  v = Check(*auto_checker, call);
+  EXPECT_NE(v.outputs(0).standard(), "binary") << v.ShortDebugString();
+}
+
 TEST_F(RandomPropertyTest, EdgeCasesSayWhatHappened) {
   const at::Tensor x = Randn({32, 32});
   v1::ApiCall call = RandomCall("aten::dropout", "", {x, 0.1, true});
