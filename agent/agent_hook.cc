@@ -39,6 +39,7 @@ struct ThreadState {
   // itself (checking and reshaping its gradients, adding up gradients of one input) runs here.
   std::vector<Node> engine;
   std::vector<std::string> modules;
+  int compiled = 0;  // torch.compile regions running on this thread (nested ones counted once)
   // msprobe's API of the Python call running (parity_agent_set_api): the next top-level forward
   // op takes it. Points into the Python agent's name table, which outlives it.
   const char* pending_api = nullptr;
@@ -86,6 +87,28 @@ struct CallContext : at::ObserverContext {
 constexpr std::string_view kEngineWrapper = "autograd::engine::evaluate_function: ";
 
 bool IsEngineWrapper(const char* name) { return StartsWith(name, kEngineWrapper); }
+
+// What torch.compile runs shows up as records of its own (docs/operators.md#torchcompile):
+// dynamo's "Torch-Compiled Region: 0/0" around a compiled frame (torch 2.6 and later), AOT
+// autograd's CompiledFunction (an autograd.Function, every torch 2.x) inside it, and that
+// function's backward node, CompiledFunctionBackward.
+bool IsCompiledRegion(const char* name) {
+  return StartsWith(name, "Torch-Compiled Region") || std::string_view(name) == "CompiledFunction";
+}
+bool IsCompiledBackward(const char* name) {
+  return std::string_view(name) == "CompiledFunctionBackward";
+}
+
+// A compiled region begins (counted once when regions nest) or ends.
+void EnterCompiled(ThreadState& ts, bool backward) {
+  if (ts.compiled++ > 0) return;
+  if (parity_session* s = g_session.load(std::memory_order_acquire)) {
+    parity_session_compiled_region(s, backward ? 1 : 0);
+  }
+}
+void LeaveCompiled(ThreadState& ts) {
+  if (ts.compiled > 0) --ts.compiled;
+}
 
 // A dispatcher op (has a schema name; the engine's wrapper records have none).
 bool IsOp(const at::RecordFunction& fn) {
@@ -192,6 +215,7 @@ void SiteOf(const at::RecordFunction& fn, ThreadState& ts, Site& site) {
     c.forward_sequence_nr = static_cast<int64_t>(at::sequence_number::peek());
   }
   c.in_optimizer = ts.optimizer > 0;
+  c.in_compiled_region = ts.compiled > 0;
   if (!ts.modules.empty()) site.module = ts.modules.back();
   // The Python API that ran this op: the first top-level forward op inside it takes its name
   // (a second one, __setitem__'s copy after its index, say, is named from its operator).
@@ -217,6 +241,7 @@ bool TrackContext(const at::RecordFunction& fn, ThreadState& ts) {
   switch (fn.scope()) {
     case at::RecordScope::BACKWARD_FUNCTION:
       ts.nodes.push_back({fn.name(), fn.seqNr()});
+      if (IsCompiledBackward(fn.name())) EnterCompiled(ts, true);
       // The engine's wrapper record carries no sequence number; the node's own record, which
       // runs inside it, does. The wrapper's work after the node (reducing and accumulating its
       // gradients) is then linked to the node's forward call like the node's own ops.
@@ -229,6 +254,10 @@ bool TrackContext(const at::RecordFunction& fn, ThreadState& ts) {
       if (StartsWith(fn.name(), "Optimizer.step#")) ++ts.optimizer;
       return true;
     case at::RecordScope::FUNCTION:
+      if (IsCompiledRegion(fn.name())) {
+        EnterCompiled(ts, false);
+        return true;
+      }
       if (IsEngineWrapper(fn.name())) {
         ts.engine.push_back(
             {std::string(std::string_view(fn.name()).substr(kEngineWrapper.size())), fn.seqNr()});
@@ -340,6 +369,7 @@ void OnExitImpl(const at::RecordFunction& fn, at::ObserverContext* raw) {
   switch (fn.scope()) {
     case at::RecordScope::BACKWARD_FUNCTION:
       if (!ts.nodes.empty()) ts.nodes.pop_back();
+      if (IsCompiledBackward(fn.name())) LeaveCompiled(ts);
       return;
     case at::RecordScope::USER_SCOPE:
       if (StartsWith(fn.name(), "Optimizer.step#") && ts.optimizer > 0) {
@@ -350,6 +380,10 @@ void OnExitImpl(const at::RecordFunction& fn, at::ObserverContext* raw) {
       }
       return;
     case at::RecordScope::FUNCTION:
+      if (IsCompiledRegion(fn.name())) {
+        LeaveCompiled(ts);
+        return;
+      }
       if (IsEngineWrapper(fn.name())) {
         if (!ts.engine.empty()) ts.engine.pop_back();
         return;

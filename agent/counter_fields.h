@@ -9,7 +9,8 @@
   X(captured) X(sent) X(sent_bytes) X(reused_bytes) X(lost_in_flight) X(unencodable)       \
   X(sampled_out) X(reconnects) X(verdicts) X(pass) X(warning) X(error) X(skip)             \
   X(rejected) X(unreadable) X(queue_depth) X(snapshot_seconds) X(encode_cpu_seconds)       \
-  X(serialize_cpu_seconds) X(step) X(blocked_seconds)
+  X(serialize_cpu_seconds) X(step) X(blocked_seconds) X(compiled_forward)                 \
+  X(compiled_backward) X(compiled_calls)
 // clang-format on
 
 // parity_counters' dropped_<reason> fields, one per PARITY_DROP_REASONS entry.

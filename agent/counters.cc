@@ -59,6 +59,9 @@ Counters AgentCounters::Snapshot() const {
   c.rejected = get(rejected_);
   c.verdicts = c.pass + c.warning + c.error + c.skip + c.rejected;
   c.unreadable = get(unreadable_);
+  c.compiled_forward = get(compiled_forward_);
+  c.compiled_backward = get(compiled_backward_);
+  c.compiled_calls = get(compiled_calls_);
   c.connected = connected();
   return c;
 }

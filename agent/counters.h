@@ -38,6 +38,8 @@ class AgentCounters {
   void Reconnected() { Add(reconnects_); }
   void Unreadable() { Add(unreadable_); }
   void Verdict(v1::VerdictStatus status);
+  void CompiledRegion(bool backward) { Add(backward ? compiled_backward_ : compiled_forward_); }
+  void CompiledCall() { Add(compiled_calls_); }
   // kBlocked: training threads' time waiting for room in the queue (policy block).
   enum class Cost { kSnapshot, kEncode, kSerialize, kBlocked };
   void Spent(Cost cost, double seconds) {
@@ -60,6 +62,7 @@ class AgentCounters {
   std::array<std::atomic<uint64_t>, kDropReasons> dropped_{};
   std::atomic<uint64_t> lost_in_flight_{0}, unencodable_{0}, unreadable_{0};
   std::atomic<uint64_t> pass_{0}, warning_{0}, error_{0}, skip_{0}, rejected_{0};
+  std::atomic<uint64_t> compiled_forward_{0}, compiled_backward_{0}, compiled_calls_{0};
   std::array<std::atomic<uint64_t>, 4> cost_ns_{};  // by Cost
   std::atomic<bool> connected_{false};
 };

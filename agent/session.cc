@@ -270,6 +270,12 @@ void Session::LogSummary() {
           ? absl::StrCat("; ", c.reused_bytes, " tensor bytes named again instead of resent")
           : "",
       c.unreadable > 0 ? absl::StrCat("; ", c.unreadable, " unreadable server messages") : "",
+      c.compiled_forward + c.compiled_backward > 0
+          ? absl::StrCat("; torch.compile: ", c.compiled_forward, " forward and ",
+                         c.compiled_backward, " backward compiled-region runs, ", c.compiled_calls,
+                         " calls captured inside them (inductor's fused kernels there are not "
+                         "checked: docs/operators.md#torchcompile)")
+          : "",
       c.blocked_seconds >= 0.001
           ? absl::StrFormat("; the training waited %.3f s for room in the queue (policy block)",
                             c.blocked_seconds)
@@ -338,6 +344,10 @@ std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint3
   NameCall(site, op, module, meta);
   if (!filter_.CallSelected(*meta)) return nullptr;
   if (!scope_.Selected(*meta)) return nullptr;
+  if (site.size >= offsetof(parity_call_site, in_compiled_region) + sizeof(int32_t) &&
+      site.in_compiled_region != 0) {
+    counters_.CompiledCall();
+  }
   meta->set_capture_unix_nanos(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count());

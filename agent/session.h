@@ -71,6 +71,7 @@ class Session {
   // (parity.detect_random): logged once per operator.
   void NoteUndeclaredRandom(const v1::ApiCall& call);
   void OptimizerStepDone();
+  void CompiledRegion(bool backward) { counters_.CompiledRegion(backward); }
   bool wants_signatures() const { return !budget_.unlimited(); }
   int32_t rank() const { return rank_; }
 

@@ -188,6 +188,13 @@ void parity_session_optimizer_step_done(parity_session* s) {
   });
 }
 
+void parity_session_compiled_region(parity_session* s, int32_t backward) {
+  Guarded("parity_session_compiled_region", 0, [&] {
+    s->session->CompiledRegion(backward != 0);
+    return 0;
+  });
+}
+
 int parity_session_flush(parity_session* s, uint32_t timeout_ms) {
   return Guarded("parity_session_flush", 0, [&] { return s->session->Flush(timeout_ms) ? 1 : 0; });
 }

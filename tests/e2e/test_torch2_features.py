@@ -44,6 +44,30 @@ elif case == "compiled":
         opt.zero_grad()
         debugger.stop()
         debugger.step()
+elif case == "aot_function":
+    # What AOT autograd runs for a compiled graph, by its own name: an autograd.Function called
+    # CompiledFunction whose backward node is CompiledFunctionBackward (torch 1.13 has both
+    # records, not torch.compile).
+    class CompiledFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(x, w)
+            return torch.mm(x, w).tanh()
+
+        @staticmethod
+        def backward(ctx, grad):
+            x, w = ctx.saved_tensors
+            g = grad * (1 - torch.mm(x, w).tanh() ** 2)
+            return torch.mm(g, w.t()), torch.mm(x.t(), g)
+
+    w = torch.randn(32, 16, requires_grad=True)
+    for step in range(3):
+        debugger.start()
+        x = torch.randn(8, 32)
+        loss = CompiledFunction.apply(x, w).sum() + torch.sigmoid(w).sum()
+        loss.backward()
+        debugger.stop()
+        debugger.step()
 elif case.startswith("sdpa"):
     p = float(case.split(":")[1])
     q, k, v = (torch.randn(2, 4, 16, 8, requires_grad=True) for _ in range(3))
@@ -88,7 +112,7 @@ class Torch2FeaturesTest(unittest.TestCase):
     def test_a_compiled_model_trains_and_what_runs_eagerly_is_checked(self):
         if not torch2():
             self.skipTest("torch.compile needs torch 2.x: scripts/torch-matrix.sh runs this")
-        records, counters, _ = self.train("compiled")
+        records, counters, stderr = self.train("compiled")
         ops = {r["op"] for r in records}
         judged = [r for r in records if r["status"] in ("pass", "warning", "error")]
         self.assertEqual(counters["error"], 0, [r for r in records if r["status"] == "error"])
@@ -101,6 +125,32 @@ class Torch2FeaturesTest(unittest.TestCase):
         self.assertTrue(ops & {"aten::mm", "aten::addmm"}, sorted(ops))
         self.assertNotIn("aten::silu", ops)  # fused by inductor: not seen
         self.assertGreater(len(judged), 10)
+        # The exit line and the counters say how many compiled regions ran (one forward and one
+        # backward a step) and how many calls inside them were captured.
+        self.assertEqual((counters["compiled_forward"], counters["compiled_backward"]), (2, 2))
+        self.assertGreater(counters["compiled_calls"], 0)
+        self.assertLess(counters["compiled_calls"], counters["captured"])
+        self.assertIn("torch.compile: 2 forward and 2 backward compiled-region runs, "
+                      f"{counters['compiled_calls']} calls captured inside them", stderr)
+
+    def test_compiled_regions_are_counted_and_what_runs_inside_them_checked(self):
+        # AOT autograd's records by name on any torch (1.13 included): three steps, each one
+        # forward and one backward region; the mm calls inside them and the sigmoid outside.
+        records, counters, stderr = self.train("aot_function")
+        self.assertEqual((counters["compiled_forward"], counters["compiled_backward"]), (3, 3))
+        forward_mm = [r for r in records if r["op"] == "aten::mm" and r["phase"] == "forward"]
+        backward_mm = [r for r in records if r["op"] == "aten::mm" and r["phase"] == "backward"]
+        self.assertEqual(len(forward_mm), 3)
+        self.assertEqual(len(backward_mm), 9)  # two for the gradients, one recomputing tanh's
+        # Inside: at least the mm calls and the forward tanh; outside: sigmoid and its backward.
+        outside = [r for r in records if r["op"] in ("aten::sigmoid", "aten::sigmoid_backward")]
+        self.assertEqual(len(outside), 6)
+        self.assertGreaterEqual(counters["compiled_calls"], len(forward_mm) + len(backward_mm) + 3)
+        self.assertLessEqual(counters["compiled_calls"], counters["captured"] - len(outside))
+        self.assertTrue(any(r["op"] == "aten::sigmoid" for r in records))
+        self.assertEqual(counters["error"], 0)
+        self.assertIn("torch.compile: 3 forward and 3 backward compiled-region runs, "
+                      f"{counters['compiled_calls']} calls captured inside them", stderr)
 
     def test_sdpa_without_dropout_is_replayed(self):
         if not torch2():

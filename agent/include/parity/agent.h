@@ -44,6 +44,9 @@ struct Counters {
   // Training threads' time waiting for room in the queue (policy block): what checking every
   // call cost the training when the server fell behind.
   double blocked_seconds = 0;
+  // torch.compile regions that ran (forward, backward) and the calls captured inside them: only
+  // the aten operators inductor left to the dispatcher; its fused kernels are not seen.
+  uint64_t compiled_forward = 0, compiled_backward = 0, compiled_calls = 0;
   int64_t step = 0;
   bool connected = false;
 };

@@ -88,6 +88,10 @@ PARITY_TRANSPORT_API void parity_session_set_step(parity_session* s, int64_t ste
 PARITY_TRANSPORT_API void parity_session_use_explicit_steps(parity_session* s);
 /* An optimizer's step() ended (ends a training step until explicit steps are used). */
 PARITY_TRANSPORT_API void parity_session_optimizer_step_done(parity_session* s);
+/* A torch.compile region began running on a training thread (forward: dynamo's compiled frame or
+ * AOT autograd's CompiledFunction; backward: its CompiledFunctionBackward node). Counted for the
+ * exit line: inductor's fused kernels inside run outside the dispatcher and are not checked. */
+PARITY_TRANSPORT_API void parity_session_compiled_region(parity_session* s, int32_t backward);
 /* Waits until every captured call is delivered and answered, at most timeout_ms: 1 if so. */
 PARITY_TRANSPORT_API int parity_session_flush(parity_session* s, uint32_t timeout_ms);
 /* Delivers what is queued (at most parity.flush_timeout_ms), closes the stream, logs the summary.
@@ -112,6 +116,9 @@ typedef struct parity_counters {
   /* Added in ABI 1 after `connected` (a caller's older struct ends before it): training threads'
    * time waiting for room in the queue under policy block. */
   double blocked_seconds;
+  /* Added in ABI 1 after `blocked_seconds`: torch.compile regions run (forward, backward), and the
+   * calls captured inside them (the aten operators inductor left to the dispatcher). */
+  uint64_t compiled_forward, compiled_backward, compiled_calls;
 } parity_counters;
 PARITY_TRANSPORT_API void parity_session_counters(const parity_session* s, parity_counters* out);
 
@@ -140,6 +147,8 @@ typedef struct parity_call_site {
    * of the Python call that ran this top-level operator ("Functional.linear", "Tensor.add"), or
    * null when not known (ApiCall.api). */
   const char* api;
+  /* Added in ABI 1 after `api`: the call ran inside a torch.compile region. */
+  int32_t in_compiled_region;
 } parity_call_site;
 
 /* Whether call sites must carry a signature (parity.max_checks_per_signature is set). */
