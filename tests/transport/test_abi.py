@@ -12,6 +12,7 @@ came out undefined (issue 49); tests/e2e's torch matrix (scripts/torch-matrix.sh
 thing on pip's torch 2.1.0.
 """
 import os
+import shutil
 import subprocess
 import sys
 import unittest
@@ -96,6 +97,40 @@ class Abi0TorchHalfTest(unittest.TestCase):
         self.assertTrue(wanted)
         self.assertEqual([name for name in wanted if name not in exported], [])
         self.assertTrue(all(name.startswith("parity_") for name in wanted), wanted)
+
+
+class ConfigureErrorsTest(unittest.TestCase):
+    """The build's ABI and torch options, given wrong, stop the configure saying what to give."""
+
+    def configure(self, *options):
+        work = harness.tempdir("parity-configure-")
+        self.addCleanup(shutil.rmtree, work, ignore_errors=True)
+        r = subprocess.run(["cmake", "-S", harness.ROOT, "-B", work, *options],
+                           capture_output=True, text=True, check=False)
+        self.assertNotEqual(r.returncode, 0, r.stdout[-2000:])
+        return " ".join((r.stdout + r.stderr).split())  # CMake wraps its messages
+
+    def test_a_probe_abi_other_than_0_or_1(self):
+        self.assertIn("PARITY_PROBE_TORCH_CXX11_ABI is 0 or 1, not '2'",
+                      self.configure("-DPARITY_PROBE_TORCH_CXX11_ABI=2"))
+
+    def test_a_python_torch_without_its_abi(self):
+        torch_dir = os.path.dirname(subprocess.run(
+            [harness.PYTHON, "-c", "import torch; print(torch.__file__)"], capture_output=True,
+            text=True, check=True).stdout.strip())
+        self.assertIn("PARITY_PYTHON_TORCH needs PARITY_PYTHON_TORCH_CXX11_ABI, 0 or 1",
+                      self.configure("-DPARITY_AGENT_ONLY=ON", f"-DPARITY_PYTHON_TORCH={torch_dir}"))
+
+    def test_a_python_torch_folder_that_is_not_a_torch_package(self):
+        out = self.configure("-DPARITY_AGENT_ONLY=ON", f"-DPARITY_PYTHON_TORCH={harness.ROOT}",
+                             "-DPARITY_PYTHON_TORCH_CXX11_ABI=1")
+        self.assertIn(f"PARITY_PYTHON_TORCH={harness.ROOT}: no libtorch.so in its lib/ folder: is "
+                      "it the folder of an installed torch package?", out)
+
+    def test_a_python_torch_for_the_server(self):
+        self.assertIn("PARITY_PYTHON_TORCH is for the agent only (PARITY_AGENT_ONLY)",
+                      self.configure(f"-DPARITY_PYTHON_TORCH={harness.ROOT}",
+                                     "-DPARITY_PYTHON_TORCH_CXX11_ABI=1"))
 
 
 if __name__ == "__main__":
