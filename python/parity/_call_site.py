@@ -16,6 +16,11 @@ for a named one): a few microseconds, which a training of millisecond operators 
 and a training of tiny ones does (docs/performance.md#call-site-names). parity.api_names
 "operator" turns it off. With torch.compile, use "operator": an active mode changes what Dynamo
 traces.
+
+Under torch.compile the mode stays on, and steps aside while Dynamo traces: its
+``__torch_function__`` returns the call at once when Dynamo is compiling (a check Dynamo folds to a
+constant), so Dynamo never traces the name table (torch 2.15's Dynamo failed on it with
+``NameError: ___get_torch_function_mode_stack_at``) and compiled code calls no foreign function.
 """
 import ctypes
 import os
@@ -90,6 +95,21 @@ def _setter(library_path):
     return None
 
 
+def _dynamo_compiling():
+    """torch's own "is Dynamo tracing this" check, which Dynamo folds to True while it traces
+    (torch.compiler.is_dynamo_compiling from 2.3 on, torch._utils.is_compiling in 2.1 and 2.2);
+    a function returning False on a torch without Dynamo."""
+    compiler = getattr(torch, "compiler", None)
+    for check in (getattr(compiler, "is_dynamo_compiling", None),
+                  getattr(getattr(torch, "_utils", None), "is_compiling", None)):
+        if check is not None:
+            return check
+    return lambda: False
+
+
+_compiling = _dynamo_compiling()
+
+
 class CallSiteNames(TorchFunctionMode):
     """Names each torch call for the agent's hook while it runs."""
 
@@ -101,6 +121,8 @@ class CallSiteNames(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
+        if _compiling():  # Dynamo tracing: the compiled code names nothing
+            return func(*args, **kwargs)
         try:
             name = self._table.get(func)
         except TypeError:  # an unhashable callable
