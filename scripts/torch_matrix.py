@@ -142,16 +142,42 @@ def build_training_libs(facts, site):
     return build
 
 
-def run_suite(name, python, facts, site, training_build):
+def build_server(version):
+    """The server built against pip's torch `version` (its CMake config, as on a GPU host; CUDA
+    wheels compile and link with the CUDA toolkit here and replay on the CPU): (build, python)."""
+    python = make_venv(version)
+    facts = torch_facts(python)
+    build = os.path.join(OUT, f"server-torch-{facts['version']}")
+    prefix = subprocess.run([python, "-c", "import torch; print(torch.utils.cmake_prefix_path)"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    args = ["cmake", "-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
+            f"-DCMAKE_PREFIX_PATH={prefix}", "-DPARITY_WERROR=OFF"]
+    if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
+        args += ["-G", "Ninja"]
+    os.makedirs(OUT, exist_ok=True)
+    logfile = os.path.join(OUT, f"server-torch-{facts['version']}.log")
+    log(f"building the server against torch {facts['version']} in {build} ({logfile})")
+    start = time.monotonic()
+    with open(logfile, "w", encoding="utf-8") as f:
+        for step in (args, ["cmake", "--build", build, "-j", str(os.cpu_count() or 1), "--target",
+                            "parity-server", "parity_npu_reference", "parity_transport"]):
+            if subprocess.run(step, stdout=f, stderr=subprocess.STDOUT, check=False).returncode:
+                raise SystemExit(f"torch-matrix: the server's build failed: {logfile}")
+    log(f"server built in {time.monotonic() - start:.0f} s")
+    return build, python, facts
+
+
+def run_suite(name, python, facts, site, training_build, server):
     script = SUITES[name][0]
     folder = os.path.join(OUT, facts["version"])
     report = os.path.join(folder, f"{name}.report.jsonl")
     if os.path.exists(report):
         os.remove(report)
-    env = dict(os.environ, PARITY_BUILD_DIR=BUILD, PARITY_TRAINING_BUILD_DIR=training_build,
-               PARITY_PYTHON=python, PARITY_TEST_AGENT_LIB=os.path.join(site, "libparity_agent.so"),
+    env = dict(os.environ, PARITY_BUILD_DIR=server["build"],
+               PARITY_TRAINING_BUILD_DIR=training_build, PARITY_PYTHON=python,
+               PARITY_TEST_AGENT_LIB=os.path.join(site, "libparity_agent.so"),
                PARITY_MATRIX_REPORT=report, PARITY_TEST_BENCH_DEVICE="cpu",
-               PARITY_SERVER_PYTHON="/usr/bin/python3")
+               PARITY_SERVER_PYTHON=server["python"])
     start = time.monotonic()
     with open(os.path.join(folder, f"{name}.log"), "w", encoding="utf-8") as f:
         r = subprocess.run([python, os.path.join(ROOT, script)], stdout=f,
@@ -179,9 +205,9 @@ def run_suite(name, python, facts, site, training_build):
             "seconds": round(time.monotonic() - start), **measured}
 
 
-def render(results, when):
+def render(results, when, server):
     lines = [f"Torch matrix, {when}: {platform.machine()}, {platform.node() or 'host'}, "
-             f"{os.cpu_count()} cores; server: {BUILD} (Debian's torch)", "",
+             f"{os.cpu_count()} cores; server: {server['build']} ({server['torch']})", "",
              "| torch | C++11 ABI | install | suite | outcome | calls checked | recall | "
              "false errors |", "|---|---|---|---|---|---|---|---|"]
     for v in results:
@@ -206,6 +232,9 @@ def main():
     parser.add_argument("--reuse-build", action="store_true",
                         help="keep the agent's build folder and ccache (install times then are "
                              "a rebuild's, not a new user's)")
+    parser.add_argument("--server-torch", metavar="VERSION",
+                        help="build the server against this pip torch (in build/torch-matrix/) "
+                             "instead of using PARITY_BUILD_DIR's, of Debian's torch")
     args = parser.parse_args()
     if args.list:
         for name, (script, what) in SUITES.items():
@@ -218,6 +247,13 @@ def main():
         raise SystemExit(f"torch-matrix: unknown suite(s) {unknown}; --list shows them")
     versions = [newest_release() if v == "newest" else v for v in (args.versions or
                                                                    DEFAULT_VERSIONS)]
+    server = {"build": BUILD, "python": "/usr/bin/python3", "torch": "Debian's torch 1.13"}
+    if args.server_torch:  # its own folder: the logs of the runs against Debian's server stay
+        global OUT  # pylint: disable=global-statement
+        OUT = os.path.join(BUILD, "torch-matrix", f"server-{args.server_torch}")
+        build, python, facts = build_server(args.server_torch)
+        server = {"build": build, "python": python,
+                  "torch": f"pip's torch {facts['version']}, C++11 ABI {facts['abi']}"}
     results = []
     when = datetime.date.today().isoformat()
     for version in versions:
@@ -239,11 +275,11 @@ def main():
             continue
         for name in suites:
             log(f"torch {facts['version']}: {name}")
-            result = run_suite(name, python, facts, site, training_build)
+            result = run_suite(name, python, facts, site, training_build, server)
             entry["suites"].append(result)
             log(f"torch {facts['version']}: {name}: {'pass' if result['ok'] else 'FAIL'} "
                 f"({result['seconds']} s) {result['summary']}")
-    table = render(results, when)
+    table = render(results, when, server)
     with open(os.path.join(OUT, "matrix.md"), "w", encoding="utf-8") as f:
         f.write(table + "\n")
     with open(os.path.join(OUT, "matrix.json"), "w", encoding="utf-8") as f:
