@@ -205,11 +205,16 @@ def main():
     if args.device_lib:
         torch.ops.load_library(args.device_lib)
         # A backend registered from C++ alone has no Python device module, which torch 2.x's
-        # Module.to() asks for (torch_npu registers torch.npu): an empty one serves.
+        # Module.to() asks for, and the optimizers of later ones ask it whether the device is
+        # available (torch_npu registers torch.npu): a module of one available device serves.
         name = torch._C._get_privateuse1_backend_name() \
             if hasattr(torch._C, "_get_privateuse1_backend_name") else None
         if name and not hasattr(torch, name) and hasattr(torch, "_register_device_module"):
-            torch._register_device_module(name, types.ModuleType("torch." + name))
+            module = types.ModuleType("torch." + name)
+            module.is_available = lambda: True
+            module.device_count = lambda: 1
+            module.current_device = lambda: 0
+            torch._register_device_module(name, module)
     device = torch.device(args.device)
     if args.fault:
         import llama_faults  # pylint: disable=import-outside-toplevel

@@ -25,6 +25,9 @@
 // random_property standard, saying why (docs/results.md).
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#if __has_include(<ATen/detail/AcceleratorHooksInterface.h>)
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#endif
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <sys/mman.h>
 #include <torch/library.h>
@@ -187,6 +190,24 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, NpuGuardImpl);
+
+#if __has_include(<ATen/detail/AcceleratorHooksInterface.h>)
+// Torch 2.x asks "the accelerator" for its hooks where torch 1.13 asked the device guard: the
+// autograd engine (torch 2.15) stashes the current stream of every device that has a primary
+// context. Without a PrivateUse1 backend registered as such, a CUDA build of torch takes CUDA for
+// the accelerator and fails on a host without a driver ("CUDA driver version is insufficient").
+// torch_npu registers its backend ("npu") and its NPUHooksInterface; so does this device, under
+// the name it already has.
+struct NpuHooks final : at::PrivateUse1HooksInterface {
+  bool hasPrimaryContext(c10::DeviceIndex /*device_index*/) const override { return true; }
+};
+
+[[maybe_unused]] const bool kHooksRegistered = [] {
+  c10::register_privateuse1_backend("privateuseone");
+  at::RegisterPrivateUse1HooksInterface(new NpuHooks);  // held by torch for the process
+  return true;
+}();
+#endif
 
 // ---- kernels -----------------------------------------------------------------------------------
 
