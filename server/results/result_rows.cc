@@ -299,16 +299,20 @@ CallRows RowsOf(const CallOrigin& origin, const ServerCall& call, const CallChec
   return rows;
 }
 
+// A direction's status over its calls: msprobe's get_api_checker_result (any error "error", else
+// any Warning "Warning", else "pass"; all SKIP "SKIP"), but a direction with any call that was not
+// checked (SKIP or rejected) and no error or Warning reads SKIP, never pass: msprobe's rule read
+// pass for an API whose backward ran an unknown operator beside checked ones (issue 50).
 std::string DirectionCell(const std::vector<v1::VerdictStatus>& statuses) {
   if (statuses.empty()) return kSpace;
-  bool all_skip = true, warning = false;
+  bool unchecked = false, warning = false;
   for (v1::VerdictStatus s : statuses) {
     if (s == v1::VERDICT_STATUS_ERROR) return "error";
     warning |= s == v1::VERDICT_STATUS_WARNING;
-    all_skip &= s == v1::VERDICT_STATUS_SKIP || s == v1::VERDICT_STATUS_REJECTED;
+    unchecked |= s == v1::VERDICT_STATUS_SKIP || s == v1::VERDICT_STATUS_REJECTED;
   }
-  if (all_skip) return "SKIP";
-  return warning ? "Warning" : "pass";
+  if (warning) return "Warning";
+  return unchecked ? "SKIP" : "pass";
 }
 
 std::string ResultRow(const std::string& api, const std::vector<v1::VerdictStatus>& forward,
