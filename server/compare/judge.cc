@@ -97,6 +97,13 @@ void JudgeUlp(OutputJudgement& j, v1::DType dtype, const PairMetrics& dev, const
   if (std::isnan(dev.ulp_mean) && !(bench != nullptr && std::isnan(bench->ulp_mean))) {
     pass = false;  // inf/NaN where the bench has none
   }
+  // More inf/NaN errors than the bench has (the ULP metrics leave inf/NaN elements out, and a
+  // NaN mean ULP on both sides hid a device overflowing where the bench did not: issue 50).
+  if (dev.inf_nan_error_rate > (bench != nullptr ? bench->inf_nan_error_rate : 0.0)) {
+    Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kInfNanErrorRate,
+         "ERROR: inf/nan错误率超过标杆 (inf/NaN where the bench has finite values)");
+    return;
+  }
   if (!pass) Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kUlpError, "ERROR: ULP误差不满足标准");
 }
 
@@ -393,6 +400,13 @@ OutputJudgement JudgeOutput(const HostTensor& device, const HostTensor* bench,
     Note(&j.message, absl::StrCat("Inconclusive reference: the bench replay disagrees with the "
                                   "float64 golden on inf/nan positions (rate ",
                                   j.bench->inf_nan_error_rate, "); not blamed on the device."));
+  }
+  // An overflow says so first, in its own words (a ratio over an inf, "mean ULP NaN", does not).
+  if (j.status != v1::VERDICT_STATUS_PASS) {
+    j.nonfinite = FindDeviceNonFinite(device, *reference);
+    if (j.nonfinite) {
+      j.message = NonFiniteMessage(*j.nonfinite) + (j.message.empty() ? "" : "\n") + j.message;
+    }
   }
   return j;
 }

@@ -9,6 +9,7 @@
 #include "parity/v1/parity.pb.h"
 #include "server/compare/metric.h"
 #include "server/compare/metrics.h"
+#include "server/compare/nonfinite.h"
 #include "server/compare/standards.h"
 
 namespace parity::server {
@@ -44,6 +45,9 @@ struct OutputJudgement {
   std::vector<std::pair<std::string, double>> random;
   // msprobe's two-way status of the device metrics (the details CSV's Status column).
   v1::VerdictStatus two_way_status = v1::VERDICT_STATUS_PASS;
+  // On a non-pass output: where the device has inf/NaN and the reference does not. The message
+  // then starts with it, before any ratio.
+  std::optional<NonFinite> nonfinite;
 
   // The ratio of `m`, or null.
   const Ratio* FindRatio(Metric m) const;

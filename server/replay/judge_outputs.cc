@@ -207,8 +207,9 @@ void JudgeOutputs(const ServerCall& call, const DecodedCall& decoded, const Repl
 void OutputTally::Add(OutputCheck out, CallCheck* check) {
   const OutputJudgement& j = out.judgement;
   if (j.status == v1::VERDICT_STATUS_ERROR && summary_.empty()) {
-    summary_ = absl::StrCat("output ", out.index, ": ", MetricName(j.failed_metric), " (",
-                            StandardName(j.standard), ")");
+    summary_ = absl::StrCat("output ", out.index, ": ",
+                            j.nonfinite ? NonFiniteMessage(*j.nonfinite) + "; " : "",
+                            MetricName(j.failed_metric), " (", StandardName(j.standard), ")");
   }
   statuses_.push_back(j.status);
   check->outputs.push_back(std::move(out));

@@ -10,6 +10,7 @@
 #include "common/naming/operator_catalogue.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/compare/float_types.h"
 
 namespace parity::server {
 namespace {
@@ -406,6 +407,42 @@ TEST(StandardsTableTest, ExactOpsAreListedAndMisplacedOnesRefused) {
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_TRUE(ok->ExactByConstruction("aten::t"));
   EXPECT_FALSE(ok->ExactByConstruction("aten::cat"));
+}
+
+// An fp16 attention score overflowing to inf: the message says so first, with the count and the
+// first element, before any ratio ("mean ULP NaN" said nothing of why), by every standard that
+// fails it; a bench that overflowed too makes no such claim.
+TEST(JudgeNonFiniteTest, AnOverflowIsNamedFirst) {
+  std::vector<double> golden;
+  for (int i = 0; i < 64; ++i) golden.push_back(100.0 + 3.0 * i);
+  golden[5] = 60000;  // within float16's range (65504): a kernel that overflowed on the way
+  golden[40] = -61000;
+  golden[63] = 70000;  // beyond it: inf is float16's right answer there, not named
+  std::vector<uint16_t> device, bench;
+  for (double v : golden) {
+    bench.push_back(fp::FloatToHalf(static_cast<float>(v)));
+    device.push_back(bench.back());
+  }
+  device[5] = fp::FloatToHalf(std::numeric_limits<float>::infinity());
+  device[40] = fp::FloatToHalf(-std::numeric_limits<float>::infinity());
+  const HostTensor d{v1::DTYPE_FLOAT16, {64}, device.data(), 64};
+  const HostTensor b{v1::DTYPE_FLOAT16, {64}, bench.data(), 64};
+  const HostTensor g{v1::DTYPE_FLOAT64, {64}, golden.data(), 64};
+  for (Standard standard : {Standard::kBenchmark, Standard::kUlp, Standard::kAbsoluteThreshold}) {
+    const OutputJudgement j = JudgeOutput(d, &b, &g, standard, StandardsTable::Default());
+    EXPECT_EQ(StatusText(j.status), "error") << StandardName(standard) << ": " << j.message;
+    EXPECT_THAT(j.message, ::testing::StartsWith(
+                               "device output has 2 inf/NaN where the reference is finite (first "
+                               "at element 5: inf, reference 60000)"))
+        << StandardName(standard);
+    ASSERT_TRUE(j.nonfinite.has_value());
+    EXPECT_EQ(j.nonfinite->count, 2);
+  }
+  // Only the element beyond float16's range overflowing: right, nothing named.
+  const OutputJudgement right =
+      JudgeOutput(b, &b, &g, Standard::kBenchmark, StandardsTable::Default());
+  EXPECT_EQ(StatusText(right.status), "pass") << right.message;
+  EXPECT_FALSE(right.nonfinite.has_value());
 }
 
 }  // namespace
