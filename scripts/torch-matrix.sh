@@ -3,13 +3,16 @@
 # built here with Debian's torch (docs/install.md#the-torch-matrix).
 #
 #   scripts/torch-matrix.sh [VERSION ...]     (default: 2.1.0 2.6.0 and the newest release)
+#   scripts/torch-matrix.sh --server-torch 2.15.0 2.15.0    (the server built against a wheel)
 #
 # For each version: a virtual environment of /usr/bin/python3 with that torch wheel from PyPI
 # (the wheels are kept in PARITY_TORCH_CACHE, outside the checkout, so a rerun downloads
 # nothing), the agent installed there by the README's own commands, the test libraries a training
 # loads built against that torch, then the Python suites run with that interpreter against the
 # server of PARITY_BUILD_DIR. Prints a table (torch x ABI x suite -> outcome, calls checked,
-# recall, false errors) and writes it, with every log, under build/torch-matrix/.
+# recall, false errors) and writes it, with every log, under build/torch-matrix/. With
+# --server-torch VERSION, the server is first built against that pip torch (its CMake config, as
+# on a GPU host) and the suites run against it instead (build/torch-matrix/server-VERSION/).
 #
 #   PARITY_TORCH_CACHE     wheels and virtual environments (default /var/cache/parity-torch)
 #   PARITY_MATRIX_SUITES   the suites, comma-separated (default: all; --list shows them)
