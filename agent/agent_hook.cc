@@ -40,6 +40,7 @@ struct ThreadState {
   std::vector<Node> engine;
   std::vector<std::string> modules;
   int compiled = 0;  // torch.compile regions running on this thread (nested ones counted once)
+  std::vector<bool> compiled_records;  // per compiled-region record open: whether it counted
   // msprobe's API of the Python call running (parity_agent_set_api): the next top-level forward
   // op takes it. Points into the Python agent's name table, which outlives it.
   const char* pending_api = nullptr;
@@ -99,15 +100,21 @@ bool IsCompiledBackward(const char* name) {
   return std::string_view(name) == "CompiledFunctionBackward";
 }
 
-// A compiled region begins (counted once when regions nest) or ends.
-void EnterCompiled(ThreadState& ts, bool backward) {
-  if (ts.compiled++ > 0) return;
+// A compiled region's record begins (counted once when regions nest) or ends. While torch
+// compiles, AOT autograd runs CompiledFunction on fake tensors (19 times for a small block, torch
+// 2.1): those compute nothing and are not regions that ran.
+void EnterCompiled(const at::RecordFunction& fn, ThreadState& ts, bool backward) {
+  const bool counts = !Traced(fn.inputs());
+  ts.compiled_records.push_back(counts);
+  if (!counts || ts.compiled++ > 0) return;
   if (parity_session* s = g_session.load(std::memory_order_acquire)) {
     parity_session_compiled_region(s, backward ? 1 : 0);
   }
 }
 void LeaveCompiled(ThreadState& ts) {
-  if (ts.compiled > 0) --ts.compiled;
+  if (ts.compiled_records.empty()) return;
+  if (ts.compiled_records.back() && ts.compiled > 0) --ts.compiled;
+  ts.compiled_records.pop_back();
 }
 
 // A dispatcher op (has a schema name; the engine's wrapper records have none).
@@ -241,7 +248,7 @@ bool TrackContext(const at::RecordFunction& fn, ThreadState& ts) {
   switch (fn.scope()) {
     case at::RecordScope::BACKWARD_FUNCTION:
       ts.nodes.push_back({fn.name(), fn.seqNr()});
-      if (IsCompiledBackward(fn.name())) EnterCompiled(ts, true);
+      if (IsCompiledBackward(fn.name())) EnterCompiled(fn, ts, true);
       // The engine's wrapper record carries no sequence number; the node's own record, which
       // runs inside it, does. The wrapper's work after the node (reducing and accumulating its
       // gradients) is then linked to the node's forward call like the node's own ops.
@@ -255,7 +262,7 @@ bool TrackContext(const at::RecordFunction& fn, ThreadState& ts) {
       return true;
     case at::RecordScope::FUNCTION:
       if (IsCompiledRegion(fn.name())) {
-        EnterCompiled(ts, false);
+        EnterCompiled(fn, ts, false);
         return true;
       }
       if (IsEngineWrapper(fn.name())) {
