@@ -324,6 +324,14 @@ void Session::NameCall(const parity_call_site& site, const std::string& op,
   }
 }
 
+void Session::CustomFunction(const std::string& name, int64_t sequence_nr,
+                             const std::string& module) {
+  const std::string op = "autograd::" + name;
+  const std::string api = "Function." + name;
+  const uint64_t index = names_.NextCallIndex(op);
+  names_.RecordForward(sequence_nr, {op, "", index, 0, module, api, names_.NextCallIndex(api)});
+}
+
 std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint32_t* flags) {
   *flags = 0;
   if (site.backward && !config_.parity.capture_backward) return nullptr;

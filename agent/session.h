@@ -72,6 +72,8 @@ class Session {
   void NoteUndeclaredRandom(const v1::ApiCall& call);
   void OptimizerStepDone();
   void CompiledRegion(bool backward) { counters_.CompiledRegion(backward); }
+  // A training's own autograd.Function (parity_session_custom_function).
+  void CustomFunction(const std::string& name, int64_t sequence_nr, const std::string& module);
   bool wants_signatures() const { return !budget_.unlimited(); }
   int32_t rank() const { return rank_; }
 

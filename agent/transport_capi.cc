@@ -195,6 +195,15 @@ void parity_session_compiled_region(parity_session* s, int32_t backward) {
   });
 }
 
+void parity_session_custom_function(parity_session* s, const char* name, int64_t sequence_nr,
+                                    const char* module) {
+  Guarded("parity_session_custom_function", 0, [&] {
+    s->session->CustomFunction(name != nullptr ? name : "", sequence_nr,
+                               module != nullptr ? module : "");
+    return 0;
+  });
+}
+
 int parity_session_flush(parity_session* s, uint32_t timeout_ms) {
   return Guarded("parity_session_flush", 0, [&] { return s->session->Flush(timeout_ms) ? 1 : 0; });
 }

@@ -148,6 +148,12 @@ class Torch2FeaturesTest(unittest.TestCase):
         self.assertGreaterEqual(counters["compiled_calls"], len(forward_mm) + len(backward_mm) + 3)
         self.assertLessEqual(counters["compiled_calls"], counters["captured"] - len(outside))
         self.assertTrue(any(r["op"] == "aten::sigmoid" for r in records))
+        # The calls its backward runs are named after the function (issue 50), not after the
+        # forward op that ran before it (aten::randn, whose sequence number the node took).
+        self.assertEqual({r["forward_op"] for r in backward_mm}, {"autograd::CompiledFunction"})
+        self.assertEqual({r["csv_api"] for r in backward_mm},
+                         {"Function.CompiledFunction.0"})  # call indices count per step
+        self.assertFalse([r for r in records if r.get("forward_op") == "aten::randn"])
         self.assertEqual(counters["error"], 0)
         self.assertIn("torch.compile: 3 forward and 3 backward compiled-region runs, "
                       f"{counters['compiled_calls']} calls captured inside them", stderr)

@@ -92,6 +92,12 @@ PARITY_TRANSPORT_API void parity_session_optimizer_step_done(parity_session* s);
  * AOT autograd's CompiledFunction; backward: its CompiledFunctionBackward node). Counted for the
  * exit line: inductor's fused kernels inside run outside the dispatcher and are not checked. */
 PARITY_TRANSPORT_API void parity_session_compiled_region(parity_session* s, int32_t backward);
+/* A training's own autograd.Function began its forward (`name`: its class; `sequence_nr`: the
+ * sequence number its backward node takes; `module`: the innermost module path or ""). The calls
+ * that node's backward runs are named after it (ApiCall.forward_op_name "autograd::<name>", api
+ * "Function.<name>"), not after the forward op that ran before it. */
+PARITY_TRANSPORT_API void parity_session_custom_function(parity_session* s, const char* name,
+                                                         int64_t sequence_nr, const char* module);
 /* Waits until every captured call is delivered and answered, at most timeout_ms: 1 if so. */
 PARITY_TRANSPORT_API int parity_session_flush(parity_session* s, uint32_t timeout_ms);
 /* Delivers what is queued (at most parity.flush_timeout_ms), closes the stream, logs the summary.
