@@ -41,13 +41,15 @@ _OPERATOR_DUNDERS = {
 
 def _name_table():
     """{function: b"Prefix.name"} for msprobe's wrapped namespaces, in msprobe's prefixes. A
-    function reachable under several names keeps the first: a namespace's plain names before
-    its dunder ones (``Tensor.__add__`` is ``Tensor.add``'s function in torch 1.13)."""
+    function reachable under several names keeps one: a namespace's plain names before its dunder
+    ones (``Tensor.__add__`` is ``Tensor.add``'s function in torch 1.13), a name that is its own
+    ``__name__`` before another, and the shortest of those (``torch.mm``, which compares equal to
+    ``torch.dsmm`` and ``torch.spmm``)."""
     table = {}
 
     def add(prefix, owner):
-        names = sorted(dir(owner), key=lambda n: (n.startswith("__"), n))
-        for name in names:
+        found = []
+        for name in dir(owner):
             if name.startswith("__"):
                 if name not in _OPERATOR_DUNDERS:
                     continue
@@ -55,11 +57,14 @@ def _name_table():
                 continue
             try:
                 func = getattr(owner, name)
-                if not callable(func) or isinstance(func, type):
-                    continue
-                table.setdefault(func, (prefix + "." + name).encode())
+                if callable(func) and not isinstance(func, type):
+                    hash(func)
+                    found.append((name.startswith("__"), getattr(func, "__name__", name) != name,
+                                  len(name), name, func))
             except (AttributeError, TypeError, RuntimeError):
                 continue  # unhashable, or an attribute that fails on access
+        for _, _, _, name, func in sorted(found, key=lambda f: f[:4]):
+            table.setdefault(func, (prefix + "." + name).encode())
 
     add("Functional", torch.nn.functional)
     add("Tensor", torch.Tensor)
