@@ -132,6 +132,7 @@ class Torch2FeaturesTest(unittest.TestCase):
         self.assertLess(counters["compiled_calls"], counters["captured"])
         self.assertIn("torch.compile: 2 forward and 2 backward compiled-region runs, "
                       f"{counters['compiled_calls']} calls captured inside them", stderr)
+        print(stderr[stderr.index("torch.compile: "):].splitlines()[0], flush=True)
 
     def test_compiled_regions_are_counted_and_what_runs_inside_them_checked(self):
         # AOT autograd's records by name on any torch (1.13 included): three steps, each one
