@@ -255,6 +255,7 @@ class RandomPropertyTest : public ::testing::Test {
 };
 
 // The faults issue 23 names, each an error on the metric that sees it.
+// Each an error on its metric, its message saying what broke in the words of the property.
 TEST_F(RandomPropertyTest, PlantedFaultsAreErrorsOnTheMetricThatSeesThem) {
   const double p = 0.1;
   // dropout scaled by 1/p: the kept elements are 9x too large.
@@ -265,6 +266,8 @@ TEST_F(RandomPropertyTest, PlantedFaultsAreErrorsOnTheMetricThatSeesThem) {
     }));
     EXPECT_EQ(StatusText(v.status()), "error") << v.ShortDebugString();
     EXPECT_EQ(v.outputs(0).failed_metric(), "kept_scale");
+    EXPECT_THAT(v.outputs(0).message(),
+                HasSubstr("elements are neither dropped (0) nor kept (1.11111 x input)"));
   }
   // dropout keeping 5% too few elements at p = 0.1 on a 1M-element tensor.
   {
@@ -274,6 +277,7 @@ TEST_F(RandomPropertyTest, PlantedFaultsAreErrorsOnTheMetricThatSeesThem) {
     }));
     EXPECT_EQ(StatusText(v.status()), "error") << v.ShortDebugString();
     EXPECT_EQ(v.outputs(0).failed_metric(), "rate");
+    EXPECT_THAT(v.outputs(0).message(), HasSubstr("ERROR: keep rate 0.8"));
     EXPECT_NEAR(v.outputs(0).metrics().at("keep_rate"), 0.855, 0.002);
     std::printf("dropout keeping 5%% too few: %s\n", v.outputs(0).message().c_str());
   }
@@ -285,6 +289,7 @@ TEST_F(RandomPropertyTest, PlantedFaultsAreErrorsOnTheMetricThatSeesThem) {
         [](Stack& out) { out[0] = out[0].toTensor() * std::sqrt(1.1); }));
     EXPECT_EQ(StatusText(v.status()), "error") << v.ShortDebugString();
     EXPECT_EQ(v.outputs(0).failed_metric(), "variance");
+    EXPECT_THAT(v.outputs(0).message(), HasSubstr("ERROR: mean square of (value - mean) / std 1."));
   }
   // uniform_ shifted by 0.05 of its range.
   {
@@ -293,6 +298,7 @@ TEST_F(RandomPropertyTest, PlantedFaultsAreErrorsOnTheMetricThatSeesThem) {
                          [](Stack& out) { out[0] = out[0].toTensor() + 0.05 * 5.0; }));
     EXPECT_EQ(StatusText(v.status()), "error") << v.ShortDebugString();
     EXPECT_EQ(v.outputs(0).failed_metric(), "support");
+    EXPECT_THAT(v.outputs(0).message(), HasSubstr("values outside [from, to]"));
   }
   // randperm with one duplicate.
   {
@@ -305,6 +311,7 @@ TEST_F(RandomPropertyTest, PlantedFaultsAreErrorsOnTheMetricThatSeesThem) {
                    }));
     EXPECT_EQ(StatusText(v.status()), "error") << v.ShortDebugString();
     EXPECT_EQ(v.outputs(0).failed_metric(), "permutation");
+    EXPECT_THAT(v.outputs(0).message(), HasSubstr("ERROR: 1 values are repeated"));
   }
 }
 
