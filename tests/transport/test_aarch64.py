@@ -34,6 +34,22 @@ def machine(path):
     return re.search(r"Machine:\s+(.*)", out.stdout).group(1).strip()
 
 
+def checked_training(test, r, server):
+    """Asserts that the training `r` ended well, every call it captured was sent (policy block)
+    and the server wrote a record of each, none an error; (captured, passed, errors, records)."""
+    test.assertEqual(r.returncode, 0, r.stderr[-3000:])
+    summary = SUMMARY.search(r.stderr)
+    test.assertIsNotNone(summary, r.stderr[-3000:])
+    captured, sent, passed, _, errors = (int(g) for g in summary.groups())
+    test.assertGreater(captured, 20)
+    test.assertEqual(sent, captured)  # policy block: nothing dropped
+    test.assertGreater(passed, 0)
+    test.assertEqual(errors, 0)
+    records = server.records()
+    test.assertEqual(len(records), captured)
+    return captured, passed, errors, records
+
+
 class Aarch64TrainingTest(unittest.TestCase):
     def test_a_tiny_training_on_arm64_is_checked_by_the_x86_server(self):
         agent = os.path.join(XBUILD, "agent", "libparity_agent.so")
@@ -63,16 +79,7 @@ class Aarch64TrainingTest(unittest.TestCase):
             print(r.stderr[-3000:], flush=True)
         finally:
             server.stop()
-        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
-        summary = SUMMARY.search(r.stderr)
-        self.assertIsNotNone(summary, r.stderr[-3000:])
-        captured, sent, passed, _, errors = (int(g) for g in summary.groups())
-        self.assertGreater(captured, 20)
-        self.assertEqual(sent, captured)  # policy block: nothing dropped
-        self.assertGreater(passed, 0)
-        self.assertEqual(errors, 0)
-        records = server.records()
-        self.assertEqual(len(records), captured)
+        captured, passed, errors, records = checked_training(self, r, server)
         self.assertTrue(any(x["op"] == "aten::linear" and x["phase"] == "forward"
                             for x in records))
         self.assertTrue(any(x["phase"] == "backward" for x in records))
@@ -128,16 +135,7 @@ class Aarch64WheelTrainingTest(unittest.TestCase):
             print(r.stderr[-3000:], flush=True)
         finally:
             server.stop()
-        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
-        summary = SUMMARY.search(r.stderr)
-        self.assertIsNotNone(summary, r.stderr[-3000:])
-        captured, sent, passed, _, errors = (int(g) for g in summary.groups())
-        self.assertGreater(captured, 20)
-        self.assertEqual(sent, captured)
-        self.assertGreater(passed, 0)
-        self.assertEqual(errors, 0)
-        records = server.records()
-        self.assertEqual(len(records), captured)
+        captured, passed, errors, records = checked_training(self, r, server)
         self.assertTrue(any(x["phase"] == "backward" for x in records))
         torches = set(re.findall(r"agent connected: .*?, torch ([^,]*), run ", server.read_log()))
         self.assertEqual(torches, {version})  # the server saw the wheel's torch in the Hello
