@@ -69,10 +69,13 @@ OutputJudgement JudgeStatistics(const v1::TensorStats& device, const v1::TensorS
   detail.nan_count = device.nan_count();
   detail.inf_count = device.inf_count();
   if (device.nan_count() != counts.nan_count() || device.inf_count() != counts.inf_count()) {
-    fail(Metric::kStatsInfNanCount,
-         absl::StrCat("ERROR: inf/NaN counts differ: device ", device.inf_count(), " inf and ",
-                      device.nan_count(), " NaN, ", bench != nullptr ? "bench " : "golden ",
-                      counts.inf_count(), " inf and ", counts.nan_count(), " NaN"));
+    // What broke, first (before the note and any statistic): an overflow reads as one.
+    j.status = v1::VERDICT_STATUS_ERROR;
+    j.failed_metric = Metric::kStatsInfNanCount;
+    j.message =
+        absl::StrCat("ERROR: inf/NaN counts differ: device ", device.inf_count(), " inf and ",
+                     device.nan_count(), " NaN, ", bench != nullptr ? "bench " : "golden ",
+                     counts.inf_count(), " inf and ", counts.nan_count(), " NaN\n", j.message);
   }
   const DTypeConstants* c = table.Constants(dtype);
   // A statistic of many elements is more precise than any one of them, so the floor is the
