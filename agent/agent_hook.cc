@@ -103,8 +103,9 @@ bool IsCompiledBackward(const char* name) {
 // A training's own autograd.Function began (its apply's record: the class name, and the
 // sequence number its backward node takes): the calls that node's backward runs are named after
 // it, not after whichever forward op ran last before it (issue 50).
+// The caller has seen that the record is no operator and ran on real tensors.
 void NoteCustomFunction(const at::RecordFunction& fn, const ThreadState& ts) {
-  if (ts.depth > 0 || fn.seqNr() < 0 || fn.operator_name().has_value()) return;
+  if (ts.depth > 0 || fn.seqNr() < 0) return;
   if (parity_session* s = g_session.load(std::memory_order_acquire)) {
     parity_session_custom_function(s, fn.name(), fn.seqNr(),
                                    ts.modules.empty() ? "" : ts.modules.back().c_str());
@@ -207,7 +208,12 @@ bool TrackContext(const at::RecordFunction& fn, ThreadState& ts) {
             {std::string(std::string_view(fn.name()).substr(kEngineWrapper.size())), fn.seqNr()});
         return true;
       }
-      if (!Traced(fn.inputs())) NoteCustomFunction(fn, ts);  // an op: returns at once
+      // Not an operator ("ns::name"): an autograd.Function's apply. Every op's record passes
+      // here, so the cheap tests go first and Traced() (the hook's own, again) only for those.
+      if (fn.seqNr() >= 0 && ts.depth == 0 && std::strchr(fn.name(), ':') == nullptr &&
+          !Traced(fn.inputs())) {
+        NoteCustomFunction(fn, ts);
+      }
       return false;
     default:
       return false;
