@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -255,25 +256,6 @@ double Epsilon(v1::DType tested, v1::DType ref) {
   }
 }
 
-template <typename T>
-absl::StatusOr<PairMetrics> WithReference(const HostTensor& t, const HostTensor& r,
-                                          const DTypeConstants& c) {
-  const double eps = Epsilon(t.dtype, r.dtype);
-  switch (r.dtype) {
-    case v1::DTYPE_FLOAT16:
-      return Compute<T, fp::Half>(t, r, c, eps);
-    case v1::DTYPE_BFLOAT16:
-      return Compute<T, fp::BFloat16>(t, r, c, eps);
-    case v1::DTYPE_FLOAT32:
-      return Compute<T, fp::Float>(t, r, c, eps);
-    case v1::DTYPE_FLOAT64:
-      return Compute<T, fp::Double>(t, r, c, eps);
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("reference dtype ", common::TorchName(r.dtype),
-                                                     " cannot judge a floating output"));
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<PairMetrics> ComputeMetrics(const HostTensor& tested, const HostTensor& reference,
@@ -282,17 +264,16 @@ absl::StatusOr<PairMetrics> ComputeMetrics(const HostTensor& tested, const HostT
     return absl::InvalidArgumentError(absl::StrCat("The shape of bench", Shape(reference.shape),
                                                    " and npu", Shape(tested.shape), " not equal."));
   }
-  switch (tested.dtype) {
-    case v1::DTYPE_FLOAT16:
-      return WithReference<fp::Half>(tested, reference, constants);
-    case v1::DTYPE_BFLOAT16:
-      return WithReference<fp::BFloat16>(tested, reference, constants);
-    case v1::DTYPE_FLOAT32:
-      return WithReference<fp::Float>(tested, reference, constants);
-    case v1::DTYPE_FLOAT64:
-      return WithReference<fp::Double>(tested, reference, constants);
-    default:
-      break;
+  std::optional<absl::StatusOr<PairMetrics>> floating;
+  const double eps = Epsilon(tested.dtype, reference.dtype);
+  if (VisitFloat(tested.dtype, [&](auto t) {
+        VisitFloat(reference.dtype, [&](auto r) {
+          floating = Compute<decltype(t), decltype(r)>(tested, reference, constants, eps);
+        });
+      })) {
+    if (floating) return *std::move(floating);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reference dtype ", common::TorchName(reference.dtype), " cannot judge a floating output"));
   }
   // Integer, bool (and complex, compared bitwise per component) outputs: exact comparison only.
   if (tested.dtype != reference.dtype) {

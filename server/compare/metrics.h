@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "parity/v1/parity.pb.h"
+#include "server/compare/float_types.h"
 
 namespace parity::server {
 
@@ -58,6 +59,28 @@ struct PairMetrics {
   double ulp_over_threshold_ratio = 0;
   bool has_float_metrics = true;  // false for integer/bool pairs (mismatch only)
 };
+
+// Calls f(T{}) with the fp:: element type of a floating dtype (float16, bfloat16, float32,
+// float64); false, without calling it, for any other dtype.
+template <typename F>
+bool VisitFloat(v1::DType dtype, F&& f) {
+  switch (dtype) {
+    case v1::DTYPE_FLOAT16:
+      f(fp::Half{});
+      return true;
+    case v1::DTYPE_BFLOAT16:
+      f(fp::BFloat16{});
+      return true;
+    case v1::DTYPE_FLOAT32:
+      f(fp::Float{});
+      return true;
+    case v1::DTYPE_FLOAT64:
+      f(fp::Double{});
+      return true;
+    default:
+      return false;
+  }
+}
 
 // Computes every metric of `tested` against `reference`. Shapes and element counts must agree
 // (checked: INVALID_ARGUMENT naming both). `tested` is float16/bfloat16/float32/float64 or an

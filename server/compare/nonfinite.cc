@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "server/compare/float_types.h"
 
 namespace parity::server {
 namespace {
@@ -27,22 +26,6 @@ std::optional<NonFinite> Scan(const HostTensor& t, const HostTensor& r) {
   return n;
 }
 
-template <typename T>
-std::optional<NonFinite> WithReference(const HostTensor& t, const HostTensor& r) {
-  switch (r.dtype) {
-    case v1::DTYPE_FLOAT16:
-      return Scan<T, fp::Half>(t, r);
-    case v1::DTYPE_BFLOAT16:
-      return Scan<T, fp::BFloat16>(t, r);
-    case v1::DTYPE_FLOAT32:
-      return Scan<T, fp::Float>(t, r);
-    case v1::DTYPE_FLOAT64:
-      return Scan<T, fp::Double>(t, r);
-    default:
-      return std::nullopt;
-  }
-}
-
 }  // namespace
 
 std::optional<NonFinite> FindDeviceNonFinite(const HostTensor& device,
@@ -50,18 +33,12 @@ std::optional<NonFinite> FindDeviceNonFinite(const HostTensor& device,
   if (device.numel != reference.numel || device.data == nullptr || reference.data == nullptr) {
     return std::nullopt;
   }
-  switch (device.dtype) {
-    case v1::DTYPE_FLOAT16:
-      return WithReference<fp::Half>(device, reference);
-    case v1::DTYPE_BFLOAT16:
-      return WithReference<fp::BFloat16>(device, reference);
-    case v1::DTYPE_FLOAT32:
-      return WithReference<fp::Float>(device, reference);
-    case v1::DTYPE_FLOAT64:
-      return WithReference<fp::Double>(device, reference);
-    default:
-      return std::nullopt;
-  }
+  std::optional<NonFinite> found;
+  VisitFloat(device.dtype, [&](auto t) {
+    VisitFloat(reference.dtype,
+               [&](auto r) { found = Scan<decltype(t), decltype(r)>(device, reference); });
+  });
+  return found;
 }
 
 std::string NonFiniteMessage(const NonFinite& n) {
