@@ -21,7 +21,8 @@
 #                codec, oplib) against this libtorch
 #     gpu        the gpu tier alone
 #     bench      replay_bench: one call checked with the bench on the CPU and on CUDA (golden on the
-#                GPU and on the CPU), matmul-, attention- and LLM-layer-sized (compare_bench too
+#                GPU and on the CPU), matmul-, attention- and LLM-layer-sized; then again with the
+#                CUDA bench's outputs compared on the host (PARITY_COMPARE_DEVICE=cpu) (compare_bench too
 #                with PARITY_GPU_COMPARE=1, transport_bench with PARITY_GPU_TRANSPORT=1)
 #     throughput server_throughput --bench_device=cuda with 1, 2, 4 and 8 agents
 #     demo       parity-server on the GPU, a training on the GPU with the agent, the summary
@@ -227,6 +228,9 @@ phase_bench() {
       timeout 120 "$bench" --only="$row" 2>&1 | tee -a "$out/replay_bench-rows.txt" | tail -n 1
     done < <("$bench" --list)
   fi
+  # The same rows with the CUDA bench's outputs compared on the host (as before the CUDA compare):
+  # the compare column side by side with the run above.
+  PARITY_COMPARE_DEVICE=cpu timeout "$limit" "$bench" 2>&1 | tee "$out/replay_bench-hostcompare.txt"
   if [[ -n "${PARITY_GPU_COMPARE:-}" ]]; then
     "$build/tests/bench/compare_bench" 2>&1 | tee "$out/compare_bench.txt" | tail -n 40
   fi

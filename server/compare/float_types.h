@@ -1,5 +1,6 @@
 // Element access for the comparison loops: load any wire float type as double, and round a double
-// to a device dtype (round-to-nearest-even), without libtorch.
+// to a device dtype (round-to-nearest-even), without libtorch; on the host and (PARITY_HD) on a
+// GPU.
 #pragma once
 
 #include <cmath>
@@ -7,22 +8,24 @@
 #include <cstring>
 #include <limits>
 
+#include "server/compare/host_device.h"
+
 namespace parity::server::fp {
 
-inline float BitsToFloat(uint32_t bits) {
+PARITY_HD inline float BitsToFloat(uint32_t bits) {
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
 }
 
-inline uint32_t FloatToBits(float f) {
+PARITY_HD inline uint32_t FloatToBits(float f) {
   uint32_t b;
   std::memcpy(&b, &f, 4);
   return b;
 }
 
 // IEEE binary16 -> float (exact).
-inline float HalfToFloat(uint16_t h) {
+PARITY_HD inline float HalfToFloat(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
   const uint32_t exp = (h >> 10) & 0x1F;
   uint32_t mant = h & 0x3FF;
@@ -37,7 +40,7 @@ inline float HalfToFloat(uint16_t h) {
 }
 
 // float -> IEEE binary16 bits, round to nearest even, overflow to inf, NaN kept NaN.
-inline uint16_t FloatToHalf(float f) {
+PARITY_HD inline uint16_t FloatToHalf(float f) {
   const uint32_t x = FloatToBits(f);
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
   const uint32_t abs = x & 0x7FFFFFFFu;
@@ -55,9 +58,11 @@ inline uint16_t FloatToHalf(float f) {
   return sign | static_cast<uint16_t>(h);
 }
 
-inline float BFloat16ToFloat(uint16_t b) { return BitsToFloat(static_cast<uint32_t>(b) << 16); }
+PARITY_HD inline float BFloat16ToFloat(uint16_t b) {
+  return BitsToFloat(static_cast<uint32_t>(b) << 16);
+}
 
-inline uint16_t FloatToBFloat16(float f) {
+PARITY_HD inline uint16_t FloatToBFloat16(float f) {
   const uint32_t x = FloatToBits(f);
   if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x40);  // NaN
   const uint32_t rounding = 0x7FFF + ((x >> 16) & 1);
@@ -78,36 +83,46 @@ inline const float* HalfTable() {
 
 struct Half {
   using Storage = uint16_t;
-  static double Load(const void* p, int64_t i) {
+  PARITY_HD static double Load(const void* p, int64_t i) {
+#if defined(__CUDA_ARCH__)
+    return HalfToFloat(static_cast<const uint16_t*>(p)[i]);
+#else
     return HalfTable()[static_cast<const uint16_t*>(p)[i]];
+#endif
   }
-  static double Round(double v) { return HalfToFloat(FloatToHalf(static_cast<float>(v))); }
+  PARITY_HD static double Round(double v) {
+    return HalfToFloat(FloatToHalf(static_cast<float>(v)));
+  }
   static constexpr double kMax = 65504.0;
   static constexpr double kEps = 0.0009765625;  // 2^-10
 };
 
 struct BFloat16 {
   using Storage = uint16_t;
-  static double Load(const void* p, int64_t i) {
+  PARITY_HD static double Load(const void* p, int64_t i) {
     return BFloat16ToFloat(static_cast<const uint16_t*>(p)[i]);
   }
-  static double Round(double v) { return BFloat16ToFloat(FloatToBFloat16(static_cast<float>(v))); }
+  PARITY_HD static double Round(double v) {
+    return BFloat16ToFloat(FloatToBFloat16(static_cast<float>(v)));
+  }
   static constexpr double kMax = 3.3895313892515355e38;
   static constexpr double kEps = 0.0078125;  // 2^-7
 };
 
 struct Float {
   using Storage = float;
-  static double Load(const void* p, int64_t i) { return static_cast<const float*>(p)[i]; }
-  static double Round(double v) { return static_cast<float>(v); }
+  PARITY_HD static double Load(const void* p, int64_t i) { return static_cast<const float*>(p)[i]; }
+  PARITY_HD static double Round(double v) { return static_cast<float>(v); }
   static constexpr double kMax = std::numeric_limits<float>::max();
   static constexpr double kEps = std::numeric_limits<float>::epsilon();
 };
 
 struct Double {
   using Storage = double;
-  static double Load(const void* p, int64_t i) { return static_cast<const double*>(p)[i]; }
-  static double Round(double v) { return v; }
+  PARITY_HD static double Load(const void* p, int64_t i) {
+    return static_cast<const double*>(p)[i];
+  }
+  PARITY_HD static double Round(double v) { return v; }
   static constexpr double kMax = std::numeric_limits<double>::max();
   static constexpr double kEps = std::numeric_limits<double>::epsilon();
 };

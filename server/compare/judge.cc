@@ -355,12 +355,12 @@ void JudgeWithoutNewStandard(v1::DType dtype, bool floating, Standard standard,
 
 }  // namespace
 
-OutputJudgement JudgeOutput(const HostTensor& device, const HostTensor* bench,
-                            const HostTensor* golden, Standard standard,
+OutputJudgement JudgeOutput(const TensorView& device, const TensorView* bench,
+                            const TensorView* golden, Standard standard,
                             const StandardsTable& table) {
   OutputJudgement j;
   j.standard = standard;
-  const HostTensor* reference = golden != nullptr ? golden : bench;
+  const TensorView* reference = golden != nullptr ? golden : bench;
   if (reference == nullptr) {
     j.status = v1::VERDICT_STATUS_SKIP;
     j.message = "Bench output is None, skip this test.";

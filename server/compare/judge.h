@@ -61,8 +61,8 @@ v1::VerdictStatus TwoWayChain(const PairMetrics& m, v1::DType device_dtype,
 
 // Judges one output. `bench` and `golden` may be null when that replay could not run (the
 // reason goes into the message by the caller). `standard` is the API's standard from the table.
-OutputJudgement JudgeOutput(const HostTensor& device, const HostTensor* bench,
-                            const HostTensor* golden, Standard standard,
+OutputJudgement JudgeOutput(const TensorView& device, const TensorView* bench,
+                            const TensorView* golden, Standard standard,
                             const StandardsTable& table);
 
 // msprobe's spelling: "pass", "Warning", "error", "SKIP".

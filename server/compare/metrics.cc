@@ -13,6 +13,8 @@
 #include "common/base/log.h"
 #include "common/wire/dtype.h"
 #include "server/compare/accumulate.h"
+#include "server/compare/device_compare.h"
+#include "server/compare/element.h"
 #include "server/compare/float_types.h"
 #include "server/compare/parallel.h"
 
@@ -23,105 +25,11 @@ constexpr double kCosineZero = 2.220446e-16;
 
 using internal::Accumulator;
 
-// ULP error of one element: |t - r| * 2^(mantissa_bits - e), e = max(floor(log2|r|), min_e),
-// e = 0 where r = 0. `UlpInDouble` computes the difference in float64 (float32 devices), else in
-// float32, as msprobe does.
-template <bool UlpInDouble>
-inline double Ulp(double t, double r, const DTypeConstants& c) {
-  double diff;
-  if constexpr (UlpInDouble) {
-    diff = std::fabs(t - r);
-  } else {
-    diff = std::fabs(
-        static_cast<double>(static_cast<float>(static_cast<float>(t) - static_cast<float>(r))));
-  }
-  if (!std::isfinite(r) || !std::isfinite(t)) {
-    return t == r ? 0.0 : std::numeric_limits<double>::quiet_NaN();
-  }
-  int e = std::max(0, c.ulp_min_exponent);
-  if (r != 0) {
-    // floor(log2|r|) from the exponent bits; libm only for subnormals.
-    uint64_t bits;
-    std::memcpy(&bits, &r, 8);
-    const int biased = static_cast<int>((bits >> 52) & 0x7FF);
-    e = std::max(biased != 0 ? biased - 1023 : std::ilogb(r), c.ulp_min_exponent);
-  }
-  const int k = c.ulp_mantissa_bits - e;
-  if (k < -1022 || k > 1023) return std::ldexp(diff, k);
-  const uint64_t scale_bits = static_cast<uint64_t>(k + 1023) << 52;  // exactly 2^k
-  double scale;
-  std::memcpy(&scale, &scale_bits, 8);
-  return diff * scale;
-}
-
 template <typename T, typename R>
 void Accumulate(const void* tp, const void* rp, int64_t begin, int64_t end, const DTypeConstants& c,
                 double eps, Accumulator& a) {
-  constexpr bool kUlpInDouble = std::is_same_v<T, fp::Float> || std::is_same_v<T, fp::Double>;
   for (int64_t i = begin; i < end; ++i) {
-    const double t = T::Load(tp, i);
-    const double r = R::Load(rp, i);
-    const double r_t = T::Round(r);  // reference cast to the tested dtype
-    const double abs_t = std::fabs(t), abs_r = std::fabs(r);
-    a.max_abs_tested = std::max(a.max_abs_tested, abs_t);
-    a.max_abs_ref = std::max(a.max_abs_ref, abs_r);
-    a.dot += t * r;
-    a.norm_t += t * t;
-    a.norm_r += r * r;
-
-    double err, rel;
-    if constexpr (internal::kErrorsInFloat<T, R>) {
-      // float32 arithmetic, as msprobe's numpy does for these dtypes (t and r are float32 values).
-      const float err_f = std::fabs(static_cast<float>(t) - static_cast<float>(r));
-      err = err_f;
-      rel = err_f / (static_cast<float>(abs_r) + static_cast<float>(eps));
-    } else {
-      err = std::fabs(t - r);
-      rel = err / (abs_r + eps);
-    }
-    if (std::isnan(err)) a.nan_error = true;
-    a.max_abs_error = std::max(a.max_abs_error, err);
-    a.hundredth += rel < 1e-2;  // NaN compares false: counts as failing
-    a.thousandth += rel < 1e-3;
-    a.ten_thousandth += rel < 1e-4;
-    // Compared with the reference rounded to the tested dtype: an exact op (relu, gather,
-    // masked_fill with a float64 fill value) rounds the same way, so only real differences count.
-    a.mismatches += !(t == r_t || (std::isnan(t) && std::isnan(r_t)));
-    a.above += t > r_t;
-    a.below += t < r_t;
-
-    const bool finite = std::isfinite(t) && std::isfinite(r_t);
-    if (finite) {
-      if (abs_r <= c.small_value) {
-        ++a.n_small;
-        ++a.n_masked;
-        a.small_bench_fail += err > c.small_value_atol_benchmark;
-        a.small_abs_fail += err > c.small_value_atol_absolute;
-      } else {
-        ++a.n_normal;
-        a.rel_fail += rel > c.rtol;
-        a.max_rel = std::max(a.max_rel, rel);
-        a.sum_rel += rel;
-        a.sum_sq_masked += err * err;
-      }
-    } else {
-      ++a.n_inf_nan;
-      ++a.n_masked;
-      const double tc = std::clamp(t, -T::kMax, T::kMax);  // NaN stays NaN
-      const double rc = std::clamp(r_t, -T::kMax, T::kMax);
-      const double re = std::fabs(tc - rc) / (abs_r + eps);
-      const bool ok = re <= c.rtol || (std::isnan(t) && std::isnan(r_t));
-      a.inf_nan_fail += !ok;
-    }
-
-    const double ulp = Ulp<kUlpInDouble>(t, r, c);
-    if (std::isnan(ulp)) {
-      a.ulp_nan = true;
-    } else {
-      a.ulp_max = std::max(a.ulp_max, ulp);
-      a.ulp_sum += ulp;
-      a.ulp_over += ulp > c.ulp_threshold;
-    }
+    internal::AccumulateElement<T, R>(T::Load(tp, i), R::Load(rp, i), c, eps, a);
   }
 }
 
@@ -177,11 +85,10 @@ Accumulator AccumulateAll(v1::DType td, v1::DType rd, const void* tp, const void
   return total;
 }
 
-template <typename T, typename R>
-PairMetrics Compute(const HostTensor& tested, const HostTensor& ref, const DTypeConstants& c,
-                    double eps) {
-  const int64_t n = tested.numel;
-  const Accumulator a = AccumulateAll(tested.dtype, ref.dtype, tested.data, ref.data, n, c, eps);
+// The metrics of n elements from their sums. `scaled_cosine(max_abs_tested, max_abs_ref)`
+// recomputes the cosine when the raw sums overflowed.
+template <typename ScaledCosineFn>
+PairMetrics Finish(const Accumulator& a, int64_t n, ScaledCosineFn&& scaled_cosine) {
   PairMetrics m;
   m.numel = n;
   if (n == 0) {
@@ -201,7 +108,7 @@ PairMetrics Compute(const HostTensor& tested, const HostTensor& ref, const DType
     // value is NaN (then the cosine is NaN however it is computed: no second pass).
     if (!std::isfinite(cos) && !a.nan_error && std::isfinite(a.max_abs_tested) &&
         std::isfinite(a.max_abs_ref)) {
-      cos = ScaledCosine<T, R>(tested.data, ref.data, n, a.max_abs_tested, a.max_abs_ref);
+      cos = scaled_cosine(a.max_abs_tested, a.max_abs_ref);
     }
     m.cosine = std::isnan(cos) ? cos : std::clamp(cos, -1.0, 1.0);
   }
@@ -226,6 +133,35 @@ PairMetrics Compute(const HostTensor& tested, const HostTensor& ref, const DType
   m.ulp_max = a.ulp_nan ? kNaN : a.ulp_max;
   m.ulp_mean = a.ulp_nan ? kNaN : a.ulp_sum / dn;
   m.ulp_over_threshold_ratio = a.ulp_over / dn;
+  return m;
+}
+
+template <typename T, typename R>
+PairMetrics Compute(const TensorView& tested, const TensorView& ref, const DTypeConstants& c,
+                    double eps) {
+  const int64_t n = tested.numel;
+  const Accumulator a = AccumulateAll(tested.dtype, ref.dtype, tested.data, ref.data, n, c, eps);
+  return Finish(a, n, [&](double mt, double mr) {
+    return ScaledCosine<T, R>(tested.data, ref.data, n, mt, mr);
+  });
+}
+
+// The same metrics with the pass on the CUDA device holding both sides (device_compare.h).
+absl::StatusOr<PairMetrics> ComputeOnDevice(const TensorView& tested, const TensorView& ref,
+                                            const DTypeConstants& c, double eps) {
+  const int64_t n = tested.numel;
+  if (n == 0) return Finish(Accumulator{}, 0, [](double, double) { return kNaN; });
+  const internal::DeviceSpan t{internal::KindOf(tested.dtype), tested.data},
+      r{internal::KindOf(ref.dtype), ref.data};
+  Accumulator a;
+  std::string error = internal::DeviceAccumulate(tested.cuda_device, t, r, n, c, eps, &a);
+  if (!error.empty()) return absl::InternalError(error);
+  PairMetrics m = Finish(a, n, [&](double mt, double mr) {
+    double cosine = kNaN;
+    error = internal::DeviceScaledCosine(tested.cuda_device, t, r, n, mt, mr, &cosine);
+    return cosine;
+  });
+  if (!error.empty()) return absl::InternalError(error);
   return m;
 }
 
@@ -258,11 +194,21 @@ double Epsilon(v1::DType tested, v1::DType ref) {
 
 }  // namespace
 
-absl::StatusOr<PairMetrics> ComputeMetrics(const HostTensor& tested, const HostTensor& reference,
+absl::StatusOr<PairMetrics> ComputeMetrics(const TensorView& tested, const TensorView& reference,
                                            const DTypeConstants& constants) {
   if (tested.shape != reference.shape || tested.numel != reference.numel) {
     return absl::InvalidArgumentError(absl::StrCat("The shape of bench", Shape(reference.shape),
                                                    " and npu", Shape(tested.shape), " not equal."));
+  }
+  if (tested.on_cuda() || reference.on_cuda()) {
+    if (tested.cuda_device != reference.cuda_device || !common::IsFloating(tested.dtype) ||
+        !common::IsFloating(reference.dtype)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the CUDA compare takes two floating outputs on one device, not ",
+          common::TorchName(tested.dtype), " on ", tested.cuda_device, " and ",
+          common::TorchName(reference.dtype), " on ", reference.cuda_device, " (-1: the host)"));
+    }
+    return ComputeOnDevice(tested, reference, constants, Epsilon(tested.dtype, reference.dtype));
   }
   std::optional<absl::StatusOr<PairMetrics>> floating;
   const double eps = Epsilon(tested.dtype, reference.dtype);
@@ -313,17 +259,6 @@ absl::StatusOr<PairMetrics> ComputeMetrics(const HostTensor& tested, const HostT
 }
 
 namespace internal {
-
-void Merge(Accumulator& a, const Accumulator& b) {
-#define PARITY_ADD(f) a.f += b.f;
-#define PARITY_MAX(f) a.f = std::max(a.f, b.f);
-#define PARITY_OR(f) a.f = a.f || b.f;
-  PARITY_ACCUMULATOR_FIELDS(PARITY_ADD, PARITY_MAX, PARITY_OR)
-#undef PARITY_ADD
-#undef PARITY_MAX
-#undef PARITY_OR
-  a.n_masked += b.n_masked;
-}
 
 void ScalarKernel(v1::DType td, v1::DType rd, const void* t, const void* r, int64_t begin,
                   int64_t end, const DTypeConstants& c, double eps, Accumulator& a) {

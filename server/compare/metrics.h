@@ -8,28 +8,21 @@
 
 #include "absl/status/statusor.h"
 #include "parity/v1/parity.pb.h"
+#include "server/compare/accumulator.h"
 #include "server/compare/float_types.h"
 
 namespace parity::server {
 
-// A contiguous host buffer of one output.
-struct HostTensor {
+// A contiguous buffer of one output: in host memory, or in a CUDA device's memory (then the
+// metrics are computed on that device: device_compare.h).
+struct TensorView {
   v1::DType dtype = v1::DTYPE_UNSPECIFIED;
   std::vector<int64_t> shape;
   const void* data = nullptr;
   int64_t numel = 0;
-};
+  int cuda_device = -1;  // -1: host memory; else the index of the CUDA device holding `data`
 
-// Per-dtype constants (msprobe StandardConfig); loaded from the standards file.
-struct DTypeConstants {
-  double small_value = 0;                 // |ref| <= this is "small"
-  double small_value_atol_absolute = 0;   // absolute-threshold standard
-  double small_value_atol_benchmark = 0;  // benchmark standard
-  double rtol = 0;
-  double minimum_err = 0;  // ratio denominator floor
-  int ulp_min_exponent = 0;
-  int ulp_mantissa_bits = 0;
-  double ulp_threshold = 0;  // an element "over threshold" has ulp > this
+  bool on_cuda() const { return cuda_device >= 0; }
 };
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -88,7 +81,7 @@ bool VisitFloat(v1::DType dtype, F&& f) {
 // least as wide, or the same integer type. `constants` are those of the tested dtype.
 // Thread-safe; memory-bandwidth bound, one pass (plus a rescaling pass only if the raw cosine
 // accumulators overflow).
-absl::StatusOr<PairMetrics> ComputeMetrics(const HostTensor& tested, const HostTensor& reference,
+absl::StatusOr<PairMetrics> ComputeMetrics(const TensorView& tested, const TensorView& reference,
                                            const DTypeConstants& constants);
 
 }  // namespace parity::server

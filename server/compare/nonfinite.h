@@ -19,7 +19,7 @@ struct NonFinite {
 
 // Scans a floating pair of equal element counts (float16/bfloat16/float32/float64 each side);
 // nullopt when no element is inf/NaN on the device alone, or for other dtypes.
-std::optional<NonFinite> FindDeviceNonFinite(const HostTensor& device, const HostTensor& reference);
+std::optional<NonFinite> FindDeviceNonFinite(const TensorView& device, const TensorView& reference);
 
 // "device output has 3 inf/NaN where the reference is finite (first at element 17: inf,
 // reference 70016)"

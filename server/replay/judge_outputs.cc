@@ -1,35 +1,74 @@
 // Stage 5 of a check: every output of the device against the bench and golden replays.
+#include <cstdlib>
+#include <mutex>
 #include <optional>
+#include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/cpu_clock.h"
+#include "common/base/log.h"
 #include "common/torch/dtype_map.h"
 #include "common/torch/ivalue_walk.h"
 #include "common/torch/tensor_stats.h"
 #include "common/torch/torch_pch.h"
+#include "server/compare/device_compare.h"
 #include "server/compare/statistics.h"
 #include "server/replay/stages.h"
 
 namespace parity::server {
 namespace {
 
-// A contiguous CPU copy and the compare engine's view of it.
-struct HostCopy {
+// Whether outputs may be compared on the bench's GPU: this build has the CUDA compare and
+// PARITY_COMPARE_DEVICE is not "cpu" (which compares on the host, as a build without it does).
+bool GpuCompareAllowed() {
+  static const bool allowed = [] {
+    const char* env = std::getenv("PARITY_COMPARE_DEVICE");
+    return internal::DeviceCompareBuilt() && (env == nullptr || std::string(env) != "cpu");
+  }();
+  return allowed;
+}
+
+const at::Tensor* TensorOf(const c10::IValue* v) {
+  return v != nullptr && v->isTensor() && v->toTensor().defined() ? &v->toTensor() : nullptr;
+}
+
+// The GPU an output is compared on: the bench's (else the golden's) when that output is there and
+// every side is floating; none (the host) otherwise.
+std::optional<c10::Device> CompareGpu(const at::Tensor& device, const c10::IValue* bench,
+                                      const c10::IValue* golden) {
+  if (!GpuCompareAllowed() || !at::isFloatingType(device.scalar_type())) return std::nullopt;
+  std::optional<c10::Device> gpu;
+  for (const c10::IValue* v : {golden, bench}) {
+    const at::Tensor* t = TensorOf(v);
+    if (t == nullptr) continue;
+    if (!at::isFloatingType(t->scalar_type())) return std::nullopt;
+    if (t->device().is_cuda()) gpu = t->device();
+  }
+  return gpu;
+}
+
+// A contiguous copy of an output where it is compared (the host, or `gpu`: a pinned host tensor
+// goes up asynchronously on the lane's stream), and the compare engine's view of it.
+struct PlacedCopy {
   at::Tensor tensor;
-  HostTensor view;
+  TensorView view;
 };
 
-std::optional<HostCopy> ToHost(const c10::IValue* v) {
-  if (v == nullptr || !v->isTensor() || !v->toTensor().defined()) return std::nullopt;
-  const at::Tensor& t = v->toTensor();
-  std::optional<v1::DType> d = common::ToWireDType(t.scalar_type());
+std::optional<PlacedCopy> Place(const c10::IValue* v, std::optional<c10::Device> gpu) {
+  const at::Tensor* t = TensorOf(v);
+  if (t == nullptr) return std::nullopt;
+  std::optional<v1::DType> d = common::ToWireDType(t->scalar_type());
   if (!d) return std::nullopt;
-  HostCopy h;
-  h.tensor = t.detach().resolve_conj().resolve_neg().to(at::kCPU).contiguous();
+  PlacedCopy h;
+  const at::Tensor plain = t->detach().resolve_conj().resolve_neg();
+  h.tensor = gpu ? plain.to(*gpu, /*non_blocking=*/plain.is_pinned()).contiguous()
+                 : plain.to(at::kCPU).contiguous();
   h.view.dtype = *d;
   h.view.shape.assign(h.tensor.sizes().begin(), h.tensor.sizes().end());
   h.view.data = h.tensor.data_ptr();
   h.view.numel = h.tensor.numel();
+  h.view.cuda_device = gpu ? gpu->index() : -1;
   return h;
 }
 
@@ -40,32 +79,76 @@ OutputCheck Skipped(std::string why) {
   return out;
 }
 
-// A tensor output: the compare engine's metrics and the standard's rules.
-// `to_host`: the checking thread's CPU seconds copying the bench's and golden's outputs to the
-// host (a GPU bench's; nothing to copy on a CPU bench).
+// A tensor output: the compare engine's metrics and the standard's rules, on the bench's GPU
+// where it has one (only the metrics come back), else on the host.
+// `to_host`: the checking thread's CPU seconds moving outputs between the host and a GPU (the
+// bench's and golden's down for a host compare, the device's up for a GPU compare).
+// The three sides placed for a compare on `gpu` (or the host), timed into `to_host`; false when
+// the GPU had no room for the copies.
+struct Placed {
+  std::optional<PlacedCopy> device, bench, golden;
+};
+bool PlaceAll(const c10::IValue& device, const c10::IValue* bench, const c10::IValue* golden,
+              std::optional<c10::Device> gpu, double* to_host, Placed* out) {
+  const auto on_gpu = [](const c10::IValue* v) {
+    const at::Tensor* t = TensorOf(v);
+    return t != nullptr && !t->device().is_cpu();
+  };
+  std::optional<common::ScopedCpuTimer> timer;  // only where there is a copy to time
+  if (gpu || on_gpu(bench) || on_gpu(golden)) timer.emplace(to_host);
+  try {
+    *out = {Place(&device, gpu), Place(bench, gpu), Place(golden, gpu)};
+    if (gpu) {
+      // The compare's kernels run on their own stream: the lane's copies and kernels end first.
+      c10::impl::VirtualGuardImpl guard(gpu->type());
+      guard.getStream(*gpu).synchronize();
+    }
+  } catch (const c10::Error&) {
+    if (!gpu) throw;
+    *out = {};
+    return false;
+  }
+  return true;
+}
+
+// A tensor output: the compare engine's metrics and the standard's rules, on the bench's GPU
+// where it has one (only the metrics come back), else on the host: also when the GPU has no room
+// for the copies or its compare fails (a CUDA error), so the verdict never depends on it.
+// `to_host`: the checking thread's CPU seconds moving outputs between the host and a GPU (the
+// bench's and golden's down for a host compare, the device's up for a GPU compare).
 OutputCheck JudgeTensor(const at::Tensor& device, const c10::IValue* bench,
                         const c10::IValue* golden, Standard standard, const StandardsTable& table,
                         double* to_host) {
   const c10::IValue d(device);
-  std::optional<HostCopy> dh = ToHost(&d), bh, gh;
-  auto on_gpu = [](const c10::IValue* v) {
-    return v != nullptr && v->isTensor() && v->toTensor().defined() &&
-           !v->toTensor().device().is_cpu();
+  std::optional<c10::Device> gpu = CompareGpu(device, bench, golden);
+  Placed p;
+  if (!PlaceAll(d, bench, golden, gpu, to_host, &p)) {
+    gpu.reset();
+    PlaceAll(d, bench, golden, gpu, to_host, &p);
+  }
+  if (!p.device || (!p.bench && !p.golden)) return Skipped("Bench output is None, skip this test.");
+  auto judge = [&] {
+    return JudgeOutput(p.device->view, p.bench ? &p.bench->view : nullptr,
+                       p.golden ? &p.golden->view : nullptr, standard, table);
   };
-  std::optional<common::ScopedCpuTimer> timer;  // only where there is a copy to time
-  if (on_gpu(bench) || on_gpu(golden)) timer.emplace(to_host);
-  bh = ToHost(bench);
-  gh = ToHost(golden);
-  timer.reset();
-  if (!dh || (!bh && !gh)) return Skipped("Bench output is None, skip this test.");
   OutputCheck out;
-  out.judgement =
-      JudgeOutput(dh->view, bh ? &bh->view : nullptr, gh ? &gh->view : nullptr, standard, table);
-  out.dtype = dh->view.dtype;
-  out.shape = dh->view.shape;
+  out.judgement = judge();
+  if (gpu && out.judgement.failed_metric == Metric::kStructure &&
+      absl::StartsWith(out.judgement.message, internal::kDeviceCompareError)) {
+    static std::once_flag once;
+    std::call_once(once, [&] {
+      common::LogWarning(absl::StrCat(out.judgement.message, ": comparing on the host instead"));
+    });
+    gpu.reset();
+    PlaceAll(d, bench, golden, gpu, to_host, &p);
+    out.judgement = judge();
+  }
+  const PlacedCopy& dh = *p.device;
+  out.dtype = dh.view.dtype;
+  out.shape = dh.view.shape;
   out.judged = out.judgement.device.has_value();
-  if (bh) out.bench_dtype = bh->view.dtype;
-  out.reference_dtype = gh ? gh->view.dtype : out.bench_dtype;
+  if (p.bench) out.bench_dtype = p.bench->view.dtype;
+  out.reference_dtype = p.golden ? p.golden->view.dtype : out.bench_dtype;
   return out;
 }
 

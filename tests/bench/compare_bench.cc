@@ -27,7 +27,7 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using parity::server::HostTensor;
+using parity::server::TensorView;
 namespace v1 = parity::v1;
 
 std::string only;  // --only=TEXT: the rows whose name contains TEXT
@@ -58,7 +58,7 @@ void ParallelCopy(char* dst, const char* src, size_t bytes, int threads) {
 
 struct Buffers {
   std::vector<char> device, golden;
-  HostTensor d, g;
+  TensorView d, g;
 };
 
 // `nan_every` > 0: the device value of every nan_every-th element is NaN (real outputs have few;
@@ -102,8 +102,8 @@ Buffers Make(v1::DType dtype, size_t device_bytes, int64_t nan_every, bool bench
       }
     }
   }
-  b.d = HostTensor{dtype, {n}, b.device.data(), n};
-  b.g = HostTensor{ref, {n}, b.golden.data(), n};
+  b.d = TensorView{dtype, {n}, b.device.data(), n};
+  b.g = TensorView{ref, {n}, b.golden.data(), n};
   return b;
 }
 

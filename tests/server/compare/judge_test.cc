@@ -52,12 +52,12 @@ class JudgeTest : public ::testing::TestWithParam<Case> {};
 TEST_P(JudgeTest, Decides) {
   const Case& c = GetParam();
   auto view = [](const auto& v, v1::DType d) {
-    return HostTensor{
+    return TensorView{
         d, {static_cast<int64_t>(v.size())}, v.data(), static_cast<int64_t>(v.size())};
   };
-  HostTensor device = view(c.device, v1::DTYPE_FLOAT32);
-  HostTensor bench = view(c.bench, v1::DTYPE_FLOAT32);
-  HostTensor golden = view(c.golden, v1::DTYPE_FLOAT64);
+  TensorView device = view(c.device, v1::DTYPE_FLOAT32);
+  TensorView bench = view(c.bench, v1::DTYPE_FLOAT32);
+  TensorView golden = view(c.golden, v1::DTYPE_FLOAT64);
   OutputJudgement j = JudgeOutput(device, c.bench.empty() ? nullptr : &bench, &golden, c.standard,
                                   StandardsTable::Default());
   EXPECT_EQ(StatusText(j.status), StatusText(c.expected)) << j.message;
@@ -213,10 +213,10 @@ TEST(JudgeHalfPrecisionTest, BFloat16ThousandthOpsAreJudgedAgainstTheBench) {
   };
   const std::vector<uint16_t> rounded = to_bf16(0), off = to_bf16(0.02);
   const int64_t n = static_cast<int64_t>(golden.size());
-  const HostTensor gold{v1::DTYPE_FLOAT32, {n}, golden.data(), n};
-  const HostTensor bench{v1::DTYPE_BFLOAT16, {n}, rounded.data(), n};
-  const HostTensor good{v1::DTYPE_BFLOAT16, {n}, rounded.data(), n};
-  const HostTensor bad{v1::DTYPE_BFLOAT16, {n}, off.data(), n};
+  const TensorView gold{v1::DTYPE_FLOAT32, {n}, golden.data(), n};
+  const TensorView bench{v1::DTYPE_BFLOAT16, {n}, rounded.data(), n};
+  const TensorView good{v1::DTYPE_BFLOAT16, {n}, rounded.data(), n};
+  const TensorView bad{v1::DTYPE_BFLOAT16, {n}, off.data(), n};
   const StandardsTable& table = StandardsTable::Default();
 
   OutputJudgement j = JudgeOutput(good, &bench, &gold, Standard::kThousandth, table);
@@ -239,9 +239,9 @@ TEST(JudgeFloat64Test, ExactComparisonsStayExactInFloat64) {
   std::vector<double> ref(1000), same(1000), off(1000);
   for (int i = 0; i < 1000; ++i) ref[i] = same[i] = off[i] = std::sin(0.37 * i);
   off[123] += 5e-4;
-  const HostTensor r{v1::DTYPE_FLOAT64, {1000}, ref.data(), 1000};
-  const HostTensor s{v1::DTYPE_FLOAT64, {1000}, same.data(), 1000};
-  const HostTensor o{v1::DTYPE_FLOAT64, {1000}, off.data(), 1000};
+  const TensorView r{v1::DTYPE_FLOAT64, {1000}, ref.data(), 1000};
+  const TensorView s{v1::DTYPE_FLOAT64, {1000}, same.data(), 1000};
+  const TensorView o{v1::DTYPE_FLOAT64, {1000}, off.data(), 1000};
   const StandardsTable& table = StandardsTable::Default();
   OutputJudgement j = JudgeOutput(s, &r, &r, Standard::kBinary, table);
   EXPECT_EQ(StatusText(j.status), "pass") << j.message;
@@ -437,9 +437,9 @@ TEST(JudgeNonFiniteTest, AnOverflowIsNamedFirst) {
   }
   device[5] = fp::FloatToHalf(std::numeric_limits<float>::infinity());
   device[40] = fp::FloatToHalf(-std::numeric_limits<float>::infinity());
-  const HostTensor d{v1::DTYPE_FLOAT16, {64}, device.data(), 64};
-  const HostTensor b{v1::DTYPE_FLOAT16, {64}, bench.data(), 64};
-  const HostTensor g{v1::DTYPE_FLOAT64, {64}, golden.data(), 64};
+  const TensorView d{v1::DTYPE_FLOAT16, {64}, device.data(), 64};
+  const TensorView b{v1::DTYPE_FLOAT16, {64}, bench.data(), 64};
+  const TensorView g{v1::DTYPE_FLOAT64, {64}, golden.data(), 64};
   for (Standard standard : {Standard::kBenchmark, Standard::kUlp, Standard::kAbsoluteThreshold}) {
     const OutputJudgement j = JudgeOutput(d, &b, &g, standard, StandardsTable::Default());
     EXPECT_EQ(StatusText(j.status), "error") << StandardName(standard) << ": " << j.message;

@@ -511,8 +511,8 @@ TEST(MetricsKernelTest, ResultsDoNotDependOnTheNumberOfThreads) {
       Store(rd, r, i, v);
       Store(td, t, i, v * (1 + 1e-3 * normal(rng)));
     }
-    const HostTensor tt{td, {n}, t.data(), n};
-    const HostTensor rr{rd, {n}, r.data(), n};
+    const TensorView tt{td, {n}, t.data(), n};
+    const TensorView rr{rd, {n}, r.data(), n};
     const DTypeConstants& c = *StandardsTable::Default().Constants(td);
     const int saved = CompareThreads();
     SetCompareThreads(1);

@@ -16,8 +16,8 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 template <typename T>
-HostTensor View(v1::DType dtype, const std::vector<T>& v) {
-  return HostTensor{
+TensorView View(v1::DType dtype, const std::vector<T>& v) {
+  return TensorView{
       dtype, {static_cast<int64_t>(v.size())}, v.data(), static_cast<int64_t>(v.size())};
 }
 
