@@ -149,6 +149,13 @@ PairMetrics Compute(const TensorView& tested, const TensorView& ref, const DType
 // The same metrics with the pass on the CUDA device holding both sides (device_compare.h).
 absl::StatusOr<PairMetrics> ComputeOnDevice(const TensorView& tested, const TensorView& ref,
                                             const DTypeConstants& c, double eps) {
+  if (tested.cuda_device != ref.cuda_device || !common::IsFloating(tested.dtype) ||
+      !common::IsFloating(ref.dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the CUDA compare takes two floating outputs on one device, not ",
+                     common::TorchName(tested.dtype), " on ", tested.cuda_device, " and ",
+                     common::TorchName(ref.dtype), " on ", ref.cuda_device, " (-1: the host)"));
+  }
   const int64_t n = tested.numel;
   if (n == 0) return Finish(Accumulator{}, 0, [](double, double) { return kNaN; });
   const internal::DeviceSpan t{internal::KindOf(tested.dtype), tested.data},
@@ -201,13 +208,6 @@ absl::StatusOr<PairMetrics> ComputeMetrics(const TensorView& tested, const Tenso
                                                    " and npu", Shape(tested.shape), " not equal."));
   }
   if (tested.on_cuda() || reference.on_cuda()) {
-    if (tested.cuda_device != reference.cuda_device || !common::IsFloating(tested.dtype) ||
-        !common::IsFloating(reference.dtype)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the CUDA compare takes two floating outputs on one device, not ",
-          common::TorchName(tested.dtype), " on ", tested.cuda_device, " and ",
-          common::TorchName(reference.dtype), " on ", reference.cuda_device, " (-1: the host)"));
-    }
     return ComputeOnDevice(tested, reference, constants, Epsilon(tested.dtype, reference.dtype));
   }
   std::optional<absl::StatusOr<PairMetrics>> floating;

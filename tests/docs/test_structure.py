@@ -26,8 +26,8 @@ EXEMPT = {
         "SIMD kernel: the low-precision pass, one loop body the compiler vectorises",
     ("server/compare/metrics_simd_kernel.inc", "FusedPass"):
         "SIMD kernel: the fused float32/float64 pass",
-    ("server/compare/metrics.cc", "Accumulate"):
-        "the scalar kernel the SIMD kernels are tested against, element by element",
+    ("server/compare/element.h", "AccumulateElement"):
+        "the per-element definition the SIMD and CUDA kernels are tested against, whole",
     ("common/config/config_keys.cc", "AgentTable"): "data table: one row per agent config key",
     ("common/config/config_keys_server.cc", "ServerTable"):
         "data table: one row per server config key",
