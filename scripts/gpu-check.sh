@@ -40,6 +40,10 @@
 #   1. PARITY_GPU_PHASE_TIMEOUT=150 scripts/gpu-check.sh env build gpu bench demo snapshot
 #   2. PARITY_GPU_PHASE_TIMEOUT=380 scripts/gpu-check.sh e2e test
 # (throughput when there is time left: it was measured on an H200 the same day).
+# On the H200 of 2026-11-27 one call of `env build gpu bench demo snapshot throughput` (phase
+# limit 150 s) took 500 s: build 91 s, gpu 9 s, bench 42 s, demo and snapshot 193 s, throughput
+# cut at 150 s; a second call of `build gpu bench` with PARITY_GPU_TARGETS (the GPU tests,
+# replay_bench, crc_bench) 128 s, build 62 s.
 # PARITY_GPU_TARGETS builds only those targets; PARITY_GPU_METRICS_PORT=-1 runs the demo's server
 # without metrics; PARITY_GPU_PHASE_TIMEOUT caps each long step (seconds, default 300).
 set -uo pipefail

@@ -4,6 +4,8 @@
 #
 #   scripts/torch-matrix.sh [VERSION ...]     (default: 2.1.0 2.6.0 and the newest release)
 #   scripts/torch-matrix.sh --server-torch 2.15.0 2.15.0    (the server built against a wheel)
+#   scripts/torch-matrix.sh --server-torch 2.15.0 --build-only   (only that build: a CUDA wheel
+#                                      builds the CUDA compare, its GPU tests and replay_bench)
 #
 # For each version: a virtual environment of /usr/bin/python3 with that torch wheel from PyPI
 # (the wheels are kept in PARITY_TORCH_CACHE, outside the checkout, so a rerun downloads

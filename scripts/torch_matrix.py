@@ -152,6 +152,13 @@ def build_server(version):
                             capture_output=True, text=True, check=True).stdout.strip()
     args = ["cmake", "-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
             f"-DCMAKE_PREFIX_PATH={prefix}", "-DPARITY_WERROR=OFF"]
+    targets = ["parity-server", "parity_npu_reference", "parity_transport"]
+    if facts.get("cuda"):
+        # A CUDA wheel: the compare on the GPU must build (nvcc), with the GPU tests and the
+        # benchmark a GPU host runs first (scripts/gpu-check.sh), so that run starts from code
+        # known to compile and link.
+        args.append("-DPARITY_CUDA_COMPARE=ON")
+        targets += ["device_compare_tests", "replay_bench", "crc_bench"]
     if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
         args += ["-G", "Ninja"]
     os.makedirs(OUT, exist_ok=True)
@@ -160,7 +167,7 @@ def build_server(version):
     start = time.monotonic()
     with open(logfile, "w", encoding="utf-8") as f:
         for step in (args, ["cmake", "--build", build, "-j", str(os.cpu_count() or 1), "--target",
-                            "parity-server", "parity_npu_reference", "parity_transport"]):
+                            *targets]):
             if subprocess.run(step, stdout=f, stderr=subprocess.STDOUT, check=False).returncode:
                 raise SystemExit(f"torch-matrix: the server's build failed: {logfile}")
     log(f"server built in {time.monotonic() - start:.0f} s")
@@ -235,6 +242,10 @@ def main():
     parser.add_argument("--server-torch", metavar="VERSION",
                         help="build the server against this pip torch (in build/torch-matrix/) "
                              "instead of using PARITY_BUILD_DIR's, of Debian's torch")
+    parser.add_argument("--build-only", action="store_true",
+                        help="with --server-torch: build the server (and, for a CUDA wheel, the "
+                             "CUDA compare with its GPU tests and replay_bench) and stop: the "
+                             "check that a GPU host's build compiles and links")
     args = parser.parse_args()
     if args.list:
         for name, (script, what) in SUITES.items():
@@ -252,6 +263,9 @@ def main():
         global OUT  # pylint: disable=global-statement
         OUT = os.path.join(BUILD, "torch-matrix", f"server-{args.server_torch}")
         build, python, facts = build_server(args.server_torch)
+        if args.build_only:
+            log(f"built against torch {facts['version']} (CUDA {facts.get('cuda')}) in {build}")
+            return 0
         server = {"build": build, "python": python,
                   "torch": f"pip's torch {facts['version']}, C++11 ABI {facts['abi']}"}
     results = []
