@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "agent/call_inputs.h"
+#include "agent/input_writes.h"
 #include "agent/snapshot.h"
 #include "agent/torch_values.h"
 #include "common/torch/autocast.h"
@@ -83,6 +84,9 @@ struct CallContext : at::ObserverContext {
   // state at entry.
   std::optional<at::Generator> watched;
   std::string entry_mark, entry_state;
+  // PARITY_CALL_CHECK_INPUTS: the read-only tensor arguments, compared at exit with their
+  // snapshots (agent/input_writes.h).
+  std::vector<WatchedInput> read_only;
 };
 
 constexpr std::string_view kEngineWrapper = "autograd::engine::evaluate_function: ";
@@ -310,6 +314,9 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
     for (std::size_t i : common::WrittenArguments(handle->schema())) {
       if (i < inputs.size()) ctx->written.push_back(inputs[i]);
     }
+    if ((flags & PARITY_CALL_CHECK_INPUTS) != 0) {
+      ctx->read_only = WatchReadOnlyInputs(handle->schema(), inputs, sent);
+    }
   }
   ctx->values = std::move(values);
   return ctx;
@@ -350,6 +357,8 @@ void OnExitImpl(const at::RecordFunction& fn, at::ObserverContext* raw) {
   CheckWatchedGenerator(*ctx);
   std::unique_ptr<TorchValues> values = std::move(ctx->values);
   const auto copy_start = std::chrono::steady_clock::now();
+  CompareWatchedInputs(ctx->read_only, *values);
+  ctx->read_only.clear();
   for (const c10::IValue& v : fn.outputs().empty() ? ctx->written : fn.outputs()) {
     values->outputs.push_back(Snapshot(v, *values));
     values->bytes += ValueBytes(v);

@@ -381,6 +381,7 @@ std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint3
     return nullptr;
   }
   *flags = PARITY_CALL_WITH_VALUES;
+  if (config_.parity.detect_input_writes) *flags |= PARITY_CALL_CHECK_INPUTS;
   if (traits.random_family != common::RandomFamily::kNone) {
     *flags |= PARITY_CALL_RANDOM;
   } else if (config_.parity.detect_random) {

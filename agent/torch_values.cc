@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "agent/input_writes.h"
 #include "common/torch/ivalue_walk.h"
 #include "common/torch/wire_encoder.h"
 #include "common/wire/fields.h"
@@ -67,6 +68,7 @@ c10::IValue ToHost(const c10::IValue& v) {
 int EncodeTorchValues(TorchValues& call, const parity_encode_limits& limits,
                       const parity_blob_sink* sink, std::string* out, std::string* error) {
   CopyToHost(call);
+  ResolveInputWrites(call);  // after the wait for the device's copies, where there are any
   SinkAdapter adapter(sink);
   common::EncodeOptions opts;
   opts.max_inline_tensor_bytes = limits.max_inline_tensor_bytes;
@@ -106,6 +108,7 @@ int EncodeTorchValues(TorchValues& call, const parity_encode_limits& limits,
       return e.code;
     }
   }
+  EncodeInputWrites(call, &fields);
   out->clear();
   fields.AppendTo(out);
   return 0;

@@ -25,6 +25,17 @@ struct TorchValues {
   // on the training's stream after the last copy, then copies them to the host.
   std::optional<c10::Event> device_ready;
   std::optional<c10::Device> accelerator;  // the first accelerator among the snapshots
+  // Read-only arguments compared at exit (agent/input_writes.h): how many of their elements
+  // changed; on an accelerator `after` holds their copy at exit (on the device, queued after the
+  // kernel) until the sender compares it with the snapshot on the host.
+  struct InputWrite {
+    uint32_t index = 0;
+    std::string name;
+    int64_t elements = 0;
+    int64_t changed = 0;
+    at::Tensor after;
+  };
+  std::vector<InputWrite> input_writes;
 };
 
 // `values` as the transport takes them (it owns them from here; released through the struct).

@@ -79,6 +79,9 @@ struct AgentOptions {
   // moved it drew random numbers (SDPA with dropout_p > 0, a user's fused op) and is sent as a
   // random call, never judged as a deterministic one (docs/results.md#random-operators).
   bool detect_random = true;
+  // Compare every read-only tensor argument of a call sent with its values, after the call, with
+  // its copy at entry: a call that changed one is an error (ApiCall.inputs_written).
+  bool detect_input_writes = true;
   // A catalogue file adding operators to the built-in one (common/naming/operators.json's form):
   // random ops, ops never replayed, communication ops of the user's own libraries.
   std::string operator_catalogue;

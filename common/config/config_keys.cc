@@ -230,6 +230,10 @@ const KeyTable<AgentConfig>& AgentTable() {
         "notice calls that draw random numbers without being in an operator catalogue (their "
         "generator moved): sent as random calls, replayed from the state read at entry");
     t->Bool(
+        "parity.detect_input_writes", [](C& c) { return &c.parity.detect_input_writes; },
+        "compare each read-only tensor argument of a checked call after the call with its copy "
+        "at entry: a call that wrote one is an error (input_written)");
+    t->Bool(
         "parity.wait_for_server_at_exit", [](C& c) { return &c.parity.wait_for_server_at_exit; },
         "the end of the session waits flush_timeout_ms for a server that is unreachable");
     t->Int(

@@ -15,6 +15,13 @@ inline constexpr uint32_t kAgentMessageCall = 2;
 inline constexpr uint32_t kApiCallInputs = 12;
 inline constexpr uint32_t kApiCallOutputs = 13;
 inline constexpr uint32_t kApiCallKeptBlobIds = 20;
+inline constexpr uint32_t kApiCallInputsWritten = 24;
+
+// message InputWritten
+inline constexpr uint32_t kInputWrittenIndex = 1;
+inline constexpr uint32_t kInputWrittenName = 2;
+inline constexpr uint32_t kInputWrittenChangedElements = 3;
+inline constexpr uint32_t kInputWrittenElements = 4;
 
 // message Value (oneof kind)
 inline constexpr uint32_t kValueTensor = 1;

@@ -218,7 +218,7 @@ def main():
     device = torch.device(args.device)
     if args.fault:
         import llama_faults  # pylint: disable=import-outside-toplevel
-        llama_faults.plant(args.fault)
+        llama_faults.plant(args.fault, args.device)
     if args.fused:
         global FUSED, COMPRESSED_CAUSAL_MASK  # pylint: disable=global-statement
         load_npu(args.npu_sim)

@@ -334,6 +334,7 @@ v1::Verdict ParityServer::Process(const CallOrigin& origin, const v1::ApiCall& w
     metrics_->CallChecked(wire.phase(), check.status, wire.op_name(), check.replay_seconds,
                           check.compare_seconds);
     metrics_->RankChecked(origin.rank, check.status);
+    if (!check.inputs_written.empty()) metrics_->InputsWritten();
     return verdict;
   } catch (const std::exception& e) {
     // CallChecker catches the replays' errors itself; this is the last line of defence (an

@@ -31,6 +31,7 @@ constexpr std::pair<Metric, absl::string_view> kMetricNames[] = {
     {Metric::kUlpShare, "ulp_share"},
     {Metric::kStructure, "structure"},
     {Metric::kValue, "value"},
+    {Metric::kInputWritten, "input_written"},
     {Metric::kStatsInfNanCount, "stats_inf_nan_count"},
     {Metric::kStatsMean, "stats_mean"},
     {Metric::kStatsL2Norm, "stats_l2_norm"},

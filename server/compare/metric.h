@@ -32,10 +32,12 @@ enum class Metric {
   kUlpMean,
   kUlpOverThresholdRatio,
   // Judgements on them.
-  kUlpError,   // the ULP standard's verdict
-  kUlpShare,   // its device / bench ratio of the shares over threshold
-  kStructure,  // the outputs differ in kind or shape
-  kValue,      // a non-tensor output differs
+  kUlpError,      // the ULP standard's verdict
+  kUlpShare,      // its device / bench ratio of the shares over threshold
+  kStructure,     // the outputs differ in kind or shape
+  kValue,         // a non-tensor output differs
+  kInputWritten,  // the call changed an argument its schema marks read-only
+                  // (ApiCall.inputs_written)
   // The statistics standard (an output sent as statistics only).
   kStatsInfNanCount,
   kStatsMean,

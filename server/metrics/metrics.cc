@@ -54,6 +54,11 @@ auto& Build(Builder builder, absl::string_view name, prometheus::Registry& regis
   return builder.Name(info.name).Help(info.help).Register(registry);
 }
 
+// The one series of an unlabelled counter.
+prometheus::Counter* Unlabelled(absl::string_view name, prometheus::Registry& registry) {
+  return &Build(prometheus::BuildCounter(), name, registry).Add({});
+}
+
 }  // namespace
 
 const std::vector<MetricInfo>& MetricCatalogue() {
@@ -101,6 +106,9 @@ const std::vector<MetricInfo>& MetricCatalogue() {
        "queued when the session ended, communication), or lost_in_flight."},
       {"parity_server_agent_captured_calls_total", "counter", "",
        "Calls the agents report they captured."},
+      {"parity_server_inputs_written_total", "counter", "",
+       "Calls that changed an argument their schema marks read-only (each is also an error "
+       "of its op): a kernel writing into its input."},
       {"parity_server_result_rows_lost_total", "counter", "reason",
        "Calls whose result rows could not all be written: disk_full (no space or a file size "
        "limit), not_writable (read-only or no permission), io_error. Each file keeps whole rows: "
@@ -120,12 +128,9 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, std::size_t max_op_
   received_ = &Build(prometheus::BuildCounter(), "parity_server_calls_received_total", registry);
   checked_ = &Build(prometheus::BuildCounter(), "parity_server_calls_checked_total", registry);
   op_errors_ = &Build(prometheus::BuildCounter(), "parity_server_op_errors_total", registry);
-  received_bytes_ =
-      &Build(prometheus::BuildCounter(), "parity_server_received_bytes_total", registry).Add({});
-  received_messages_ =
-      &Build(prometheus::BuildCounter(), "parity_server_messages_received_total", registry).Add({});
-  sent_messages_ =
-      &Build(prometheus::BuildCounter(), "parity_server_messages_sent_total", registry).Add({});
+  received_bytes_ = Unlabelled("parity_server_received_bytes_total", registry);
+  received_messages_ = Unlabelled("parity_server_messages_received_total", registry);
+  sent_messages_ = Unlabelled("parity_server_messages_sent_total", registry);
   stream_errors_ =
       &Build(prometheus::BuildCounter(), "parity_server_stream_errors_total", registry);
   queue_calls_ = &Build(prometheus::BuildGauge(), "parity_server_queue_calls", registry).Add({});
@@ -149,9 +154,8 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, std::size_t max_op_
   }
   agent_dropped_ =
       &Build(prometheus::BuildCounter(), "parity_server_agent_dropped_calls_total", registry);
-  agent_captured_ =
-      &Build(prometheus::BuildCounter(), "parity_server_agent_captured_calls_total", registry)
-           .Add({});
+  agent_captured_ = Unlabelled("parity_server_agent_captured_calls_total", registry);
+  inputs_written_ = Unlabelled("parity_server_inputs_written_total", registry);
   rows_lost_ = &Build(prometheus::BuildCounter(), "parity_server_result_rows_lost_total", registry);
   for (const char* reason : {"disk_full", "not_writable", "io_error"}) {
     rows_lost_->Add({{"reason", reason}});
@@ -224,6 +228,8 @@ void ServerMetrics::MessageBytes(uint64_t bytes) {
 }
 
 void ServerMetrics::MessageSent() { sent_messages_->Increment(); }
+
+void ServerMetrics::InputsWritten() { inputs_written_->Increment(); }
 
 void ServerMetrics::CallChecked(v1::Phase phase, v1::VerdictStatus status, absl::string_view op,
                                 double replay_seconds, double compare_seconds) {

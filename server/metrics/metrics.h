@@ -65,6 +65,8 @@ class ServerMetrics {
   // Agent-reported counters are cumulative; pass the increase since the stream's last report.
   void AgentDropped(absl::string_view reason, uint64_t delta);
   void AgentCaptured(uint64_t delta);
+  // A call that changed a read-only argument (ApiCall.inputs_written).
+  void InputsWritten();
   // A call judged error and its error data: "saved", "over_budget", "over_op_count", "failed".
   void ErrorData(absl::string_view outcome);
   // A call whose result rows could not all be written: disk_full, not_writable or io_error.
@@ -98,6 +100,7 @@ class ServerMetrics {
   prometheus::Counter* received_messages_;
   prometheus::Counter* sent_messages_;
   prometheus::Counter* agent_captured_;
+  prometheus::Counter* inputs_written_;
   prometheus::Gauge* queue_calls_;
   prometheus::Gauge* queue_bytes_;
   prometheus::Gauge* queue_capacity_calls_;

@@ -50,6 +50,9 @@ struct CallCheck {
     bool bench_ran = false, golden_ran = false;
   } cpu;
   std::vector<OutputCheck> outputs;
+  // Read-only arguments the device changed during the call (ApiCall.inputs_written): the call is
+  // an error whatever its outputs' comparison says.
+  std::vector<v1::InputWritten> inputs_written;
   // Its inputs and the three sets of outputs: for a call judged error when the checker keeps
   // them (parity.save_error_data, server/replay/call_checker.h), else null.
   std::shared_ptr<const CallValues> values;

@@ -364,11 +364,15 @@ CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* 
 }
 
 CallCheck CallChecker::Check(const ServerCall& call, const common::BlobSource* blobs) const {
-  return Run(call, blobs, nullptr);
+  CallCheck c = Run(call, blobs, nullptr);
+  ApplyInputsWritten(call, &c);
+  return c;
 }
 
 CallCheck CallChecker::Check(const ServerCall& call, DecodedCall decoded) const {
-  return Run(call, nullptr, &decoded);
+  CallCheck c = Run(call, nullptr, &decoded);
+  ApplyInputsWritten(call, &c);
+  return c;
 }
 
 CallCheck CallChecker::Run(const ServerCall& call, const common::BlobSource* blobs,

@@ -287,6 +287,36 @@ void JudgeOutputs(const ServerCall& call, const DecodedCall& decoded, const Repl
   check->message = std::move(summary);
 }
 
+void ApplyInputsWritten(const ServerCall& call, CallCheck* check) {
+  const auto& written = call.wire.inputs_written();
+  if (written.empty() || check->status == v1::VERDICT_STATUS_REJECTED) return;
+  std::string what;
+  for (int k = 0; k < written.size(); ++k) {
+    const v1::InputWritten& w = written[k];
+    if (w.elements() == 0 || w.changed_elements() == 0 || w.changed_elements() > w.elements() ||
+        static_cast<int>(w.index()) >= call.wire.inputs_size()) {
+      check->status = v1::VERDICT_STATUS_REJECTED;
+      check->error_code = absl::StatusCode::kInvalidArgument;
+      check->message =
+          absl::StrCat("inputs_written[", k, "]: ", w.changed_elements(), " of ", w.elements(),
+                       " elements changed in inputs[", w.index(), "] of a call with ",
+                       call.wire.inputs_size(), " inputs: not a possible change");
+      check->outputs.clear();
+      check->inputs_written.clear();
+      return;
+    }
+    absl::StrAppend(&what, what.empty() ? "" : "; ", "inputs[", w.index(), "] (", w.name(),
+                    ") changed during the call: ", w.changed_elements(), " of ", w.elements(),
+                    " elements (",
+                    absl::SixDigits(100.0 * static_cast<double>(w.changed_elements()) /
+                                    static_cast<double>(w.elements())),
+                    "%), an argument ", call.wire.op_name(), " must only read");
+    check->inputs_written.push_back(w);
+  }
+  check->status = v1::VERDICT_STATUS_ERROR;
+  check->message = check->message.empty() ? what : absl::StrCat(what, "; ", check->message);
+}
+
 void OutputTally::Add(OutputCheck out, CallCheck* check) {
   const OutputJudgement& j = out.judgement;
   if (j.status == v1::VERDICT_STATUS_ERROR && summary_.empty()) {

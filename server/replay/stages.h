@@ -168,6 +168,12 @@ void JudgeOutputs(const ServerCall& call, const DecodedCall& decoded, const Repl
                   const Replay& golden, Standard standard, const StandardsTable& table,
                   CallCheck* check);
 
+// ApiCall.inputs_written: the device changed arguments it must only read. The call becomes an
+// error naming each (before the rest of its message), whatever its outputs' comparison said or
+// why it could not run; a malformed entry (no elements, more changed than there are, an index
+// past the inputs) rejects the call, INVALID_ARGUMENT. A rejected call stays rejected.
+void ApplyInputsWritten(const ServerCall& call, CallCheck* check);
+
 // 4r. A random op replayed from the training's generator state (ServerCall::generator) on a
 // bench generator of the same kind: the CPU's for a CPU state, the bench's for a CUDA state on a
 // CUDA bench, when the call was drawn by the same libtorch version and its inputs were

@@ -157,6 +157,16 @@ nlohmann::json JsonRecord(const CallOrigin& origin, const ServerCall& server_cal
   j["message"] = check.message;
   j["replay_seconds"] = check.replay_seconds;
   j["compare_seconds"] = check.compare_seconds;
+  if (!check.inputs_written.empty()) {
+    nlohmann::json written = nlohmann::json::array();
+    for (const v1::InputWritten& w : check.inputs_written) {
+      written.push_back({{"index", w.index()},
+                         {"name", w.name()},
+                         {"changed_elements", w.changed_elements()},
+                         {"elements", w.elements()}});
+    }
+    j["inputs_written"] = std::move(written);
+  }
   nlohmann::json outputs = nlohmann::json::array();
   for (int i = 0; i < verdict.outputs_size(); ++i) {
     outputs.push_back(
@@ -290,6 +300,21 @@ CallRows RowsOf(const CallOrigin& origin, const ServerCall& call, const CallChec
                                            : absl::StrCat(rows.api, ".forward.output.", out.index);
     rows.accuracy_details += CsvRow(AccuracyDetailsRow(name, out));
     rows.precision_details += CsvRow(PrecisionDetailsRow(name, out));
+  }
+  // A read-only argument the call changed: a row of its own, error, named as the input it is.
+  for (const v1::InputWritten& w : check.inputs_written) {
+    OutputCheck in;
+    in.index = w.index();
+    in.judgement.status = v1::VERDICT_STATUS_ERROR;
+    in.judgement.two_way_status = v1::VERDICT_STATUS_ERROR;
+    in.judgement.failed_metric = Metric::kInputWritten;
+    in.judgement.message =
+        absl::StrCat(w.name(), " changed during the call: ", w.changed_elements(), " of ",
+                     w.elements(), " elements");
+    const std::string name =
+        absl::StrCat(rows.api, rows.backward ? ".backward" : ".forward", ".input.", w.index());
+    rows.accuracy_details += CsvRow(AccuracyDetailsRow(name, in));
+    rows.precision_details += CsvRow(PrecisionDetailsRow(name, in));
   }
   rows.status = check.status;
   if (check.status != v1::VERDICT_STATUS_PASS) rows.message = check.message;

@@ -63,6 +63,7 @@ v1::Verdict ToVerdict(const ServerCall& call, const CallCheck& check) {
   v.set_replay_seconds(check.replay_seconds);
   v.set_compare_seconds(check.compare_seconds);
   for (const OutputCheck& out : check.outputs) FillOutputVerdict(out, v.add_outputs());
+  for (const v1::InputWritten& w : check.inputs_written) *v.add_inputs_written() = w;
   return v;
 }
 

@@ -8,7 +8,8 @@ server started with --replay=false, which decodes and answers but does not repla
 the machine's last core with taskset: the agent's and the transport's own cost ("no buffer
 pool": the same with parity.snapshot_pool_bytes = 0, every snapshot a fresh allocation; "no
 reuse": parity.reuse_bytes = 0, every tensor sent in full, not named again when equal;
-"training's priority": parity.background_nice = 0, the agent's threads not niced;
+"training's priority": parity.background_nice = 0, the agent's threads not niced; "no random
+detection" and "no input-write check": parity.detect_random and parity.detect_input_writes off;
 "co-located server": the server as docs/deploy.md runs one on the training's host, nice 19, a
 worker per core, one libtorch thread each, with its own bound row; "verdicts one by one": the
 default server with parity.verdict_hold_ms 0, each verdict sent alone as soon as it is ready). On a
@@ -256,6 +257,10 @@ def main():
         # parity.detect_random off: what watching every call's generator costs (on by default).
         ("exhaustive, no replay, no random detection",
          lambda: config(sink, policy="block", detect_random=False)),
+        # parity.detect_input_writes off: what comparing every read-only argument after its call
+        # with its copy at entry costs (on by default).
+        ("exhaustive, no replay, no input-write check",
+         lambda: config(sink, policy="block", detect_input_writes=False)),
         ("exhaustive, no replay, training's priority",
          lambda: config(sink, policy="block", background_nice=0)),
         ("exhaustive, no reuse", lambda: config(server, policy="block", reuse_bytes=0)),

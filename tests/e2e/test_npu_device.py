@@ -8,7 +8,9 @@ cannot read, device guard, events, copy kernels), with the agent:
   an event recorded on the training's stream, never synchronising the device (its memory cannot
   be read from the host: a direct read would have killed the training);
 - random ops on the device, whose generator the agent cannot read, are judged by the properties
-  of their draws, the row saying why.
+  of their draws, the row saying why;
+- a kernel of the device's own that writes into its input is reported on its call, the
+  comparison of the read-only argument made on the device (parity.detect_input_writes).
 """
 import json
 import os
@@ -130,6 +132,22 @@ class NpuDeviceTest(unittest.TestCase):
         self.assertIn("[1.0, 1.0, 1.0, 1.0]", run.stdout)
         self.assertNotIn("read it", run.stdout)
         self.assertEqual(run.returncode, -11, run.stderr[-2000:])  # SIGSEGV
+
+    def test_a_device_kernel_writing_its_input_is_reported_on_its_call(self):
+        # SwiGLU's silu with a kernel of the device's own that leaves its input holding the
+        # sigmoid (tests/faults/llama_faults.py): its output is right. The agent compares the
+        # read-only argument on the device, on the training's stream, and never synchronises it.
+        _, records, stats = train(os.path.join(self.tmp.name, "overwrite"), "privateuseone",
+                                  "--fault", "silu_overwrites_input")
+        errors = [r for r in records if r["status"] == "error"]
+        self.assertTrue(errors)
+        self.assertEqual({r["op"] for r in errors}, {"aten::silu"}, errors[:3])
+        for r in errors:
+            self.assertEqual([(w["index"], w["name"]) for w in r["inputs_written"]],
+                             [(0, "self")], r)
+            self.assertGreater(r["inputs_written"][0]["changed_elements"], 0)
+            self.assertEqual({o["status"] for o in r["outputs"]}, {"pass"}, r)
+        self.assertEqual(stats["stream_syncs"], 0, stats)
 
     def test_random_ops_on_the_device_fall_back_to_their_properties_saying_why(self):
         _, records, _ = train(os.path.join(self.tmp.name, "dropout"), "privateuseone",

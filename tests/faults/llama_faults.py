@@ -18,8 +18,11 @@ from override import override
 Fault = collections.namedtuple("Fault", "plant kind op phase allowed_ops precisions")
 
 
+_dispatch_key = "CPU"  # the device whose kernel a fault replaces (plant's `device`)
+
+
 def _override(op, kernel):
-    override(op, kernel, "CPU")
+    override(op, kernel, _dispatch_key)
 
 
 # ---- harmful ---------------------------------------------------------------------------------
@@ -76,6 +79,20 @@ def swiglu_halves_swapped():
         y = x * torch.sigmoid(x)
         half = y.shape[-1] // 2
         return y.roll(half, dims=-1)
+    _override("silu", bad)
+
+
+def silu_overwrites_input():
+    """SwiGLU's gate kernel uses its input as scratch (a fused kernel reusing its input buffer):
+    its output is right, but the gate's pre-activation, which autograd saved for silu's
+    backward, is left holding the sigmoid, and the gradients two ops later are wrong. No output
+    comparison sees it: only the check of read-only arguments (parity.detect_input_writes). The
+    write goes through `.data`, as a device kernel's does, past autograd's version counter."""
+    def bad(x):
+        s = torch.sigmoid(x)
+        y = x * s
+        x.data.copy_(s)  # the fault
+        return y
     _override("silu", bad)
 
 
@@ -151,6 +168,7 @@ FAULTS = {
     "rope_rotates_wrong_half": _harmful(rope_rotates_wrong_half, "aten::cat", "forward"),
     "softmax_unmasked_head": _harmful(softmax_unmasked_head, "aten::softmax", "forward"),
     "swiglu_halves_swapped": _harmful(swiglu_halves_swapped, "aten::silu", "forward"),
+    "silu_overwrites_input": _harmful(silu_overwrites_input, "aten::silu", "forward"),
     "matmul_bf16_accumulator": _harmful(matmul_bf16_accumulator, "aten::linear", "forward",
                                         allowed=["aten::linear", "aten::matmul"],
                                         precisions=("bf16",)),
@@ -163,7 +181,11 @@ FAULTS = {
 }
 
 
-def plant(name):
+def plant(name, device="cpu"):
+    """Plants fault `name` in the kernel of `device`'s dispatch key ("cpu"; "privateuseone",
+    the test NPU, for the faults written for any device: silu_overwrites_input)."""
+    global _dispatch_key  # pylint: disable=global-statement
+    _dispatch_key = "PrivateUse1" if str(device).startswith("privateuseone") else "CPU"
     if name not in FAULTS:
         raise SystemExit(f"unknown fault {name!r}; known: {', '.join(sorted(FAULTS))}")
     FAULTS[name].plant()

@@ -143,6 +143,17 @@ class LlamaFaultSuiteTest(unittest.TestCase):
             if row["kind"] == "harmful":
                 self.assertTrue(row["caught"], row)
 
+    def test_a_kernel_writing_its_input_is_reported_by_the_argument_it_wrote(self):
+        # silu_overwrites_input: silu's output is right (its comparison passes); the call is an
+        # error for the read-only argument it wrote, in fp32 and under bf16 autocast alike.
+        runs = [rank for rank, run in enumerate(self.runs) if run[0] == "silu_overwrites_input"]
+        self.assertEqual(len(runs), 2)
+        for rank in runs:
+            first = harness.first_error(self.by_rank.get(rank, []))
+            self.assertEqual([w["name"] for w in first["inputs_written"]], ["self"], first)
+            self.assertEqual({o["status"] for o in first["outputs"]}, {"pass"}, first)
+            self.assertIn("(self) changed during the call", first["message"])
+
     def test_bf16_runs_are_checked_under_autocast(self):
         for rank, (_, precision, _, _) in enumerate(self.runs):
             autocast = {r.get("autocast") for r in self.by_rank.get(rank, [])

@@ -165,7 +165,10 @@ enum {
   PARITY_CALL_RANDOM = 2,      /* a random op: attach its generator's state */
   /* an op no catalogue lists as random (parity.detect_random): watch its generator; if the call
    * moved it, give the state read at entry with parity_call_set_generator (none: unknown) */
-  PARITY_CALL_WATCH_GENERATOR = 4
+  PARITY_CALL_WATCH_GENERATOR = 4,
+  /* parity.detect_input_writes: compare the call's read-only tensor arguments after the call
+   * with their copies at entry (ApiCall.inputs_written, written by the values' encode) */
+  PARITY_CALL_CHECK_INPUTS = 8
 };
 /* Names the call and decides whether to capture it. Null: not captured (filters, steps,
  * budget, a communication op). Otherwise the call is the caller's until captured or discarded;

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -592,6 +593,48 @@ TEST_P(CallCheckerTest, AgentSkipsAreSkip) {
   r = Check(call);
   EXPECT_EQ(StatusText(r.verdict.status()), "SKIP");
   EXPECT_EQ(r.verdict.message(), "generator argument could not be sent");
+}
+
+// A read-only argument the device changed (ApiCall.inputs_written): an error naming it, before
+// the outputs' own verdict (here pass), echoed in the verdict; also for a call the server cannot
+// replay. An impossible count rejects the call.
+TEST_P(CallCheckerTest, AWrittenReadOnlyArgumentIsAnErrorNamingIt) {
+  v1::ApiCall call = MakeCall("aten::relu", "", {R({2, 4}, 1)});
+  v1::InputWritten* w = call.add_inputs_written();
+  w->set_index(0);
+  w->set_name("self");
+  w->set_changed_elements(2);
+  w->set_elements(8);
+  Result r = Check(call);
+  EXPECT_EQ(StatusText(r.verdict.status()), "error");
+  EXPECT_THAT(r.verdict.message(),
+              ::testing::StartsWith("inputs[0] (self) changed during the call: 2 of 8 "
+                                    "elements (25%), an argument aten::relu must only read"));
+  ASSERT_EQ(r.check.outputs.size(), 1u);
+  EXPECT_EQ(StatusText(r.check.outputs[0].judgement.status), "pass");
+  ASSERT_EQ(r.verdict.inputs_written_size(), 1);
+  EXPECT_EQ(r.verdict.inputs_written(0).changed_elements(), 2u);
+
+  v1::ApiCall unknown = call;
+  unknown.set_op_name("myops::not_registered");
+  unknown.set_sequence(call.sequence() + 100);
+  r = Check(unknown);
+  EXPECT_EQ(StatusText(r.verdict.status()), "error");
+  EXPECT_THAT(r.verdict.message(), HasSubstr("unknown operator"));
+
+  for (auto [changed, elements, index] :
+       {std::tuple<uint64_t, uint64_t, uint32_t>{9, 8, 0}, {0, 8, 0}, {1, 0, 0}, {1, 8, 5}}) {
+    v1::ApiCall bad = call;
+    bad.set_sequence(call.sequence() + 200 + changed + index);
+    bad.mutable_inputs_written(0)->set_changed_elements(changed);
+    bad.mutable_inputs_written(0)->set_elements(elements);
+    bad.mutable_inputs_written(0)->set_index(index);
+    r = Check(bad);
+    EXPECT_EQ(StatusText(r.verdict.status()), "rejected") << changed << " " << elements;
+    EXPECT_EQ(r.verdict.error_code(), 3);
+    EXPECT_THAT(r.verdict.message(), HasSubstr("inputs_written[0]"));
+    EXPECT_EQ(r.verdict.inputs_written_size(), 0);
+  }
 }
 
 // An operator the bench lacks, from a training on another torch: the SKIP names both versions;
