@@ -54,6 +54,31 @@ at::Tensor CountChanged(const at::Tensor& before, const at::Tensor& now) {
   return changed.sum();
 }
 
+// Whether `now` (any strides, on the host) holds the same bytes as `before`, its contiguous copy:
+// memcmp over the longest contiguous runs, without a dispatcher call (a transposed weight, a
+// sliced activation: most arguments of an LLM's matmuls are not contiguous).
+bool SameBits(const at::Tensor& before, const at::Tensor& now) {
+  const auto sizes = now.sizes();
+  const auto strides = now.strides();
+  const std::size_t element = now.element_size();
+  int k = static_cast<int>(sizes.size()) - 1;
+  int64_t run = 1;  // elements in one contiguous innermost run
+  for (; k >= 0 && (strides[k] == run || sizes[k] == 1); --k) run *= sizes[k];
+  const auto* b = static_cast<const char*>(before.data_ptr());
+  const auto* base = static_cast<const char*>(now.data_ptr());
+  const std::size_t run_bytes = static_cast<std::size_t>(run) * element;
+  std::vector<int64_t> index(static_cast<std::size_t>(k + 1), 0);  // over dims 0..k
+  for (;;) {
+    int64_t offset = 0;
+    for (int d = 0; d <= k; ++d) offset += index[d] * strides[d];
+    if (std::memcmp(b, base + offset * static_cast<int64_t>(element), run_bytes) != 0) return false;
+    b += run_bytes;
+    int d = k;
+    for (; d >= 0 && ++index[d] == sizes[d]; --d) index[d] = 0;
+    if (d < 0) return true;
+  }
+}
+
 void LogOnce(const std::string& what) {
   static std::atomic<bool> logged{false};
   if (!logged.exchange(true)) {
@@ -103,12 +128,8 @@ void CompareWatchedInputs(const std::vector<WatchedInput>& watched, TorchValues&
     TorchValues::InputWrite write{w.index, w.name, now.numel(), 0, {}};
     try {
       if (now.device().is_cpu()) {
-        // The usual case costs a memcmp; elements are counted only when something changed.
-        const std::size_t bytes = static_cast<std::size_t>(now.numel()) * now.element_size();
-        if (now.is_contiguous() && before.is_contiguous() &&
-            std::memcmp(before.data_ptr(), now.data_ptr(), bytes) == 0) {
-          continue;
-        }
+        // The usual case costs memcmp; elements are counted only when something changed.
+        if (before.is_contiguous() && SameBits(before, now)) continue;
         write.changed = CountChanged(before, now.detach()).item<int64_t>();
         if (write.changed == 0) continue;
       } else {

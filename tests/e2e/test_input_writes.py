@@ -37,6 +37,7 @@ debugger = parity.PrecisionDebugger(sys.argv[1])
 debugger.start()
 x = torch.randn(64, 32, requires_grad=True)
 h = torch.nn.functional.gelu(x)                       # the faulty op in case "overwrite"
+g = torch.nn.functional.gelu(torch.randn(32, 64).t())  # again, on a transposed argument
 a = torch.randn(64, 32)
 b = torch.randn(64, 32)
 a.add_(b)                                             # in place: self is written
@@ -74,8 +75,11 @@ class InputWritesTest(unittest.TestCase):
         server, written_metric = self.train("overwrite")
         records = server.records()
         errors = [r for r in records if r["status"] == "error"]
-        self.assertEqual([r["op"] for r in errors], ["aten::gelu"], errors)
+        self.assertEqual([r["op"] for r in errors], ["aten::gelu", "aten::gelu"], errors)
         gelu = errors[0]
+        # The transposed argument (strides (1, 64)): its first 16 rows are 16 of its columns.
+        self.assertEqual([(w["changed_elements"], w["elements"])
+                          for w in errors[1]["inputs_written"]], [(16 * 32, 64 * 32)])
         # Its output is right: the comparison passes; the written input alone makes it an error.
         self.assertEqual([o["status"] for o in gelu["outputs"]], ["pass"], gelu)
         self.assertEqual(gelu["inputs_written"],
@@ -84,11 +88,11 @@ class InputWritesTest(unittest.TestCase):
         self.assertRegex(gelu["message"], r"^inputs\[0\] \(self\) changed during the call: 512 "
                                           r"of 2048 elements \(25%\), an argument aten::gelu "
                                           r"must only read")
-        self.assertEqual(written_metric, 1)
+        self.assertEqual(written_metric, 2)
         details = [row for row in server.rows("accuracy_checking_details")
                    if row["API Name"].startswith("Functional.gelu")]
         inputs = [row for row in details if ".input." in row["API Name"]]
-        self.assertEqual(len(inputs), 1, details)
+        self.assertEqual(len(inputs), 2, details)
         self.assertEqual(inputs[0]["API Name"].rsplit(".", 2)[-2:], ["input", "0"])
         self.assertEqual(inputs[0]["Status"], "error")
         results = [row for row in server.rows("accuracy_checking_result")
