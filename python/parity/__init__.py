@@ -26,7 +26,8 @@ import torch
 
 from . import _call_site
 
-__all__ = ["PrecisionDebugger", "PrecisionError", "seed_all", "counters", "load_agent"]
+__all__ = ["PrecisionDebugger", "PrecisionError", "seed_all", "counters", "load_agent",
+           "module_dump", "module_dump_end"]
 
 
 
@@ -123,7 +124,7 @@ def _distributed_rank():
     return None
 
 
-def seed_all(seed=1234, mode=False, rm_dropout=False):
+def seed_all(seed=1234, mode=False, rm_dropout=True):
     """msprobe's seed_all: the same seed for every generator there is, and deterministic
     algorithms when `mode` is true.
 
@@ -132,9 +133,9 @@ def seed_all(seed=1234, mode=False, rm_dropout=False):
     (for subprocesses: this interpreter's hash seed is fixed at its start), and, as msprobe
     does, ``HCCL_DETERMINISTIC`` to ``"True"``/``"False"`` and ``CUBLAS_WORKSPACE_CONFIG`` to
     ``:4096:8`` when torch has CUDA; cuDNN deterministic and not benchmarking; and
-    ``torch.use_deterministic_algorithms(mode)``. ``rm_dropout=True`` makes the functional
-    dropouts identities (p=0), as msprobe's ``remove_dropout``; off by default here, since it
-    changes the training."""
+    ``torch.use_deterministic_algorithms(mode)``. ``rm_dropout=True`` (the default, as
+    msprobe's) makes the functional dropouts identities (p=0), as msprobe's ``remove_dropout``;
+    pass ``rm_dropout=False`` to keep them."""
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= 2 ** 32 - 1:
         raise ValueError(f"seed_all: seed must be an integer in [0, 2**32-1], got {seed!r}")
     if not isinstance(mode, bool):
@@ -224,15 +225,18 @@ class PrecisionDebugger:
                 overrides[key] = value
         self._ops = load_agent()
         self._config = _merge(config, overrides)
-        # msprobe's `seed` / `is_deterministic`: applied when the config names either (msprobe
-        # seeds with 1234 whatever the config says; Parity leaves an unconfigured training's
-        # random stream as it is).
+        # `seed` / `is_deterministic`: Parity's keys (msprobe 8.1.1's PrecisionDebugger reads
+        # neither and seeds nothing; its run_ut seeds), applied when the config names either,
+        # dropout left as it is.
         if "seed" in self._config or "is_deterministic" in self._config:
-            seed_all(self._config.get("seed", 1234), self._config.get("is_deterministic", False))
+            seed_all(self._config.get("seed", 1234), self._config.get("is_deterministic", False),
+                     rm_dropout=False)
         self._config.setdefault("tensor", {}).setdefault("online_run_ut", True)
         self._model = model
         self._hooks = []
         self._started = False
+        self._capturing = False  # between start() and stop()
+        self._module_dump = None  # the module_dump() region that started capturing, if any
         self._call_site = None  # the mode naming torch calls (parity.api_names "call_site")
         self._step = 0  # the training's step, counted from here as msprobe counts it
         self._initialized = True
@@ -261,6 +265,7 @@ class PrecisionDebugger:
         error = self._ops.start(json.dumps(self._config))
         if error:
             raise ValueError("Parity configuration: " + error)
+        self._capturing = True
         if not self._call_site and \
                 self._config.get("parity", {}).get("api_names", "call_site") == "call_site":
             try:
@@ -306,6 +311,7 @@ class PrecisionDebugger:
         """Pauses capturing and returns at once: nothing waits for the server."""
         self = cls._get()
         self._ops.stop()
+        self._capturing = False
         self._leave_call_site()
 
     def _leave_call_site(self):
@@ -387,6 +393,39 @@ class PrecisionDebugger:
 
 def counters():
         return counters()
+
+
+def module_dump(module, dump_name):
+    """msprobe's module_dump: the calls between it and module_dump_end() are checked, named after
+    `dump_name` (their module path). Outside start()/stop() it starts capturing, and
+    module_dump_end() stops it again; inside, the capture goes on as it was."""
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"module_dump: module must be a torch.nn.Module, got "
+                        f"{type(module).__name__}")
+    if not isinstance(dump_name, str) or not dump_name:
+        raise TypeError(f"module_dump: dump_name must be a non-empty str, got {dump_name!r}")
+    debugger = PrecisionDebugger._get()  # pylint: disable=protected-access
+    if debugger._module_dump is not None:  # pylint: disable=protected-access
+        raise RuntimeError(f"module_dump({dump_name!r}): module_dump("
+                           f"{debugger._module_dump[0]!r}) has not ended: call "  # pylint: disable=protected-access
+                           "module_dump_end() first")
+    started = not debugger._capturing  # pylint: disable=protected-access
+    if started:
+        PrecisionDebugger.start()
+    debugger._ops.push_module(dump_name)  # pylint: disable=protected-access
+    debugger._module_dump = (dump_name, started)  # pylint: disable=protected-access
+
+
+def module_dump_end():
+    """Ends the region module_dump() began (stops capturing if module_dump started it)."""
+    debugger = PrecisionDebugger._get()  # pylint: disable=protected-access
+    region = debugger._module_dump  # pylint: disable=protected-access
+    if region is None:
+        raise RuntimeError("module_dump_end(): no module_dump() region is open")
+    debugger._module_dump = None  # pylint: disable=protected-access
+    debugger._ops.pop_module()  # pylint: disable=protected-access
+    if region[1]:
+        PrecisionDebugger.stop()
 
 
 def counters():

@@ -55,6 +55,39 @@ debugger.flush(120)
 print("COUNTERS " + json.dumps(parity.counters()), flush=True)
 '''
 
+# msprobe docs/05 §2.3's module_dump / module_dump_end, with its import changed: a module's calls
+# checked between the two, outside start()/stop() and inside it.
+MODULE_DUMP = r'''
+import json, sys
+import torch
+import parity
+from parity import PrecisionDebugger, module_dump, module_dump_end
+debugger = PrecisionDebugger(config_path=sys.argv[1])
+torch.manual_seed(0)
+module = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU())
+other = torch.nn.Linear(8, 8)
+x = torch.randn(4, 8)
+y = other(x)                       # before the region: not checked
+module_dump(module, "MyModuleOP1")
+out = module(x)
+module_dump_end()
+z = other(out)                     # after it: not checked
+refused = []
+for bad in (lambda: module_dump(1, "x"), lambda: module_dump(module, ""), module_dump_end):
+    try:
+        bad()
+    except (TypeError, RuntimeError) as e:
+        refused.append(type(e).__name__)
+debugger.start()
+module_dump(module, "MyModuleOP1")  # inside start()/stop(): the capture goes on after it
+out = module(x)
+module_dump_end()
+w = torch.tanh(out)
+debugger.stop()
+debugger.flush(120)
+print("REFUSED " + json.dumps(refused), flush=True)
+'''
+
 
 class MsprobeApiTest(unittest.TestCase):
     def train(self, mode, steps, env=None, server_args=()):
@@ -92,6 +125,23 @@ class MsprobeApiTest(unittest.TestCase):
         for note in ("register_custom_api: nothing to wrap", "save(): msprobe's variable dump",
                      "start(token_range=...)"):
             self.assertIn(note, run.stderr)
+
+    def test_module_dump_checks_the_calls_of_its_region_named_after_it(self):
+        with tempfile.TemporaryDirectory() as work:
+            server = harness.Server(work)
+            try:
+                script, config = harness.script_against(work, server, MODULE_DUMP)
+                run = harness.run([harness.PYTHON, script, config],
+                                  env={"PYTHONPATH": os.path.join(harness.ROOT, "python")})
+            finally:
+                server.stop()
+            self.assertEqual(run.returncode, 0, run.stdout[-2000:] + run.stderr[-4000:])
+            records = server.records()
+        calls = sorted((r["op"], r["module_path"]) for r in records)
+        self.assertEqual(calls, [("aten::gelu", "MyModuleOP1"), ("aten::gelu", "MyModuleOP1"),
+                                 ("aten::linear", "MyModuleOP1"), ("aten::linear", "MyModuleOP1"),
+                                 ("aten::tanh", "")], calls)
+        self.assertIn('REFUSED ["TypeError", "TypeError", "RuntimeError"]', run.stdout)
 
     def test_set_init_step_resumes_the_step_count(self):
         _, records = self.train("resume", [10])

@@ -59,11 +59,12 @@ class SeedAllTest(unittest.TestCase):
         self.assertFalse(a["cudnn_benchmark"])
         self.assertEqual((a["PYTHONHASHSEED"], a["HCCL_DETERMINISTIC"]), ("7", "True"))
         self.assertEqual(c["HCCL_DETERMINISTIC"], "False")
-        self.assertGreater(a["dropped"], 0, "dropout is left alone by default")
+        # msprobe 8.1.1's default, rm_dropout=True: the functional dropouts become identities.
+        self.assertEqual(a["dropped"], 0, "dropout is removed by default, as msprobe does")
 
-    def test_rm_dropout_makes_dropout_an_identity(self):
-        r = run("import parity; parity.seed_all(1, rm_dropout=True)" + STATE)
-        self.assertEqual(r["dropped"], 0)
+    def test_rm_dropout_false_keeps_dropout(self):
+        r = run("import parity; parity.seed_all(1, rm_dropout=False)" + STATE)
+        self.assertGreater(r["dropped"], 0)
 
     def test_bad_arguments_are_refused(self):
         for args in ("-1", "2**32", "'x'", "1, mode=1"):
@@ -88,6 +89,7 @@ class SeedAllTest(unittest.TestCase):
         self.assertEqual(seeded["initial_seed"], 5)
         self.assertTrue(seeded["deterministic"])
         self.assertEqual(seeded["HCCL_DETERMINISTIC"], "True")
+        self.assertGreater(seeded["dropped"], 0, "the config's seed leaves dropout as it is")
         untouched = with_config({})
         self.assertEqual(untouched["initial_seed"], 99, "no seed in the config: none applied")
         self.assertFalse(untouched["deterministic"])
