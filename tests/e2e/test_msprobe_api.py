@@ -55,7 +55,7 @@ debugger.flush(120)
 print("COUNTERS " + json.dumps(parity.counters()), flush=True)
 '''
 
-# msprobe docs/05 §2.3's module_dump / module_dump_end, with its import changed: a module's calls
+# msprobe's docs, 05 §2.3: module_dump / module_dump_end, with its import changed: a module's calls
 # checked between the two, outside start()/stop() and inside it.
 MODULE_DUMP = r'''
 import json, sys
