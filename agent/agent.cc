@@ -189,6 +189,9 @@ void OpSetStep(int64_t step) {
   if (TorchAgent* a = Current()) parity_session_set_step(a->session(), step);
 }
 void OpStop() { Stop(); }
+void OpEndForward() {
+  if (TorchAgent* a = Current()) parity_session_end_forward(a->session());
+}
 void OpClose() { Close(); }
 void OpPushModule(const std::string& path) { PushModule(path); }
 void OpPopModule() { PopModule(); }
@@ -200,6 +203,7 @@ void OpPopModule() { PopModule(); }
 TORCH_LIBRARY(parity, m) {
   m.def("start(str config_json) -> str", &parity::agent::OpStart);
   m.def("stop() -> ()", &parity::agent::OpStop);
+  m.def("end_forward() -> ()", &parity::agent::OpEndForward);
   m.def("close() -> ()", &parity::agent::OpClose);
   m.def("step() -> str", &parity::agent::OpStep);
   m.def("flush(int timeout_ms) -> bool", &parity::agent::OpFlush);

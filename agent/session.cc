@@ -116,11 +116,13 @@ void Session::Start() {
                                  config_.parity.plaintext ? " (plaintext)" : " (TLS)"));
   }
   if (!rank_selected_) return;
+  forward_ended_.store(false);
   running_ = true;
   UpdateHook();
 }
 
 void Session::Stop() {
+  forward_ended_.store(false);
   absl::MutexLock lock(&mu_);
   running_ = false;
   UpdateHook();
@@ -335,6 +337,7 @@ void Session::CustomFunction(const std::string& name, int64_t sequence_nr,
 std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint32_t* flags) {
   *flags = 0;
   if (site.backward && !config_.parity.capture_backward) return nullptr;
+  if (!site.backward && forward_ended_.load(std::memory_order_relaxed)) return nullptr;
   const int64_t step = names_.step();
   if (!filter_.StepSelected(step)) return nullptr;
   auto call = std::make_unique<CapturedCall>();

@@ -42,6 +42,9 @@ class Session {
 
   void Start();
   void Stop();
+  // msprobe's forward_backward_dump_end(): forward calls are no longer captured, the backward
+  // that follows still is, until Stop() or Start().
+  void EndForward() { forward_ended_.store(true); }
   // Advances the step. Under parity.fail_fast, false (and the first error verdict's text in
   // `error`, may be null) once an error verdict has arrived.
   bool Step(std::string* error);
@@ -110,6 +113,7 @@ class Session {
   std::unique_ptr<Sender> sender_;  // made at the first Start() on a selected rank
   std::atomic<uint64_t> sequence_{0};
   std::atomic<bool> explicit_steps_{false};
+  std::atomic<bool> forward_ended_{false};  // EndForward(): backward calls only
   std::atomic<bool> ended_{false};
   std::atomic<bool> warned_names_{false};
 

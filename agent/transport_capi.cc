@@ -174,6 +174,13 @@ void parity_session_set_step(parity_session* s, int64_t step) {
   });
 }
 
+void parity_session_end_forward(parity_session* s) {
+  Guarded("parity_session_end_forward", 0, [&] {
+    s->session->EndForward();
+    return 0;
+  });
+}
+
 void parity_session_use_explicit_steps(parity_session* s) {
   Guarded("parity_session_use_explicit_steps", 0, [&] {
     s->session->UseExplicitSteps();

@@ -322,9 +322,12 @@ class PrecisionDebugger:
 
     @classmethod
     def forward_backward_dump_end(cls):
-        """msprobe's end of the region to check (after the backward, before the optimizer, in
-        its documented loop): capture stops there, as msprobe's stop() (start() resumes)."""
-        cls.stop()
+        """msprobe's end of the forward to check: forward calls after it are not captured (the
+        optimizer's, in its documented loop), while the backward of what was captured still is,
+        wherever it is called (msprobe's docs, 05 §2.2, put it before loss.backward(); msprobe 8.1.1
+        collects that backward), until stop() or start()."""
+        self = cls._get()
+        self._ops.end_forward()
 
     @classmethod
     def step(cls):

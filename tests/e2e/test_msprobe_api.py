@@ -34,8 +34,13 @@ for iteration in range(4):
         PrecisionDebugger.start(chunks)
     for micro_batch in range(2):
         out = chunks[1](chunks[0](torch.randn(4, 16)))
-        out.pow(2).mean().backward()
-    if started:
+        loss = out.pow(2).mean()
+        if started and mode == "end_first" and micro_batch == 1:
+            # msprobe's docs, 05 §2.2: the end of the forward before loss.backward()
+            PrecisionDebugger.forward_backward_dump_end()
+            torch.tanh(loss.detach())  # a forward call after it: not checked
+        loss.backward()
+    if started and mode != "end_first":
         PrecisionDebugger.forward_backward_dump_end()
     opt.step()
     opt.zero_grad()
@@ -142,6 +147,19 @@ class MsprobeApiTest(unittest.TestCase):
                                  ("aten::linear", "MyModuleOP1"), ("aten::linear", "MyModuleOP1"),
                                  ("aten::tanh", "")], calls)
         self.assertIn('REFUSED ["TypeError", "TypeError", "RuntimeError"]', run.stdout)
+
+    def test_forward_backward_dump_end_before_the_backward_still_checks_the_backward(self):
+        # As msprobe 8.1.1 collects it: forward calls after it are not captured, the backward of
+        # the loss still is (as many backward calls as with the call after the backward, where
+        # stopping there lost the last micro-batch's); the optimizer's calls are not.
+        _, records = self.train("end_first", [0])
+        _, after = self.train("normal", [0])
+        backward = [r for r in records if r["phase"] == "backward"]
+        self.assertEqual(len(backward), len([r for r in after if r["phase"] == "backward"]))
+        self.assertGreater(len(backward), 4)
+        self.assertIn("aten::linear", {r.get("forward_op") for r in backward})
+        self.assertNotIn("aten::tanh", {r["op"] for r in records})
+        self.assertFalse([r["api"] for r in records if r["in_optimizer"]])
 
     def test_set_init_step_resumes_the_step_count(self):
         _, records = self.train("resume", [10])

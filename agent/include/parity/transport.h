@@ -84,6 +84,10 @@ PARITY_TRANSPORT_API int parity_session_step(parity_session* s, char* error, siz
 /* Sets the current step (msprobe's set_init_step, or steps counted before the first start):
  * call indices start afresh, the step selection and the last configured step apply to it. */
 PARITY_TRANSPORT_API void parity_session_set_step(parity_session* s, int64_t step);
+/* msprobe's forward_backward_dump_end(): forward calls are no longer captured, backward calls
+ * (the autograd engine's, of the loss.backward() that follows) still are, until the next
+ * parity_session_stop or parity_session_start. */
+PARITY_TRANSPORT_API void parity_session_end_forward(parity_session* s);
 /* Steps come only from parity_session_step from now on. */
 PARITY_TRANSPORT_API void parity_session_use_explicit_steps(parity_session* s);
 /* An optimizer's step() ended (ends a training step until explicit steps are used). */
