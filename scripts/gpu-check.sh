@@ -236,6 +236,8 @@ phase_bench() {
   # the compare column side by side with the run above.
   PARITY_COMPARE_DEVICE=cpu timeout "$limit" "$bench" 2>&1 | tee "$out/replay_bench-hostcompare.txt"
   [[ -x "$build/tests/bench/crc_bench" ]] && "$build/tests/bench/crc_bench" | tee "$out/crc_bench.txt"
+  [[ -x "$build/tests/bench/decode_bench" ]] &&
+    "$build/tests/bench/decode_bench" | tee "$out/decode_bench.txt"
   if [[ -n "${PARITY_GPU_COMPARE:-}" ]]; then
     "$build/tests/bench/compare_bench" 2>&1 | tee "$out/compare_bench.txt" | tail -n 40
   fi
