@@ -28,6 +28,8 @@ exhaustive step over the bound.
     /usr/bin/python3 tests/bench/agent_overhead.py [--quick] [--rounds N] [--steps N]
                                                    [--rows no replay,...]
                                                    [--workloads mlp,encoder,llama,llama-bf16]
+(--quick: 6 steps, 1 round, the mlp workload only unless --workloads says otherwise: every row
+still runs, which is what ctest's agent_overhead_smoke keeps working)
                                                    [--plaintext]
 
 "llama-wide" and "llama-1k" (not in the default list) are the same Llama-style model at dim 256,
@@ -189,7 +191,8 @@ def main():
                         help="training steps of every row (default 30, 6 with --quick)")
     parser.add_argument("--rows", help="only the rows whose name contains one of these "
                         "comma-separated words (\"no agent\" always runs)")
-    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--workloads", help=f"comma-separated (default {','.join(WORKLOADS)}; "
+                        "mlp with --quick, ctest's smoke run: every row, one workload)")
     parser.add_argument("--plaintext", action="store_true",
                         help="connect without TLS (default: mutual TLS, certificates made here)")
     parser.add_argument("--baseline-agent-lib",
@@ -285,7 +288,7 @@ def main():
                 twinned.append((row[0] + " [baseline]", row[1], row[2], baseline))
         rows = twinned
         print(f"[baseline]: {baseline}; the others: {harness.AGENT_LIB}")
-    workloads = args.workloads.split(",")
+    workloads = (args.workloads or ("mlp" if args.quick else ",".join(WORKLOADS))).split(",")
     results = {row[0]: {w: [] for w in workloads} for row in rows}
     sent = {row[0]: {w: [] for w in workloads} for row in rows}
     cpu = {row[0]: {w: [] for w in workloads} for row in rows}
