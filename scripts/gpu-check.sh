@@ -44,6 +44,8 @@
 # limit 150 s) took 500 s: build 91 s, gpu 9 s, bench 42 s, demo and snapshot 193 s, throughput
 # cut at 150 s; a second call of `build gpu bench` with PARITY_GPU_TARGETS (the GPU tests,
 # replay_bench, crc_bench) 128 s, build 62 s.
+# PARITY_GPU_E2E (a ctest regex) and PARITY_GPU_E2E_TIMEOUT pick the e2e suites and their limit;
+# PARITY_GPU_AGENTS the throughput's agent counts (default 1,2,4,8).
 # PARITY_GPU_TARGETS builds only those targets; PARITY_GPU_METRICS_PORT=-1 runs the demo's server
 # without metrics; PARITY_GPU_PHASE_TIMEOUT caps each long step (seconds, default 300).
 set -uo pipefail
@@ -210,6 +212,18 @@ JSON
   return $rc
 }
 
+# The frames of a crash report (common/base/crash_report.cc) inside the program, resolved with
+# addr2line from the load bias it printed: the symbolizer names only the nearest symbol.
+resolve_crash() {
+  local program=$1 report=$2 bias addr
+  bias=$(sed -n 's/.*program load bias \(0x[0-9a-f]*\).*/\1/p' "$report" | tail -n 1)
+  [[ -n "$bias" ]] && command -v addr2line >/dev/null || return 0
+  grep -oE '@ +0x[0-9a-f]+' "$report" | awk '{print $2}' | while read -r addr; do
+    printf '%s -> ' "$addr"
+    addr2line -f -C -i -e "$program" "$(printf '0x%x' $((addr - bias)))" | paste -sd' '
+  done | tee "$out/crash-frames.txt"
+}
+
 phase_bench() {
   step "bench: replay_bench"
   local bench=$build/tests/bench/replay_bench
@@ -219,7 +233,9 @@ phase_bench() {
     # Died by a signal (its stack is above). Rows print as they are measured: the ones that did
     # not print run alone, so one row's crash costs that row; the first of them once under
     # cuda-gdb too (where the host has it), for a stack with every frame.
-    echo "replay_bench died (status $rc): the rows it did not print, one by one"
+    echo "replay_bench died (status $rc): its stack's program addresses, then the rows it did"
+    echo "not print, one by one"
+    resolve_crash "$bench" "$out/replay_bench.txt"
     local row traced=0
     while IFS= read -r row; do
       grep -q -F "$row " "$out/replay_bench.txt" && continue
@@ -250,8 +266,11 @@ phase_bench() {
 phase_throughput() {
   step "throughput: server_throughput --bench_device=cuda"
   # 1 s cells: 24 cells of replay and 24 of transport alone took 200 s at 2 s on an H200 host.
-  timeout "$limit" "$build/tests/bench/server_throughput" --bench_device=cuda --seconds=1 2>&1 |
-    tee "$out/server_throughput.txt"
+  timeout "$limit" "$build/tests/bench/server_throughput" --bench_device=cuda --seconds=1 \
+    --agents="${PARITY_GPU_AGENTS:-1,2,4,8}" 2>&1 | tee "$out/server_throughput.txt"
+  local rc=${PIPESTATUS[0]}
+  ((rc > 128)) && resolve_crash "$build/tests/bench/server_throughput" "$out/server_throughput.txt"
+  return "$rc"
 }
 
 # The same trainings (CPU tensors, fixed seeds) judged by a CPU bench and by a CUDA bench.
@@ -272,7 +291,8 @@ phase_e2e() {
   step "e2e: agent front-ends and fault suites, CUDA bench"
   local tests='agent_e2e|msprobe_loop|optional_args|error_data|fault_suite|llama_fault_suite'
   tests+='|random_ops_suite|npu_fused_suite|npu_random_faults|python_tests'
-  timeout "$limit" ctest --test-dir "$build" -j "$(($(nproc) * 3 / 4))" --output-on-failure \
+  tests=${PARITY_GPU_E2E:-$tests}
+  timeout "${PARITY_GPU_E2E_TIMEOUT:-$limit}" ctest --test-dir "$build" -j "$(($(nproc) * 3 / 4))" --output-on-failure \
     --timeout 280 \
     -R "^($tests)\$" 2>&1 | tee "$out/ctest-e2e.log" | grep -v '^ *[0-9]*/[0-9]* Test' |
     tail -n 60

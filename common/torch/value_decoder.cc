@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/parallel.h"
 #include "common/base/status_macros.h"
 #include "common/torch/dtype_map.h"
 #include "common/torch/torch_pch.h"
@@ -219,7 +220,9 @@ absl::Status ValueDecoder::DecodeTensor(const v1::Tensor& t, const std::string& 
                                            .dtype(*ToScalarType(t.dtype()))
                                            .device(at::kCPU)
                                            .pinned_memory(pinned_ && extent.bytes > 0));
-  if (extent.bytes > 0) std::memcpy(tensor.data_ptr(), payload.data(), extent.bytes);
+  // Large tensors split over the decode threads where the host has cores to spare (the copy
+  // was most of a GPU bench's check: docs/deploy.md#gpu-hosts).
+  ParallelCopy(tensor.data_ptr(), payload.data(), extent.bytes, DecodeThreads());
   bytes_decoded_ += extent.bytes;
   *out = c10::IValue(std::move(tensor));
   return absl::OkStatus();

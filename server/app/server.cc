@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -14,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/base/cpu_clock.h"
 #include "common/base/log.h"
+#include "common/base/parallel.h"
 #include "common/base/status_macros.h"
 #include "common/naming/api_names.h"
 #include "common/naming/naming.h"
@@ -161,6 +163,10 @@ void ParityServer::InitWorkers() {
   // not oversubscribe the cores (a worker's replay waits for the slowest of its op's threads).
   const int per_worker = static_cast<int>(std::max(1u, cores / static_cast<unsigned>(workers_)));
   internal::SetCompareThreads(per_worker);
+  // Unless the environment set it (PARITY_DECODE_THREADS): a worker's decode copies with its
+  // share of the cores too, at most 4.
+  if (std::getenv("PARITY_DECODE_THREADS") == nullptr)
+    common::SetDecodeThreads(std::min(per_worker, 4));
   if (checker_) {
     // Auto: libtorch's own choice, but no more than the worker's share of the cores.
     SetIntraOpThreads(o.intra_op_threads > 0

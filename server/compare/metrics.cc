@@ -11,12 +11,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/base/log.h"
+#include "common/base/parallel.h"
 #include "common/wire/dtype.h"
 #include "server/compare/accumulate.h"
 #include "server/compare/device_compare.h"
 #include "server/compare/element.h"
 #include "server/compare/float_types.h"
-#include "server/compare/parallel.h"
 
 namespace parity::server {
 namespace {
@@ -77,7 +77,7 @@ Accumulator AccumulateAll(v1::DType td, v1::DType rd, const void* tp, const void
     return total;
   }
   std::vector<Accumulator> parts(static_cast<size_t>(chunks));
-  internal::ParallelFor(chunks, threads, [&](int64_t k) {
+  common::ParallelFor(chunks, threads, [&](int64_t k) {
     kernel(td, rd, tp, rp, k * kChunk, std::min(n, (k + 1) * kChunk), c, eps,
            parts[static_cast<size_t>(k)]);
   });

@@ -1,8 +1,9 @@
-#include "server/compare/parallel.h"
+#include "common/base/parallel.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <thread>
@@ -11,7 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
-namespace parity::server::internal {
+namespace parity::common {
 namespace {
 
 // One ParallelFor call: its tasks are taken in order by whoever is free.
@@ -125,4 +126,41 @@ void ParallelFor(int64_t tasks, int threads, const std::function<void(int64_t)>&
   Pool::Instance().Run(job);
 }
 
-}  // namespace parity::server::internal
+void ParallelCopy(void* dst, const void* src, std::size_t bytes, int threads) {
+  const std::size_t pieces = std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)),
+                                                   bytes / kParallelCopyPiece);
+  if (pieces <= 1) {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+    return;
+  }
+  // Equal pieces, each starting on a 4 KiB boundary (whole pages for the stores).
+  const std::size_t piece = (bytes / pieces + 4095) & ~std::size_t{4095};
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  ParallelFor(static_cast<int64_t>(pieces), static_cast<int>(pieces), [&](int64_t k) {
+    const std::size_t begin = std::min(bytes, static_cast<std::size_t>(k) * piece);
+    const std::size_t end = std::min(bytes, begin + piece);
+    if (end > begin) std::memcpy(d + begin, s + begin, end - begin);
+  });
+}
+
+namespace {
+
+std::atomic<int>& DecodeThreadsSetting() {
+  static std::atomic<int> threads{[] {
+    if (const char* env = std::getenv("PARITY_DECODE_THREADS")) {
+      const int n = std::atoi(env);
+      if (n > 0) return std::min(n, 64);
+    }
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    return std::clamp(cores, 1, 4);
+  }()};
+  return threads;
+}
+
+}  // namespace
+
+void SetDecodeThreads(int threads) { DecodeThreadsSetting().store(std::clamp(threads, 1, 64)); }
+int DecodeThreads() { return DecodeThreadsSetting().load(); }
+
+}  // namespace parity::common
