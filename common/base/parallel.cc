@@ -153,7 +153,7 @@ std::atomic<int>& DecodeThreadsSetting() {
       if (n > 0) return std::min(n, 64);
     }
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    return std::clamp(cores, 1, 4);
+    return std::clamp(cores, 1, 8);
   }()};
   return threads;
 }

@@ -21,10 +21,11 @@ inline constexpr std::size_t kParallelCopyPiece = std::size_t{2} << 20;
 void ParallelCopy(void* dst, const void* src, std::size_t bytes, int threads);
 
 // The threads a decode copies a tensor's bytes with (the server's decoder reads it for every
-// tensor). Default: every core, at most 4; parity-server sets its workers' share of the cores
-// (at most 4). One core's memcpy is bound by its own outstanding misses, not by the memory: on
-// the 2-core development VM two threads copied 64 MiB 1.8x faster than one (decode_bench). The
-// environment's PARITY_DECODE_THREADS, read once, overrides the default.
+// tensor). Default: every core, at most 8; parity-server sets its workers' share of the cores
+// (at most 8). One core's memcpy is bound by its own outstanding misses, not by the memory:
+// 64 MiB into page-locked memory took 11.2 ms on one thread of an H200 host's Xeon, 5.0 on two,
+// 2.8 on four and 1.7 on eight (decode_bench, 2026-11-27); on the 2-core development VM two
+// threads were 1.9x one. The environment's PARITY_DECODE_THREADS, read once, overrides it.
 void SetDecodeThreads(int threads);
 int DecodeThreads();
 

@@ -164,7 +164,7 @@ void ParityServer::InitWorkers() {
   const int per_worker = static_cast<int>(std::max(1u, cores / static_cast<unsigned>(workers_)));
   internal::SetCompareThreads(per_worker);
   // Unless the environment set it (PARITY_DECODE_THREADS): a worker's decode copies with its
-  // share of the cores too, at most 4.
+  // share of the cores too, at most 8.
   if (std::getenv("PARITY_DECODE_THREADS") == nullptr)
     common::SetDecodeThreads(std::min(per_worker, 4));
   if (checker_) {
