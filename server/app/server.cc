@@ -166,7 +166,7 @@ void ParityServer::InitWorkers() {
   // Unless the environment set it (PARITY_DECODE_THREADS): a worker's decode copies with its
   // share of the cores too, at most 8.
   if (std::getenv("PARITY_DECODE_THREADS") == nullptr)
-    common::SetDecodeThreads(std::min(per_worker, 4));
+    common::SetDecodeThreads(std::min(per_worker, 8));
   if (checker_) {
     // Auto: libtorch's own choice, but no more than the worker's share of the cores.
     SetIntraOpThreads(o.intra_op_threads > 0
