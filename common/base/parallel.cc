@@ -88,7 +88,10 @@ class Pool {
             },
             this));
         if (stopping_) return;
+        // The condition held when this thread was woken, but owners take tasks outside the
+        // lock (Job::Work): the job may have none left by now. Then wait again.
         job = Available();
+        if (job == nullptr) continue;
         ++job->joined;
         ++job->working;
       }

@@ -41,6 +41,36 @@ TEST(ParallelForTest, ConcurrentCallersShareThePool) {
   }
 }
 
+// Many short jobs with more helpers wanted than tasks: a helper woken for a job finds its tasks
+// already taken by the job's owner (which takes them outside the pool's lock) and must wait
+// again, not join a job that is not there. An H200 host's replay_bench died of exactly that
+// (a null job) in 5 of 6 whole runs, once decode copies used the pool too.
+TEST(ParallelForTest, HelperWokenForTakenTasksWaitsAgain) {
+  constexpr int kCallers = 4;
+  constexpr int kRounds = 20000;
+  std::atomic<int64_t> total{0};
+  std::vector<std::thread> callers;
+  for (int c = 0; c < kCallers; ++c) {
+    callers.emplace_back([&] {
+      for (int round = 0; round < kRounds; ++round) {
+        const int64_t tasks = 2 + round % 3;
+        ParallelFor(tasks, 4, [&](int64_t k) {
+          for (volatile int spin = 0; spin < 200; spin = spin + 1) {
+          }
+          total.fetch_add(k + 1);
+        });
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  int64_t expected = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    const int64_t tasks = 2 + round % 3;
+    expected += tasks * (tasks + 1) / 2;
+  }
+  EXPECT_EQ(total.load(), expected * kCallers);
+}
+
 // Every byte lands where a memcpy puts it, whatever the split: sizes below, at and above the
 // piece, not multiples of a page, and more threads than pieces.
 TEST(ParallelCopyTest, CopiesEveryByteForEverySplit) {
