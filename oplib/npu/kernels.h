@@ -48,6 +48,19 @@ Stack MoeGatingTopKSoftmax(const Args& a);
 Stack SortV2(const Args& a);
 Stack SortV2Out(const Args& a);
 
+// moe.cc
+Stack GroupedMatmul(const Args& a);
+Stack GroupedMatmulList(const Args& a);
+Stack GroupedMatmulRelease70(const Args& a);
+Stack GroupedMatmulRelease60(const Args& a);
+Stack MoeInitRouting(const Args& a);
+Stack MoeComputeExpertTokens(const Args& a);
+Stack MoeFinalizeRouting(const Args& a);
+Stack MoeTokenPermute(const Args& a);
+Stack MoeTokenUnpermute(const Args& a);
+Stack MoeTokenPermuteGrad(const Args& a);
+Stack MoeTokenUnpermuteGrad(const Args& a);
+
 // optimizer.cc
 Stack ApplyAdam(const Args& a);
 Stack ApplyAdamOut(const Args& a);

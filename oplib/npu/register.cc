@@ -44,6 +44,17 @@ TORCH_LIBRARY_IMPL(npu, CompositeExplicitAutograd, m) {
   m.impl("npu_apply_adam_w", Boxed<&ApplyAdamW>());
   m.impl("npu_apply_adam_w.out", Boxed<&ApplyAdamWOut>());
   m.impl("matmul_backward", Boxed<&MatmulBackward>());
+  m.impl("npu_grouped_matmul", Boxed<&GroupedMatmul>());
+  m.impl("npu_grouped_matmul.List", Boxed<&GroupedMatmulList>());
+  m.impl("npu_grouped_matmul.release_7_0", Boxed<&GroupedMatmulRelease70>());
+  m.impl("npu_grouped_matmul.release_6_0", Boxed<&GroupedMatmulRelease60>());
+  m.impl("npu_moe_init_routing", Boxed<&MoeInitRouting>());
+  m.impl("npu_moe_compute_expert_tokens", Boxed<&MoeComputeExpertTokens>());
+  m.impl("npu_moe_finalize_routing", Boxed<&MoeFinalizeRouting>());
+  m.impl("npu_moe_token_permute", Boxed<&MoeTokenPermute>());
+  m.impl("npu_moe_token_unpermute", Boxed<&MoeTokenUnpermute>());
+  m.impl("npu_moe_token_permute_grad", Boxed<&MoeTokenPermuteGrad>());
+  m.impl("npu_moe_token_unpermute_grad", Boxed<&MoeTokenUnpermuteGrad>());
 }
 
 // aten::matmul_backward exists from libtorch 1.13 with nested-tensor kernels only; torch_npu

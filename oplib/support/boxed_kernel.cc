@@ -28,6 +28,20 @@ double Args::f64(std::size_t i) const {
 }
 
 int64_t Args::i64(std::size_t i) const { return at(i).toInt(); }
+
+std::optional<int64_t> Args::optional_i64(std::size_t i) const {
+  const c10::IValue& v = at(i);
+  if (v.isNone()) return std::nullopt;
+  return v.toInt();
+}
+
+std::vector<at::Tensor> Args::tensors(std::size_t i) const {
+  const c10::IValue& v = at(i);
+  if (v.isNone()) return {};
+  TORCH_CHECK(v.isTensorList(), op_name(), ": argument ", op_->schema().arguments()[i].name(),
+              " must be a list of tensors");
+  return v.toTensorVector();
+}
 bool Args::boolean(std::size_t i) const { return at(i).toBool(); }
 
 std::optional<bool> Args::optional_bool(std::size_t i) const {

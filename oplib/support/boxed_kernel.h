@@ -39,6 +39,10 @@ class Args {
   std::vector<int64_t> ints(std::size_t i) const;
   std::optional<std::vector<int64_t>> optional_ints(std::size_t i) const;
   std::vector<bool> bools(std::size_t i) const;
+  // `Tensor[]`, and `Tensor[]?` (empty for None).
+  std::vector<at::Tensor> tensors(std::size_t i) const;
+  // `int?`: nullopt for None.
+  std::optional<int64_t> optional_i64(std::size_t i) const;
 
   // "npu::npu_rms_norm", for error messages.
   std::string op_name() const;

@@ -399,13 +399,16 @@ CallCheck CallChecker::Run(const ServerCall& call, const common::BlobSource* blo
                                     lane.device.is_cuda());
   clock.Lap(&cpu.decode);
   if (!decoded.ok()) return WithCpu(DecodeFailed(decoded.status()), cpu);
+  // An older release's form of the operator, when the call's arguments fit that one.
+  const c10::OperatorHandle& replay_op = decoded->replay_as ? *decoded->replay_as : *op;
   if (call.op->random_family != common::RandomFamily::kNone || call.wire.drew_random()) {
-    CallCheck c = CheckRandom(call, *op, *decoded, impl_->options, lane.device, *impl_->standards);
+    CallCheck c =
+        CheckRandom(call, replay_op, *decoded, impl_->options, lane.device, *impl_->standards);
     c.replay_seconds = Seconds(Clock::now() - start) - c.compare_seconds;
     clock.Lap(&cpu.random);
     return WithCpu(std::move(c), cpu);
   }
-  return impl_->Replayed(call, *op, lane.device, *decoded, clock, cpu, start);
+  return impl_->Replayed(call, replay_op, lane.device, *decoded, clock, cpu, start);
 }
 
 CallCheck CallChecker::Impl::Replayed(const ServerCall& call, const c10::OperatorHandle& op,

@@ -3,6 +3,7 @@
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 #include "common/base/text.h"
 #include "common/torch/torch_pch.h"
 #include "server/replay/call_checker.h"
@@ -174,6 +175,27 @@ absl::Status NormalizeArguments(const c10::FunctionSchema& schema, Stack& inputs
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::optional<c10::OperatorHandle>> NormalizeForSomeRelease(
+    const c10::FunctionSchema& schema, Stack& inputs) {
+  Stack original = inputs;
+  absl::Status refused = NormalizeArguments(schema, inputs);
+  if (refused.ok()) return std::optional<c10::OperatorHandle>();
+  const std::string prefix =
+      schema.overload_name().empty() ? "release_" : schema.overload_name() + "_release_";
+  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (name.name != schema.name() || name.overload_name.rfind(prefix, 0) != 0) continue;
+    c10::optional<c10::OperatorHandle> form = c10::Dispatcher::singleton().findSchema(name);
+    if (!form || !form->hasSchema()) continue;
+    Stack attempt = original;
+    if (NormalizeArguments(form->schema(), attempt).ok()) {
+      inputs = std::move(attempt);
+      return std::optional<c10::OperatorHandle>(*form);
+    }
+  }
+  inputs = std::move(original);
+  return refused;
+}
+
 absl::StatusOr<DecodedCall> DecodeCall(const v1::ApiCall& call, const c10::FunctionSchema& schema,
                                        const common::DecodeLimits& limits,
                                        const common::BlobSource* blobs, bool pinned_inputs) {
@@ -205,9 +227,10 @@ absl::StatusOr<DecodedCall> DecodeCall(const v1::ApiCall& call, const c10::Funct
       return s;
     }
   }
-  // Argument types must fit the schema before anything is dispatched, and the stack must hold
-  // every argument (a kernel reads its arguments from fixed stack positions).
-  if (absl::Status s = NormalizeArguments(schema, d.inputs); !s.ok()) return s;
+  // Argument types must fit the schema (or one of its release forms) before anything is
+  // dispatched, and the stack must hold every argument (a kernel reads its arguments from fixed
+  // stack positions).
+  PARITY_ASSIGN_OR_RETURN(d.replay_as, NormalizeForSomeRelease(schema, d.inputs));
   return d;
 }
 
@@ -224,7 +247,7 @@ absl::StatusOr<DecodedCall> DecodedFromValues(const c10::FunctionSchema& schema,
   d.inputs = std::move(inputs);
   d.outputs = std::move(outputs);
   d.output_form.resize(d.outputs.size());
-  if (absl::Status s = NormalizeArguments(schema, d.inputs); !s.ok()) return s;
+  PARITY_ASSIGN_OR_RETURN(d.replay_as, NormalizeForSomeRelease(schema, d.inputs));
   return d;
 }
 

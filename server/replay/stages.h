@@ -5,6 +5,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,10 @@ struct DecodedCall {
   // Whether every tensor argument was contiguous in the training (a random op's kernel may draw
   // for a strided tensor in another order than for the contiguous copy the bench replays).
   bool inputs_contiguous = true;
+  // Set when the arguments fit not the operator's schema but one of its release forms (an
+  // overload a reference library registers as `release_*`: an older torch_npu's form of the same
+  // operator): the replay calls that overload, the rows keep the call's name.
+  std::optional<c10::OperatorHandle> replay_as;
 };
 // A call made of values already decoded (parity-repro's, loaded from error data): every output
 // decoded, a None where `schema` wants a plain Tensor taken as the undefined tensor it was saved
@@ -72,6 +77,12 @@ absl::StatusOr<DecodedCall> DecodeCall(const v1::ApiCall& call, const c10::Funct
 // Makes `inputs` a full stack for `schema`: types checked, defaults of omitted trailing
 // arguments appended. INVALID_ARGUMENT naming the argument otherwise.
 absl::Status NormalizeArguments(const c10::FunctionSchema& schema, Stack& inputs);
+// As NormalizeArguments, and when `schema` refuses the arguments, each release form of the
+// operator in turn (`release_*` overloads of the same name; for an overload X, `X_release_*`):
+// the first that takes them is returned, with `inputs` normalised for it. `schema`'s refusal
+// when none does.
+absl::StatusOr<std::optional<c10::OperatorHandle>> NormalizeForSomeRelease(
+    const c10::FunctionSchema& schema, Stack& inputs);
 
 // 4. Replay: the results of the op on copies of the inputs (an op that returns nothing: the
 // arguments it writes): it ran (its results), it failed (why; for want of memory or not), or it

@@ -42,7 +42,10 @@ for entry in json.load(open(sys.argv[2]))["schemas"]:
     name, _, rest = entry["schema"].partition("(")
     op, _, overload = name.partition(".")
     recorded = torch._C.parse_schema("npu::" + entry["schema"])
-    registered = getattr(getattr(torch.ops.npu, op), overload or "default")._schema
+    packet = getattr(torch.ops.npu, op)
+    if overload.startswith("release_") and not hasattr(packet, overload):
+        continue  # an older release's form: the reference library's own, no device declares it
+    registered = getattr(packet, overload or "default")._schema
     out[entry["schema"]] = [str(registered), str(recorded)]
 print(json.dumps(out))
 """
@@ -69,9 +72,13 @@ class SchemaFidelityTest(unittest.TestCase):
         with open(SCHEMAS, encoding="utf-8") as f:
             recorded = [e["schema"] for e in json.load(f)["schemas"]]
         self.assertGreaterEqual(len(recorded), 29)
-        for library in (REFERENCE, SIM):
+        # The release_* forms (an older torch_npu's form of an operator, for the server to
+        # replay such calls) are the reference library's alone.
+        device = [s for s in recorded if ".release_" not in s.partition("(")[0]]
+        self.assertLess(len(device), len(recorded))
+        for library, expected in ((REFERENCE, recorded), (SIM, device)):
             found = self.probe(library)
-            self.assertEqual(sorted(found), sorted(recorded), library)
+            self.assertEqual(sorted(found), sorted(expected), library)
             for schema, (registered, parsed) in found.items():
                 self.assertEqual(registered, parsed, (library, schema))
 

@@ -23,6 +23,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -528,7 +529,15 @@ void FusionAttentionAutograd(const c10::OperatorHandle& op, Stack* stack) {
 }
 
 TORCH_LIBRARY_FRAGMENT(npu, m) {
-  oplib::DefineSchemas(m, oplib::ParseSchemaData(kParityTorchNpuSchemasJson));
+  // torch_npu declares one form of each operator: the release_* overloads are the reference
+  // library's own (an older release's form), not the device's.
+  oplib::SchemaData data = oplib::ParseSchemaData(kParityTorchNpuSchemasJson);
+  data.schemas.erase(std::remove_if(data.schemas.begin(), data.schemas.end(),
+                                    [](const std::string& s) {
+                                      return s.find(".release_") != std::string::npos;
+                                    }),
+                     data.schemas.end());
+  oplib::DefineSchemas(m, data);
 }
 
 TORCH_LIBRARY_IMPL(npu, CPU, m) {

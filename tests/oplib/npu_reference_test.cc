@@ -11,34 +11,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "server/replay/operator_libraries.h"
+#include "tests/oplib/npu_test_support.h"
 
 namespace parity::server {
 namespace {
-
-using Stack = std::vector<c10::IValue>;
-
-class NpuReferenceTest : public ::testing::Test {
- public:
-  static void SetUpTestSuite() {
-    auto libs = LoadOperatorLibraries(/*npu_reference=*/true, {});
-    ASSERT_TRUE(libs.ok()) << libs.status();
-  }
-
-  static Stack Call(const std::string& name, Stack args) {
-    const auto dot = name.find('.');
-    const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(
-        name.substr(0, dot).c_str(), dot == std::string::npos ? "" : name.substr(dot + 1).c_str());
-    // Fill defaulted arguments, as the server's decoder does.
-    const auto& schema = op.schema();
-    for (std::size_t i = args.size(); i < schema.arguments().size(); ++i) {
-      args.push_back(*schema.arguments()[i].default_value());
-    }
-    op.callBoxed(&args);
-    return args;
-  }
-  static at::Tensor T(const Stack& s, std::size_t i) { return s.at(i).toTensor(); }
-};
 
 at::Tensor R(at::IntArrayRef shape) { return at::randn(shape, at::kDouble); }
 
