@@ -86,6 +86,29 @@ Stack AsList(std::vector<at::Tensor> outs) {
   return {c10::IValue(std::move(list))};
 }
 
+// group_type 2, the weights' gradient of an MoE layer: x [M, K] and weight [K, N] split along K
+// into the groups.
+Stack InnerDimensionGroups(const std::string& op, const GroupedMatmulCall& c,
+                           at::ScalarType out_type, bool one_output) {
+  std::vector<at::Tensor> outs;
+  TORCH_CHECK(c.x.size() == 1 && c.weight.size() == 1 && c.x[0].dim() == 2 &&
+                  c.weight[0].dim() == 2 && c.group_list,
+              op, ": group_type 2 takes one 2-D x, one 2-D weight and a group_list");
+  TORCH_CHECK(c.bias.empty(), op, ": group_type 2 takes no bias");
+  const std::vector<int64_t> sizes = GroupSizes(op, *c.group_list, c.group_list_type);
+  int64_t offset = 0;
+  for (int64_t size : sizes) {
+    TORCH_CHECK(offset + size <= c.x[0].size(1) && offset + size <= c.weight[0].size(0), op,
+                ": group_list covers ", offset + size, " of the inner dimension, x has ",
+                c.x[0].size(1), " and weight ", c.weight[0].size(0));
+    outs.push_back(Gemm(c.x[0].narrow(1, offset, size), c.weight[0].narrow(0, offset, size),
+                        nullptr, out_type));
+    offset += size;
+  }
+  if (one_output) return AsList({at::stack(outs)});
+  return AsList(std::move(outs));
+}
+
 Stack RunGroupedMatmul(const std::string& op, GroupedMatmulCall c) {
   TORCH_CHECK(!c.x.empty() && !c.weight.empty(), op, ": x and weight must not be empty");
   const int64_t type = c.group_type.value_or(c.group_list ? 0 : -1);
@@ -95,25 +118,7 @@ Stack RunGroupedMatmul(const std::string& op, GroupedMatmulCall c) {
   const at::ScalarType out_type = c.output_dtype.value_or(c.x[0].scalar_type());
   const bool one_output = c.split_item >= 2;
   std::vector<at::Tensor> outs;
-  if (type == 2) {
-    // dW of an MoE layer: x [M, K] and weight [K, N] split along K into the groups.
-    TORCH_CHECK(c.x.size() == 1 && c.weight.size() == 1 && c.x[0].dim() == 2 &&
-                    c.weight[0].dim() == 2 && c.group_list,
-                op, ": group_type 2 takes one 2-D x, one 2-D weight and a group_list");
-    TORCH_CHECK(c.bias.empty(), op, ": group_type 2 takes no bias");
-    const std::vector<int64_t> sizes = GroupSizes(op, *c.group_list, c.group_list_type);
-    int64_t offset = 0;
-    for (int64_t size : sizes) {
-      TORCH_CHECK(offset + size <= c.x[0].size(1) && offset + size <= c.weight[0].size(0), op,
-                  ": group_list covers ", offset + size, " of the inner dimension, x has ",
-                  c.x[0].size(1), " and weight ", c.weight[0].size(0));
-      outs.push_back(Gemm(c.x[0].narrow(1, offset, size), c.weight[0].narrow(0, offset, size),
-                          nullptr, out_type));
-      offset += size;
-    }
-    if (one_output) return AsList({at::stack(outs)});
-    return AsList(std::move(outs));
-  }
+  if (type == 2) return InnerDimensionGroups(op, c, out_type, one_output);
   const std::vector<at::Tensor> weights = PerGroup(c.weight, 2);
   const std::vector<at::Tensor> biases = PerGroup(c.bias, 1);
   TORCH_CHECK(biases.empty() || biases.size() == weights.size(), op, ": ", biases.size(),

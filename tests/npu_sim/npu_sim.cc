@@ -532,11 +532,10 @@ TORCH_LIBRARY_FRAGMENT(npu, m) {
   // torch_npu declares one form of each operator: the release_* overloads are the reference
   // library's own (an older release's form), not the device's.
   oplib::SchemaData data = oplib::ParseSchemaData(kParityTorchNpuSchemasJson);
-  data.schemas.erase(std::remove_if(data.schemas.begin(), data.schemas.end(),
-                                    [](const std::string& s) {
-                                      return s.find(".release_") != std::string::npos;
-                                    }),
-                     data.schemas.end());
+  data.schemas.erase(
+      std::remove_if(data.schemas.begin(), data.schemas.end(),
+                     [](const std::string& s) { return s.find(".release_") != std::string::npos; }),
+      data.schemas.end());
   oplib::DefineSchemas(m, data);
 }
 
