@@ -70,6 +70,42 @@ bool StartsWith(const char* s, std::string_view prefix) {
   return std::strncmp(s, prefix.data(), prefix.size()) == 0;
 }
 
+// Ops a Python API may run before its own one (to broadcast, reshape or convert its arguments):
+// such an op takes the API's name only when it is the API ("Torch.broadcast_tensors").
+bool HelperOfAnotherApi(const std::string& op, const char* api) {
+  static constexpr std::string_view kHelpers[] = {"broadcast_tensors",
+                                                  "expand",
+                                                  "expand_as",
+                                                  "view",
+                                                  "reshape",
+                                                  "contiguous",
+                                                  "to",
+                                                  "_to_copy",
+                                                  "unsqueeze",
+                                                  "squeeze",
+                                                  "t",
+                                                  "transpose",
+                                                  "detach",
+                                                  "clone",
+                                                  "result_type",
+                                                  "zeros_like",
+                                                  "ones_like",
+                                                  "empty_like",
+                                                  "full_like",
+                                                  "size",
+                                                  "flatten",
+                                                  "type_as"};
+  const std::size_t colon = op.rfind("::");
+  const std::string_view bare =
+      colon == std::string::npos ? std::string_view(op) : std::string_view(op).substr(colon + 2);
+  bool helper = false;
+  for (std::string_view h : kHelpers) helper = helper || bare == h;
+  if (!helper) return false;
+  const std::string_view name(api);
+  const std::size_t dot = name.rfind('.');
+  return (dot == std::string_view::npos ? name : name.substr(dot + 1)) != bare;
+}
+
 // The context of a top-level call between its entry and exit.
 struct CallContext : at::ObserverContext {
   ~CallContext() override {
@@ -166,9 +202,12 @@ void SiteOf(const at::RecordFunction& fn, ThreadState& ts, Site& site) {
   c.in_compiled_region = ts.compiled > 0;
   if (!ts.modules.empty()) site.module = ts.modules.back();
   // The Python API that ran this op: the first top-level forward op inside it takes its name
-  // (a second one, __setitem__'s copy after its index, say, is named from its operator).
+  // (a second one, __setitem__'s copy after its index, say, is named from its operator), unless
+  // that op is a helper the API runs before its own (F.mse_loss's broadcast_tensors): then the
+  // name waits for the next op, or the API's own op would be named from its operator with the
+  // same name as the helper's row ("Functional.mse_loss.0" twice).
   c.api = nullptr;
-  if (!c.backward && ts.pending_api != nullptr) {
+  if (!c.backward && ts.pending_api != nullptr && !HelperOfAnotherApi(site.op, ts.pending_api)) {
     c.api = ts.pending_api;
     ts.pending_api = nullptr;
   }

@@ -28,6 +28,9 @@ struct OutputCheck {
   v1::DType reference_dtype = v1::DTYPE_UNSPECIFIED;
   std::vector<int64_t> shape;  // the device output's
   bool judged = false;         // compared as tensors (the two-way Status column applies)
+  // A Python value's type as msprobe writes it in both dtype columns ("<class 'float'>");
+  // empty for tensors.
+  std::string value_type;
 };
 
 // The values of a checked call (server/replay/call_values.h).

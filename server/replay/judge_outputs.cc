@@ -195,6 +195,12 @@ OutputCheck JudgeValue(const c10::IValue& device, const c10::IValue& reference) 
   const bool equal = device.isDouble() && reference.isDouble()
                          ? device.toDouble() == reference.toDouble()
                          : device == reference;
+  out.value_type = device.isDouble()          ? "<class 'float'>"
+                   : device.isBool()          ? "<class 'bool'>"
+                   : device.isInt()           ? "<class 'int'>"
+                   : device.isString()        ? "<class 'str'>"
+                   : device.isComplexDouble() ? "<class 'complex'>"
+                                              : "";
   j.standard = Standard::kExact;
   j.status = equal ? v1::VERDICT_STATUS_PASS : v1::VERDICT_STATUS_ERROR;
   j.two_way_status = j.status;

@@ -37,7 +37,17 @@ std::vector<std::string> AccuracyDetailsRow(const std::string& name, const Outpu
   std::vector<std::string> row = {
       name, DTypeCell(out.reference_dtype), DTypeCell(out.dtype),
       out.dtype == v1::DTYPE_UNSPECIFIED ? kSpace : ShapeTuple(out.shape)};
-  for (Metric field : kPairFields) row.push_back(FieldCell(j, field));
+  if (!out.value_type.empty()) {
+    // A Python value, as msprobe's compare writes one: its type in both dtype columns, and a
+    // mismatch rate of 0 when equal (blank otherwise); api_precision_compare skips a row whose
+    // dtype is blank and judges this one by binary consistency.
+    row[1] = row[2] = out.value_type;
+  }
+  for (Metric field : kPairFields) {
+    const bool equal_value = !out.value_type.empty() && field == Metric::kMismatchRate &&
+                             j.status == v1::VERDICT_STATUS_PASS;
+    row.push_back(equal_value ? std::string("0") : FieldCell(j, field));
+  }
   // The status of the op's own standard, as the verdict and api_precision_compare_* give it
   // (msprobe's legacy two-way chain flagged clean bfloat16 linears equal to the bench bit for bit:
   // hundredth ratio ~0.86 against the golden). The chain's status stays in the JSON record.
@@ -101,6 +111,7 @@ nlohmann::json OutputRecord(const v1::OutputVerdict& ov, const OutputCheck& out,
   o["dtype"] = DTypeCell(out.dtype);
   o["bench_dtype"] = DTypeCell(out.bench_dtype);
   o["reference_dtype"] = DTypeCell(out.reference_dtype);
+  if (!out.value_type.empty()) o["value_type"] = out.value_type;
   o["shape"] = out.shape;
   o["failed_metric"] = ov.failed_metric();
   o["message"] = ov.message();
