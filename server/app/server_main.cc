@@ -110,8 +110,12 @@ int main(int argc, char** argv) {
   parity::common::KeepLargeAllocations(std::size_t{256} << 20);
 
   if (line->check_config) {
+    // Whatever is wrong (a key, a certificate that cannot be read): not valid, exit 2.
     auto checked = parity::server::ParityServer::Create(config);
-    if (!checked.ok()) return Fail(checked.status());
+    if (!checked.ok()) {
+      Fail(checked.status());
+      return 2;
+    }
     std::printf("configuration OK\n%s\n", (*checked)->Describe().c_str());
     return 0;
   }
