@@ -83,6 +83,9 @@ class NamePattern {
 
   std::string text_;
   std::string prefix_;  // the form, for suggestions: "aten::", "Functional.", ""
+  // msprobe's API the name was written with ("Tensor.matmul"): a call named at its Python call
+  // site (ApiCall.api) is selected by it and its own counter, as msprobe counts each API name.
+  std::string msprobe_api_;
   std::vector<Op> ops_;
   std::optional<uint64_t> index_;
   std::optional<v1::Phase> phase_;

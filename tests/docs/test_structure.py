@@ -31,7 +31,7 @@ EXEMPT = {
     ("common/config/config_keys.cc", "AgentTable"): "data table: one row per agent config key",
     ("common/config/config_keys_server.cc", "ServerTable"):
         "data table: one row per server config key",
-    ("common/naming/api_names.cc", "FunctionalOps"):
+    ("common/naming/msprobe_tables.cc", "FunctionalOps"):
         "data table: msprobe's torch.nn.functional APIs and the operators they map to",
 }
 

@@ -85,6 +85,33 @@ TEST(NamePatternTest, MsprobeApiNames) {
   EXPECT_TRUE(P("VF.lstm").Matches(Forward("aten::lstm", 0)));
 }
 
+// A call named at its Python call site is selected as msprobe selects it: by the API as called
+// ("Tensor.matmul" is not "Torch.matmul") and that API's own counter in the step, not the
+// operator's; a call without one (a C++ training) by its operator and call index.
+TEST(NamePatternTest, CallSiteCallsAreSelectedByTheirApiAndItsCounter) {
+  auto site = [](const std::string& api, uint64_t api_index, uint64_t op_index) {
+    v1::ApiCall c = Forward("aten::matmul", op_index);
+    c.set_api(api);
+    c.set_api_index(api_index);
+    return c;
+  };
+  const NamePattern first = P("Tensor.matmul.0.forward");
+  EXPECT_TRUE(first.Matches(site("Tensor.matmul", 0, 1)));   // torch.matmul ran first (op 0)
+  EXPECT_FALSE(first.Matches(site("Torch.matmul", 0, 0)));   // torch.matmul's first call
+  EXPECT_FALSE(first.Matches(site("Tensor.matmul", 1, 0)));  // Tensor.matmul's second
+  EXPECT_TRUE(first.Matches(Forward("aten::matmul", 0)));    // no call site: the operator's
+  EXPECT_TRUE(P("Tensor.matmul").Matches(site("Tensor.matmul", 5, 9)));
+  EXPECT_FALSE(P("Tensor.matmul").Matches(site("Torch.matmul", 5, 9)));
+  // A linked backward call carries its forward call's API and index.
+  v1::ApiCall back = Backward("aten::mm", "aten::matmul", 1);
+  back.set_api("Tensor.matmul");
+  back.set_api_index(0);
+  EXPECT_TRUE(P("Tensor.matmul.0.backward").Matches(back));
+  EXPECT_FALSE(P("Tensor.matmul.0.forward").Matches(back));
+  // Parity's own names and operator names keep selecting by operator.
+  EXPECT_TRUE(P("aten::matmul").Matches(site("Torch.matmul", 0, 0)));
+}
+
 TEST(NamePatternTest, CompositeApisSelectTheOperatorsTheyRun) {
   for (const char* name : {"cross_entropy", "Functional.cross_entropy"}) {
     const NamePattern p = P(name);
