@@ -94,6 +94,23 @@ print("REFUSED " + json.dumps(refused), flush=True)
 '''
 
 
+LIST_BY_API = r'''
+import sys
+import torch
+from parity import PrecisionDebugger
+debugger = PrecisionDebugger(config_path=sys.argv[1])
+a, b = torch.randn(4, 4), torch.randn(4, 4)
+for step in range(2):
+    debugger.start()
+    torch.matmul(a, b)   # Torch.matmul.0
+    a.matmul(b)          # Tensor.matmul.0: the one tensor.list names
+    a.matmul(b)          # Tensor.matmul.1
+    debugger.stop()
+    debugger.step()
+debugger.close()
+'''
+
+
 class MsprobeApiTest(unittest.TestCase):
     def train(self, mode, steps, env=None, server_args=()):
         with tempfile.TemporaryDirectory() as work:
@@ -130,6 +147,28 @@ class MsprobeApiTest(unittest.TestCase):
         for note in ("register_custom_api: nothing to wrap", "save(): msprobe's variable dump",
                      "start(token_range=...)"):
             self.assertIn(note, run.stderr)
+
+    def test_tensor_list_selects_by_msprobes_api_and_its_own_counter(self):
+        # msprobe counts each API name apart: "Tensor.matmul.0.forward" is the first
+        # x.matmul(y) of the step, even after a torch.matmul, which is Torch.matmul.0.
+        with tempfile.TemporaryDirectory() as work:
+            server = harness.Server(work)
+            try:
+                script, config = harness.script_against(work, server, LIST_BY_API)
+                with open(config, encoding="utf-8") as f:
+                    c = json.load(f)
+                c["tensor"]["list"] = ["Tensor.matmul.0.forward"]
+                with open(config, "w", encoding="utf-8") as f:
+                    json.dump(c, f)
+                run = harness.run([harness.PYTHON, script, config],
+                                  env={"PYTHONPATH": os.path.join(harness.ROOT, "python")})
+            finally:
+                server.stop()
+            self.assertEqual(run.returncode, 0, run.stdout[-2000:] + run.stderr[-4000:])
+            records = server.records()
+        self.assertEqual([(r["op"], r["csv_api"], r["step"]) for r in records],
+                         [("aten::matmul", "Tensor.matmul.0", 0),
+                          ("aten::matmul", "Tensor.matmul.0", 1)])
 
     def test_module_dump_checks_the_calls_of_its_region_named_after_it(self):
         with tempfile.TemporaryDirectory() as work:
