@@ -782,6 +782,45 @@ TEST_F(StreamContractTest, AFullVerdictBatchGoesAtOnce) {
       << "the stream's end waited for an alarm nothing needs any more";
 }
 
+// Full batches never wait for the hold, the later ones too: with 150 calls sent and the last
+// held by its check, at most 63 verdicts (less than a full batch) may wait for its company, so
+// verdicts 1-86 arrive long before the 30 s hold ends, however the worker's pace splits them.
+TEST_F(StreamContractTest, EveryFullVerdictBatchGoesAtOnce) {
+  constexpr auto kHold = std::chrono::seconds(30);
+  constexpr uint64_t kCalls = 150;
+  absl::Notification last_released;
+  common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("hold_"), "");
+  config.parity.workers = 1;
+  config.parity.verdict_hold_ms = std::chrono::milliseconds(kHold).count();
+  StartPassing(config, [&last_released](uint64_t sequence) {
+    if (sequence == kCalls) {
+      EXPECT_TRUE(last_released.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    }
+  });
+  TestStream s(channel_);
+  ASSERT_TRUE(s.SendHello(HelloTakingBatches(true)));
+  const auto sent = std::chrono::steady_clock::now();
+  for (uint64_t seq = 1; seq <= kCalls; ++seq) ASSERT_TRUE(s.SendCall(Relu(seq)));
+  v1::ServerMessage m;
+  uint64_t next = 1;
+  constexpr uint64_t kMayWait = 63;  // one less than a full batch
+  while (next <= kCalls - 1 - kMayWait) {
+    ASSERT_TRUE(s.Read(&m));
+    const uint64_t n = m.has_batch() ? static_cast<uint64_t>(m.batch().messages_size()) : 1;
+    EXPECT_EQ(m.has_batch() ? m.batch().messages(0).verdict().sequence() : m.verdict().sequence(),
+              next);
+    next += n;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - sent, kHold / 2)
+      << "verdicts up to " << next - 1 << " waited for the hold";
+  last_released.Notify();
+  while (next <= kCalls && s.Read(&m)) {
+    next += m.has_batch() ? static_cast<uint64_t>(m.batch().messages_size()) : 1;
+  }
+  EXPECT_EQ(next, kCalls + 1);
+  EXPECT_TRUE(s.Close().ok());
+}
+
 // An agent's counters are cumulative over all its streams (proto AgentStats): after a reconnect
 // its new stream's reports add only what is new, per agent (Hello's run_id, hostname, pid,
 // rank); another agent counts apart. Before, each stream was counted from zero: 25 captured.
