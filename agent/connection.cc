@@ -96,6 +96,7 @@ bool Connection::Connect(bool closing) {
   }
   const std::string target = target_text_;
   if (!WaitForConnected(std::chrono::milliseconds(options_.parity().connect_timeout_ms), closing)) {
+    closing = closing || Closing();  // the session may have begun to end during the attempt
     // gRPC says only "unavailable"; a connection of our own says why (refused port, no route,
     // untrusted server, refused client certificate, plaintext server, wrong name, a hung
     // server). While the session is ending too, within a second: the reason is the one thing
@@ -209,6 +210,11 @@ bool Connection::Handshake(std::unique_ptr<Live>& c) {
                          code == grpc::StatusCode::INVALID_ARGUMENT ||
                          code == grpc::StatusCode::UNAUTHENTICATED);
     if (code == grpc::StatusCode::PERMISSION_DENIED) refused_ = s.error_message();
+    // Any other refusal (UNIMPLEMENTED: something that speaks HTTP/2 but is no parity-server)
+    // is this attempt failing: the end of the session does not wait for it either.
+    if (!undeliverable_.load() && code != grpc::StatusCode::PERMISSION_DENIED) {
+      unreachable_.store(true);
+    }
     return false;
   }
   // crl.pem: a revoked server gets nothing but the Hello it has already read.
@@ -230,9 +236,19 @@ bool Connection::Handshake(std::unique_ptr<Live>& c) {
   return true;
 }
 
+bool Connection::Closing() const { return callbacks_.closing && callbacks_.closing(); }
+
 bool Connection::WaitForConnected(std::chrono::milliseconds timeout, bool closing) {
-  const auto deadline = std::chrono::system_clock::now() + timeout;
+  auto deadline = std::chrono::system_clock::now() + timeout;
+  bool cut = false;  // the deadline was shortened when the session began to end
   for (;;) {
+    if (!closing && Closing()) closing = true;
+    if (closing && !cut && !options_.parity().wait_for_server_at_exit) {
+      // An attempt under way when the session began to end: a second more at most (a server
+      // that has not answered by then is reported, not waited for: close() ends promptly).
+      deadline = std::min(deadline, std::chrono::system_clock::now() + std::chrono::seconds(1));
+      cut = true;
+    }
     // Slices of at most 100 ms, so that a stop never waits out a whole connect timeout.
     const auto slice =
         std::min(deadline, std::chrono::system_clock::now() + std::chrono::milliseconds(100));

@@ -49,6 +49,9 @@ class Connection {
     std::function<void(uint64_t)> on_answered;           // after a message's verdicts
     std::function<void()> on_end;                        // the stream ended (a gRPC thread)
     std::function<bool()> stopping;                      // the sender is stopping
+    // The session is ending (close(), the process's exit): an attempt already under way when
+    // it began gives up once it has failed, and waits at most a second more otherwise.
+    std::function<bool()> closing;
   };
   Connection(const SenderOptions& options, AgentCounters& counters, Callbacks callbacks);
   ~Connection();
@@ -84,6 +87,7 @@ class Connection {
 
   bool OpenChannel();
   bool WaitForConnected(std::chrono::milliseconds timeout, bool closing);
+  bool Closing() const;  // callbacks_.closing, when set
   // The limits of ServerInfo, and a fresh table of payloads sent, for a new stream.
   void AdoptServerLimits(const v1::ServerInfo& info);
   bool Handshake(std::unique_ptr<Live>& live);

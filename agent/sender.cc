@@ -71,6 +71,7 @@ Sender::Sender(SenderOptions options, AgentCounters& counters,
     absl::MutexLock lock(&mu_);
     return stopping_;
   };
+  callbacks.closing = [this] { return closing_.load(); };
   conn_ = std::make_unique<Connection>(options_, counters_, std::move(callbacks));
 }
 

@@ -287,8 +287,14 @@ void Session::LogSummary() {
     const char* reason = DropReasonName(static_cast<DropReason>(r));
     auto it = c.dropped.find(reason);
     if (it != c.dropped.end() && it->second > 0) {
-      common::LogInfo(absl::StrCat("not checked: ", it->second, " calls (", reason,
-                                   "): ", DropReasonWhy(static_cast<DropReason>(r))));
+      // Still queued at the end with nothing ever sent: no server was reached, which the
+      // unreachable line above explains; waiting longer would not have helped.
+      const bool never_reached = static_cast<DropReason>(r) == DropReason::kStopped && c.sent == 0;
+      common::LogInfo(absl::StrCat(
+          "not checked: ", it->second, " calls (", reason, "): ",
+          never_reached ? "still queued when the session ended: no server was reached (the "
+                          "reason is logged above)"
+                        : DropReasonWhy(static_cast<DropReason>(r))));
     }
   }
 }

@@ -5,7 +5,6 @@
 #include <csignal>
 #include <cstdio>
 #include <string>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/crash_report.h"
