@@ -175,45 +175,43 @@ GroupedMatmulCall Lists(const Args& a) {
 
 }  // namespace
 
+namespace {
+
+// The forms from op-plugin 7.0 on share their first 16 arguments: x, weight, bias, the quantized
+// ones (3-7), group_list (8), the activation inputs (9-11), split_item, group_type,
+// group_list_type and act_type (12-15). `tensor_list`: group_list is a Tensor (else int[]).
+GroupedMatmulCall FromNewerForm(const Args& a, bool tensor_list) {
+  RefuseQuantized(a, {3, 4, 5, 6, 7, 9, 10, 11});
+  TORCH_CHECK(OrZero(a.optional_i64(15)) == 0, a.op_name(), ": act_type ", a.at(15),
+              " (a fused activation) is not replayed");
+  GroupedMatmulCall c = Lists(a);
+  c.group_list = tensor_list ? GroupListTensor(a.optional_tensor(8)) : a.optional_ints(8);
+  c.split_item = OrZero(a.optional_i64(12));
+  c.group_type = a.optional_i64(13);
+  c.group_list_type = OrZero(a.optional_i64(14));
+  return c;
+}
+
+}  // namespace
+
 // op-plugin master (torch_npu 26.x): group_list a Tensor; output_dtype and the low-bit dtypes
 // as ints (refused when given).
 Stack GroupedMatmul(const Args& a) {
-  RefuseQuantized(a, {3, 4, 5, 6, 7, 9, 10, 11});
   RefuseSet(a, {17, 18, 19, 20, 21});
-  TORCH_CHECK(OrZero(a.optional_i64(15)) == 0, a.op_name(), ": act_type ", a.at(15),
-              " (a fused activation) is not replayed");
-  GroupedMatmulCall c = Lists(a);
-  c.group_list = GroupListTensor(a.optional_tensor(8));
-  c.split_item = OrZero(a.optional_i64(12));
-  c.group_type = a.optional_i64(13);
-  c.group_list_type = OrZero(a.optional_i64(14));
-  return RunGroupedMatmul(a.op_name(), std::move(c));
+  return RunGroupedMatmul(a.op_name(), FromNewerForm(a, /*tensor_list=*/true));
 }
 
-// `.List` (every release from 7.0): group_list as int[] (cumulative ends).
+// `.List` (every release from 7.0): group_list as int[] (cumulative ends), output_dtype a
+// ScalarType.
 Stack GroupedMatmulList(const Args& a) {
-  RefuseQuantized(a, {3, 4, 5, 6, 7, 9, 10, 11});
-  TORCH_CHECK(OrZero(a.optional_i64(15)) == 0, a.op_name(), ": act_type ", a.at(15),
-              " (a fused activation) is not replayed");
-  GroupedMatmulCall c = Lists(a);
-  c.group_list = a.optional_ints(8);
-  c.split_item = OrZero(a.optional_i64(12));
-  c.group_type = a.optional_i64(13);
-  c.group_list_type = OrZero(a.optional_i64(14));
+  GroupedMatmulCall c = FromNewerForm(a, /*tensor_list=*/false);
   c.output_dtype = OptionalDtype(a, 16);
   return RunGroupedMatmul(a.op_name(), std::move(c));
 }
 
 // op-plugin 7.0.0: as master up to act_type, then output_dtype as a ScalarType.
 Stack GroupedMatmulRelease70(const Args& a) {
-  RefuseQuantized(a, {3, 4, 5, 6, 7, 9, 10, 11});
-  TORCH_CHECK(OrZero(a.optional_i64(15)) == 0, a.op_name(), ": act_type ", a.at(15),
-              " (a fused activation) is not replayed");
-  GroupedMatmulCall c = Lists(a);
-  c.group_list = GroupListTensor(a.optional_tensor(8));
-  c.split_item = OrZero(a.optional_i64(12));
-  c.group_type = a.optional_i64(13);
-  c.group_list_type = OrZero(a.optional_i64(14));
+  GroupedMatmulCall c = FromNewerForm(a, /*tensor_list=*/true);
   c.output_dtype = OptionalDtype(a, 16);
   return RunGroupedMatmul(a.op_name(), std::move(c));
 }

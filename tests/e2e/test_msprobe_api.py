@@ -148,39 +148,36 @@ class MsprobeApiTest(unittest.TestCase):
                      "start(token_range=...)"):
             self.assertIn(note, run.stderr)
 
-    def test_tensor_list_selects_by_msprobes_api_and_its_own_counter(self):
-        # msprobe counts each API name apart: "Tensor.matmul.0.forward" is the first
-        # x.matmul(y) of the step, even after a torch.matmul, which is Torch.matmul.0.
+    def run_script(self, text, tensor=None):
+        """`text` against a fresh server (the agent config's tensor section updated with
+        `tensor`); (the finished process, the server's records)."""
         with tempfile.TemporaryDirectory() as work:
             server = harness.Server(work)
             try:
-                script, config = harness.script_against(work, server, LIST_BY_API)
-                with open(config, encoding="utf-8") as f:
-                    c = json.load(f)
-                c["tensor"]["list"] = ["Tensor.matmul.0.forward"]
-                with open(config, "w", encoding="utf-8") as f:
-                    json.dump(c, f)
+                script, config = harness.script_against(work, server, text)
+                if tensor:
+                    with open(config, encoding="utf-8") as f:
+                        c = json.load(f)
+                    c["tensor"].update(tensor)
+                    with open(config, "w", encoding="utf-8") as f:
+                        json.dump(c, f)
                 run = harness.run([harness.PYTHON, script, config],
                                   env={"PYTHONPATH": os.path.join(harness.ROOT, "python")})
             finally:
                 server.stop()
             self.assertEqual(run.returncode, 0, run.stdout[-2000:] + run.stderr[-4000:])
-            records = server.records()
+            return run, server.records()
+
+    def test_tensor_list_selects_by_msprobes_api_and_its_own_counter(self):
+        # msprobe counts each API name apart: "Tensor.matmul.0.forward" is the first
+        # x.matmul(y) of the step, even after a torch.matmul, which is Torch.matmul.0.
+        _, records = self.run_script(LIST_BY_API, {"list": ["Tensor.matmul.0.forward"]})
         self.assertEqual([(r["op"], r["csv_api"], r["step"]) for r in records],
                          [("aten::matmul", "Tensor.matmul.0", 0),
                           ("aten::matmul", "Tensor.matmul.0", 1)])
 
     def test_module_dump_checks_the_calls_of_its_region_named_after_it(self):
-        with tempfile.TemporaryDirectory() as work:
-            server = harness.Server(work)
-            try:
-                script, config = harness.script_against(work, server, MODULE_DUMP)
-                run = harness.run([harness.PYTHON, script, config],
-                                  env={"PYTHONPATH": os.path.join(harness.ROOT, "python")})
-            finally:
-                server.stop()
-            self.assertEqual(run.returncode, 0, run.stdout[-2000:] + run.stderr[-4000:])
-            records = server.records()
+        run, records = self.run_script(MODULE_DUMP)
         calls = sorted((r["op"], r["module_path"]) for r in records)
         self.assertEqual(calls, [("aten::gelu", "MyModuleOP1"), ("aten::gelu", "MyModuleOP1"),
                                  ("aten::linear", "MyModuleOP1"), ("aten::linear", "MyModuleOP1"),

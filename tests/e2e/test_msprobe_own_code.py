@@ -23,6 +23,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+from test_msprobe_readers import checker_result  # noqa: E402  (msprobe's get_api_checker_result)
 
 MSPROBE_PYTHON = os.environ.get("PARITY_MSPROBE_PYTHON",
                                 "/var/cache/parity-msprobe/venv/bin/python")
@@ -44,16 +45,6 @@ from msprobe.pytorch.api_accuracy_checker.compare.api_precision_compare import (
     CompareConfig, api_precision_compare)
 api_precision_compare(CompareConfig(*sys.argv[1:5]))
 """
-
-
-def checker_result(statuses):
-    """msprobe's get_api_checker_result over one direction's statuses."""
-    if all(s == "SKIP" for s in statuses):
-        return "SKIP"
-    for s in ("error", "Warning"):
-        if s in statuses:
-            return s
-    return "pass"
 
 
 def msprobe_available():
