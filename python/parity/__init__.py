@@ -394,10 +394,6 @@ class PrecisionDebugger:
         return counters()
 
 
-def counters():
-        return counters()
-
-
 def module_dump(module, dump_name):
     """msprobe's module_dump: the calls between it and module_dump_end() are checked, named after
     `dump_name` (their module path). Outside start()/stop() it starts capturing, and

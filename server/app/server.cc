@@ -179,7 +179,9 @@ void ParityServer::InitWorkers() {
     error_data.path = ErrorDataPath(config_);
     error_data.max_bytes = o.error_data_max_bytes;
     error_data.max_per_op = o.error_data_per_op;
-    error_data_ = std::make_unique<ErrorData>(error_data, *standards_, metrics);
+    error_data_ = std::make_unique<ErrorData>(
+        error_data, *standards_,
+        [metrics](ErrorDataOutcome outcome) { metrics->ErrorData(ErrorDataOutcomeName(outcome)); });
   }
   queue_ = std::make_unique<WorkQueue>(
       o.queue_max_calls, o.queue_max_bytes, workers_,

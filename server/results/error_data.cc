@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/log.h"
 #include "nlohmann/json.hpp"
-#include "server/metrics/metrics.h"
 #include "server/replay/error_files.h"
 
 namespace parity::server {
@@ -33,9 +32,8 @@ nlohmann::json Names(const std::vector<std::string>& files, const std::string& d
 
 }  // namespace
 
-ErrorData::ErrorData(ErrorDataOptions options, const StandardsTable& standards,
-                     ServerMetrics* metrics)
-    : options_(std::move(options)), standards_(standards), metrics_(metrics) {}
+ErrorData::ErrorData(ErrorDataOptions options, const StandardsTable& standards, Counted counted)
+    : options_(std::move(options)), standards_(standards), counted_(std::move(counted)) {}
 
 std::string ErrorData::folder() const {
   absl::MutexLock lock(&mu_);
@@ -49,7 +47,7 @@ uint64_t ErrorData::bytes_saved() const {
 
 ErrorDataOutcome ErrorData::Account(ErrorDataOutcome outcome, const ServerCall& call,
                                     uint64_t bytes) {
-  if (metrics_ != nullptr) metrics_->ErrorData(ErrorDataOutcomeName(outcome));
+  if (counted_) counted_(outcome);
   if (outcome == ErrorDataOutcome::kOverBudget && !warned_budget_) {
     warned_budget_ = true;
     common::LogWarning(absl::StrCat(

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <string>
@@ -27,8 +28,6 @@
 #include "server/results/result_rows.h"
 
 namespace parity::server {
-
-class ServerMetrics;
 
 struct ErrorDataOptions {
   std::string path;  // the folder ut_error_data{ts}/ is made in
@@ -48,8 +47,9 @@ inline const char* ErrorDataOutcomeName(ErrorDataOutcome outcome) {
 
 class ErrorData {
  public:
-  // `metrics` may be null (tests).
-  ErrorData(ErrorDataOptions options, const StandardsTable& standards, ServerMetrics* metrics);
+  // Each save's outcome is told to `counted` (the server counts them in its metrics), when set.
+  using Counted = std::function<void(ErrorDataOutcome)>;
+  ErrorData(ErrorDataOptions options, const StandardsTable& standards, Counted counted = nullptr);
 
   // Saves a call judged error whose CallCheck holds its values. Thread-safe; never throws.
   ErrorDataOutcome Save(const CallOrigin& origin, const ServerCall& call, const CallCheck& check,
@@ -67,7 +67,7 @@ class ErrorData {
 
   const ErrorDataOptions options_;
   const StandardsTable& standards_;
-  ServerMetrics* metrics_;
+  const Counted counted_;
   mutable absl::Mutex mu_;
   std::string folder_ ABSL_GUARDED_BY(mu_);
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -148,5 +148,58 @@ class StructureTest(unittest.TestCase):
         self.assertEqual(found, [], "\n" + "\n".join(found))
 
 
+# The server's folders from the bottom up: a file includes from its own floor or lower ones only
+# (the comparison knows nothing of replays, results nothing of metrics, the service nothing of
+# the app that wires it). (issue 53)
+SERVER_FLOORS = ["compare", "replay", "results", "metrics", "service", "app"]
+SERVER_INCLUDE = re.compile(r'^#include "server/([a-z_]+)/', re.M)
+
+
+def upward_includes(name, text):
+    """The includes of `name` (server/<floor>/...) that reach a higher floor."""
+    parts = name.split("/")
+    if len(parts) < 3 or parts[0] != "server" or parts[1] not in SERVER_FLOORS:
+        return []
+    floor = SERVER_FLOORS.index(parts[1])
+    return [f"{name} includes server/{d}/ (above {parts[1]}/)"
+            for d in SERVER_INCLUDE.findall(text)
+            if d in SERVER_FLOORS and SERVER_FLOORS.index(d) > floor]
+
+
+class LayersTest(unittest.TestCase):
+    def test_finds_an_upward_include(self):
+        self.assertEqual(upward_includes("server/results/x.cc", '#include "server/metrics/m.h"\n'),
+                         ["server/results/x.cc includes server/metrics/ (above results/)"])
+        self.assertEqual(upward_includes("server/app/x.cc", '#include "server/compare/c.h"\n'), [])
+
+    def test_no_server_file_includes_from_a_higher_floor(self):
+        found = []
+        for name in product_files():
+            with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+                found += upward_includes(name, f.read())
+        self.assertEqual(found, [], "\n" + "\n".join(found))
+
+
+class PythonDefinitionsTest(unittest.TestCase):
+    def test_no_module_of_the_python_package_defines_a_name_twice(self):
+        # A second top-level def silently replaces the first (a dead `def counters(): return
+        # counters()` came back once after being removed).
+        import ast  # pylint: disable=import-outside-toplevel
+        folder = os.path.join(ROOT, "python", "parity")
+        found = []
+        for name in sorted(os.listdir(folder)):
+            if not name.endswith(".py"):
+                continue
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+            seen = set()
+            for node in tree.body:
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                    if node.name in seen:
+                        found.append(f"python/parity/{name}:{node.lineno}: {node.name} again")
+                    seen.add(node.name)
+        self.assertEqual(found, [], "\n".join(found))
+
+
 if __name__ == "__main__":
     unittest.main()
