@@ -1,5 +1,5 @@
-// The server's call record (server/replay/server_call.h): the names it makes once are the ones
-// common/naming would make, and an operator's traits are resolved once and shared, within a
+// The server's call record (server/replay/server_call.h): the names it makes once, written out
+// for every kind of call, and an operator's traits are resolved once and shared, within a
 // bound that made-up names cannot push past.
 #include "server/replay/server_call.h"
 
@@ -21,30 +21,47 @@ v1::ApiCall Call(const std::string& op, const std::string& overload, v1::Phase p
   return c;
 }
 
-void ExpectNamesOfCommon(const v1::ApiCall& wire) {
+struct Names {
+  std::string api, csv_api, msprobe, data, forward_api;
+};
+
+void ExpectNames(const v1::ApiCall& wire, const Names& want) {
   const ServerCall call(wire);
-  EXPECT_EQ(call.names.api, common::ApiName(wire));
-  EXPECT_EQ(call.names.csv_api, common::MsprobeCsvName(wire));
-  EXPECT_EQ(call.names.msprobe, common::MsprobeName(wire));
-  EXPECT_EQ(call.DataName(), common::DataName(wire));
-  EXPECT_EQ(call.names.forward_api,
-            wire.forward_op_name().empty() ? "" : common::ForwardApiName(wire));
+  EXPECT_EQ(call.names.api, want.api) << wire.ShortDebugString();
+  EXPECT_EQ(call.names.csv_api, want.csv_api) << wire.ShortDebugString();
+  EXPECT_EQ(call.names.msprobe, want.msprobe) << wire.ShortDebugString();
+  EXPECT_EQ(call.DataName(), want.data) << wire.ShortDebugString();
+  EXPECT_EQ(call.names.forward_api, want.forward_api) << wire.ShortDebugString();
 }
 
-TEST(ServerCallTest, NamesAreCommonNamingsForEveryKindOfCall) {
-  ExpectNamesOfCommon(Call("aten::linear", "", v1::PHASE_FORWARD));
-  ExpectNamesOfCommon(Call("aten::add", "Tensor", v1::PHASE_FORWARD));
-  ExpectNamesOfCommon(Call("npu::npu_rms_norm", "", v1::PHASE_FORWARD));
-  ExpectNamesOfCommon(Call("mylib::op", "", v1::PHASE_FORWARD));  // no msprobe API
-  ExpectNamesOfCommon(Call("aten::mm", "", v1::PHASE_BACKWARD));  // no forward call
+// Each kind of call's names, written out (docs/results.md#names-in-the-csvs-msprobes).
+TEST(ServerCallTest, NamesOfEveryKindOfCall) {
+  ExpectNames(Call("aten::linear", "", v1::PHASE_FORWARD),
+              {"aten::linear.3", "Functional.linear.3", "Functional.linear.3.forward",
+               "aten::linear.3.forward", ""});
+  ExpectNames(Call("aten::add", "Tensor", v1::PHASE_FORWARD),
+              {"aten::add.Tensor.3", "Torch.add.3", "Torch.add.3.forward",
+               "aten::add.Tensor.3.forward", ""});
+  ExpectNames(Call("npu::npu_rms_norm", "", v1::PHASE_FORWARD),
+              {"npu::npu_rms_norm.3", "NPU.npu_rms_norm.3", "NPU.npu_rms_norm.3.forward",
+               "npu::npu_rms_norm.3.forward", ""});
+  // No msprobe API: no msprobe name; the CSVs name it by namespace.
+  ExpectNames(Call("mylib::op", "", v1::PHASE_FORWARD),
+              {"mylib::op.3", "mylib.op.3", "", "mylib::op.3.forward", ""});
+  // A backward call with no forward call: msprobe's online name for the engine's work.
+  ExpectNames(Call("aten::mm", "", v1::PHASE_BACKWARD),
+              {"aten::mm.3", "Aten.mm.3", "", "aten::mm.3.backward", ""});
   v1::ApiCall linked = Call("aten::mm", "", v1::PHASE_BACKWARD);  // a linked backward
   linked.set_forward_op_name("aten::linear");
   linked.set_backward_index(1);
-  ExpectNamesOfCommon(linked);
+  ExpectNames(linked,
+              {"aten::linear.3.backward.1", "Functional.linear.3", "Functional.linear.3.backward",
+               "aten::linear.3.backward.1", "aten::linear.3"});
   v1::ApiCall site = Call("aten::add", "Tensor", v1::PHASE_FORWARD);  // named at its call site
   site.set_api("Tensor.add");
   site.set_api_index(7);
-  ExpectNamesOfCommon(site);
+  ExpectNames(site, {"aten::add.Tensor.3", "Tensor.add.7", "Tensor.add.7.forward",
+                     "aten::add.Tensor.3.forward", ""});
 }
 
 TEST(ServerCallTest, MsprobeApiIsTheApiPartOfTheMsprobeName) {
