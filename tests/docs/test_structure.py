@@ -168,9 +168,11 @@ def upward_includes(name, text):
 
 class LayersTest(unittest.TestCase):
     def test_finds_an_upward_include(self):
-        self.assertEqual(upward_includes("server/results/x.cc", '#include "server/metrics/m.h"\n'),
-                         ["server/results/x.cc includes server/metrics/ (above results/)"])
-        self.assertEqual(upward_includes("server/app/x.cc", '#include "server/compare/c.h"\n'), [])
+        self.assertEqual(
+            upward_includes("server/results/error_data.cc", '#include "server/metrics/metrics.h"\n'),
+            ["server/results/error_data.cc includes server/metrics/ (above results/)"])
+        self.assertEqual(
+            upward_includes("server/app/server.cc", '#include "server/compare/standards.h"\n'), [])
 
     def test_no_server_file_includes_from_a_higher_floor(self):
         found = []
