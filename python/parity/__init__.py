@@ -52,7 +52,20 @@ def _check_build():
             "pip install --no-build-isolation --force-reinstall <checkout>/python")
 
 
-_check_build()
+def _running_doctor():
+    """Whether this interpreter was started as `python -m parity.doctor` (which reports a wrong
+    build as its `[FAIL] agent` line instead of dying on the import)."""
+    argv = getattr(sys, "orig_argv", None) or []
+    return any(a == "-m" and b == "parity.doctor" for a, b in zip(argv, argv[1:]))
+
+
+_BUILD_ERROR = None  # a wrong build, kept for load_agent() to raise under the doctor
+try:
+    _check_build()
+except ImportError as _e:
+    if not _running_doctor():
+        raise
+    _BUILD_ERROR = _e
 
 
 def _library_path():
@@ -74,6 +87,8 @@ _loaded = False
 def load_agent():
     """Loads the agent library once (a no-op when it came in with LD_PRELOAD)."""
     global _loaded
+    if _BUILD_ERROR is not None:
+        raise _BUILD_ERROR
     if not _loaded:
         if not hasattr(torch.ops, "parity") or not _has_op("start"):
             torch.ops.load_library(_library_path())

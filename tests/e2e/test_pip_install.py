@@ -160,6 +160,10 @@ class PipInstallTest(unittest.TestCase):
             run = subprocess.run([self.python, "-c", "import parity"], env=self.clean_env(),
                                  capture_output=True, text=True, timeout=300, check=False,
                                  cwd=self.tmp.name)
+            # The doctor says it as its agent line, not as a traceback (issue 52, item 7).
+            doctor = subprocess.run([self.python, "-m", "parity.doctor"], env=self.clean_env(),
+                                    capture_output=True, text=True, timeout=300, check=False,
+                                    cwd=self.tmp.name)
         finally:
             with open(info_path, "w", encoding="utf-8") as f:
                 f.write(saved)
@@ -167,6 +171,9 @@ class PipInstallTest(unittest.TestCase):
         self.assertIn("built for torch 9.9.9", run.stderr)
         self.assertIn("this interpreter runs torch ", run.stderr)
         self.assertIn("pip install --no-build-isolation", run.stderr)
+        self.assertEqual(doctor.returncode, 1, doctor.stdout + doctor.stderr)
+        self.assertIn("[FAIL] agent: parity's agent was built for torch 9.9.9", doctor.stdout)
+        self.assertNotIn("Traceback", doctor.stdout + doctor.stderr)
 
 
 class InstallMessagesTest(unittest.TestCase):
