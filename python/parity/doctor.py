@@ -106,21 +106,88 @@ def check_tls(config, base_dir):
     except (ssl.SSLError, OSError) as e:
         return report(False, "TLS", f"{tls_path}: {e} (a certificate and a key that do not match, "
                       "or an encrypted key: parity.tls_key_password_file)")
-    return report(True, "TLS", f"{tls_path}: ca.crt, client.crt and client.key load and match")
+    report(True, "TLS", f"{tls_path}: ca.crt, client.crt and client.key load and match")
+    return context
 
 
-def check_reachable(config):
+# HTTP/2's client preface and an empty SETTINGS frame: a gRPC server answers with its SETTINGS.
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def speaks_grpc(sock):
+    """None when the peer answers HTTP/2's preface with a SETTINGS frame, else why not."""
+    sock.sendall(H2_PREFACE)
+    answer = b""
+    while len(answer) < 9:
+        chunk = sock.recv(9 - len(answer))
+        if not chunk:
+            return "it closed the connection without answering HTTP/2"
+        answer += chunk
+    if answer.startswith(b"HTTP/"):
+        return "it answers HTTP/1 (the server's metrics port?), not gRPC"
+    if answer[:1] == b"\x15" or answer[:1] == b"\x16":
+        return "it answers with TLS: the server runs with TLS, this config has parity.plaintext"
+    if answer[3:4] != b"\x04":
+        return "it does not answer as an HTTP/2 (gRPC) server"
+    return None
+
+
+def tls_refusal(e):
+    """What an ssl error during the handshake with the server means, in words."""
+    text = str(e)
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return (f"the server's certificate does not verify against ca.crt ({e.verify_message}): "
+                "the wrong ca.crt, or parity.server_name not the name in the server's certificate")
+    if ("WRONG_VERSION_NUMBER" in text or "record layer" in text or "HTTP_REQUEST" in text
+            or isinstance(e, ssl.SSLEOFError)):
+        return ("that port does not speak TLS (the server's metrics port, or a server run with "
+                "--plaintext?)")
+    if any(w in text for w in ("UNKNOWN_CA", "BAD_CERTIFICATE", "CERTIFICATE_REQUIRED",
+                               "CERTIFICATE_UNKNOWN", "unknown ca", "certificate required")):
+        return ("the server refused this client's certificate: client.crt is not signed by the CA "
+                "the server trusts (its --tls_path's ca.crt)")
+    return f"TLS handshake failed: {text}"
+
+
+def check_reachable(config, tls_context=None):
+    """A TCP connection, then what answers there: a gRPC server over HTTP/2, with the TLS the
+    config asks for (the server's certificate checked against ca.crt, this client's accepted)."""
     host, port = config["tensor"]["host"], config["tensor"]["port"]
     first = host.split(",")[0].strip()
     if ":" in first and not first.startswith("["):
         first, port = first.rsplit(":", 1)[0], int(first.rsplit(":", 1)[1])
+    name = first.strip("[]")
     try:
-        with socket.create_connection((first.strip("[]"), port), timeout=5):
-            pass
+        sock = socket.create_connection((name, port), timeout=3)
     except OSError as e:
         return report(False, "server", f"{first}:{port} unreachable: {e} (is parity-server "
                       "running there, and the port open between the hosts?)")
-    return report(True, "server", f"{first}:{port} accepts connections")
+    with sock:
+        try:
+            if tls_context is not None:
+                tls_context.set_alpn_protocols(["h2"])
+                server_name = config.get("parity", {}).get("server_name") or name
+                with tls_context.wrap_socket(sock, server_hostname=server_name) as tls:
+                    why = speaks_grpc(tls)
+                # TLS 1.3 refuses a client certificate after the handshake: the server hangs up.
+                if why == "it closed the connection without answering HTTP/2":
+                    why = tls_refusal(ssl.SSLError("CERTIFICATE_REQUIRED"))
+            else:
+                why = speaks_grpc(sock)
+                if why == "it closed the connection without answering HTTP/2":
+                    why += " (a server run with TLS, while this config has parity.plaintext?)"
+        except ssl.SSLError as e:
+            why = tls_refusal(e)
+        except socket.timeout:
+            why = ("it did not answer within 3 s" + (": that port does not speak TLS (the "
+                                                      "server's metrics port?)"
+                                                      if tls_context is not None else ""))
+        except OSError as e:
+            why = f"no answer: {e}"
+    if why:
+        return report(False, "server", f"{first}:{port} accepts TCP connections but {why}")
+    return report(True, "server", f"{first}:{port} answers as a gRPC server"
+                  + (" over mutual TLS" if tls_context is not None else " (plaintext)"))
 
 
 def check_one_call(parity, torch, config_path, timeout_s):
@@ -157,8 +224,9 @@ def main(argv=None):
     else:
         report(None, "config", "none given (--config): the server is not checked")
     if config is not None:
-        tls_ok = check_tls(config, os.getcwd())  # the agent reads a relative tls_path so
-        reachable = check_reachable(config)
+        tls = check_tls(config, os.getcwd())  # the agent reads a relative tls_path so
+        tls_ok = tls is not False
+        reachable = check_reachable(config, tls if isinstance(tls, ssl.SSLContext) else None)
         if parity is not None and tls_ok and reachable:
             check_one_call(parity, torch, args.config, args.timeout)
     failed = sum(1 for r in RESULTS if r is False)
