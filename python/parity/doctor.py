@@ -197,9 +197,9 @@ def check_one_call(parity, torch, config_path, timeout_s):
     debugger.stop()
     start = time.monotonic()
     debugger.flush(timeout_s)
-    counters = parity.counters()
-    debugger.close()
     waited = time.monotonic() - start
+    debugger.close()
+    counters = parity.counters()  # after close(): what the session ended with, as its exit line
     if counters["verdicts"] >= 1 and counters["pass"] >= 1:
         return report(True, "one call judged", f"aten::add: pass in {waited:.1f} s")
     return report(False, "one call judged",
