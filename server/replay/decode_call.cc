@@ -1,8 +1,10 @@
 // Stages 1-3 of a check: admit the call's strings, resolve its operator, decode its values.
 #include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/base/status_macros.h"
 #include "common/base/text.h"
 #include "common/torch/torch_pch.h"
@@ -175,21 +177,46 @@ absl::Status NormalizeArguments(const c10::FunctionSchema& schema, Stack& inputs
   return absl::OkStatus();
 }
 
+namespace {
+
+// The release forms of `schema`'s operator (its overloads named release_*, or X_release_* for an
+// overload X), looked up in the dispatcher once per operator: most have none, and then a call's
+// arguments are normalised in place with nothing copied.
+const std::vector<c10::OperatorHandle>& ReleaseForms(const c10::FunctionSchema& schema) {
+  static absl::Mutex mu;
+  static auto* forms = new std::unordered_map<std::string, std::vector<c10::OperatorHandle>>();
+  const std::string key = absl::StrCat(schema.name(), ".", schema.overload_name());
+  absl::MutexLock lock(&mu);
+  auto [it, added] = forms->try_emplace(key);
+  if (added) {
+    const std::string prefix =
+        schema.overload_name().empty() ? "release_" : schema.overload_name() + "_release_";
+    for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+      if (name.name != schema.name() || name.overload_name.rfind(prefix, 0) != 0) continue;
+      c10::optional<c10::OperatorHandle> form = c10::Dispatcher::singleton().findSchema(name);
+      if (form && form->hasSchema()) it->second.push_back(*form);
+    }
+  }
+  return it->second;  // a node of the map: it stays where it is
+}
+
+}  // namespace
+
 absl::StatusOr<std::optional<c10::OperatorHandle>> NormalizeForSomeRelease(
     const c10::FunctionSchema& schema, Stack& inputs) {
+  const std::vector<c10::OperatorHandle>& forms = ReleaseForms(schema);
+  if (forms.empty()) {
+    PARITY_RETURN_IF_ERROR(NormalizeArguments(schema, inputs));
+    return std::optional<c10::OperatorHandle>();
+  }
   Stack original = inputs;
   absl::Status refused = NormalizeArguments(schema, inputs);
   if (refused.ok()) return std::optional<c10::OperatorHandle>();
-  const std::string prefix =
-      schema.overload_name().empty() ? "release_" : schema.overload_name() + "_release_";
-  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
-    if (name.name != schema.name() || name.overload_name.rfind(prefix, 0) != 0) continue;
-    c10::optional<c10::OperatorHandle> form = c10::Dispatcher::singleton().findSchema(name);
-    if (!form || !form->hasSchema()) continue;
+  for (const c10::OperatorHandle& form : forms) {
     Stack attempt = original;
-    if (NormalizeArguments(form->schema(), attempt).ok()) {
+    if (NormalizeArguments(form.schema(), attempt).ok()) {
       inputs = std::move(attempt);
-      return std::optional<c10::OperatorHandle>(*form);
+      return std::optional<c10::OperatorHandle>(form);
     }
   }
   inputs = std::move(original);
