@@ -91,6 +91,15 @@ def product_files():
             and os.path.isfile(os.path.join(ROOT, f))]
 
 
+def every_product_file(check):
+    """check(name, text)'s findings over every product source, in one list."""
+    found = []
+    for name in product_files():
+        with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+            found += check(name, f.read())
+    return found
+
+
 class StructureTest(unittest.TestCase):
     def test_finds_functions_their_names_and_lengths(self):
         text = "\n".join([
@@ -141,10 +150,7 @@ class StructureTest(unittest.TestCase):
         self.assertEqual(stale, [], "drop these from EXEMPT")
 
     def test_product_sources_keep_the_size_rules(self):
-        found = []
-        for name in product_files():
-            with open(os.path.join(ROOT, name), encoding="utf-8") as f:
-                found += violations(name, f.read())
+        found = every_product_file(violations)
         self.assertEqual(found, [], "\n" + "\n".join(found))
 
 
@@ -175,10 +181,7 @@ class LayersTest(unittest.TestCase):
             upward_includes("server/app/server.cc", '#include "server/compare/standards.h"\n'), [])
 
     def test_no_server_file_includes_from_a_higher_floor(self):
-        found = []
-        for name in product_files():
-            with open(os.path.join(ROOT, name), encoding="utf-8") as f:
-                found += upward_includes(name, f.read())
+        found = every_product_file(upward_includes)
         self.assertEqual(found, [], "\n" + "\n".join(found))
 
 

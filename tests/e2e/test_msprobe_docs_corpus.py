@@ -109,24 +109,24 @@ class MsprobeDocsCorpusTest(unittest.TestCase):
         backward = {r.get("forward_op") for r in records if r["phase"] == "backward"}
         self.assertTrue({"aten::linear", "aten::relu"} <= backward, backward)
 
+    def check_both_steps(self, records, op):
+        """Each of the two steps checked `op` forward, and the backward linked to it."""
+        for step in (0, 1):
+            mine = [r for r in records if r["step"] == step]
+            self.assertIn(op, ops(mine, "forward"), step)
+            self.assertIn(op, {r.get("forward_op") for r in mine if r["phase"] == "backward"},
+                          step)
+
     def test_2_1_the_loop_checks_every_step(self):
         proc, records = run_example("dump_loop.py", fragment=True)
         self.check_ran(proc, records)
-        for step in (0, 1):
-            mine = [r for r in records if r["step"] == step]
-            self.assertIn("aten::linear", ops(mine, "forward"), step)
-            self.assertIn("aten::linear", {r.get("forward_op") for r in mine
-                                           if r["phase"] == "backward"}, step)
+        self.check_both_steps(records, "aten::linear")
 
     def test_2_2_forward_backward_dump_end_keeps_the_backward(self):
         proc, records = run_example("code_block.py", fragment=True)
         self.check_ran(proc, records)
-        for step in (0, 1):
-            mine = [r for r in records if r["step"] == step]
-            self.assertIn("aten::gelu", ops(mine, "forward"), step)
-            # The backward of the calls made before forward_backward_dump_end().
-            self.assertIn("aten::gelu", {r.get("forward_op") for r in mine
-                                         if r["phase"] == "backward"}, step)
+        # The forward before forward_backward_dump_end(), and the backward of those calls.
+        self.check_both_steps(records, "aten::gelu")
 
     def test_2_3_module_dump_names_the_calls_inside_after_the_module(self):
         proc, records = run_example("module_dump.py")
