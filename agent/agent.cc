@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "agent/agent_hook.h"
+#include "agent/deferred_start.h"
 #include "agent/torch_agent.h"
 #include "nlohmann/json.hpp"
 #include "parity/transport.h"
@@ -219,15 +220,19 @@ TORCH_LIBRARY(parity, m) {
 
 namespace {
 
-// Whether this process is a child of the process that started the zero-code agent for the same
-// rank: LD_PRELOAD and PARITY_CONFIG pass to every process a training spawns (a DataLoader's
-// spawned workers, multiprocessing's resource tracker, a subprocess), and each would start an
-// agent claiming the training's rank and filling its result files with its own ops. The first
-// agent of a rank records "RANK:pid" in PARITY_AGENT_OWNER; a process that finds its own RANK
-// there with another process's pid, still alive, is such a child. A launcher without RANK
-// (torchrun's) records an empty rank, so the ranks it starts do start their agents; forked
-// children never run this (they share the parent's agent, already started).
-bool IsChildOfTheRanksAgent() {
+// Who starts the zero-code agent in this process. LD_PRELOAD and PARITY_CONFIG pass to every
+// process a training spawns (a DataLoader's spawned workers, multiprocessing's resource tracker,
+// a subprocess), and each would start an agent claiming the training's rank and filling its
+// result files with its own ops. The first agent of a rank records "RANK:pid" in
+// PARITY_AGENT_OWNER; a process that finds its own RANK there with another process's pid, still
+// alive, is such a child. A launcher without RANK records an empty rank: torchrun's ranks carry
+// RANK and start their agents; the processes of a rank-less launcher (torch.multiprocessing.spawn's
+// ranks, which learn their rank from init_process_group, but also a rank-less training's
+// DataLoader workers) start theirs once they join a process group, as its rank. Forked children
+// never run this (they share the parent's agent, already started).
+enum class Owner { kThisProcess, kChildOfTheRank, kChildOfALauncher };
+
+Owner WhoStartsTheAgent() {
   const char* rank_env = std::getenv("RANK");
   const std::string rank = rank_env != nullptr ? rank_env : "";
   const char* owner = std::getenv("PARITY_AGENT_OWNER");
@@ -238,13 +243,28 @@ bool IsChildOfTheRanksAgent() {
       const long pid = std::strtol(value.c_str() + colon + 1, nullptr, 10);
       if (pid > 0 && pid != ::getpid() &&
           (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) {
-        return true;
+        return rank.empty() ? Owner::kChildOfALauncher : Owner::kChildOfTheRank;
       }
     }
   }
   ::setenv("PARITY_AGENT_OWNER", (rank + ":" + std::to_string(::getpid())).c_str(),
            /*overwrite=*/1);
-  return false;
+  return Owner::kThisProcess;
+}
+
+void Log(const std::string& line) { parity_log(PARITY_LOG_INFO, line.c_str()); }
+
+// A rank of a rank-less launcher joined its process group: it becomes the rank's owner (its own
+// children, DataLoader workers among them, inherit RANK and start no agent).
+void StartAsGroupRank(const std::string& config_path, const parity::agent::GroupRank& group) {
+  const std::string rank = std::to_string(group.rank);
+  ::setenv("RANK", rank.c_str(), /*overwrite=*/0);
+  ::setenv("WORLD_SIZE", std::to_string(group.world_size).c_str(), /*overwrite=*/0);
+  ::setenv("PARITY_AGENT_OWNER", (rank + ":" + std::to_string(::getpid())).c_str(), 1);
+  Log("pid " + std::to_string(::getpid()) + " joined its process group as rank " + rank + " of " +
+      std::to_string(group.world_size) + ": its agent starts now");
+  std::string error;
+  parity::agent::StartFromFile(config_path, &error);  // errors are logged; the training runs on
 }
 
 }  // namespace
@@ -253,14 +273,26 @@ bool IsChildOfTheRanksAgent() {
 __attribute__((constructor)) static void ParityPreloadStart() {
   const char* path = std::getenv("PARITY_CONFIG");
   if (path == nullptr || *path == '\0') return;
-  if (IsChildOfTheRanksAgent()) {
-    const std::string line = "pid " + std::to_string(::getpid()) + " was started by rank " +
-                             (std::getenv("RANK") ? std::getenv("RANK") : "") +
-                             "'s training (PARITY_AGENT_OWNER " +
-                             std::getenv("PARITY_AGENT_OWNER") +
-                             "): no agent here; the training's own process checks the rank";
-    parity_log(PARITY_LOG_INFO, line.c_str());
-    return;
+  const std::string pid = "pid " + std::to_string(::getpid());
+  switch (WhoStartsTheAgent()) {
+    case Owner::kChildOfTheRank:
+      Log(pid + " was started by rank " + std::getenv("RANK") + "'s training (PARITY_AGENT_OWNER " +
+          std::getenv("PARITY_AGENT_OWNER") +
+          "): no agent here; the training's own process checks the rank");
+      return;
+    case Owner::kChildOfALauncher:
+      Log(pid + " was started by a process without RANK (PARITY_AGENT_OWNER " +
+          std::getenv("PARITY_AGENT_OWNER") +
+          "): its agent starts when it joins a torch.distributed process group, as that group's "
+          "rank (torch.multiprocessing.spawn); until then, and in a process that never joins "
+          "one (a DataLoader worker), no agent");
+      parity::agent::StartWhenInProcessGroup(
+          [config = std::string(path)](const parity::agent::GroupRank& group) {
+            StartAsGroupRank(config, group);
+          });
+      return;
+    case Owner::kThisProcess:
+      break;
   }
   std::string error;
   parity::agent::StartFromFile(path, &error);  // errors are logged; the training runs on

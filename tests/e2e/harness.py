@@ -166,9 +166,13 @@ def script_against(work, server, text, **parity):
 
 def run(args, env=None, timeout=600):
     """Runs a training (or any program) with the agent library and the simulated accelerator's
-    GEMMs (DEVICE); its CompletedProcess."""
+    GEMMs (DEVICE); its CompletedProcess. `env`: variables to set, or to unset (None)."""
     full_env = dict(os.environ)
-    full_env.update(env or {})
+    for key, value in (env or {}).items():  # None: unset
+        if value is None:
+            full_env.pop(key, None)
+        else:
+            full_env[key] = value
     full_env["PARITY_AGENT_LIB"] = AGENT_LIB
     full_env["PYTHONPATH"] = os.pathsep.join(
         [DEVICE] + ([full_env["PYTHONPATH"]] if full_env.get("PYTHONPATH") else []))

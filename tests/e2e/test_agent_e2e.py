@@ -1,6 +1,7 @@
 """The agent's front-ends against the real parity-server: Python (msprobe's API) over mutual
 TLS with a planted fault, LD_PRELOAD with no code change, a libtorch C++ program, and the server
 killed in the middle of a run."""
+import glob
 import json
 import os
 import re
@@ -167,6 +168,36 @@ class AgentEndToEndTest(unittest.TestCase):
         self.assertTrue(any(x["op"] == "aten::linear" for x in records))
         self.assertEqual(len({x.get("run_id") for x in records}), 1,
                          "calls from more than one process")
+
+    def test_ld_preload_checks_each_rank_of_torch_multiprocessing_spawn(self):
+        # mp.spawn sets no RANK: the launcher's owner marker (":pid") matched every rank, each
+        # logged "no agent here" and nothing was checked. Each rank now starts its agent when it
+        # joins its process group, as that rank; the DataLoader worker a rank spawns does not.
+        server = harness.Server(self.dir, None)
+        try:
+            config = harness.agent_config(os.path.join(self.dir, "config.json"), server.port,
+                                          policy="block")
+            r = harness.run([harness.PYTHON, os.path.join(os.path.dirname(__file__),
+                                                          "spawn_ranks.py"),
+                             str(harness.free_port())],
+                            env={"LD_PRELOAD": harness.AGENT_LIB, "PARITY_CONFIG": config,
+                                 "RANK": None, "WORLD_SIZE": None, "LOCAL_RANK": None,
+                                 "PARITY_AGENT_OWNER": None})
+            self.assertEqual(r.returncode, 0, r.stderr)
+        finally:
+            server.stop()
+        for rank in (0, 1):
+            self.assertEqual(r.stderr.count(f"as rank {rank} of 2: its agent starts now"), 1,
+                             r.stderr)
+            self.assertEqual(r.stderr.count(f"started by rank {rank}'s training"), 1, r.stderr)
+        records = server.records()
+        by_rank = {rank: {x["run_id"] for x in records if x["rank"] == rank} for rank in (0, 1)}
+        self.assertEqual([len(by_rank[0]), len(by_rank[1])], [1, 1], by_rank)
+        for rank in (0, 1):
+            ops = [x["op"] for x in records if x["rank"] == rank]
+            self.assertEqual(ops.count("aten::gelu"), 2, ops)  # both steps, from the rank itself
+            self.assertTrue(glob.glob(os.path.join(
+                server.out, f"accuracy_checking_result_*_rank{rank}.csv")), rank)
 
     def test_ld_preload_delivers_at_exit_to_a_server_that_comes_up_late(self):
         # The agent is not connected when the training loop ends: its exit path must still
