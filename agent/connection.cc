@@ -89,11 +89,27 @@ bool Connection::OpenChannel() {
   return true;
 }
 
+bool Connection::AcceptsTcp(std::chrono::milliseconds budget) const {
+  absl::StatusOr<std::vector<ServerEndpoint>> servers =
+      ParseServerList(options_.config.host, static_cast<int>(options_.config.port));
+  if (!servers.ok() || servers->empty()) return false;
+  std::string error;
+  const int fd = common::ConnectTcp(servers->front().host, servers->front().port,
+                                    static_cast<int>(budget.count()), &error);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
 bool Connection::Connect(bool closing) {
+  answered_afterwards_.store(false);
   if (!OpenChannel()) {
     unreachable_.store(true);
     return false;
   }
+  // The sender's back-off paces the attempts: gRPC's own, grown over earlier failures (up to
+  // reconnect_max_ms), would let this attempt wait without dialling a server that is back.
+  grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
   const std::string target = target_text_;
   if (!WaitForConnected(std::chrono::milliseconds(options_.parity().connect_timeout_ms), closing)) {
     closing = closing || Closing();  // the session may have begun to end during the attempt
@@ -121,7 +137,19 @@ bool Connection::Connect(bool closing) {
                                           options_.config.tls_path, options_.parity().server_name,
                                           budget, options_.parity().tls_key_password_file);
     }
-    LogOnce(absl::StrCat("server ", target, " unreachable", why.empty() ? "" : ": ", why,
+    if (why.empty()) {
+      // The diagnosis's own connection got through: the server is there (it was restarting,
+      // or too busy to finish gRPC's connection in time). Not "unreachable": the next attempt
+      // comes soon, and an ending session makes it.
+      LogOnce(absl::StrCat("server ", target, " did not finish a connection within ", budget,
+                           " ms, though a connection of the agent's own reached it just after "
+                           "(a server restarting, or overloaded?); retrying soon"),
+              common::LogLevel::kWarning);
+      answered_afterwards_.store(true);
+      unreachable_.store(false);
+      return false;
+    }
+    LogOnce(absl::StrCat("server ", target, " unreachable: ", why,
                          closing ? "; the session is ending: its calls are not checked"
                                  : "; retrying in the background"),
             common::LogLevel::kWarning);

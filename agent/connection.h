@@ -78,6 +78,13 @@ class Connection {
   bool undeliverable() const { return undeliverable_.load(); }
   // The last attempt failed (none since succeeded).
   bool unreachable() const { return unreachable_.load(); }
+  // The last attempt failed, yet a connection of the agent's own made right after it reached
+  // the server and (TLS) completed a handshake: a server that was restarting or too busy to
+  // answer in time. The next attempt is made soon, not after the grown back-off.
+  bool answered_afterwards() const { return answered_afterwards_.load(); }
+  // Whether the first configured server accepts a TCP connection within `budget` (any thread):
+  // at the end of a session, whether a server that failed an earlier attempt is back.
+  bool AcceptsTcp(std::chrono::milliseconds budget) const;
   // Why the server refused this agent (PERMISSION_DENIED: its rank is not in the server's
   // rank_list), "" if it did not. Sender thread only.
   const std::string& refused() const { return refused_; }
@@ -111,6 +118,7 @@ class Connection {
   std::string refused_;
   std::atomic<bool> undeliverable_{false};
   std::atomic<bool> unreachable_{false};
+  std::atomic<bool> answered_afterwards_{false};
 
   mutable absl::Mutex mu_;
   CheckStream* cancellable_ ABSL_GUARDED_BY(mu_) = nullptr;  // the stream Cancel() ends

@@ -126,8 +126,9 @@ PushResult Sender::Push(std::unique_ptr<CapturedCall> call) {
 bool Sender::Waiting(std::chrono::milliseconds d) {
   absl::MutexLock lock(&mu_);
   const absl::Time deadline = absl::Now() + absl::FromChrono(d);
-  while (!stopping_ && !cv_.WaitWithDeadline(&mu_, deadline)) {
+  while (!stopping_ && !retry_now_.load() && !cv_.WaitWithDeadline(&mu_, deadline)) {
   }
+  retry_now_.store(false);
   return !stopping_;
 }
 
@@ -162,7 +163,9 @@ void Sender::Run() {
 }
 
 bool Sender::Reconnect(double* backoff_ms) {
-  const bool connected = conn_->Connect(closing_.load());
+  const bool closing = closing_.load();
+  const bool connected = conn_->Connect(closing);
+  if (closing) last_attempt_.store(false);  // made while the session ends: Flush() sees it
   if (connected) {
     // Before the first attempt is marked over: a pusher waiting for it (policy block) must
     // find the connection, not a moment with neither.
@@ -177,6 +180,10 @@ bool Sender::Reconnect(double* backoff_ms) {
     refused_.store(true);  // after the capture stopped: a Flush() returning sees it stopped
     Waiting(std::chrono::hours(24));
     return false;
+  }
+  // A server that answered the diagnosis is retried after the initial back-off.
+  if (!connected && conn_->answered_afterwards()) {
+    *backoff_ms = options_.parity().reconnect_initial_ms;
   }
   if (!connected) {
     // Jittered exponential back-off, capped: many ranks must not reconnect in lock-step.
@@ -396,7 +403,7 @@ bool Sender::Flush(std::chrono::milliseconds timeout) {
     // attempt failed: its reason is already in the log.
     if ((conn_->undeliverable() || refused_.load()) && !counters_.connected()) break;
     if (closing_.load() && conn_->unreachable() && !counters_.connected() &&
-        !options_.parity().wait_for_server_at_exit) {
+        !last_attempt_.load() && !options_.parity().wait_for_server_at_exit) {
       break;
     }
     // The queue has its own condition variable: re-check in short slices.
@@ -413,6 +420,16 @@ void Sender::Close() {
   // From here on the whole close takes flush_timeout_ms and little more: connection attempts
   // skip their diagnosis and wait in slices, and whatever is still in flight is cancelled.
   closing_.store(true);
+  // An earlier attempt found no server, and the back-off runs: if the server accepts TCP now
+  // (it came back), one more attempt is made at once and waited for, rather than dropping the
+  // queue on a failure that no longer holds.
+  if (!counters_.connected() && conn_->unreachable() &&
+      conn_->AcceptsTcp(std::chrono::milliseconds(300))) {
+    absl::MutexLock lock(&mu_);
+    last_attempt_.store(true);
+    retry_now_.store(true);
+    cv_.SignalAll();
+  }
   const bool flushed = Flush(std::chrono::milliseconds(options_.parity().flush_timeout_ms));
   {
     absl::MutexLock lock(&mu_);

@@ -97,7 +97,8 @@ class Sender {
   bool Write(std::shared_ptr<const v1::AgentMessage> m, bool more = false);
   void SendStats(bool goodbye);
   void OnStreamEnd();
-  bool Waiting(std::chrono::milliseconds d);  // false when stopping
+  // Waits `d`, or until stopping (false) or a retry is asked for (true).
+  bool Waiting(std::chrono::milliseconds d);
 
   const SenderOptions options_;
   AgentCounters& counters_;
@@ -124,6 +125,10 @@ class Sender {
   // Policy block: a wait timed out and the queue has not yet drained to half since.
   std::atomic<bool> shedding_{false};
   std::atomic<bool> closing_{false};  // Close() has begun
+  // Close() found a server that failed an earlier attempt accepting TCP again: the back-off is
+  // cut short (retry_now_) and the end waits for that one more attempt (last_attempt_).
+  std::atomic<bool> retry_now_{false};
+  std::atomic<bool> last_attempt_{false};
   std::atomic<bool> refused_{false};  // the server refused this agent; capture stopped
 };
 

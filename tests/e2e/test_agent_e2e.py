@@ -35,6 +35,23 @@ debugger.close()
 print("CLOSE %.3f" % (time.monotonic() - started), flush=True)
 """
 
+# Captures a step, says so, then ends its session once the test says the server is back.
+CLOSE_WHEN_TOLD = r"""
+import json, os, sys, time, torch, parity
+debugger = parity.PrecisionDebugger(config_path=sys.argv[1])
+debugger.start()
+x = torch.randn(32, 32)
+for _ in range(20):
+    x = torch.tanh(x @ x)
+debugger.stop()
+debugger.step()
+print("CAPTURED", flush=True)
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.02)  # the test writes the file once its server listens
+debugger.close()
+print("COUNTERS " + json.dumps(parity.counters()), flush=True)
+"""
+
 class AgentEndToEndTest(unittest.TestCase):
     def setUp(self):
         self.dir = harness.tempdir("parity_e2e_")
@@ -147,6 +164,45 @@ class AgentEndToEndTest(unittest.TestCase):
                     self.assertIn("the session is ending: its calls are not checked", r.stderr)
                     self.assertIn(why, r.stderr)
                     self.assertNotIn("retrying in the background", r.stderr)
+
+    def test_close_delivers_to_a_server_that_came_back_during_the_back_off(self):
+        # The first attempt finds no server ("unreachable": refused) and the agent waits its
+        # back-off (10-20 s here). The server comes up meanwhile; the training ends. Before, the
+        # end gave up at once on the stale "unreachable" and dropped every queued call as
+        # stopped; now it makes one more attempt on a server that answers TCP, and delivers.
+        port = harness.free_port()
+        config = harness.agent_config(os.path.join(self.dir, "config.json"), port,
+                                      self.client_tls, connect_timeout_ms=500,
+                                      reconnect_initial_ms=20000, reconnect_max_ms=60000)
+        go = os.path.join(self.dir, "go")
+        env = dict(os.environ, PYTHONPATH=os.path.join(harness.ROOT, "python"),
+                   PARITY_AGENT_LIB=harness.AGENT_LIB)
+        proc = subprocess.Popen([harness.PYTHON, "-c", CLOSE_WHEN_TOLD, config, go], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        server = None
+        try:
+            # The first attempt has failed once its reason is logged.
+            seen = ""
+            while "unreachable" not in seen:
+                line = proc.stderr.readline()
+                self.assertTrue(line, "the agent ended before its first attempt failed: " + seen)
+                seen += line
+            self.assertIn("Connection refused", seen)
+            server = harness.Server(self.dir, self.server_tls, port=port)
+            with open(go, "w", encoding="utf-8"):
+                pass
+            stdout, stderr = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            if server is not None:
+                server.stop()
+        self.assertEqual(proc.returncode, 0, seen + stderr)
+        counters = json.loads(stdout.split("COUNTERS ")[1])
+        self.assertEqual(counters["dropped"], {k: 0 for k in counters["dropped"]}, seen + stderr)
+        self.assertGreaterEqual(counters["captured"], 40)
+        self.assertEqual(counters["verdicts"], counters["captured"], seen + stderr)
+        self.assertEqual(len(server.records()), counters["captured"])
 
     def test_ld_preload_starts_no_agent_in_the_processes_a_training_spawns(self):
         # They inherit LD_PRELOAD and PARITY_CONFIG: each spawned child (a process, two DataLoader
