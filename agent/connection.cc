@@ -101,6 +101,53 @@ bool Connection::AcceptsTcp(std::chrono::milliseconds budget) const {
   return true;
 }
 
+// A connection attempt that timed out: says why, from a connection of the agent's own. False.
+bool Connection::AttemptFailed(const std::string& target, bool closing) {
+  // gRPC says only "unavailable"; a connection of our own says why (refused port, no route,
+  // untrusted server, refused client certificate, plaintext server, wrong name, a hung
+  // server). While the session is ending too, within a second: the reason is the one thing
+  // a short training's user needs.
+  const int budget =
+      static_cast<int>(closing ? std::min<uint32_t>(options_.parity().connect_timeout_ms, 1000)
+                               : options_.parity().connect_timeout_ms);
+  std::string why;
+  if (options_.parity().plaintext) {
+    std::string error;
+    const int fd = common::ConnectTcp(first_server_.host, first_server_.port, budget, &error);
+    if (fd >= 0) {
+      ::close(fd);
+      why = absl::StrCat("the server at ", first_server_.host, ":", first_server_.port,
+                         " accepts TCP connections but does not answer as a plaintext gRPC "
+                         "server (one with TLS, or another service?)");
+    } else {
+      why = error;
+    }
+  } else {
+    why = common::DiagnoseTlsConnection(first_server_.host, first_server_.port,
+                                        options_.config.tls_path, options_.parity().server_name,
+                                        budget, options_.parity().tls_key_password_file);
+  }
+  if (why.empty()) {
+    // The diagnosis's own connection got through: the server is there (it was restarting,
+    // or too busy to finish gRPC's connection in time). Not "unreachable": the next attempt
+    // comes soon, and an ending session makes it.
+    LogOnce(absl::StrCat("server ", target, " did not finish a connection in time (",
+                         "parity.connect_timeout_ms ", options_.parity().connect_timeout_ms,
+                         "), though a connection of the agent's own reached it just after "
+                         "(a server restarting, or overloaded?); retrying soon"),
+            common::LogLevel::kWarning);
+    answered_afterwards_.store(true);
+    unreachable_.store(false);
+    return false;
+  }
+  LogOnce(absl::StrCat("server ", target, " unreachable: ", why,
+                       closing ? "; the session is ending: its calls are not checked"
+                               : "; retrying in the background"),
+          common::LogLevel::kWarning);
+  unreachable_.store(true);
+  return false;
+}
+
 bool Connection::Connect(bool closing) {
   answered_afterwards_.store(false);
   if (!OpenChannel()) {
@@ -112,49 +159,7 @@ bool Connection::Connect(bool closing) {
   grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
   const std::string target = target_text_;
   if (!WaitForConnected(std::chrono::milliseconds(options_.parity().connect_timeout_ms), closing)) {
-    closing = closing || Closing();  // the session may have begun to end during the attempt
-    // gRPC says only "unavailable"; a connection of our own says why (refused port, no route,
-    // untrusted server, refused client certificate, plaintext server, wrong name, a hung
-    // server). While the session is ending too, within a second: the reason is the one thing
-    // a short training's user needs.
-    const int budget =
-        static_cast<int>(closing ? std::min<uint32_t>(options_.parity().connect_timeout_ms, 1000)
-                                 : options_.parity().connect_timeout_ms);
-    std::string why;
-    if (options_.parity().plaintext) {
-      std::string error;
-      const int fd = common::ConnectTcp(first_server_.host, first_server_.port, budget, &error);
-      if (fd >= 0) {
-        ::close(fd);
-        why = absl::StrCat("the server at ", first_server_.host, ":", first_server_.port,
-                           " accepts TCP connections but does not answer as a plaintext gRPC "
-                           "server (one with TLS, or another service?)");
-      } else {
-        why = error;
-      }
-    } else {
-      why = common::DiagnoseTlsConnection(first_server_.host, first_server_.port,
-                                          options_.config.tls_path, options_.parity().server_name,
-                                          budget, options_.parity().tls_key_password_file);
-    }
-    if (why.empty()) {
-      // The diagnosis's own connection got through: the server is there (it was restarting,
-      // or too busy to finish gRPC's connection in time). Not "unreachable": the next attempt
-      // comes soon, and an ending session makes it.
-      LogOnce(absl::StrCat("server ", target, " did not finish a connection within ", budget,
-                           " ms, though a connection of the agent's own reached it just after "
-                           "(a server restarting, or overloaded?); retrying soon"),
-              common::LogLevel::kWarning);
-      answered_afterwards_.store(true);
-      unreachable_.store(false);
-      return false;
-    }
-    LogOnce(absl::StrCat("server ", target, " unreachable: ", why,
-                         closing ? "; the session is ending: its calls are not checked"
-                                 : "; retrying in the background"),
-            common::LogLevel::kWarning);
-    unreachable_.store(true);
-    return false;
+    return AttemptFailed(target, closing || Closing());
   }
   auto live = std::make_unique<Live>();
   Live* raw = live.get();

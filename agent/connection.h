@@ -94,6 +94,8 @@ class Connection {
 
   bool OpenChannel();
   bool WaitForConnected(std::chrono::milliseconds timeout, bool closing);
+  // `closing`: the session began to end before or during the attempt.
+  bool AttemptFailed(const std::string& target, bool closing);
   bool Closing() const;  // callbacks_.closing, when set
   // The limits of ServerInfo, and a fresh table of payloads sent, for a new stream.
   void AdoptServerLimits(const v1::ServerInfo& info);
