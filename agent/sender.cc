@@ -90,11 +90,16 @@ PushResult Sender::Push(std::unique_ptr<CapturedCall> call) {
   pending_.fetch_add(1);
   PushResult r;
   if (options_.parity().policy == common::QueuePolicy::kBlock &&
-      shedding_.load(std::memory_order_relaxed) && queue_.AtMostHalfFull() &&
-      shedding_.exchange(false)) {
-    common::LogInfo(
-        "policy block: the server caught up (the agent's queue drained to half); "
-        "calls wait for room again");
+      shedding_.load(std::memory_order_relaxed)) {
+    const bool drained = queue_.AtMostHalfFull();
+    if ((drained || ServerMovesAgain()) && shedding_.exchange(false)) {
+      common::LogInfo(
+          absl::StrCat("policy block: ",
+                       drained ? "the server caught up (the agent's queue drained to half)"
+                               : absl::StrCat("the server takes calls again (", ReArmCalls(),
+                                              " since the wait ran out), at its own pace"),
+                       "; calls wait for room again"));
+    }
   }
   if (WouldWait()) {
     // Wait for room, but only while the server is there to make room, or may be: during the
@@ -110,17 +115,33 @@ PushResult Sender::Push(std::unique_ptr<CapturedCall> call) {
     // The breaker: a server that took no call for a whole block_timeout_ms is not keeping up.
     // Waiting that long again for every call would stall the training (and, through its
     // collectives, every other rank) indefinitely; one wait per congestion is the bound.
+    if (r == PushResult::kTimedOut && !shedding_.load()) {
+      taken_at_trip_.store(taken_.load());
+    }
     if (r == PushResult::kTimedOut && !shedding_.exchange(true)) {
       common::LogWarning(absl::StrCat(
           "policy block: the server took no call for ", options_.parity().block_timeout_ms,
-          " ms (parity.block_timeout_ms); dropping calls, counted as queue_full, until the "
-          "agent's queue has drained to half, so that the training does not wait again"));
+          " ms (parity.block_timeout_ms); dropping calls, counted as queue_full, until it takes ",
+          ReArmCalls(),
+          " calls again or the agent's queue has drained to half, so that the "
+          "training does not wait again meanwhile"));
     }
   } else {
     r = queue_.TryPush(std::move(call), bytes);
   }
   if (r != PushResult::kOk) pending_.fetch_sub(1);
   return r;
+}
+
+uint64_t Sender::ReArmCalls() const {
+  return std::clamp<uint64_t>(options_.parity().queue_max_calls / 4, 16, 256);
+}
+
+bool Sender::ServerMovesAgain() const {
+  if (taken_.load() - taken_at_trip_.load() < ReArmCalls()) return false;
+  const int64_t since_ns =
+      std::chrono::steady_clock::now().time_since_epoch().count() - last_take_ns_.load();
+  return since_ns < int64_t{options_.parity().block_timeout_ms} * 500'000;  // half, in ns
 }
 
 bool Sender::Waiting(std::chrono::milliseconds d) {
@@ -213,6 +234,8 @@ void Sender::RunOnce(std::chrono::steady_clock::time_point* last_stats, double* 
     const std::size_t limit =
         conn_->limits().accepts_batches ? std::max<uint32_t>(options_.parity().batch_calls, 1) : 1;
     while (calls.size() < limit && queue_.TryPop(&call)) calls.push_back(std::move(call));
+    taken_.fetch_add(calls.size());
+    last_take_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count());
     const std::size_t written = SendCalls(calls);
     if (written < calls.size()) {
       counters_.Dropped(DropReason::kDisconnected, calls.size() - written);

@@ -96,6 +96,10 @@ class Sender {
   // together (a synchronous write otherwise waits for its own send; tests/bench/transport_bench).
   bool Write(std::shared_ptr<const v1::AgentMessage> m, bool more = false);
   void SendStats(bool goodbye);
+  // Policy block, shedding: whether the server took ReArmCalls() calls since the breaker tripped,
+  // the last of them within half a block_timeout_ms: it moves again, at whatever pace.
+  bool ServerMovesAgain() const;
+  uint64_t ReArmCalls() const;
   void OnStreamEnd();
   // Waits `d`, or until stopping (false) or a retry is asked for (true).
   bool Waiting(std::chrono::milliseconds d);
@@ -122,9 +126,13 @@ class Sender {
   // Calls pushed and not yet written or dropped (queued, or in the sender's hands).
   std::atomic<uint64_t> pending_{0};
   std::atomic<bool> first_attempt_{true};  // the first connection attempt has not ended yet
-  // Policy block: a wait timed out and the queue has not yet drained to half since.
+  // Policy block: a wait timed out, and since, the queue has not drained to half nor has the
+  // server taken ReArmCalls() calls (ServerMovesAgain()).
   std::atomic<bool> shedding_{false};
-  std::atomic<bool> closing_{false};  // Close() has begun
+  std::atomic<uint64_t> taken_{0};          // calls the sender took from the queue
+  std::atomic<uint64_t> taken_at_trip_{0};  // taken_ when the breaker last tripped
+  std::atomic<int64_t> last_take_ns_{0};    // steady clock, at the sender's last take
+  std::atomic<bool> closing_{false};        // Close() has begun
   // Close() found a server that failed an earlier attempt accepting TCP again: the back-off is
   // cut short (retry_now_) and the end waits for that one more attempt (last_attempt_).
   std::atomic<bool> retry_now_{false};

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -89,6 +90,8 @@ class RecordingServer {
     wedged_ = false;
     cv_.notify_all();
   }
+  // A server slower than the training: each call takes `per_call` more (0: as fast as it can).
+  void SetPace(std::chrono::milliseconds per_call) { pace_ms_.store(per_call.count()); }
 
  private:
   v1::Verdict Handle(const server::CallOrigin& origin, const v1::ApiCall& call) {
@@ -98,6 +101,9 @@ class RecordingServer {
       calls_.push_back({call.op_name(), call.overload(), call.forward_op_name(), call.call_index(),
                         call.phase(), call.step(), call.module_path(), origin.rank});
       raw_calls_.push_back(call);
+    }
+    if (const int64_t pace = pace_ms_.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(pace));  // the simulated work
     }
     v1::Verdict v;
     v.set_sequence(call.sequence());
@@ -123,6 +129,7 @@ class RecordingServer {
   std::mutex mu_;
   std::condition_variable cv_;
   bool wedged_ = false;
+  std::atomic<int64_t> pace_ms_{0};
   std::vector<Seen> calls_;
   std::vector<v1::ApiCall> raw_calls_;
 };

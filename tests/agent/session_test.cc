@@ -650,6 +650,52 @@ TEST(SessionTest, ABlockWaitThatRunsOutShedsCallsUntilTheQueueDrains) {
   ExpectEveryCallAccountedFor(agent->GetCounters());
 }
 
+// The breaker re-arms at the server's pace: after a stall trips it, a server that takes calls
+// again, but more slowly than the training makes them, never lets the queue drain to half (the
+// sender takes one call at a time here, as it takes one batch at a time from a long queue).
+// Before, every call after the stall was then dropped as queue_full for the rest of the run;
+// now, once the server has taken its share of calls since the trip, calls wait for room again,
+// and the training goes at the server's pace without dropping.
+TEST(SessionTest, TheBreakerReArmsOnceAStalledServerMovesAgainAtItsOwnPace) {
+  RecordingServer server(0, "", /*workers=*/1);
+  common::AgentConfig config = Config(server.port());
+  config.parity.queue_max_calls = 8;
+  config.parity.batch_calls = 1;
+  config.parity.block_timeout_ms = 1000;
+  config.parity.flush_timeout_ms = 500;
+  auto agent = StartAgent(config);
+  ASSERT_TRUE(agent->Flush(20000));
+  // Fresh 64 KiB tensors: two calls an iteration, made much faster than the paced server takes
+  // them, and large enough that the transport's buffers fill within a few hundred calls.
+  const auto calls = [](int n) {
+    for (int i = 0; i < n; ++i) torch::randn({128, 128}).add(1.0);
+  };
+  server.Wedge();
+  RunWithHangDetector(std::chrono::seconds(120), [&] { calls(300); });
+  const uint64_t stalled = agent->GetCounters().dropped.at("queue_full");
+  ASSERT_GT(stalled, 0u) << "the stall did not trip the breaker";
+  server.SetPace(std::chrono::milliseconds(5));
+  server.Release();
+  ::testing::internal::CaptureStderr();
+  uint64_t settled = 0;  // dropped once the server has moved for a while
+  RunWithHangDetector(std::chrono::seconds(120), [&] {
+    // The training goes on while the server works off what the stall left in the transport,
+    // until it has taken 32 calls more (ReArmCalls(): 16 for this queue).
+    const uint64_t sent = agent->GetCounters().sent;
+    while (agent->GetCounters().sent < sent + 32) calls(10);
+    settled = agent->GetCounters().dropped.at("queue_full");
+    calls(300);
+  });
+  const std::string lines = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(agent->GetCounters().dropped.at("queue_full"), settled)
+      << "still dropping while the server takes calls at its pace\n"
+      << lines;
+  EXPECT_THAT(lines, ::testing::HasSubstr("calls wait for room again")) << lines;
+  ASSERT_TRUE(agent->Flush(60000));
+  ExpectEveryCallAccountedFor(agent->GetCounters());
+  agent->Close();
+}
+
 // The end of the session takes flush_timeout_ms and little more, even while connection
 // attempts to a server that is gone would each wait out their connect timeout.
 TEST(SessionTest, CloseIsBoundedByTheFlushTimeoutWhenTheServerIsGone) {
