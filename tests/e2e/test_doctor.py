@@ -71,6 +71,10 @@ class DoctorTest(unittest.TestCase):
                 self.assertIn("[FAIL] server:", r.stdout)
                 self.assertIn(said, r.stdout)
                 self.assertLess(seconds, 10, r.stdout)
+                # Named once, by the doctor: no agent connection runs into the same wall and
+                # repeats it in gRPC's own words.
+                self.assertNotIn("Handshake failed", r.stdout + r.stderr)
+                self.assertEqual(r.stdout.count("[FAIL]"), 1, r.stdout)
 
 
 if __name__ == "__main__":
