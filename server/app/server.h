@@ -10,7 +10,6 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/config/config.h"
-#include "common/naming/api_names.h"
 #include "server/service/check_service.h"
 
 namespace prometheus {
@@ -23,12 +22,10 @@ class Server;
 
 namespace parity::server {
 
-class CallChecker;
+class CallPipeline;
 class MetricsEndpoint;
-class ResultWriter;
 class ServerMetrics;
 class StandardsTable;
-class ErrorData;
 
 class ParityServer {
  public:
@@ -61,27 +58,21 @@ class ParityServer {
  private:
   explicit ParityServer(common::ServerConfig config);
   // Create's steps, in order: the host and credentials (the CRL of mutual TLS, if any); the
-  // standards, the operator libraries and the white/black lists; the checker and result writer
-  // (absent with a test's handler); metrics, workers, threads, error data and the queue; the
-  // service's options.
+  // standards and the operator libraries; the metrics; the call pipeline (absent with a test's
+  // handler); workers, threads and the queue; the service's options.
   absl::StatusOr<std::shared_ptr<const common::RevocationList>> InitSecurity();
   absl::Status InitOperators(bool load_libraries);
-  absl::Status InitChecker();
   void InitWorkers();
   ServiceOptions MakeServiceOptions(std::shared_ptr<const common::RevocationList> crl);
-  v1::Verdict Process(const CallOrigin& origin, const v1::ApiCall& call, const BlobStore& blobs);
 
   common::ServerConfig config_;
-  common::NameList white_list_, black_list_;  // run_ut.white_list / black_list
   std::string host_;
   std::string tls_description_;
   std::shared_ptr<void> credentials_;  // grpc::ServerCredentials, kept opaque here
   std::unique_ptr<StandardsTable> standards_;
-  std::unique_ptr<CallChecker> checker_;
-  std::unique_ptr<ResultWriter> writer_;
-  std::unique_ptr<ErrorData> error_data_;  // null when parity.save_error_data is off
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<CallPipeline> pipeline_;  // null with a test's handler; uses metrics_
   std::unique_ptr<WorkQueue> queue_;
   std::unique_ptr<CheckService> service_;
   std::unique_ptr<grpc::Server> server_;
@@ -92,9 +83,6 @@ class ParityServer {
   bool shut_down_ = false;
   absl::Mutex shutdown_mu_;
 };
-
-// Where the error data go: run_ut.error_data_path, a relative one under parity.output_dir.
-std::string ErrorDataPath(const common::ServerConfig& config);
 
 // Whether `host` names the loopback interface ("127.0.0.1", "localhost", "::1", "[::1]").
 bool IsLoopbackHost(absl::string_view host);

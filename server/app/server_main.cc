@@ -49,10 +49,9 @@ void WritePortFile(const std::string& path, int port, int metrics_port) {
 
 // The handler of --replay=false: every call is received and decoded, none is checked.
 parity::server::CallHandler SkipEverything() {
-  return [](const parity::server::CallOrigin&, const parity::v1::ApiCall& call,
+  return [](const parity::server::CallOrigin&, const parity::server::ServerCall& call,
             const parity::server::BlobStore&) {
-    return parity::server::DecidedVerdict(parity::server::ServerCall(call),
-                                          parity::v1::VERDICT_STATUS_SKIP,
+    return parity::server::DecidedVerdict(call, parity::v1::VERDICT_STATUS_SKIP,
                                           "not replayed: parity-server --replay=false");
   };
 }

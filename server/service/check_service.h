@@ -20,7 +20,8 @@
 #include "common/transport/wire.h"
 #include "common/wire/limits.h"
 #include "parity/v1/parity.grpc.pb.h"
-#include "server/results/result_writer.h"
+#include "server/replay/server_call.h"
+#include "server/results/result_rows.h"
 #include "server/service/byte_budget.h"
 #include "server/service/work_queue.h"
 
@@ -49,8 +50,9 @@ class BlobStore : public common::BlobSource {
   std::map<uint64_t, std::shared_ptr<const std::string>> kept_;
 };
 
-// Checks one call and returns its verdict; runs on a worker thread, must not throw.
-using CallHandler = std::function<v1::Verdict(const CallOrigin& origin, const v1::ApiCall& call,
+// Checks one call and returns its verdict (server/check/call_pipeline.h: CallPipeline::Check);
+// runs on a worker thread, must not throw. `call` is made by the worker from the message, once.
+using CallHandler = std::function<v1::Verdict(const CallOrigin& origin, const ServerCall& call,
                                               const BlobStore& blobs)>;
 
 // What the service runs with: the parsed configuration itself (run_ut.rank_list and the

@@ -437,7 +437,8 @@ void CheckService::Reactor::Run(uint64_t slot, uint64_t message,
       call->Swap(m.mutable_call());
     }
     v1::ServerMessage msg;
-    *msg.mutable_verdict() = service_->handler_(origin_, *call, *blobs);
+    const ServerCall server_call(*call, origin_.framework);  // names and traits, made once
+    *msg.mutable_verdict() = service_->handler_(origin_, server_call, *blobs);
     verdict = common::Serialize(msg);
   } catch (const std::bad_alloc&) {
     error = absl::ResourceExhaustedError(

@@ -57,8 +57,11 @@ class RecordingServer {
     config.parity.workers = static_cast<uint32_t>(workers);
     config.parity.queue_max_calls = 2;
     auto s = server::ParityServer::Create(
-        config, [this](const server::CallOrigin& origin, const v1::ApiCall& call,
-                       const server::BlobStore&) { return Handle(origin, call); });
+        config, [this](const server::CallOrigin& origin,
+                       const parity::server::ServerCall& server_call, const server::BlobStore&) {
+          const v1::ApiCall& call = server_call.wire;
+          return Handle(origin, call);
+        });
     EXPECT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);
     const absl::Status started = server_->Start();

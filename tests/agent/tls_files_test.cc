@@ -181,7 +181,9 @@ TEST(TlsFilesTest, TheAgentRefusesARevokedServerAndSendsItNoCall) {
   std::atomic<int> calls{0};
   auto created = server::ParityServer::Create(
       parity::testing::TestServerConfig(parity::testing::MakeTempDir("parity_out_"), server_dir),
-      [&calls](const server::CallOrigin&, const v1::ApiCall& call, const server::BlobStore&) {
+      [&calls](const server::CallOrigin&, const parity::server::ServerCall& server_call,
+               const server::BlobStore&) {
+        const v1::ApiCall& call = server_call.wire;
         ++calls;
         v1::Verdict v;
         v.set_sequence(call.sequence());

@@ -591,7 +591,9 @@ TEST_F(ServerTest, FullQueueStopsReadingInsteadOfBuffering) {
   std::condition_variable cv;
   bool released = false;
   int started = 0;
-  CallHandler handler = [&](const CallOrigin&, const v1::ApiCall& call, const BlobStore&) {
+  CallHandler handler = [&](const CallOrigin&, const parity::server::ServerCall& server_call,
+                            const BlobStore&) {
+    const v1::ApiCall& call = server_call.wire;
     std::unique_lock<std::mutex> lock(mu);
     ++started;
     cv.notify_all();

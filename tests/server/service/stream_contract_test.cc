@@ -50,7 +50,9 @@ class StreamContractTest : public ::testing::Test {
   void StartPassing(const common::ServerConfig& config,
                     const std::function<void(uint64_t sequence)>& before) {
     auto s = ParityServer::Create(
-        config, [before](const CallOrigin&, const v1::ApiCall& call, const BlobStore&) {
+        config, [before](const CallOrigin&, const parity::server::ServerCall& server_call,
+                         const BlobStore&) {
+          const v1::ApiCall& call = server_call.wire;
           before(call.sequence());
           v1::Verdict v;
           v.set_sequence(call.sequence());

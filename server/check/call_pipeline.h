@@ -1,0 +1,72 @@
+// The server's per-call step, owned in one place: the run_ut lists, the replay and comparison
+// (CallChecker), the verdict, the result rows (ResultWriter), the error data and the call's
+// metrics. The service's worker makes the ServerCall and encodes the verdict this returns
+// (server/service/stream_reactor.cc); the composition root (server/app/server.cc) only builds the
+// pipeline and hands its Check to the service.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/config/config.h"
+#include "common/naming/api_names.h"
+#include "parity/v1/parity.pb.h"
+#include "server/replay/server_call.h"
+#include "server/results/result_rows.h"
+
+namespace parity::common {
+class BlobSource;
+}  // namespace parity::common
+
+namespace parity::server {
+
+class CallChecker;
+class ErrorData;
+class ResultWriter;
+class ServerMetrics;
+class StandardsTable;
+
+// Where the error data go: run_ut.error_data_path, a relative one under parity.output_dir.
+std::string ErrorDataPath(const common::ServerConfig& config);
+
+class CallPipeline {
+ public:
+  // Reads run_ut.white_list / black_list (names no loaded operator has are warned about), the
+  // checker's keys (parity.bench_device, golden, ...), parity.output_dir, save_error_data and
+  // error_data_*. `standards` and `metrics` outlive the pipeline.
+  static absl::StatusOr<std::unique_ptr<CallPipeline>> Create(const common::ServerConfig& config,
+                                                              const StandardsTable& standards,
+                                                              ServerMetrics& metrics);
+  ~CallPipeline();
+
+  // Checks one call and returns its verdict: SKIP for a call the lists leave out; else replayed
+  // and compared, its rows written, its error data saved (an error with its values kept), its
+  // metrics counted. Never throws (the last line of defence is a SKIP naming the error).
+  // Thread-safe: every worker calls it.
+  v1::Verdict Check(const CallOrigin& origin, const ServerCall& call,
+                    const common::BlobSource& blobs);
+
+  // A stream of `origin`'s rank ended after every call it sent was checked: the rank's waiting
+  // result rows are written. Never throws.
+  void EndOfStream(const CallOrigin& origin);
+
+  const CallChecker& checker() const { return *checker_; }
+  std::vector<std::string> ResultPaths() const;
+
+ private:
+  explicit CallPipeline(ServerMetrics& metrics);
+  // Counts a write of result rows that failed (parity_server_result_rows_lost_total, by the
+  // status's cause) and logs it, at most every 10 s.
+  void CountWriteFailure(const absl::Status& written);
+  v1::Verdict Skipped(const CallOrigin& origin, const ServerCall& call, v1::Verdict verdict);
+
+  ServerMetrics& metrics_;
+  common::NameList white_list_, black_list_;
+  std::unique_ptr<CallChecker> checker_;
+  std::unique_ptr<ResultWriter> writer_;
+  std::unique_ptr<ErrorData> error_data_;  // null when parity.save_error_data is off
+};
+
+}  // namespace parity::server
