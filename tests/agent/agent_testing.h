@@ -23,10 +23,10 @@
 #include <thread>
 #include <vector>
 
-#include "agent/agent_hook.h"
-#include "agent/session.h"
-#include "agent/torch_agent.h"
-#include "agent/transport_internal.h"
+#include "agent/torch/agent_hook.h"
+#include "agent/torch/torch_agent.h"
+#include "agent/transport/session.h"
+#include "agent/transport/transport_internal.h"
 #include "common/config/config.h"
 #include "common/transport/wire.h"
 #include "gtest/gtest.h"

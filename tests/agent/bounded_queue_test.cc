@@ -1,5 +1,5 @@
 // The agent's send queue: bounds by count and bytes, drop vs block.
-#include "agent/bounded_queue.h"
+#include "agent/transport/bounded_queue.h"
 
 #include <thread>
 

@@ -1,5 +1,5 @@
 // The snapshot buffer pool: size classes, reuse, the cache cap and its eviction.
-#include "agent/buffer_pool.h"
+#include "agent/torch/buffer_pool.h"
 
 #include <atomic>
 #include <cstring>

@@ -1,9 +1,9 @@
 // The encoder with a connection's SentPayloads: equal tensors are sent once and named after.
-#include "agent/call_encoder.h"
+#include "agent/transport/call_encoder.h"
 
 #include <grpcpp/support/byte_buffer.h>
 
-#include "agent/torch_values.h"
+#include "agent/torch/torch_values.h"
 #include "common/torch/torch_pch.h"
 #include "common/transport/wire.h"
 #include "gmock/gmock.h"

@@ -1,7 +1,7 @@
 // The agent's Check stream (a ClientBidiReactor behind a blocking face) against a real
 // ParityServer: the handshake, verdicts in call order, a refused Hello, a write held by flow
 // control and released by Cancel, and a message handler that throws.
-#include "agent/check_stream.h"
+#include "agent/transport/check_stream.h"
 
 #include <atomic>
 #include <chrono>

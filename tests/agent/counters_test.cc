@@ -1,6 +1,6 @@
 // The agent's counters as the server's metrics receive them (AgentStats): every drop reason,
 // the calls still queued when a session ended among them.
-#include "agent/counters.h"
+#include "agent/transport/counters.h"
 
 #include "gtest/gtest.h"
 

@@ -1,5 +1,5 @@
 // msprobe's filters and Parity's sampling budget.
-#include "agent/filters.h"
+#include "agent/transport/filters.h"
 
 #include "gtest/gtest.h"
 

@@ -1,4 +1,4 @@
-#include "agent/sent_payloads.h"
+#include "agent/transport/sent_payloads.h"
 
 #include <memory>
 #include <string>

@@ -1,6 +1,6 @@
 // tensor.host with several servers: parsing, resolution, and the rank-rotated order that spreads
 // ranks evenly and fails a dead server's ranks over to the others in turn.
-#include "agent/server_list.h"
+#include "agent/transport/server_list.h"
 
 #include <map>
 

@@ -7,7 +7,7 @@
 #include <set>
 #include <tuple>
 
-#include "agent/session.h"
+#include "agent/transport/session.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/agent/agent_testing.h"

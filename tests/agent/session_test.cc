@@ -2,7 +2,7 @@
 // what arrives: call names (op, overload, per-step call index, phase, module, forward link),
 // fail_fast, reconnection, wedged and dying servers, the accounting of every call, verdict
 // batches, and the priority of the agent's threads.
-#include "agent/session.h"
+#include "agent/transport/session.h"
 #include "common/naming/operator_catalogue.h"
 
 #include <algorithm>
@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "agent/thread_priority.h"
+#include "agent/transport/thread_priority.h"
 #include "common/torch/generator_read.h"
 #include "common/torch/value_codec.h"
 #include "gmock/gmock.h"

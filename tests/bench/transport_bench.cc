@@ -9,7 +9,8 @@
 //     sync client        the same from a synchronous client that writes as the agent's sender
 //                        does (one blocking write per call, gRPC's buffer hint while more
 //                        follow): the client's share
-//     reactor client     the same work through the agent's own client (agent/check_stream.h, a
+//     reactor client     the same work through the agent's own client
+//     (agent/transport/check_stream.h, a
 //                        ClientBidiReactor); the sync client is the design it replaced, and
 //                        the paired ratio of the two is printed
 // each in plaintext and over mutual TLS. The server's handler answers PASS without replaying, so
@@ -42,7 +43,7 @@
 #include <mutex>
 #include <optional>
 
-#include "agent/check_stream.h"
+#include "agent/transport/check_stream.h"
 #include "common/base/log.h"
 #include "common/torch/torch_pch.h"
 #include "common/transport/grpc_tuning.h"
@@ -266,9 +267,9 @@ double GrpcSeconds(parity::server::ParityServer& server, const std::string& clie
   return s;
 }
 
-// The agent's client: agent/check_stream.h's reactor, driven as the sender thread drives it (each
-// message serialized as it is written, one queued behind the write in flight, gRPC's buffer hint
-// while more follow), the verdicts counted on gRPC's callback threads.
+// The agent's client: agent/transport/check_stream.h's reactor, driven as the sender thread drives
+// it (each message serialized as it is written, one queued behind the write in flight, gRPC's
+// buffer hint while more follow), the verdicts counted on gRPC's callback threads.
 double ReactorSeconds(int port, const std::string& client_tls,
                       const std::vector<std::shared_ptr<const v1::AgentMessage>>& msgs) {
   std::shared_ptr<grpc::Channel> channel = pt::TestChannel(port, client_tls);

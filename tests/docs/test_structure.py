@@ -185,6 +185,41 @@ class LayersTest(unittest.TestCase):
         self.assertEqual(found, [], "\n" + "\n".join(found))
 
 
+# The agent's two halves, a folder each (issue 53): agent/torch/ (libparity_agent.so, built with
+# the training's torch) and agent/transport/ (libparity_transport.so: gRPC, protobuf, TLS). Neither
+# includes the other's headers; agent/include/ (parity/agent.h, transport.h, counters.h,
+# counter_fields.h) is the only bridge.
+AGENT_INCLUDE = re.compile(r'^#include "agent/(torch|transport)/', re.M)
+
+
+def crossing_includes(name, text):
+    """The includes of `name` (agent/<half>/...) that reach into the other half."""
+    parts = name.split("/")
+    if len(parts) < 3 or parts[0] != "agent" or parts[1] not in ("torch", "transport"):
+        return []
+    return [f"{name} includes agent/{d}/ (the other half: only agent/include/ bridges them)"
+            for d in AGENT_INCLUDE.findall(text) if d != parts[1]]
+
+
+class AgentHalvesTest(unittest.TestCase):
+    def test_finds_a_crossing_include(self):
+        self.assertEqual(
+            crossing_includes("agent/torch/torch_agent.cc", '#include "agent/transport/sender.h"\n'),
+            ["agent/torch/torch_agent.cc includes agent/transport/ (the other half: only "
+             "agent/include/ bridges them)"])
+        self.assertEqual(
+            crossing_includes("agent/torch/agent.cc", '#include "agent/torch/agent_hook.h"\n'), [])
+
+    def test_every_agent_source_is_in_one_half(self):
+        loose = [n for n in os.listdir(os.path.join(ROOT, "agent"))
+                 if n.endswith((".cc", ".h", ".lds"))]
+        self.assertEqual(loose, [], "agent/ holds its halves' folders, include/ and CMakeLists.txt")
+
+    def test_no_agent_file_includes_the_other_half(self):
+        found = every_product_file(crossing_includes)
+        self.assertEqual(found, [], "\n" + "\n".join(found))
+
+
 class PythonDefinitionsTest(unittest.TestCase):
     def test_no_module_of_the_python_package_defines_a_name_twice(self):
         # A second top-level def silently replaces the first (a dead `def counters(): return

@@ -46,8 +46,8 @@ std::shared_ptr<grpc::Channel> TestChannel(int port, const std::string& tls_path
 
 TestStream::TestStream(const std::shared_ptr<grpc::Channel>& channel) {
   context_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-  // A synchronous stream of bytes (the agent uses agent/check_stream.h's reactor): gRPC has no
-  // public generic synchronous stub, so it is made as the generated stubs make theirs.
+  // A synchronous stream of bytes (the agent uses agent/transport/check_stream.h's reactor): gRPC
+  // has no public generic synchronous stub, so it is made as the generated stubs make theirs.
   stream_.reset(
       grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
           channel.get(),

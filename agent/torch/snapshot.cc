@@ -1,0 +1,116 @@
+#include "agent/torch/snapshot.h"
+
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "agent/torch/buffer_pool.h"
+#include "common/torch/ivalue_walk.h"
+
+namespace parity::agent {
+namespace {
+
+// Snapshot buffers: host copies of at least this many bytes come from the pool.
+constexpr uint64_t kPooledMinBytes = 16 << 10;
+std::atomic<bool> g_pool_on{true};
+
+BufferPool& SnapshotPool() {
+  static BufferPool* pool = new BufferPool(uint64_t{128} << 20);  // outlives every snapshot
+  return *pool;
+}
+
+// A contiguous copy of `d`: a CPU tensor of kPooledMinBytes or more into a pooled buffer (no
+// page faults once the pool is warm), anything else by clone(). A contiguous CPU tensor is
+// copied with memcpy: copy_ would go through the dispatcher and set up a TensorIterator for
+// every tensor of every call (measured: docs/performance.md).
+at::Tensor PooledCopy(const at::Tensor& d) {
+  const uint64_t bytes = static_cast<uint64_t>(d.numel()) * d.element_size();
+  const bool cpu = d.device().is_cpu() && d.layout() == at::kStrided;
+  const bool flat = cpu && d.is_contiguous() && bytes > 0;
+  if (!cpu || bytes < kPooledMinBytes || !g_pool_on.load(std::memory_order_relaxed)) {
+    if (!flat) return d.clone(at::MemoryFormat::Contiguous);
+    at::Tensor out = at::empty(d.sizes(), d.options());
+    std::memcpy(out.data_ptr(), d.data_ptr(), bytes);
+    return out;
+  }
+  uint64_t capacity = 0;
+  void* buffer = SnapshotPool().Take(bytes, &capacity);
+  if (buffer == nullptr) return d.clone(at::MemoryFormat::Contiguous);
+  at::Tensor out = at::from_blob(
+      buffer, d.sizes(), [capacity](void* p) { SnapshotPool().Give(p, capacity); }, d.options());
+  if (flat) {
+    std::memcpy(buffer, d.data_ptr(), bytes);
+  } else {
+    out.copy_(d);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool HasData(const at::Tensor& t) {
+  if (t.is_meta()) return false;
+  const c10::DispatchKeySet keys = t.key_set();
+  return !keys.has(c10::DispatchKey::Python) && !keys.has(c10::DispatchKey::Functionalize) &&
+         !keys.has(c10::DispatchKey::Meta);
+}
+
+uint64_t ValueBytes(const c10::IValue& v) {
+  uint64_t n = 0;
+  common::ForEachLeaf(v, [&n](const c10::IValue& leaf) {
+    if (leaf.isTensor() && leaf.toTensor().defined()) {
+      n += leaf.toTensor().numel() * leaf.toTensor().element_size();
+    }
+  });
+  return n;
+}
+
+// A copy the training cannot change afterwards (in-place ops, later steps). On an accelerator
+// this is a device-side copy queued on the training's stream: the training thread does not
+// wait; the sender copies it to the host after the call's event. Notes the accelerator in
+// `call` so that the event is recorded without walking the values again.
+c10::IValue Snapshot(const c10::IValue& v, TorchValues& call) {
+  return common::MapLeaves(v, [&call](const c10::IValue& leaf) {
+    if (leaf.isTensor()) {
+      const at::Tensor& t = leaf.toTensor();
+      if (!t.defined() || t.is_sparse() || t.is_quantized()) return leaf;
+      if (!HasData(t)) return c10::IValue();  // nothing to copy (the call is not captured)
+      if (!call.accelerator && !t.device().is_cpu() && !t.is_meta()) {
+        call.accelerator = t.device();
+      }
+      at::Tensor d = t.detach();
+      if (d.is_conj()) d = d.resolve_conj();
+      if (d.is_neg()) d = d.resolve_neg();
+      return c10::IValue(PooledCopy(d));
+    }
+    if (leaf.isString()) return c10::IValue(std::string(leaf.toStringRef()));  // deep (1.13)
+    // A generator travels as None; a random op's generator state goes in ApiCall.generator.
+    if (leaf.isGenerator()) return c10::IValue();
+    return leaf;
+  });
+}
+
+// Records, on the current stream of the call's accelerator, the event after which its device
+// snapshots are complete. A device without events gets host copies now (synchronously).
+void MarkDeviceReady(TorchValues& call) {
+  if (!call.accelerator) return;
+  const c10::Device device = *call.accelerator;
+  try {
+    c10::impl::VirtualGuardImpl impl(device.type());
+    c10::Event event(device.type());
+    event.record(impl.getStream(device));
+    call.device_ready.emplace(std::move(event));
+  } catch (const std::exception&) {
+    for (auto* values : {&call.inputs, &call.outputs}) {
+      for (c10::IValue& v : *values) v = ToHost(v);
+    }
+  }
+}
+
+void ConfigureSnapshotPool(uint64_t max_cached_bytes) {
+  SnapshotPool().SetMaxCached(max_cached_bytes);
+  g_pool_on.store(max_cached_bytes > 0, std::memory_order_relaxed);
+}
+
+}  // namespace parity::agent

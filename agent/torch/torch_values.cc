@@ -1,0 +1,152 @@
+#include "agent/torch/torch_values.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+#include <cstring>
+
+#include "agent/torch/input_writes.h"
+#include "common/torch/ivalue_walk.h"
+#include "common/torch/wire_encoder.h"
+#include "common/wire/fields.h"
+
+namespace parity::agent {
+namespace {
+
+// The transport's blob sink as the encoder's.
+class SinkAdapter : public common::BlobSink {
+ public:
+  explicit SinkAdapter(const parity_blob_sink* sink) : sink_(sink) {}
+  uint64_t AddBlob(std::string_view bytes) override {
+    return sink_->add_blob(sink_->ctx, bytes.data(), bytes.size());
+  }
+  uint64_t AddReusable(std::string_view bytes) override {
+    return sink_->add_reusable(sink_->ctx, bytes.data(), bytes.size());
+  }
+
+ private:
+  const parity_blob_sink* sink_;
+};
+
+// Waits, on this (the sender's) thread, for the call's device-side snapshots, then copies them
+// to the host.
+void CopyToHost(TorchValues& call) {
+  if (!call.device_ready) return;
+  try {
+    // The sender's stream on that device waits for the training stream's event; the blocking
+    // copy to the host below then runs after the snapshots.
+    const c10::Event& ready = *call.device_ready;
+    c10::impl::VirtualGuardImpl impl(ready.device_type());
+    ready.block(impl.getStream(c10::Device(ready.device_type(), ready.device_index())));
+    for (auto* values : {&call.inputs, &call.outputs}) {
+      for (c10::IValue& v : *values) v = ToHost(v);
+    }
+  } catch (const std::exception& e) {
+    const std::string line = "device copy failed for " + call.op + ": " + e.what();
+    parity_log(PARITY_LOG_WARNING, line.c_str());
+  }
+  call.device_ready.reset();
+}
+
+void CopyError(const std::string& message, char* error, size_t size) {
+  if (error == nullptr || size == 0) return;
+  const std::size_t n = std::min(message.size(), size - 1);
+  std::memcpy(error, message.data(), n);
+  error[n] = '\0';
+}
+
+}  // namespace
+
+c10::IValue ToHost(const c10::IValue& v) {
+  return common::MapLeaves(v, [](const c10::IValue& leaf) {
+    if (!leaf.isTensor()) return leaf;
+    const at::Tensor& t = leaf.toTensor();
+    return t.defined() && !t.device().is_cpu() && !t.is_meta() ? c10::IValue(t.to(at::kCPU)) : leaf;
+  });
+}
+
+int EncodeTorchValues(TorchValues& call, const parity_encode_limits& limits,
+                      const parity_blob_sink* sink, std::string* out, std::string* error) {
+  CopyToHost(call);
+  ResolveInputWrites(call);  // after the wait for the device's copies, where there are any
+  SinkAdapter adapter(sink);
+  common::EncodeOptions opts;
+  opts.max_inline_tensor_bytes = limits.max_inline_tensor_bytes;
+  opts.max_tensor_bytes = limits.max_tensor_bytes;
+  opts.blob_sink = sink != nullptr ? &adapter : nullptr;
+  opts.reuse_min_bytes = limits.reuse_min_bytes;
+  opts.compute_crc32c = limits.checksum != 0;
+  std::vector<int32_t> accepted;
+  if (limits.accepted_dtypes != nullptr) {
+    accepted.assign(limits.accepted_dtypes, limits.accepted_dtypes + limits.accepted_dtype_count);
+    opts.accepted_dtypes = &accepted;
+  }
+  // The schema's argument types tell an int that is really a dtype, layout or memory format.
+  const c10::FunctionSchema* schema = nullptr;
+  auto handle = c10::Dispatcher::singleton().findSchema(c10::OperatorName(call.op, call.overload));
+  if (handle) schema = &handle->schema();
+  wire::Message fields;  // the ApiCall's inputs and outputs
+  std::vector<c10::IValue> keep_alive;
+  for (std::size_t i = 0; i < call.inputs.size(); ++i) {
+    const c10::Type* hint = schema && i < schema->arguments().size()
+                                ? schema->arguments()[i].real_type().get()
+                                : nullptr;
+    common::EncodeError e =
+        common::EncodeValueWire(call.inputs[i], hint, opts, "inputs[" + std::to_string(i) + "]",
+                                &fields.Sub(wire::kApiCallInputs), &keep_alive);
+    if (!e.ok()) {
+      *error = e.message;
+      return e.code;
+    }
+  }
+  for (std::size_t i = 0; i < call.outputs.size(); ++i) {
+    common::EncodeError e = common::EncodeValueWire(
+        call.outputs[i], nullptr, opts, "outputs[" + std::to_string(i) + "]",
+        &fields.Sub(wire::kApiCallOutputs), &keep_alive);
+    if (!e.ok()) {
+      *error = e.message;
+      return e.code;
+    }
+  }
+  EncodeInputWrites(call, &fields);
+  out->clear();
+  fields.AppendTo(out);
+  return 0;
+}
+
+parity_values MakeParityValues(std::unique_ptr<TorchValues> values) {
+  parity_values v{};
+  v.size = sizeof(v);
+  v.bytes = values->bytes;
+  v.snapshot_seconds = values->snapshot_seconds;
+  v.ctx = values.release();
+  v.encode = [](void* ctx, const parity_encode_limits* limits, const parity_blob_sink* sink,
+                parity_bytes* out, char* error, size_t error_size) -> int {
+    try {
+      auto bytes = std::make_unique<std::string>();
+      std::string why;
+      const int code =
+          EncodeTorchValues(*static_cast<TorchValues*>(ctx), *limits, sink, bytes.get(), &why);
+      if (code != 0) {
+        CopyError(why, error, error_size);
+        return code;
+      }
+      out->data = bytes->data();
+      out->size = bytes->size();
+      out->owner = bytes.release();
+      out->release = [](void* owner) { delete static_cast<std::string*>(owner); };
+      // The snapshots are no longer needed: back to the pool now, not when gRPC is done.
+      TorchValues* t = static_cast<TorchValues*>(ctx);
+      t->inputs.clear();
+      t->outputs.clear();
+      return 0;
+    } catch (const std::exception& e) {
+      CopyError(std::string("encoding failed: ") + e.what(), error, error_size);
+      return 13;
+    }
+  };
+  v.release = [](void* ctx) { delete static_cast<TorchValues*>(ctx); };
+  return v;
+}
+
+}  // namespace parity::agent

@@ -1,0 +1,82 @@
+#include "agent/transport/counters.h"
+
+namespace parity::agent {
+
+namespace {
+#define PARITY_DROP_NAME_(name, enumerator, why) #name,
+#define PARITY_DROP_WHY_(name, enumerator, why) why,
+constexpr const char* kDropReasonNames[kDropReasons] = {PARITY_DROP_REASONS(PARITY_DROP_NAME_)};
+constexpr const char* kDropReasonWhy[kDropReasons] = {PARITY_DROP_REASONS(PARITY_DROP_WHY_)};
+#undef PARITY_DROP_NAME_
+#undef PARITY_DROP_WHY_
+}  // namespace
+
+const char* DropReasonName(DropReason reason) { return kDropReasonNames[static_cast<int>(reason)]; }
+const char* DropReasonWhy(DropReason reason) { return kDropReasonWhy[static_cast<int>(reason)]; }
+
+void AgentCounters::Verdict(v1::VerdictStatus status) {
+  switch (status) {
+    case v1::VERDICT_STATUS_PASS:
+      Add(pass_);
+      break;
+    case v1::VERDICT_STATUS_WARNING:
+      Add(warning_);
+      break;
+    case v1::VERDICT_STATUS_ERROR:
+      Add(error_);
+      break;
+    case v1::VERDICT_STATUS_SKIP:
+      Add(skip_);
+      break;
+    default:  // REJECTED, and whatever a newer server may send
+      Add(rejected_);
+      break;
+  }
+}
+
+Counters AgentCounters::Snapshot() const {
+  auto get = [](const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); };
+  Counters c;
+  c.captured = get(captured_);
+  c.sent = get(sent_);
+  c.sent_bytes = get(sent_bytes_);
+  c.reused_bytes = get(reused_bytes_);
+  c.snapshot_seconds = static_cast<double>(get(cost_ns_[0])) * 1e-9;
+  c.encode_cpu_seconds = static_cast<double>(get(cost_ns_[1])) * 1e-9;
+  c.serialize_cpu_seconds = static_cast<double>(get(cost_ns_[2])) * 1e-9;
+  c.blocked_seconds = static_cast<double>(get(cost_ns_[3])) * 1e-9;
+  for (int r = 0; r < kDropReasons; ++r) {
+    c.dropped[DropReasonName(static_cast<DropReason>(r))] = get(dropped_[r]);
+  }
+  c.lost_in_flight = get(lost_in_flight_);
+  c.unencodable = get(unencodable_);
+  c.sampled_out = get(sampled_out_);
+  c.reconnects = get(reconnects_);
+  c.pass = get(pass_);
+  c.warning = get(warning_);
+  c.error = get(error_);
+  c.skip = get(skip_);
+  c.rejected = get(rejected_);
+  c.verdicts = c.pass + c.warning + c.error + c.skip + c.rejected;
+  c.unreadable = get(unreadable_);
+  c.compiled_forward = get(compiled_forward_);
+  c.compiled_backward = get(compiled_backward_);
+  c.compiled_calls = get(compiled_calls_);
+  c.connected = connected();
+  return c;
+}
+
+void AgentCounters::FillStats(v1::AgentStats* stats) const {
+  auto get = [](const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); };
+  stats->set_captured_calls(get(captured_));
+  stats->set_sent_calls(get(sent_));
+  stats->set_sent_bytes(get(sent_bytes_));
+  auto& d = *stats->mutable_dropped_calls();
+  for (int r = 0; r < kDropReasons; ++r) {
+    d[DropReasonName(static_cast<DropReason>(r))] = get(dropped_[r]);
+  }
+  stats->set_lost_in_flight_calls(get(lost_in_flight_));
+  stats->set_reconnects(get(reconnects_));
+}
+
+}  // namespace parity::agent

@@ -1,0 +1,144 @@
+// The agent's pipeline: one sender thread drains the queue, hands each call to the torch half's
+// encoder (never on a training thread), batches what waits together, writes it on the
+// connection (agent/transport/connection.h: channel, TLS, handshake, the server's limits), reports
+// the counters, and reconnects with capped, jittered exponential back-off. Verdicts arrive on
+// gRPC's callback threads (agent/transport/check_stream.h says why the stream is a
+// ClientBidiReactor).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/transport/bounded_queue.h"
+#include "agent/transport/captured_call.h"
+#include "agent/transport/connection.h"
+#include "agent/transport/counters.h"
+#include "common/config/config.h"
+#include "parity/v1/parity.pb.h"
+
+namespace grpc {
+class ByteBuffer;
+}  // namespace grpc
+
+namespace parity::agent {
+
+struct CallEncoding;  // agent/transport/call_encoder.h
+class MessagePacker;  // agent/transport/sender.cc: the items of the next message
+
+// What the sender runs with: the parsed configuration itself (the endpoint, TLS and parity.* keys,
+// each with the one default its row in common/config/config_keys.cc gives it), the hooks of the
+// session that owns it, and this process's identity.
+struct SenderOptions {
+  common::AgentConfig config;
+  const common::AgentOptions& parity() const { return config.parity; }
+  // Runs first on the sender thread (the torch half's work there is never captured).
+  std::function<void()> enter_thread;
+  // The server refused this agent for what it is (its rank is not in the server's rank_list),
+  // with the server's reason: nothing this agent captures can be checked. On the sender thread,
+  // once; the sender then stops connecting.
+  std::function<void(const std::string&)> on_refused;
+  v1::Hello hello;  // this process: sent at every connection (protocol version filled in)
+};
+// The sender's part of an agent configuration, and this process's identity (run id, versions,
+// config digest; `framework_version` "torch 2.1.0" and `device_type` "npu" come from the torch
+// half; the caller sets rank, world size and local rank).
+SenderOptions SenderOptionsFor(const common::AgentConfig& config,
+                               const std::string& framework_version,
+                               const std::string& device_type);
+
+class Sender {
+ public:
+  // `on_verdict` runs on a gRPC callback thread (must not block); `step` gives the step for the
+  // periodic stats.
+  Sender(SenderOptions options, AgentCounters& counters,
+         std::function<void(const v1::Verdict&)> on_verdict, std::function<int64_t()> step);
+  ~Sender();  // Close()
+
+  void Start();
+  // Queues a call under the policy (drop: never waits; block: waits for room while connected,
+  // at most block_timeout_ms; after a wait that timed out, drops without waiting until the queue
+  // has drained to half).
+  PushResult Push(std::unique_ptr<CapturedCall> call);
+  // Whether a Push now would wait for room (policy block, and no congestion being shed).
+  bool WouldWait() const {
+    return options_.parity().policy == common::QueuePolicy::kBlock &&
+           !shedding_.load(std::memory_order_relaxed);
+  }
+  bool HasRoom(uint64_t bytes) const { return queue_.HasRoom(bytes); }
+  // Waits until the queue is empty and every sent call has its verdict, at most `timeout`;
+  // returns at once when nothing can be delivered (unusable TLS files, a refused Hello).
+  bool Flush(std::chrono::milliseconds timeout);
+  // Delivers what is queued (Flush, at most flush_timeout_ms), says Goodbye, closes the stream,
+  // joins. What is still queued is dropped as stopped. Idempotent.
+  void Close();
+  uint64_t queue_depth() const { return queue_.size(); }
+
+ private:
+  void Run();
+  void RunOnce(std::chrono::steady_clock::time_point* last_stats, double* backoff_ms);
+  // One connection attempt; on failure waits out the back-off (or, refused for good, stops).
+  bool Reconnect(double* backoff_ms);
+  void Disconnect(bool goodbye);
+  // Encodes and writes `calls` in order, in as few messages as the server's limits allow (a
+  // MessageBatch when it takes them); how many were written before a write failed.
+  std::size_t SendCalls(std::vector<std::unique_ptr<CapturedCall>>& calls);
+  // Encodes `call` into `packer` (blob releases, chunks, the call); false when a write failed.
+  bool PackCall(CapturedCall& call, const CallEncoding& encoding, MessagePacker& packer);
+  // Writes one packed message and counts the calls it completes (Sent / SentWithoutData).
+  bool WritePacked(grpc::ByteBuffer bytes, bool more, const std::vector<bool>& completed);
+  grpc::ByteBuffer SerializeForWrite(std::shared_ptr<const v1::AgentMessage> m);
+  // Writes `m`; `more`: another write follows at once, so gRPC may hold this one and send both
+  // together (a synchronous write otherwise waits for its own send; tests/bench/transport_bench).
+  bool Write(std::shared_ptr<const v1::AgentMessage> m, bool more = false);
+  void SendStats(bool goodbye);
+  // Policy block, shedding: whether the server took ReArmCalls() calls since the breaker tripped,
+  // the last of them within half a block_timeout_ms: it moves again, at whatever pace.
+  bool ServerMovesAgain() const;
+  uint64_t ReArmCalls() const;
+  void OnStreamEnd();
+  // Waits `d`, or until stopping (false) or a retry is asked for (true).
+  bool Waiting(std::chrono::milliseconds d);
+
+  const SenderOptions options_;
+  AgentCounters& counters_;
+  const std::function<void(const v1::Verdict&)> on_verdict_;
+  const std::function<int64_t()> step_;
+  BoundedQueue<std::unique_ptr<CapturedCall>> queue_;
+
+  // The sender thread's own.
+  std::unique_ptr<Connection> conn_;
+  std::thread thread_;
+  uint64_t next_blob_ = 0;
+  bool unflushed_ = false;  // the last write went with `more`
+  bool ever_connected_ = false;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;  // signalled when stopping_, answered_ or a connection's end changes
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t answered_ ABSL_GUARDED_BY(mu_) = 0;  // verdicts received (all connections)
+  uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;   // calls written (all connections)
+  // Calls pushed and not yet written or dropped (queued, or in the sender's hands).
+  std::atomic<uint64_t> pending_{0};
+  std::atomic<bool> first_attempt_{true};  // the first connection attempt has not ended yet
+  // Policy block: a wait timed out, and since, the queue has not drained to half nor has the
+  // server taken ReArmCalls() calls (ServerMovesAgain()).
+  std::atomic<bool> shedding_{false};
+  std::atomic<uint64_t> taken_{0};          // calls the sender took from the queue
+  std::atomic<uint64_t> taken_at_trip_{0};  // taken_ when the breaker last tripped
+  std::atomic<int64_t> last_take_ns_{0};    // steady clock, at the sender's last take
+  std::atomic<bool> closing_{false};        // Close() has begun
+  // Close() found a server that failed an earlier attempt accepting TCP again: the back-off is
+  // cut short (retry_now_) and the end waits for that one more attempt (last_attempt_).
+  std::atomic<bool> retry_now_{false};
+  std::atomic<bool> last_attempt_{false};
+  std::atomic<bool> refused_{false};  // the server refused this agent; capture stopped
+};
+
+}  // namespace parity::agent
