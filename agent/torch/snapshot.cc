@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "agent/torch/buffer_pool.h"
+#include "agent/torch/snapshot_cache.h"
 #include "common/torch/ivalue_walk.h"
 
 namespace parity::agent {
@@ -79,10 +80,15 @@ c10::IValue Snapshot(const c10::IValue& v, TorchValues& call) {
       if (!call.accelerator && !t.device().is_cpu() && !t.is_meta()) {
         call.accelerator = t.device();
       }
-      at::Tensor d = t.detach();
+      at::Tensor d = t.detach();  // shares t's storage and version counter
       if (d.is_conj()) d = d.resolve_conj();
       if (d.is_neg()) d = d.resolve_neg();
-      return c10::IValue(PooledCopy(d));
+      // A tensor unchanged since an earlier snapshot (a weight between optimizer steps, an
+      // activation the next op reads) is not copied again (agent/torch/snapshot_cache.h).
+      if (at::Tensor cached = CachedSnapshot(d); cached.defined()) return c10::IValue(cached);
+      at::Tensor copy = PooledCopy(d);
+      RememberSnapshot(d, copy);
+      return c10::IValue(std::move(copy));
     }
     if (leaf.isString()) return c10::IValue(std::string(leaf.toStringRef()));  // deep (1.13)
     // A generator travels as None; a random op's generator state goes in ApiCall.generator.
@@ -110,6 +116,7 @@ void MarkDeviceReady(TorchValues& call) {
 
 void ConfigureSnapshotPool(uint64_t max_cached_bytes) {
   SnapshotPool().SetMaxCached(max_cached_bytes);
+  ConfigureSnapshotCache(max_cached_bytes);
   g_pool_on.store(max_cached_bytes > 0, std::memory_order_relaxed);
 }
 

@@ -28,8 +28,10 @@ c10::IValue Snapshot(const c10::IValue& v, TorchValues& call);
 // snapshots are complete. A device without events gets host copies now (synchronously).
 void MarkDeviceReady(TorchValues& call);
 
-// Keeps at most `max_cached_bytes` of free host snapshot buffers for reuse; 0 turns the pool off
-// (every copy allocates). Takes effect for the next copies.
+// Keeps at most `max_cached_bytes` of free host snapshot buffers for reuse, and as much of the
+// snapshots of tensors that may be met again unchanged (agent/torch/snapshot_cache.h); 0 turns
+// both off (every copy allocates, every tensor is copied at every call). Takes effect for the
+// next copies.
 void ConfigureSnapshotPool(uint64_t max_cached_bytes);
 
 }  // namespace parity::agent

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "agent/torch/input_writes.h"
+#include "agent/torch/snapshot_cache.h"
 #include "common/torch/ivalue_walk.h"
 #include "common/torch/wire_encoder.h"
 #include "common/wire/fields.h"
@@ -61,7 +62,8 @@ c10::IValue ToHost(const c10::IValue& v) {
   return common::MapLeaves(v, [](const c10::IValue& leaf) {
     if (!leaf.isTensor()) return leaf;
     const at::Tensor& t = leaf.toTensor();
-    return t.defined() && !t.device().is_cpu() && !t.is_meta() ? c10::IValue(t.to(at::kCPU)) : leaf;
+    // A snapshot given again from the cache brings the host copy made for its first call.
+    return t.defined() && !t.device().is_cpu() && !t.is_meta() ? c10::IValue(HostCopyOf(t)) : leaf;
   });
 }
 

@@ -1,0 +1,200 @@
+#include "agent/torch/snapshot_cache.h"
+
+#include <c10/util/intrusive_ptr.h>
+
+#include <cstring>
+#include <list>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace parity::agent {
+namespace {
+
+// What makes two tensors the same values: their memory and how they read it.
+struct Identity {
+  const c10::StorageImpl* storage = nullptr;
+  int64_t offset = 0;
+  std::vector<int64_t> sizes, strides;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
+  bool operator==(const Identity& o) const {
+    return storage == o.storage && offset == o.offset && dtype == o.dtype && device == o.device &&
+           sizes == o.sizes && strides == o.strides;
+  }
+};
+
+struct IdentityHash {
+  std::size_t operator()(const Identity& k) const {
+    std::size_t h = std::hash<const void*>()(k.storage) ^ (static_cast<std::size_t>(k.offset) << 1);
+    for (int64_t s : k.sizes) h = h * 1000003 ^ static_cast<std::size_t>(s);
+    return h ^ static_cast<std::size_t>(k.dtype);
+  }
+};
+
+struct Entry {
+  explicit Entry(c10::weak_intrusive_ptr<c10::StorageImpl> storage) : alive(std::move(storage)) {}
+  // The storage itself, weakly: a storage freed and another allocated at its address is not the
+  // same tensor (lock() fails once it is gone).
+  c10::weak_intrusive_ptr<c10::StorageImpl> alive;
+  int64_t version = 0;
+  at::Tensor snapshot;
+  at::Tensor host;  // a device snapshot's host copy, once made
+  uint64_t bytes = 0;
+  std::list<Identity>::iterator lru;
+};
+
+class Cache {
+ public:
+  at::Tensor Find(const at::Tensor& t) {
+    if (!Cacheable(t)) return {};
+    const Identity id = IdentityOf(t);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (max_bytes_ == 0) return {};
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return {};
+    Entry& e = it->second;
+    const c10::intrusive_ptr<c10::StorageImpl> storage = e.alive.lock();
+    if (storage.get() != id.storage || e.version != t._version() ||
+        (t.device().is_cpu() && !SamplesEqual(t, e.snapshot))) {
+      Erase(it);  // changed: a new snapshot replaces it
+      return {};
+    }
+    lru_.splice(lru_.end(), lru_, e.lru);
+    ++stats_.hits;
+    stats_.hit_bytes += e.bytes;
+    return e.snapshot;
+  }
+
+  void Remember(const at::Tensor& t, const at::Tensor& snapshot) {
+    if (!Cacheable(t)) return;
+    Identity id = IdentityOf(t);
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
+    if (max_bytes_ == 0 || bytes > max_bytes_ / 4) return;
+    if (auto it = entries_.find(id); it != entries_.end()) Erase(it);
+    Entry e(c10::weak_intrusive_ptr<c10::StorageImpl>(
+        c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(t.storage().unsafeGetStorageImpl())));
+    e.version = t._version();
+    e.snapshot = snapshot;
+    e.bytes = bytes;
+    e.lru = lru_.insert(lru_.end(), id);
+    by_snapshot_[snapshot.storage().unsafeGetStorageImpl()] = id;
+    entries_.emplace(std::move(id), std::move(e));
+    stats_.held_bytes += bytes;
+    Trim();
+  }
+
+  at::Tensor HostCopy(const at::Tensor& snapshot) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (const Entry* e = EntryOfSnapshot(snapshot); e != nullptr && e->host.defined()) {
+        ++stats_.host_hits;
+        stats_.host_bytes += e->bytes;
+        return e->host;
+      }
+    }
+    at::Tensor host = snapshot.to(at::kCPU);  // outside the lock: it waits for the device
+    std::lock_guard<std::mutex> lock(mu_);
+    if (Entry* e = EntryOfSnapshot(snapshot); e != nullptr) e->host = host;
+    return host;
+  }
+
+  void Configure(uint64_t max_bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    max_bytes_ = max_bytes;
+    Trim();
+  }
+
+  SnapshotCacheStats Stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+ private:
+  static bool Cacheable(const at::Tensor& t) {
+    return t.defined() && t.layout() == at::kStrided && !t.is_inference() && t.has_storage() &&
+           !t.is_conj() && !t.is_neg() &&
+           static_cast<uint64_t>(t.numel()) * t.element_size() >= kSnapshotCacheMinBytes;
+  }
+
+  static Identity IdentityOf(const at::Tensor& t) {
+    Identity id;
+    id.storage = t.storage().unsafeGetStorageImpl();
+    id.offset = t.storage_offset();
+    id.sizes.assign(t.sizes().begin(), t.sizes().end());
+    id.strides.assign(t.strides().begin(), t.strides().end());
+    id.dtype = t.scalar_type();
+    id.device = t.device();
+    return id;
+  }
+
+  // 64 evenly spaced elements of a host tensor against its (contiguous) snapshot.
+  static bool SamplesEqual(const at::Tensor& t, const at::Tensor& snapshot) {
+    const int64_t n = t.numel();
+    const std::size_t size = t.element_size();
+    const int64_t samples = std::min<int64_t>(n, 64);
+    const auto* base = static_cast<const char*>(t.data_ptr());
+    const auto* copy = static_cast<const char*>(snapshot.data_ptr());
+    const int64_t dims = t.dim();
+    for (int64_t s = 0; s < samples; ++s) {
+      int64_t flat = samples > 1 ? s * (n - 1) / (samples - 1) : 0;
+      // The element's offset in `t` from its index in the contiguous snapshot.
+      int64_t offset = 0;
+      for (int64_t d = dims - 1; d >= 0; --d) {
+        const int64_t size_d = t.size(d);
+        offset += (flat % size_d) * t.stride(d);
+        flat /= size_d;
+      }
+      const int64_t index = samples > 1 ? s * (n - 1) / (samples - 1) : 0;
+      if (std::memcmp(base + offset * static_cast<int64_t>(size),
+                      copy + index * static_cast<int64_t>(size), size) != 0) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  Entry* EntryOfSnapshot(const at::Tensor& snapshot) {
+    if (!snapshot.defined() || !snapshot.has_storage()) return nullptr;
+    auto it = by_snapshot_.find(snapshot.storage().unsafeGetStorageImpl());
+    if (it == by_snapshot_.end()) return nullptr;
+    auto e = entries_.find(it->second);
+    return e != entries_.end() && e->second.snapshot.is_same(snapshot) ? &e->second : nullptr;
+  }
+
+  void Erase(std::unordered_map<Identity, Entry, IdentityHash>::iterator it) {
+    stats_.held_bytes -= it->second.bytes;
+    by_snapshot_.erase(it->second.snapshot.storage().unsafeGetStorageImpl());
+    lru_.erase(it->second.lru);
+    entries_.erase(it);
+  }
+
+  void Trim() {
+    while (stats_.held_bytes > max_bytes_ && !lru_.empty()) Erase(entries_.find(lru_.front()));
+  }
+
+  std::mutex mu_;
+  uint64_t max_bytes_ = uint64_t{128} << 20;
+  std::unordered_map<Identity, Entry, IdentityHash> entries_;
+  std::unordered_map<const c10::StorageImpl*, Identity> by_snapshot_;
+  std::list<Identity> lru_;  // least recently used first
+  SnapshotCacheStats stats_;
+};
+
+Cache& TheCache() {
+  static Cache* cache = new Cache();  // outlives every snapshot (never destroyed)
+  return *cache;
+}
+
+}  // namespace
+
+at::Tensor CachedSnapshot(const at::Tensor& t) { return TheCache().Find(t); }
+void RememberSnapshot(const at::Tensor& t, const at::Tensor& snapshot) {
+  TheCache().Remember(t, snapshot);
+}
+at::Tensor HostCopyOf(const at::Tensor& snapshot) { return TheCache().HostCopy(snapshot); }
+void ConfigureSnapshotCache(uint64_t max_bytes) { TheCache().Configure(max_bytes); }
+SnapshotCacheStats GetSnapshotCacheStats() { return TheCache().Stats(); }
+
+}  // namespace parity::agent

@@ -1,0 +1,41 @@
+// Snapshots of tensors that did not change, made once (issue 54). Parameters between optimizer
+// steps and activations that the next op (or the backward) reads again are the same tensors call
+// after call: a tensor with the storage, offset, sizes, strides, dtype and version counter of one
+// snapshotted earlier gets that snapshot again, with no copy on the training thread, and, on an
+// accelerator, no second copy out of the device on the sender thread (its host copy is kept with
+// it). A host tensor is also compared at 64 evenly spaced elements with its snapshot, so that a
+// write that bypassed the version counter (through `.data`, or a kernel that does not bump it) is
+// seen; a device tensor is not read (reading it would wait for the device), so there the version
+// counter is trusted. Bounded: least recently used snapshots are let go past `max_bytes`.
+// Thread-safe (training threads and the sender thread).
+#pragma once
+
+#include <cstdint>
+
+#include "common/torch/torch_pch.h"
+
+namespace parity::agent {
+
+// Smaller tensors are copied every time: a copy of a few kilobytes costs less than the lookup.
+inline constexpr uint64_t kSnapshotCacheMinBytes = 4096;
+
+// The snapshot of `t` made earlier, if `t` is unchanged since; else an undefined tensor.
+at::Tensor CachedSnapshot(const at::Tensor& t);
+// Remembers `snapshot` as the copy of `t` (a tensor of at least kSnapshotCacheMinBytes).
+void RememberSnapshot(const at::Tensor& t, const at::Tensor& snapshot);
+// The host copy of a device snapshot: the one made for an earlier call when `snapshot` came from
+// the cache, else a new copy (kept with the snapshot when the cache holds it).
+at::Tensor HostCopyOf(const at::Tensor& snapshot);
+
+// Keeps at most `max_bytes` of snapshots (their host copies not counted twice for a host
+// tensor); 0 turns the cache off and lets every snapshot go.
+void ConfigureSnapshotCache(uint64_t max_bytes);
+
+struct SnapshotCacheStats {
+  uint64_t hits = 0, hit_bytes = 0;        // snapshots given again instead of copied
+  uint64_t host_hits = 0, host_bytes = 0;  // device snapshots whose host copy was given again
+  uint64_t held_bytes = 0;
+};
+SnapshotCacheStats GetSnapshotCacheStats();
+
+}  // namespace parity::agent

@@ -1,0 +1,92 @@
+// The snapshot cache (agent/torch/snapshot_cache.h): a tensor unchanged since its last snapshot
+// gets that snapshot again, with no copy; any change the agent can see makes a new one.
+#include "agent/torch/snapshot_cache.h"
+
+#include <gtest/gtest.h>
+
+#include "agent/torch/snapshot.h"
+#include "agent/torch/torch_values.h"
+
+namespace parity::agent {
+namespace {
+
+// A snapshot the way the hook takes one, and whether it shares `earlier`'s memory.
+at::Tensor Take(const at::Tensor& t) {
+  TorchValues call;
+  return Snapshot(c10::IValue(t), call).toTensor();
+}
+bool SameMemory(const at::Tensor& a, const at::Tensor& b) { return a.data_ptr() == b.data_ptr(); }
+
+class SnapshotCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ConfigureSnapshotCache(uint64_t{64} << 20); }
+  void TearDown() override { ConfigureSnapshotCache(uint64_t{128} << 20); }
+};
+
+TEST_F(SnapshotCacheTest, AnUnchangedTensorIsCopiedOnce) {
+  const at::Tensor w = at::randn({256, 256});
+  const SnapshotCacheStats before = GetSnapshotCacheStats();
+  const at::Tensor first = Take(w);
+  const at::Tensor second = Take(w);
+  EXPECT_FALSE(SameMemory(first, w)) << "the first snapshot is a copy";
+  EXPECT_TRUE(SameMemory(first, second)) << "the second call copied the weight again";
+  EXPECT_TRUE(at::equal(second, w));
+  const SnapshotCacheStats after = GetSnapshotCacheStats();
+  EXPECT_EQ(after.hits - before.hits, 1u);
+  EXPECT_EQ(after.hit_bytes - before.hit_bytes, 256u * 256 * 4);
+  // A view reads other elements (another offset, sizes or strides): its own snapshot.
+  const at::Tensor row = Take(w.narrow(0, 1, 128));
+  EXPECT_TRUE(at::equal(row, w.narrow(0, 1, 128)));
+  EXPECT_TRUE(at::equal(Take(w.t()), w.t()));
+}
+
+TEST_F(SnapshotCacheTest, AnInPlaceUpdateMakesANewSnapshot) {
+  at::Tensor w = at::randn({128, 128});
+  const at::Tensor first = Take(w);
+  w.add_(1.0);  // as an optimizer step does: the version counter moves
+  const at::Tensor second = Take(w);
+  EXPECT_FALSE(SameMemory(first, second));
+  EXPECT_TRUE(at::equal(second, w));
+  EXPECT_FALSE(at::equal(first, second)) << "the earlier snapshot kept its values";
+  // Through a view of it, too (views share the version counter).
+  w.narrow(0, 0, 1).mul_(2.0);
+  EXPECT_TRUE(at::equal(Take(w), w));
+}
+
+TEST_F(SnapshotCacheTest, AWriteBehindTheVersionCounterIsSeenOnTheHost) {
+  at::Tensor w = at::randn({128, 128});
+  Take(w);
+  // `.data` (Megatron's and apex's optimizers write parameters so): the same memory, a version
+  // counter of its own, so w's does not move. The sampled elements differ.
+  w.data().mul_(0.5);
+  EXPECT_TRUE(at::equal(Take(w), w));
+}
+
+TEST_F(SnapshotCacheTest, AFreedTensorsAddressTakenByAnotherIsNotItsSnapshot) {
+  // Same size each time: the allocator gives the freed memory to the next tensor, at the same
+  // address, with version 0 again, and the same sizes and strides. Only the storage's own
+  // liveness tells them apart (the cache holds it weakly).
+  int reused = 0;
+  const void* previous = nullptr;
+  for (int i = 0; i < 20; ++i) {
+    at::Tensor t = at::full({64, 64}, static_cast<float>(i));
+    reused += t.data_ptr() == previous;
+    previous = t.data_ptr();
+    EXPECT_TRUE(at::equal(Take(t), t)) << "iteration " << i;
+  }
+  EXPECT_GT(reused, 0) << "no address was given again: this test showed nothing";
+}
+
+TEST_F(SnapshotCacheTest, OffKeepsNothing) {
+  ConfigureSnapshotCache(0);
+  const at::Tensor w = at::randn({256, 256});
+  EXPECT_FALSE(SameMemory(Take(w), Take(w)));
+}
+
+TEST_F(SnapshotCacheTest, SmallTensorsAreCopiedEveryTime) {
+  const at::Tensor b = at::randn({16});
+  EXPECT_FALSE(SameMemory(Take(b), Take(b)));
+}
+
+}  // namespace
+}  // namespace parity::agent
