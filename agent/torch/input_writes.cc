@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "agent/torch/snapshot_cache.h"
 #include "common/wire/fields.h"
 #include "parity/transport.h"
 
@@ -130,6 +131,7 @@ void CompareWatchedInputs(const std::vector<WatchedInput>& watched, TorchValues&
       if (now.device().is_cpu()) {
         // The usual case costs memcmp; elements are counted only when something changed.
         if (before.is_contiguous() && SameBits(before, now)) continue;
+        ForgetSnapshotsOf(now);  // written behind its schema: no earlier snapshot holds
         write.changed = CountChanged(before, now.detach()).item<int64_t>();
         if (write.changed == 0) continue;
       } else {
@@ -137,6 +139,9 @@ void CompareWatchedInputs(const std::vector<WatchedInput>& watched, TorchValues&
         // the snapshot was before it; the sender compares the two on the host. A copy is the one
         // kernel every device has (comparisons may not be: the test NPU's fallback has none).
         write.after = now.detach().clone(at::MemoryFormat::Contiguous);
+        // Whether or not the kernel wrote it (the sender compares later), this copy is the
+        // tensor as it is now: the snapshot the next call that reads it gets.
+        RememberSnapshot(now.detach(), write.after);
         values.bytes += static_cast<uint64_t>(now.numel()) * now.element_size();
       }
     } catch (const std::exception& e) {
@@ -151,7 +156,7 @@ void ResolveInputWrites(TorchValues& values) {
   for (TorchValues::InputWrite& w : values.input_writes) {
     if (!w.after.defined()) continue;
     try {
-      const at::Tensor after = w.after.to(at::kCPU);
+      const at::Tensor after = HostCopyOf(w.after);  // kept for the calls that read it next
       const c10::IValue& snapshot = values.inputs[w.index];
       w.changed = 0;
       if (snapshot.isTensor()) {

@@ -85,7 +85,11 @@ c10::IValue Snapshot(const c10::IValue& v, TorchValues& call) {
       if (d.is_neg()) d = d.resolve_neg();
       // A tensor unchanged since an earlier snapshot (a weight between optimizer steps, an
       // activation the next op reads) is not copied again (agent/torch/snapshot_cache.h).
-      if (at::Tensor cached = CachedSnapshot(d); cached.defined()) return c10::IValue(cached);
+      at::Tensor host;
+      if (at::Tensor cached = CachedSnapshot(d, &host); cached.defined()) {
+        if (host.defined()) call.host_copies.emplace_back(cached, host);
+        return c10::IValue(cached);
+      }
       at::Tensor copy = PooledCopy(d);
       RememberSnapshot(d, copy);
       return c10::IValue(std::move(copy));

@@ -2,6 +2,7 @@
 
 #include <c10/util/intrusive_ptr.h>
 
+#include <algorithm>
 #include <cstring>
 #include <list>
 #include <mutex>
@@ -39,14 +40,13 @@ struct Entry {
   c10::weak_intrusive_ptr<c10::StorageImpl> alive;
   int64_t version = 0;
   at::Tensor snapshot;
-  at::Tensor host;  // a device snapshot's host copy, once made
   uint64_t bytes = 0;
   std::list<Identity>::iterator lru;
 };
 
 class Cache {
  public:
-  at::Tensor Find(const at::Tensor& t) {
+  at::Tensor Find(const at::Tensor& t, at::Tensor* host) {
     if (!Cacheable(t)) return {};
     const Identity id = IdentityOf(t);
     std::lock_guard<std::mutex> lock(mu_);
@@ -61,6 +61,7 @@ class Cache {
       return {};
     }
     lru_.splice(lru_.end(), lru_, e.lru);
+    if (host != nullptr && !e.snapshot.device().is_cpu()) *host = FindHost(e.snapshot);
     ++stats_.hits;
     stats_.hit_bytes += e.bytes;
     return e.snapshot;
@@ -79,7 +80,7 @@ class Cache {
     e.snapshot = snapshot;
     e.bytes = bytes;
     e.lru = lru_.insert(lru_.end(), id);
-    by_snapshot_[snapshot.storage().unsafeGetStorageImpl()] = id;
+    by_storage_[id.storage].push_back(id);
     entries_.emplace(std::move(id), std::move(e));
     stats_.held_bytes += bytes;
     Trim();
@@ -88,16 +89,52 @@ class Cache {
   at::Tensor HostCopy(const at::Tensor& snapshot) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (const Entry* e = EntryOfSnapshot(snapshot); e != nullptr && e->host.defined()) {
+      if (at::Tensor host = FindHost(snapshot); host.defined()) {
         ++stats_.host_hits;
-        stats_.host_bytes += e->bytes;
-        return e->host;
+        stats_.host_bytes += static_cast<uint64_t>(host.numel()) * host.element_size();
+        return host;
       }
     }
     at::Tensor host = snapshot.to(at::kCPU);  // outside the lock: it waits for the device
+    const uint64_t bytes = static_cast<uint64_t>(host.numel()) * host.element_size();
     std::lock_guard<std::mutex> lock(mu_);
-    if (Entry* e = EntryOfSnapshot(snapshot); e != nullptr) e->host = host;
+    if (max_bytes_ == 0 || bytes < kSnapshotCacheMinBytes || bytes > max_bytes_ / 4 ||
+        !snapshot.has_storage()) {
+      return host;
+    }
+    const c10::StorageImpl* key = snapshot.storage().unsafeGetStorageImpl();
+    if (hosts_.count(key) == 0) {
+      HostEntry h(c10::weak_intrusive_ptr<c10::StorageImpl>(
+          c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(
+              snapshot.storage().unsafeGetStorageImpl())));
+      h.host = host;
+      h.bytes = bytes;
+      h.lru = host_lru_.insert(host_lru_.end(), key);
+      hosts_.emplace(key, std::move(h));
+      host_held_ += bytes;
+      while (host_held_ > max_bytes_ && !host_lru_.empty()) EraseHost(host_lru_.front());
+    }
     return host;
+  }
+
+  void Forget(const at::Tensor& t) {
+    if (!t.defined() || !t.has_storage()) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_storage_.find(t.storage().unsafeGetStorageImpl());
+    if (it == by_storage_.end()) return;
+    const std::vector<Identity> ids = it->second;  // Erase edits the list
+    for (const Identity& id : ids) {
+      if (auto e = entries_.find(id); e != entries_.end()) {
+        Erase(e);
+        ++stats_.forgotten;
+      }
+    }
+  }
+
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!lru_.empty()) Erase(entries_.find(lru_.front()));
+    while (!host_lru_.empty()) EraseHost(host_lru_.front());
   }
 
   void Configure(uint64_t max_bytes) {
@@ -155,29 +192,62 @@ class Cache {
     return true;
   }
 
-  Entry* EntryOfSnapshot(const at::Tensor& snapshot) {
-    if (!snapshot.defined() || !snapshot.has_storage()) return nullptr;
-    auto it = by_snapshot_.find(snapshot.storage().unsafeGetStorageImpl());
-    if (it == by_snapshot_.end()) return nullptr;
-    auto e = entries_.find(it->second);
-    return e != entries_.end() && e->second.snapshot.is_same(snapshot) ? &e->second : nullptr;
+  // The host copy made of a device snapshot that is still alive (its storage not freed and
+  // reused); undefined if none.
+  at::Tensor FindHost(const at::Tensor& snapshot) {
+    if (!snapshot.defined() || !snapshot.has_storage()) return {};
+    auto it = hosts_.find(snapshot.storage().unsafeGetStorageImpl());
+    if (it == hosts_.end()) return {};
+    if (it->second.alive.lock().get() != it->first || it->second.host.sizes() != snapshot.sizes()) {
+      EraseHost(it->first);
+      return {};
+    }
+    host_lru_.splice(host_lru_.end(), host_lru_, it->second.lru);
+    return it->second.host;
+  }
+
+  void EraseHost(const c10::StorageImpl* key) {
+    auto it = hosts_.find(key);
+    if (it == hosts_.end()) return;
+    host_held_ -= it->second.bytes;
+    host_lru_.erase(it->second.lru);
+    hosts_.erase(it);
   }
 
   void Erase(std::unordered_map<Identity, Entry, IdentityHash>::iterator it) {
     stats_.held_bytes -= it->second.bytes;
-    by_snapshot_.erase(it->second.snapshot.storage().unsafeGetStorageImpl());
+    if (auto s = by_storage_.find(it->first.storage); s != by_storage_.end()) {
+      std::vector<Identity>& ids = s->second;
+      ids.erase(std::remove(ids.begin(), ids.end(), it->first), ids.end());
+      if (ids.empty()) by_storage_.erase(s);
+    }
     lru_.erase(it->second.lru);
     entries_.erase(it);
   }
 
   void Trim() {
     while (stats_.held_bytes > max_bytes_ && !lru_.empty()) Erase(entries_.find(lru_.front()));
+    while (host_held_ > max_bytes_ && !host_lru_.empty()) EraseHost(host_lru_.front());
   }
 
   std::mutex mu_;
   uint64_t max_bytes_ = uint64_t{128} << 20;
   std::unordered_map<Identity, Entry, IdentityHash> entries_;
-  std::unordered_map<const c10::StorageImpl*, Identity> by_snapshot_;
+  // Host copies of device snapshots, by the snapshot's storage (held weakly: a call that still
+  // holds the snapshot finds its copy even after the cache let the snapshot go).
+  struct HostEntry {
+    explicit HostEntry(c10::weak_intrusive_ptr<c10::StorageImpl> storage)
+        : alive(std::move(storage)) {}
+    c10::weak_intrusive_ptr<c10::StorageImpl> alive;
+    at::Tensor host;
+    uint64_t bytes = 0;
+    std::list<const c10::StorageImpl*>::iterator lru;
+  };
+  std::unordered_map<const c10::StorageImpl*, HostEntry> hosts_;
+  std::list<const c10::StorageImpl*> host_lru_;
+  uint64_t host_held_ = 0;
+  // The identities over each storage: a write through any view forgets them all.
+  std::unordered_map<const c10::StorageImpl*, std::vector<Identity>> by_storage_;
   std::list<Identity> lru_;  // least recently used first
   SnapshotCacheStats stats_;
 };
@@ -189,11 +259,15 @@ Cache& TheCache() {
 
 }  // namespace
 
-at::Tensor CachedSnapshot(const at::Tensor& t) { return TheCache().Find(t); }
+at::Tensor CachedSnapshot(const at::Tensor& t, at::Tensor* host) {
+  return TheCache().Find(t, host);
+}
 void RememberSnapshot(const at::Tensor& t, const at::Tensor& snapshot) {
   TheCache().Remember(t, snapshot);
 }
 at::Tensor HostCopyOf(const at::Tensor& snapshot) { return TheCache().HostCopy(snapshot); }
+void ForgetSnapshotsOf(const at::Tensor& t) { TheCache().Forget(t); }
+void ClearSnapshotCache() { TheCache().Clear(); }
 void ConfigureSnapshotCache(uint64_t max_bytes) { TheCache().Configure(max_bytes); }
 SnapshotCacheStats GetSnapshotCacheStats() { return TheCache().Stats(); }
 

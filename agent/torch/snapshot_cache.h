@@ -3,11 +3,12 @@
 // after call: a tensor with the storage, offset, sizes, strides, dtype and version counter of one
 // snapshotted earlier gets that snapshot again, with no copy on the training thread, and, on an
 // accelerator, no second copy out of the device on the sender thread (its host copy is kept with
-// it). A host tensor is also compared at 64 evenly spaced elements with its snapshot, so that a
-// write that bypassed the version counter (through `.data`, or a kernel that does not bump it) is
-// seen; a device tensor is not read (reading it would wait for the device), so there the version
-// counter is trusted. Bounded: least recently used snapshots are let go past `max_bytes`.
-// Thread-safe (training threads and the sender thread).
+// it). Every top-level operator that writes a tensor forgets its snapshots (the hook tells the
+// cache, captured or not). A host tensor is also compared at 64 evenly spaced elements with its
+// snapshot, so that a write that bypassed the version counter (through `.data`, or a kernel that
+// does not bump it) is seen; a device tensor is not read (reading it would wait for the device), so
+// there the writes the hook sees and the version counter are trusted. Bounded: least recently used
+// snapshots are let go past `max_bytes`. Thread-safe (training threads and the sender thread).
 #pragma once
 
 #include <cstdint>
@@ -20,12 +21,22 @@ namespace parity::agent {
 inline constexpr uint64_t kSnapshotCacheMinBytes = 4096;
 
 // The snapshot of `t` made earlier, if `t` is unchanged since; else an undefined tensor.
-at::Tensor CachedSnapshot(const at::Tensor& t);
+// Unchanged: no operator that writes its memory ran since (ForgetSnapshotsOf), its version
+// counter did not move, and, on the host, 64 evenly spaced elements still equal the snapshot's.
+// `host`, when given, receives the host copy kept with a device snapshot, if one was made.
+at::Tensor CachedSnapshot(const at::Tensor& t, at::Tensor* host = nullptr);
 // Remembers `snapshot` as the copy of `t` (a tensor of at least kSnapshotCacheMinBytes).
 void RememberSnapshot(const at::Tensor& t, const at::Tensor& snapshot);
 // The host copy of a device snapshot: the one made for an earlier call when `snapshot` came from
 // the cache, else a new copy (kept with the snapshot when the cache holds it).
 at::Tensor HostCopyOf(const at::Tensor& snapshot);
+
+// `t`'s memory is written (an operator whose schema marks the argument written, a collective):
+// every snapshot over its storage, through any view, is let go. The version counter alone is
+// not enough: libtorch 1.13's _foreach_ ops, which optimizers run, write without moving it.
+void ForgetSnapshotsOf(const at::Tensor& t);
+// Lets every snapshot go (the hook was off: writes went unseen).
+void ClearSnapshotCache();
 
 // Keeps at most `max_bytes` of snapshots (their host copies not counted twice for a host
 // tensor); 0 turns the cache off and lets every snapshot go.
@@ -35,6 +46,7 @@ struct SnapshotCacheStats {
   uint64_t hits = 0, hit_bytes = 0;        // snapshots given again instead of copied
   uint64_t host_hits = 0, host_bytes = 0;  // device snapshots whose host copy was given again
   uint64_t held_bytes = 0;
+  uint64_t forgotten = 0;  // snapshots let go because their tensor was written
 };
 SnapshotCacheStats GetSnapshotCacheStats();
 

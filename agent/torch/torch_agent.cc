@@ -9,6 +9,7 @@
 
 #include "agent/torch/agent_hook.h"
 #include "agent/torch/snapshot.h"
+#include "agent/torch/snapshot_cache.h"
 #include "common/torch/generator_read.h"
 #include "parity/counter_fields.h"
 
@@ -105,6 +106,7 @@ void TorchAgent::SetCapture(void* ctx, int on, uint64_t snapshot_pool_bytes) {
   std::lock_guard<std::mutex> lock(self->hook_mu_);
   if (on && self->hook_ == 0) {
     ConfigureSnapshotPool(snapshot_pool_bytes);
+    ClearSnapshotCache();  // while the hook was off, writes went unseen
     self->hook_ = InstallHook(self->session_);
   } else if (!on && self->hook_ != 0) {
     RemoveHook(self->hook_);

@@ -40,8 +40,9 @@ void CopyToHost(TorchValues& call) {
     c10::impl::VirtualGuardImpl impl(ready.device_type());
     ready.block(impl.getStream(c10::Device(ready.device_type(), ready.device_index())));
     for (auto* values : {&call.inputs, &call.outputs}) {
-      for (c10::IValue& v : *values) v = ToHost(v);
+      for (c10::IValue& v : *values) v = ToHost(v, call);
     }
+    call.host_copies.clear();
   } catch (const std::exception& e) {
     const std::string line = "device copy failed for " + call.op + ": " + e.what();
     parity_log(PARITY_LOG_WARNING, line.c_str());
@@ -64,6 +65,19 @@ c10::IValue ToHost(const c10::IValue& v) {
     const at::Tensor& t = leaf.toTensor();
     // A snapshot given again from the cache brings the host copy made for its first call.
     return t.defined() && !t.device().is_cpu() && !t.is_meta() ? c10::IValue(HostCopyOf(t)) : leaf;
+  });
+}
+
+c10::IValue ToHost(const c10::IValue& v, const TorchValues& call) {
+  if (call.host_copies.empty()) return ToHost(v);
+  return common::MapLeaves(v, [&call](const c10::IValue& leaf) {
+    if (!leaf.isTensor()) return leaf;
+    const at::Tensor& t = leaf.toTensor();
+    if (!t.defined() || t.device().is_cpu() || t.is_meta()) return leaf;
+    for (const auto& [snapshot, host] : call.host_copies) {
+      if (snapshot.is_same(t)) return c10::IValue(host);
+    }
+    return c10::IValue(HostCopyOf(t));
   });
 }
 

@@ -36,6 +36,9 @@ struct TorchValues {
     at::Tensor after;
   };
   std::vector<InputWrite> input_writes;
+  // Device snapshots given again by the snapshot cache with the host copy an earlier call made:
+  // (snapshot, host copy). The sender uses these instead of copying them out again.
+  std::vector<std::pair<at::Tensor, at::Tensor>> host_copies;
 };
 
 // `values` as the transport takes them (it owns them from here; released through the struct).
@@ -48,5 +51,7 @@ int EncodeTorchValues(TorchValues& values, const parity_encode_limits& limits,
 
 // `v` with every accelerator tensor copied to the host (lists and tuples included).
 c10::IValue ToHost(const c10::IValue& v);
+// The same, using `call`'s host_copies where a snapshot has one.
+c10::IValue ToHost(const c10::IValue& v, const TorchValues& call);
 
 }  // namespace parity::agent

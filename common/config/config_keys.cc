@@ -169,7 +169,8 @@ const KeyTable<AgentConfig>& AgentTable() {
         "memory the send queue may hold");
     t->Bytes(
         "parity.snapshot_pool_bytes", [](C& c) { return &c.parity.snapshot_pool_bytes; },
-        "free snapshot buffers kept for reuse (0: every copy allocates)");
+        "free snapshot buffers kept for reuse, and as much of snapshots of unchanged tensors given "
+        "again instead of copied (0: every copy allocates, every tensor copied at every call)");
     t->Bytes(
         "parity.reuse_bytes", [](C& c) { return &c.parity.reuse_bytes; },
         "tensors sent once and named again when equal, per connection (0: every tensor is sent)");

@@ -77,6 +77,21 @@ TEST_F(SnapshotCacheTest, AFreedTensorsAddressTakenByAnotherIsNotItsSnapshot) {
   EXPECT_GT(reused, 0) << "no address was given again: this test showed nothing";
 }
 
+TEST_F(SnapshotCacheTest, AWriteTheHookSawForgetsEverySnapshotOfThatMemory) {
+  // libtorch 1.13's _foreach_ ops write without moving the version counter; on a device no
+  // element is sampled. The hook tells the cache which tensors a call wrote (its schema's
+  // written arguments): every snapshot over that storage goes, through whichever view.
+  const at::Tensor w = at::randn({128, 128});
+  const at::Tensor first = Take(w);
+  ASSERT_TRUE(SameMemory(first, Take(w)));
+  const uint64_t forgotten = GetSnapshotCacheStats().forgotten;
+  ForgetSnapshotsOf(w.narrow(0, 64, 64));
+  EXPECT_EQ(GetSnapshotCacheStats().forgotten - forgotten, 1u);
+  EXPECT_FALSE(SameMemory(first, Take(w)));
+  ClearSnapshotCache();
+  EXPECT_EQ(GetSnapshotCacheStats().held_bytes, 0u);
+}
+
 TEST_F(SnapshotCacheTest, OffKeepsNothing) {
   ConfigureSnapshotCache(0);
   const at::Tensor w = at::randn({256, 256});

@@ -32,16 +32,17 @@ RUNNER = ("import atexit, runpy, sys, torch\n"
           "sys.argv = sys.argv[1:]\n"
           "runpy.run_path(sys.argv[0], run_name='__main__')\n")
 STAT_NAMES = ("allocations", "fallback_calls", "copies_to_host", "events_recorded",
-              "events_blocked", "stream_syncs")
+              "events_blocked", "stream_syncs", "bytes_to_host")
 
 
-def train(work, device, *extra):
-    """Trains on `device` against a server of its own; (stdout, verdict records, device stats)."""
+def train(work, device, *extra, **parity):
+    """Trains on `device` against a server of its own; (stdout, verdict records, device stats).
+    `parity`: more keys of the agent config's "parity" section."""
     os.makedirs(work)
     server = harness.Server(work)
     try:
         config = harness.agent_config(os.path.join(work, "config.json"), server.port,
-                                      policy="block")
+                                      policy="block", **parity)
         args = [harness.PYTHON, "-c", RUNNER, LLAMA, "--config", config, "--steps", "2",
                 "--device", device, *extra]
         if device != "cpu":
@@ -78,6 +79,9 @@ class NpuDeviceTest(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.cpu = train(os.path.join(cls.tmp.name, "cpu"), "cpu")
         cls.npu = train(os.path.join(cls.tmp.name, "npu"), "privateuseone")
+        # The same with every snapshot a fresh copy (no snapshot cache, no buffer pool).
+        cls.npu_copy_all = train(os.path.join(cls.tmp.name, "npu_copy_all"), "privateuseone",
+                                 snapshot_pool_bytes=0)
 
     @classmethod
     def tearDownClass(cls):
@@ -105,6 +109,20 @@ class NpuDeviceTest(unittest.TestCase):
         # The device names itself in the rows' tensors? It travels in Tensor.device: the server
         # judged privateuseone:0 tensors.
         self.assertTrue(any(r["op"] == "aten::linear" for r in npu_records))
+
+    def test_an_unchanged_tensor_leaves_the_device_once(self):
+        # A weight read by the forward and by the backward, an activation the next op reads:
+        # before the snapshot cache, each call copied it on the device and then out of it. Now
+        # the second call gets the first's snapshot and its host copy; the verdicts are the same.
+        _, records, stats = self.npu
+        _, records_all, stats_all = self.npu_copy_all
+        self.assertEqual(verdicts(records), verdicts(records_all))
+        per_call = stats["bytes_to_host"] / len(records)
+        per_call_all = stats_all["bytes_to_host"] / len(records_all)
+        print(f"bytes copied out of the device per checked call: {per_call:.0f} with the "
+              f"snapshot cache, {per_call_all:.0f} without ({len(records)} calls)")
+        self.assertLess(per_call, 0.8 * per_call_all, (stats, stats_all))
+        self.assertLess(stats["copies_to_host"], stats_all["copies_to_host"])
 
     def test_snapshots_left_the_device_through_its_copy_after_an_event(self):
         _, _, stats = self.npu

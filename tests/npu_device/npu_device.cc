@@ -52,6 +52,7 @@ constexpr c10::DeviceType kNpu = c10::DeviceType::PrivateUse1;
 struct Stats {
   std::atomic<int64_t> allocations{0}, fallback_calls{0}, copies_to_host{0}, events_recorded{0},
       events_blocked{0}, stream_syncs{0};
+  std::atomic<int64_t> bytes_to_host{0};  // what those copies to the host carried
 } g_stats;
 
 // ---- memory ------------------------------------------------------------------------------------
@@ -339,6 +340,9 @@ void Fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::size_t m = schema.returns().size();
   for (std::size_t i = stack->size() - m; i < stack->size(); ++i) {
     c10::IValue& v = (*stack)[i];
+    if (!to_device && device_tensors && v.isTensor() && v.toTensor().defined()) {
+      g_stats.bytes_to_host += v.toTensor().numel() * v.toTensor().element_size();
+    }
     if (v.isTensor()) {
       v = ToDevice(v.toTensor(), aliases, to_device);
     } else if (v.isTensorList()) {
@@ -359,7 +363,10 @@ void Fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 // copy_ between the host and the device: the host side of a copy out counts as one.
 at::Tensor& Copy(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   std::vector<Alias> aliases;
-  if (src.device().type() == kNpu && self.device().is_cpu()) g_stats.copies_to_host++;
+  if (src.device().type() == kNpu && self.device().is_cpu()) {
+    g_stats.copies_to_host++;
+    g_stats.bytes_to_host += src.numel() * src.element_size();
+  }
   at::Tensor dst = CpuAlias(self, &aliases);
   at::Tensor from = CpuAlias(src, &aliases);
   {
@@ -372,7 +379,8 @@ at::Tensor& Copy(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
 std::vector<int64_t> StatsOp() {
   return {g_stats.allocations.load(),    g_stats.fallback_calls.load(),
           g_stats.copies_to_host.load(), g_stats.events_recorded.load(),
-          g_stats.events_blocked.load(), g_stats.stream_syncs.load()};
+          g_stats.events_blocked.load(), g_stats.stream_syncs.load(),
+          g_stats.bytes_to_host.load()};
 }
 
 }  // namespace
