@@ -362,27 +362,6 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
   return ctx;
 }
 
-// A top-level call's writes, captured or not: the snapshots of the tensors it wrote are let go
-// (agent/torch/snapshot_cache.h). The schema says which arguments an op writes; a collective,
-// or an op without a schema here, may write any tensor it was given.
-void ForgetWrittenTensors(const at::RecordFunction& fn) {
-  const c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
-  const auto forget = [](const c10::IValue& v) {
-    common::ForEachLeaf(v, [](const c10::IValue& leaf) {
-      if (leaf.isTensor()) ForgetSnapshotsOf(leaf.toTensor());
-    });
-  };
-  const auto handle = c10::Dispatcher::singleton().findSchema(*fn.operator_name());
-  if (!handle || StartsWith(fn.name(), "c10d::")) {
-    for (const c10::IValue& v : inputs) forget(v);
-    return;
-  }
-  const auto& args = handle->schema().arguments();
-  for (std::size_t i = 0; i < inputs.size() && i < args.size(); ++i) {
-    if (args[i].alias_info() != nullptr && args[i].alias_info()->isWrite()) forget(inputs[i]);
-  }
-}
-
 void OnExitImpl(const at::RecordFunction& fn, at::ObserverContext* raw) {
   ThreadState& ts = State();
   switch (fn.scope()) {
@@ -413,7 +392,8 @@ void OnExitImpl(const at::RecordFunction& fn, at::ObserverContext* raw) {
   }
   if (!IsOp(fn)) return;
   const DepthExit exit(ts);  // the snapshots below run with the depth still raised: not captured
-  if (ts.depth == 1) ForgetWrittenTensors(fn);  // before its outputs' snapshots are kept
+  // A top-level call's writes, captured or not, before its outputs' snapshots are kept.
+  if (ts.depth == 1) ForgetWrittenArguments(*fn.operator_name(), fn.inputs());
   auto* ctx = static_cast<CallContext*>(raw);
   if (ctx == nullptr || ctx->call == nullptr || !ctx->values) return;
   CheckWatchedGenerator(*ctx);

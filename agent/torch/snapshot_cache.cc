@@ -1,5 +1,6 @@
 #include "agent/torch/snapshot_cache.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/intrusive_ptr.h>
 
 #include <algorithm>
@@ -8,6 +9,8 @@
 #include <mutex>
 #include <unordered_map>
 #include <vector>
+
+#include "common/torch/ivalue_walk.h"
 
 namespace parity::agent {
 namespace {
@@ -268,6 +271,23 @@ void RememberSnapshot(const at::Tensor& t, const at::Tensor& snapshot) {
 at::Tensor HostCopyOf(const at::Tensor& snapshot) { return TheCache().HostCopy(snapshot); }
 void ForgetSnapshotsOf(const at::Tensor& t) { TheCache().Forget(t); }
 void ClearSnapshotCache() { TheCache().Clear(); }
+
+void ForgetWrittenArguments(const c10::OperatorName& op, c10::ArrayRef<const c10::IValue> inputs) {
+  const auto forget = [](const c10::IValue& v) {
+    common::ForEachLeaf(v, [](const c10::IValue& leaf) {
+      if (leaf.isTensor()) ForgetSnapshotsOf(leaf.toTensor());
+    });
+  };
+  const auto handle = c10::Dispatcher::singleton().findSchema(op);
+  if (!handle || op.name.rfind("c10d::", 0) == 0) {
+    for (const c10::IValue& v : inputs) forget(v);
+    return;
+  }
+  const auto& args = handle->schema().arguments();
+  for (std::size_t i = 0; i < inputs.size() && i < args.size(); ++i) {
+    if (args[i].alias_info() != nullptr && args[i].alias_info()->isWrite()) forget(inputs[i]);
+  }
+}
 void ConfigureSnapshotCache(uint64_t max_bytes) { TheCache().Configure(max_bytes); }
 SnapshotCacheStats GetSnapshotCacheStats() { return TheCache().Stats(); }
 

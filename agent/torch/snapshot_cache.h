@@ -13,6 +13,8 @@
 
 #include <cstdint>
 
+#include <ATen/core/operator_name.h>
+
 #include "common/torch/torch_pch.h"
 
 namespace parity::agent {
@@ -35,6 +37,9 @@ at::Tensor HostCopyOf(const at::Tensor& snapshot);
 // every snapshot over its storage, through any view, is let go. The version counter alone is
 // not enough: libtorch 1.13's _foreach_ ops, which optimizers run, write without moving it.
 void ForgetSnapshotsOf(const at::Tensor& t);
+// ForgetSnapshotsOf for each tensor a call of `op` with `inputs` writes: the arguments its schema
+// marks written; any tensor given to a collective (c10d::), or to an op without a schema here.
+void ForgetWrittenArguments(const c10::OperatorName& op, c10::ArrayRef<const c10::IValue> inputs);
 // Lets every snapshot go (the hook was off: writes went unseen).
 void ClearSnapshotCache();
 
