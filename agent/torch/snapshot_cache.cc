@@ -134,8 +134,35 @@ class Cache {
     }
   }
 
+  uint64_t SentBlob(const at::Tensor& host) {
+    if (!host.defined() || !host.has_storage()) return 0;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sent_.find(host.storage().unsafeGetStorageImpl());
+    if (it == sent_.end()) return 0;
+    if (it->second.alive.lock().get() != it->first) {
+      sent_.erase(it);
+      return 0;
+    }
+    ++stats_.blobs_named;
+    return it->second.id;
+  }
+
+  void RememberBlob(const at::Tensor& host, uint64_t id) {
+    if (!host.defined() || !host.has_storage() || id == 0) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (max_bytes_ == 0) return;
+    if (sent_.size() >= kMaxSentBlobs) sent_.clear();  // ids of snapshots long gone, mostly
+    const c10::StorageImpl* key = host.storage().unsafeGetStorageImpl();
+    sent_.erase(key);
+    sent_.emplace(key, SentBlobEntry{c10::weak_intrusive_ptr<c10::StorageImpl>(
+                                         c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(
+                                             host.storage().unsafeGetStorageImpl())),
+                                     id});
+  }
+
   void Clear() {
     std::lock_guard<std::mutex> lock(mu_);
+    sent_.clear();
     while (!lru_.empty()) Erase(entries_.find(lru_.front()));
     while (!host_lru_.empty()) EraseHost(host_lru_.front());
   }
@@ -247,6 +274,13 @@ class Cache {
     std::list<const c10::StorageImpl*>::iterator lru;
   };
   std::unordered_map<const c10::StorageImpl*, HostEntry> hosts_;
+  // The blob ids host snapshots were sent under, by the snapshot's storage (held weakly).
+  struct SentBlobEntry {
+    c10::weak_intrusive_ptr<c10::StorageImpl> alive;
+    uint64_t id = 0;
+  };
+  static constexpr std::size_t kMaxSentBlobs = 1 << 16;
+  std::unordered_map<const c10::StorageImpl*, SentBlobEntry> sent_;
   std::list<const c10::StorageImpl*> host_lru_;
   uint64_t host_held_ = 0;
   // The identities over each storage: a write through any view forgets them all.
@@ -270,6 +304,10 @@ void RememberSnapshot(const at::Tensor& t, const at::Tensor& snapshot) {
 }
 at::Tensor HostCopyOf(const at::Tensor& snapshot) { return TheCache().HostCopy(snapshot); }
 void ForgetSnapshotsOf(const at::Tensor& t) { TheCache().Forget(t); }
+uint64_t SentBlobOf(const at::Tensor& host_snapshot) { return TheCache().SentBlob(host_snapshot); }
+void RememberSentBlob(const at::Tensor& host_snapshot, uint64_t blob_id) {
+  TheCache().RememberBlob(host_snapshot, blob_id);
+}
 void ClearSnapshotCache() { TheCache().Clear(); }
 
 void ForgetWrittenArguments(const c10::OperatorName& op, c10::ArrayRef<const c10::IValue> inputs) {

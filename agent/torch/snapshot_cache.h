@@ -47,11 +47,17 @@ void ClearSnapshotCache();
 // tensor); 0 turns the cache off and lets every snapshot go.
 void ConfigureSnapshotCache(uint64_t max_bytes);
 
+// The blob id a host snapshot's bytes were sent under (the transport's add_reusable), 0 if none
+// or the snapshot is gone; a snapshot given again is named by it without its bytes being read.
+uint64_t SentBlobOf(const at::Tensor& host_snapshot);
+void RememberSentBlob(const at::Tensor& host_snapshot, uint64_t blob_id);
+
 struct SnapshotCacheStats {
   uint64_t hits = 0, hit_bytes = 0;        // snapshots given again instead of copied
   uint64_t host_hits = 0, host_bytes = 0;  // device snapshots whose host copy was given again
   uint64_t held_bytes = 0;
-  uint64_t forgotten = 0;  // snapshots let go because their tensor was written
+  uint64_t forgotten = 0;    // snapshots let go because their tensor was written
+  uint64_t blobs_named = 0;  // payloads named by the blob id of an earlier call, unread
 };
 SnapshotCacheStats GetSnapshotCacheStats();
 

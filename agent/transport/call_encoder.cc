@@ -47,6 +47,18 @@ class BlobCollector {
     return sink;
   }
 
+  // A payload the torch half sent before from bytes that cannot have changed: no hash, no
+  // comparison; 0 when the table no longer keeps it.
+  uint64_t AddKnown(uint64_t id, uint64_t size) {
+    if (sent_ == nullptr) return 0;
+    bool earlier = false;
+    const std::optional<uint64_t> kept = sent_->FindById(id, size, &earlier);
+    if (!kept) return 0;
+    out_->reused_bytes += size;
+    if (earlier && listed_.insert(*kept).second) out_->call.add_kept_blob_ids(*kept);
+    return *kept;
+  }
+
   uint64_t AddBlob(std::string_view bytes) {
     EncodedCall::Blob& blob = NewBlob(false);
     Slice(blob, bytes);
@@ -180,6 +192,9 @@ EncodedCall EncodeCall(CapturedCall& call, const CallEncoding& encoding, uint64_
   limits.max_tensor_bytes = encoding.max_tensor_bytes;
   limits.reuse_min_bytes = encoding.sent != nullptr ? kReuseMinBytes : 0;
   limits.checksum = encoding.checksum ? 1 : 0;
+  limits.add_known = [](void* ctx, uint64_t id, uint64_t size) {
+    return static_cast<BlobCollector*>(ctx)->AddKnown(id, size);
+  };
   if (encoding.accepted_dtypes != nullptr) {
     limits.accepted_dtypes = encoding.accepted_dtypes->data();
     limits.accepted_dtype_count = encoding.accepted_dtypes->size();

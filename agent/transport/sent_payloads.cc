@@ -41,6 +41,17 @@ std::optional<uint64_t> SentPayloads::Find(absl::string_view bytes, uint64_t has
   return std::nullopt;
 }
 
+std::optional<uint64_t> SentPayloads::FindById(uint64_t id, uint64_t size,
+                                               bool* from_earlier_call) {
+  auto it = by_id_.find(id);
+  if (it == by_id_.end() || it->second->bytes.size() != size) return std::nullopt;
+  Lru::iterator e = it->second;
+  *from_earlier_call = !e->tentative;
+  e->last_call = call_;
+  lru_.splice(lru_.end(), lru_, e);
+  return e->id;
+}
+
 void SentPayloads::Add(uint64_t id, absl::string_view bytes, uint64_t hash,
                        std::shared_ptr<const void> owner) {
   Entry e;

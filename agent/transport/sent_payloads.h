@@ -37,6 +37,9 @@ class SentPayloads {
   std::optional<uint64_t> Find(absl::string_view bytes, bool* from_earlier_call) {
     return Find(bytes, Hash(bytes), from_earlier_call);
   }
+  // The kept payload `id`, if the table still holds it with `size` bytes, marked used by the
+  // current call; for a caller that knows its bytes equal that payload's (no comparison).
+  std::optional<uint64_t> FindById(uint64_t id, uint64_t size, bool* from_earlier_call);
   // Whether a payload of `size` bytes may be kept at all (at most a quarter of the cap: a larger
   // one would evict most of the table for one tensor).
   bool Keepable(uint64_t size) const { return size <= max_bytes_ / 4; }

@@ -44,6 +44,29 @@ TEST(SentPayloadsTest, EqualBytesAreNamedAgainAndOthersAreNot) {
 }
 
 // The hash reads a sample of a large payload; equality is still decided on every byte.
+TEST(SentPayloadsTest, AKnownPayloadIsNamedByItsIdWhileKept) {
+  // The torch half names a snapshot it sent before by the id it got (add_known): found by id
+  // and size, without its bytes; not once the table let it go, nor with another size.
+  SentPayloads sent(4000);
+  const Payload a(std::string(1000, 'a'));
+  sent.Add(7, a.view(), a.bytes);
+  sent.CommitCall();
+  bool earlier = false;
+  std::optional<uint64_t> id = sent.FindById(7, 1000, &earlier);
+  ASSERT_TRUE(id);
+  EXPECT_EQ(*id, 7u);
+  EXPECT_TRUE(earlier);
+  EXPECT_FALSE(sent.FindById(7, 999, &earlier));
+  EXPECT_FALSE(sent.FindById(8, 1000, &earlier));
+  // Four more payloads of 1000 bytes: the cap (4000) releases the least recently used first.
+  for (uint64_t i = 10; i < 14; ++i) {
+    const Payload p(std::string(1000, static_cast<char>('b' + i)));
+    sent.Add(i, p.view(), p.bytes);
+    sent.CommitCall();
+  }
+  EXPECT_FALSE(sent.FindById(7, 1000, &earlier));
+}
+
 TEST(SentPayloadsTest, PayloadsThatDifferOutsideTheHashedSampleAreNotNamed) {
   SentPayloads sent(1 << 20);
   const Payload a(std::string(100000, 'a'));

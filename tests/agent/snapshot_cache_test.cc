@@ -6,9 +6,15 @@
 
 #include "agent/torch/snapshot.h"
 #include "agent/torch/torch_values.h"
+#include "tests/agent/agent_testing.h"
 
 namespace parity::agent {
 namespace {
+
+using testing::Config;
+using testing::RecordingServer;
+using testing::StartAgent;
+using testing::TrainStep;
 
 // A snapshot the way the hook takes one, and whether it shares `earlier`'s memory.
 at::Tensor Take(const at::Tensor& t) {
@@ -101,6 +107,29 @@ TEST_F(SnapshotCacheTest, OffKeepsNothing) {
 TEST_F(SnapshotCacheTest, SmallTensorsAreCopiedEveryTime) {
   const at::Tensor b = at::randn({16});
   EXPECT_FALSE(SameMemory(Take(b), Take(b)));
+}
+
+// In a session: a weight read by the forward and the backward of a step is copied once, and sent
+// once: the backward's call names it by the blob id of the forward's, its bytes not read again
+// (parity_encode_limits.add_known); every call still gets its verdict.
+TEST_F(SnapshotCacheTest, ASessionNamesASnapshotGivenAgainByItsBlob) {
+  RecordingServer server;
+  auto agent = StartAgent(Config(server.port()));
+  const SnapshotCacheStats before = GetSnapshotCacheStats();
+  torch::Tensor w = torch::randn({256, 512}, torch::requires_grad());
+  for (int step = 0; step < 3; ++step) {
+    TrainStep(w, torch::randn({64, 512}));
+    agent->Step(nullptr);
+  }
+  ASSERT_TRUE(agent->Flush(60000));
+  const Counters c = agent->GetCounters();
+  agent->Close();
+  const SnapshotCacheStats after = GetSnapshotCacheStats();
+  EXPECT_GT(after.hits, before.hits);
+  EXPECT_GT(after.blobs_named, before.blobs_named);
+  EXPECT_GT(c.reused_bytes, 0u);
+  EXPECT_EQ(c.verdicts, c.captured);
+  EXPECT_EQ(c.pass, c.captured);
 }
 
 }  // namespace

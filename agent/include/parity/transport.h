@@ -208,6 +208,11 @@ typedef struct parity_encode_limits {
   int32_t checksum;                 /* CRC-32C of every payload */
   const int32_t* accepted_dtypes;   /* the server's (parity.v1.DType); null: any */
   size_t accepted_dtype_count;
+  /* (Present when `size` covers it.) A payload the encoder knows it passed to the sink's
+   * add_reusable before as blob `blob_id`, from bytes that cannot have changed since (a snapshot
+   * the torch half gives again): named again without its bytes being read. Returns `blob_id`
+   * while the connection still keeps that blob with `size` bytes, else 0 (then add_reusable). */
+  uint64_t (*add_known)(void* sink_ctx, uint64_t blob_id, uint64_t size);
 } parity_encode_limits;
 
 /* Bytes handed from one half to the other with their owner. */
