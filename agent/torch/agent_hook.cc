@@ -318,6 +318,10 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
   if (TrackContext(fn, ts) || !IsOp(fn)) return nullptr;
   parity_session* session = g_session.load(std::memory_order_acquire);
   if (ts.depth++ > 0 || session == nullptr) return nullptr;  // nested, or the agent's own copies
+  // A top-level call's writes, captured or not: the snapshots of what it writes are let go when
+  // this returns, after its own inputs' snapshots (agent/torch/snapshot_cache.h). At entry: a
+  // boxed call's kernel consumes its inputs, so they cannot be read at exit.
+  const ForgetWrittenOnReturn forget_written(*fn.operator_name(), fn.inputs());
   if (StartsWith(fn.name(), "parity::")) return nullptr;
   if (Traced(fn.inputs())) return nullptr;
 
@@ -392,8 +396,6 @@ void OnExitImpl(const at::RecordFunction& fn, at::ObserverContext* raw) {
   }
   if (!IsOp(fn)) return;
   const DepthExit exit(ts);  // the snapshots below run with the depth still raised: not captured
-  // A top-level call's writes, captured or not, before its outputs' snapshots are kept.
-  if (ts.depth == 1) ForgetWrittenArguments(*fn.operator_name(), fn.inputs());
   auto* ctx = static_cast<CallContext*>(raw);
   if (ctx == nullptr || ctx->call == nullptr || !ctx->values) return;
   CheckWatchedGenerator(*ctx);

@@ -40,6 +40,25 @@ void ForgetSnapshotsOf(const at::Tensor& t);
 // ForgetSnapshotsOf for each tensor a call of `op` with `inputs` writes: the arguments its schema
 // marks written; any tensor given to a collective (c10d::), or to an op without a schema here.
 void ForgetWrittenArguments(const c10::OperatorName& op, c10::ArrayRef<const c10::IValue> inputs);
+// ForgetWrittenArguments(op, inputs) when it goes out of scope; never throws.
+class ForgetWrittenOnReturn {
+ public:
+  ForgetWrittenOnReturn(const c10::OperatorName& op, c10::ArrayRef<const c10::IValue> inputs)
+      : op_(op), inputs_(inputs) {}
+  ~ForgetWrittenOnReturn() {
+    try {
+      ForgetWrittenArguments(op_, inputs_);
+    } catch (...) {  // a destructor: nothing escapes
+    }
+  }
+  ForgetWrittenOnReturn(const ForgetWrittenOnReturn&) = delete;
+  ForgetWrittenOnReturn& operator=(const ForgetWrittenOnReturn&) = delete;
+
+ private:
+  const c10::OperatorName& op_;
+  const c10::ArrayRef<const c10::IValue> inputs_;
+};
+
 // Lets every snapshot go (the hook was off: writes went unseen).
 void ClearSnapshotCache();
 

@@ -106,7 +106,8 @@ const char* parity_config_keys_json(void) {
   static const std::string keys = [] {
     nlohmann::json j = nlohmann::json::array();
     for (const parity::common::KeyDescription& k : parity::common::AgentKeys()) {
-      j.push_back({{"path", k.path}, {"kind", k.kind}, {"doc", k.doc}});
+      j.push_back(
+          {{"path", k.path}, {"kind", k.kind}, {"doc", k.doc}, {"default", k.default_value}});
     }
     return j.dump();
   }();

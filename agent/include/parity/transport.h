@@ -41,7 +41,8 @@ PARITY_TRANSPORT_API void parity_log(int level, const char* message);
 
 /* ---- configuration ---------------------------------------------------------------------- */
 /* The agent's configuration keys as JSON ([{"path": "tensor.host", "kind": "string", "doc":
- * ...}, ...]); a static string. */
+ * ..., "default": ...}, ...]; "default": the effective value of a config with nothing set, "" if
+ * none); a static string. */
 PARITY_TRANSPORT_API const char* parity_config_keys_json(void);
 
 /* ---- the session ------------------------------------------------------------------------ */
