@@ -321,7 +321,7 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
   // A top-level call's writes, captured or not: the snapshots of what it writes are let go when
   // this returns, after its own inputs' snapshots (agent/torch/snapshot_cache.h). At entry: a
   // boxed call's kernel consumes its inputs, so they cannot be read at exit.
-  const ForgetWrittenOnReturn forget_written(*fn.operator_name(), fn.inputs());
+  const ForgetWrittenOnReturn forget_written(fn);
   if (StartsWith(fn.name(), "parity::")) return nullptr;
   if (Traced(fn.inputs())) return nullptr;
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include <ATen/core/operator_name.h>
+#include <ATen/record_function.h>
 
 #include "common/torch/torch_pch.h"
 
@@ -40,14 +41,14 @@ void ForgetSnapshotsOf(const at::Tensor& t);
 // ForgetSnapshotsOf for each tensor a call of `op` with `inputs` writes: the arguments its schema
 // marks written; any tensor given to a collective (c10d::), or to an op without a schema here.
 void ForgetWrittenArguments(const c10::OperatorName& op, c10::ArrayRef<const c10::IValue> inputs);
-// ForgetWrittenArguments(op, inputs) when it goes out of scope; never throws.
+// ForgetWrittenArguments for the operator call `fn` (a dispatcher op) when it goes out of scope;
+// never throws. (`fn.operator_name()` is a copy: read when it is used, not kept.)
 class ForgetWrittenOnReturn {
  public:
-  ForgetWrittenOnReturn(const c10::OperatorName& op, c10::ArrayRef<const c10::IValue> inputs)
-      : op_(op), inputs_(inputs) {}
+  explicit ForgetWrittenOnReturn(const at::RecordFunction& fn) : fn_(fn) {}
   ~ForgetWrittenOnReturn() {
     try {
-      ForgetWrittenArguments(op_, inputs_);
+      if (const auto op = fn_.operator_name()) ForgetWrittenArguments(*op, fn_.inputs());
     } catch (...) {  // a destructor: nothing escapes
     }
   }
@@ -55,8 +56,7 @@ class ForgetWrittenOnReturn {
   ForgetWrittenOnReturn& operator=(const ForgetWrittenOnReturn&) = delete;
 
  private:
-  const c10::OperatorName& op_;
-  const c10::ArrayRef<const c10::IValue> inputs_;
+  const at::RecordFunction& fn_;
 };
 
 // Lets every snapshot go (the hook was off: writes went unseen).

@@ -165,7 +165,8 @@ def run_child(spec, env, workdir, servers, timeout=600):
                                f"log in {report}") from None
         if proc.returncode != 0:
             err.seek(0)
-            raise RuntimeError(f"row {spec['mode']} failed:\n{err.read()[-3000:]}")
+            raise RuntimeError(f"row {spec['mode']} failed (exit {proc.returncode}):\n"
+                               f"{err.read()[-3000:]}")
         return out.strip().splitlines()[-1]
 
 
