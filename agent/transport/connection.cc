@@ -43,7 +43,7 @@ bool Connection::OpenChannel() {
   if (!servers.ok()) {
     LogOnce(absl::StrCat(servers.status().message(), "; nothing will be checked"),
             common::LogLevel::kError);
-    undeliverable_.store(true);
+    state_.store(LinkState::kUndeliverable);
     return false;
   }
   std::vector<std::string> unresolved;
@@ -71,7 +71,7 @@ bool Connection::OpenChannel() {
     if (!tls.ok()) {
       LogOnce(absl::StrCat("TLS set-up failed, nothing will be checked: ", tls.status().ToString()),
               common::LogLevel::kError);
-      undeliverable_.store(true);  // until the files change: retried, but not waited for
+      state_.store(LinkState::kUndeliverable);  // until the files change: retried, not waited for
       return false;
     }
     creds = tls->credentials;
@@ -136,22 +136,22 @@ bool Connection::AttemptFailed(const std::string& target, bool closing) {
                          "), though a connection of the agent's own reached it just after "
                          "(a server restarting, or overloaded?); retrying soon"),
             common::LogLevel::kWarning);
-    answered_afterwards_.store(true);
-    unreachable_.store(false);
+    state_.store(LinkState::kAnsweredLate);
     return false;
   }
   LogOnce(absl::StrCat("server ", target, " unreachable: ", why,
                        closing ? "; the session is ending: its calls are not checked"
                                : "; retrying in the background"),
           common::LogLevel::kWarning);
-  unreachable_.store(true);
+  state_.store(LinkState::kUnreachable);
   return false;
 }
 
 bool Connection::Connect(bool closing) {
-  answered_afterwards_.store(false);
   if (!OpenChannel()) {
-    unreachable_.store(true);
+    // A server list or TLS material that cannot be used has said so (kUndeliverable); else
+    // the servers did not resolve.
+    if (state() != LinkState::kUndeliverable) state_.store(LinkState::kUnreachable);
     return false;
   }
   // The sender's back-off paces the attempts: gRPC's own, grown over earlier failures (up to
@@ -177,8 +177,7 @@ bool Connection::Connect(bool closing) {
   }
   if (!Handshake(live)) return false;
   live_ = std::move(live);
-  undeliverable_.store(false);
-  unreachable_.store(false);
+  state_.store(LinkState::kConnected);
   last_error_.clear();
   return true;
 }
@@ -239,14 +238,17 @@ bool Connection::Handshake(std::unique_ptr<Live>& c) {
     const grpc::StatusCode code = s.error_code();
     // (PERMISSION_DENIED, a rank the server does not check, is the pipeline's to report: it
     // stops the session's capture first; refused() says so.)
-    undeliverable_.store(code == grpc::StatusCode::FAILED_PRECONDITION ||
-                         code == grpc::StatusCode::INVALID_ARGUMENT ||
-                         code == grpc::StatusCode::UNAUTHENTICATED);
-    if (code == grpc::StatusCode::PERMISSION_DENIED) refused_ = s.error_message();
     // Any other refusal (UNIMPLEMENTED: something that speaks HTTP/2 but is no parity-server)
     // is this attempt failing: the end of the session does not wait for it either.
-    if (!undeliverable_.load() && code != grpc::StatusCode::PERMISSION_DENIED) {
-      unreachable_.store(true);
+    if (code == grpc::StatusCode::PERMISSION_DENIED) {
+      refused_ = s.error_message();
+      state_.store(LinkState::kRefused);
+    } else if (code == grpc::StatusCode::FAILED_PRECONDITION ||
+               code == grpc::StatusCode::INVALID_ARGUMENT ||
+               code == grpc::StatusCode::UNAUTHENTICATED) {
+      state_.store(LinkState::kUndeliverable);
+    } else {
+      state_.store(LinkState::kUnreachable);
     }
     return false;
   }
@@ -257,7 +259,7 @@ bool Connection::Handshake(std::unique_ptr<Live>& c) {
       Abandon(c, /*cancel=*/true);
       LogOnce(absl::StrCat("refusing server ", target, ": its ", why, "; no call is sent to it"),
               common::LogLevel::kError);
-      undeliverable_.store(true);
+      state_.store(LinkState::kUndeliverable);
       return false;
     }
   }
@@ -356,6 +358,7 @@ void Connection::Disconnect(bool quiet) {
   }
   live_.reset();
   sent_.reset();
+  state_.store(LinkState::kNotConnected);
 }
 
 void Connection::Cancel() {

@@ -42,6 +42,27 @@ struct ServerLimits {
   std::vector<int32_t> accepted_dtypes;  // the server's; empty: any
 };
 
+// Where the link to the server stands, as the last connection attempt (or the stream's end) left
+// it. One state, set at the end of each attempt: the sender paces its attempts by it and the end
+// of the session decides by it whether waiting can help.
+enum class LinkState {
+  kNotConnected,  // no attempt has ended yet, or the stream ended and none was made since
+  kConnected,     // a stream is up: handshake done, the server's limits adopted
+  kUnreachable,   // the last attempt failed, no server answered it (retried with back-off)
+  // The last attempt timed out, yet a connection of the agent's own made right after reached
+  // the server (and, with TLS, got a gRPC server's first bytes): a server restarting or too busy
+  // to finish in time. The next attempt comes soon, not after the grown back-off.
+  kAnsweredLate,
+  // The last attempt failed in a way retrying cannot fix until something changes (a bad server
+  // list, unusable TLS material, a Hello refused for what this agent is, a revoked server): still
+  // retried, but the end of the session does not wait for it.
+  kUndeliverable,
+  kRefused,  // the server refused this agent's rank (PERMISSION_DENIED): capture stops
+};
+
+// The agent's link to its server (one object for the whole session): the channel, the stream
+// of each connection, the server's limits and the payloads the server keeps, and the link's state.
+// The sender (sender.h) only queues, batches and paces attempts.
 class Connection {
  public:
   struct Callbacks {
@@ -74,14 +95,13 @@ class Connection {
   const ServerLimits& limits() const { return limits_; }
   // The payloads this stream's server keeps; null when either side keeps none.
   SentPayloads* sent() { return sent_.get(); }
-  // The last attempt failed in a way retrying cannot fix (TLS material, a refused Hello).
-  bool undeliverable() const { return undeliverable_.load(); }
-  // The last attempt failed (none since succeeded).
-  bool unreachable() const { return unreachable_.load(); }
-  // The last attempt failed, yet a connection of the agent's own made right after it reached
-  // the server and (TLS) completed a handshake: a server that was restarting or too busy to
-  // answer in time. The next attempt is made soon, not after the grown back-off.
-  bool answered_afterwards() const { return answered_afterwards_.load(); }
+  LinkState state() const { return state_.load(); }
+  bool undeliverable() const { return state() == LinkState::kUndeliverable; }
+  // The last attempt failed for want of an answering server (or could not be made at all).
+  bool unreachable() const {
+    return state() == LinkState::kUnreachable || state() == LinkState::kUndeliverable;
+  }
+  bool answered_afterwards() const { return state() == LinkState::kAnsweredLate; }
   // Whether the first configured server accepts a TCP connection within `budget` (any thread):
   // at the end of a session, whether a server that failed an earlier attempt is back.
   bool AcceptsTcp(std::chrono::milliseconds budget) const;
@@ -118,9 +138,7 @@ class Connection {
   bool ever_connected_ = false;
   std::string last_error_;
   std::string refused_;
-  std::atomic<bool> undeliverable_{false};
-  std::atomic<bool> unreachable_{false};
-  std::atomic<bool> answered_afterwards_{false};
+  std::atomic<LinkState> state_{LinkState::kNotConnected};
 
   mutable absl::Mutex mu_;
   CheckStream* cancellable_ ABSL_GUARDED_BY(mu_) = nullptr;  // the stream Cancel() ends

@@ -1,0 +1,87 @@
+// The agent's link to its server alone (agent/transport/connection.h): each attempt's outcome is
+// one LinkState, the one the sender paces its attempts by and the end of a session decides by.
+#include "agent/transport/connection.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agent/transport/sender.h"
+#include "gtest/gtest.h"
+#include "tests/agent/agent_testing.h"
+
+namespace parity::agent {
+namespace {
+
+using testing::Config;
+using testing::RecordingServer;
+using testing::UnusedPort;
+
+// A Connection with the options a session would give it.
+struct Link {
+  explicit Link(const common::AgentConfig& config)
+      : options(SenderOptionsFor(config, "torch test", "cpu")),
+        connection(options, counters, Verdicts()) {}
+  static Connection::Callbacks Verdicts() {
+    Connection::Callbacks callbacks;
+    callbacks.on_verdict = [](const v1::Verdict&) {};
+    return callbacks;
+  }
+  SenderOptions options;
+  AgentCounters counters;
+  Connection connection;
+};
+
+TEST(ConnectionTest, NoServerIsUnreachableAndAServerIsConnected) {
+  common::AgentConfig config = Config(UnusedPort());
+  config.parity.connect_timeout_ms = 500;
+  Link nobody(config);
+  EXPECT_EQ(nobody.connection.state(), LinkState::kNotConnected);
+  EXPECT_FALSE(nobody.connection.Connect(/*closing=*/false));
+  EXPECT_EQ(nobody.connection.state(), LinkState::kUnreachable);
+  EXPECT_TRUE(nobody.connection.unreachable());
+  EXPECT_FALSE(nobody.connection.undeliverable());
+
+  RecordingServer server;
+  Link link(Config(server.port()));
+  // A Hello the server refuses for what it says (no world size: the session fills it in) is
+  // not fixed by retrying: undeliverable.
+  EXPECT_FALSE(link.connection.Connect(false));
+  EXPECT_EQ(link.connection.state(), LinkState::kUndeliverable);
+  link.options.hello.set_world_size(1);
+  ASSERT_TRUE(link.connection.Connect(false));
+  EXPECT_EQ(link.connection.state(), LinkState::kConnected);
+  EXPECT_GT(link.connection.limits().max_batch_bytes, 0u);
+  link.connection.Disconnect(/*quiet=*/true);
+  EXPECT_EQ(link.connection.state(), LinkState::kNotConnected);
+}
+
+TEST(ConnectionTest, UnusableTlsMaterialIsUndeliverable) {
+  common::AgentConfig config = Config(UnusedPort());
+  config.parity.plaintext = false;
+  config.tls_path = "/nonexistent/parity-tls";
+  Link link(config);
+  EXPECT_FALSE(link.connection.Connect(false));
+  EXPECT_EQ(link.connection.state(), LinkState::kUndeliverable);
+  EXPECT_TRUE(link.connection.undeliverable());
+}
+
+TEST(ConnectionTest, APortThatIsNotAParityServerIsUnreachable) {
+  // Accepts TCP, never speaks: the attempt times out and the diagnosis says so.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 8), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  common::AgentConfig config = Config(ntohs(addr.sin_port));
+  config.parity.connect_timeout_ms = 300;
+  Link link(config);
+  EXPECT_FALSE(link.connection.Connect(false));
+  EXPECT_EQ(link.connection.state(), LinkState::kUnreachable);
+  ::close(fd);
+}
+
+}  // namespace
+}  // namespace parity::agent
