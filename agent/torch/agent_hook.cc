@@ -321,7 +321,7 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
   // A top-level call's writes, captured or not: the snapshots of what it writes are let go when
   // this returns, after its own inputs' snapshots (agent/torch/snapshot_cache.h). At entry: a
   // boxed call's kernel consumes its inputs, so they cannot be read at exit.
-  const ForgetWrittenOnReturn forget_written(fn);
+  ForgetWrittenOnReturn forget_written(fn);
   if (StartsWith(fn.name(), "parity::")) return nullptr;
   if (Traced(fn.inputs())) return nullptr;
 
@@ -347,6 +347,7 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
   values->op = site.op;
   values->overload = site.overload;
   const auto handle = c10::Dispatcher::singleton().findSchema(*fn.operator_name());
+  if (handle) forget_written.set_schema(&handle->schema());
   const std::size_t sent = handle ? SentArguments(handle->schema(), inputs) : inputs.size();
   values->inputs.reserve(sent);
   const auto copy_start = std::chrono::steady_clock::now();

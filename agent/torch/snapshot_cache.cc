@@ -4,6 +4,7 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <list>
 #include <mutex>
@@ -85,6 +86,7 @@ class Cache {
     e.lru = lru_.insert(lru_.end(), id);
     by_storage_[id.storage].push_back(id);
     entries_.emplace(std::move(id), std::move(e));
+    holds_any_.store(true, std::memory_order_relaxed);
     stats_.held_bytes += bytes;
     Trim();
   }
@@ -173,6 +175,10 @@ class Cache {
     Trim();
   }
 
+  // Without the lock: a hint for the hook's every call (a snapshot remembered meanwhile is of a
+  // tensor this call does not write, or this thread would have remembered it).
+  bool HoldsAny() const { return holds_any_.load(std::memory_order_relaxed); }
+
   SnapshotCacheStats Stats() {
     std::lock_guard<std::mutex> lock(mu_);
     return stats_;
@@ -253,6 +259,7 @@ class Cache {
     }
     lru_.erase(it->second.lru);
     entries_.erase(it);
+    if (entries_.empty()) holds_any_.store(false, std::memory_order_relaxed);
   }
 
   void Trim() {
@@ -261,6 +268,7 @@ class Cache {
   }
 
   std::mutex mu_;
+  std::atomic<bool> holds_any_{false};  // entries_ is not empty
   uint64_t max_bytes_ = uint64_t{128} << 20;
   std::unordered_map<Identity, Entry, IdentityHash> entries_;
   // Host copies of device snapshots, by the snapshot's storage (held weakly: a call that still
@@ -310,18 +318,24 @@ void RememberSentBlob(const at::Tensor& host_snapshot, uint64_t blob_id) {
 }
 void ClearSnapshotCache() { TheCache().Clear(); }
 
-void ForgetWrittenArguments(const c10::OperatorName& op, c10::ArrayRef<const c10::IValue> inputs) {
+bool SnapshotCacheHoldsAny() { return TheCache().HoldsAny(); }
+
+void ForgetWrittenArguments(const c10::OperatorName& op, const c10::FunctionSchema* schema,
+                            c10::ArrayRef<const c10::IValue> inputs) {
   const auto forget = [](const c10::IValue& v) {
     common::ForEachLeaf(v, [](const c10::IValue& leaf) {
       if (leaf.isTensor()) ForgetSnapshotsOf(leaf.toTensor());
     });
   };
-  const auto handle = c10::Dispatcher::singleton().findSchema(op);
-  if (!handle || op.name.rfind("c10d::", 0) == 0) {
+  if (schema == nullptr) {
+    const auto handle = c10::Dispatcher::singleton().findSchema(op);
+    if (handle) schema = &handle->schema();  // a registered op's schema outlives the call
+  }
+  if (schema == nullptr || op.name.rfind("c10d::", 0) == 0) {
     for (const c10::IValue& v : inputs) forget(v);
     return;
   }
-  const auto& args = handle->schema().arguments();
+  const auto& args = schema->arguments();
   for (std::size_t i = 0; i < inputs.size() && i < args.size(); ++i) {
     if (args[i].alias_info() != nullptr && args[i].alias_info()->isWrite()) forget(inputs[i]);
   }

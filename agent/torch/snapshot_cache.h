@@ -40,15 +40,24 @@ at::Tensor HostCopyOf(const at::Tensor& snapshot);
 void ForgetSnapshotsOf(const at::Tensor& t);
 // ForgetSnapshotsOf for each tensor a call of `op` with `inputs` writes: the arguments its schema
 // marks written; any tensor given to a collective (c10d::), or to an op without a schema here.
-void ForgetWrittenArguments(const c10::OperatorName& op, c10::ArrayRef<const c10::IValue> inputs);
-// ForgetWrittenArguments for the operator call `fn` (a dispatcher op) when it goes out of scope;
-// never throws. (`fn.operator_name()` is a copy: read when it is used, not kept.)
+// `schema`: the op's, when the caller has it (else looked up).
+void ForgetWrittenArguments(const c10::OperatorName& op, const c10::FunctionSchema* schema,
+                            c10::ArrayRef<const c10::IValue> inputs);
+// Whether any snapshot is kept (a hint, read without the lock): while none is, no call's writes
+// need telling.
+bool SnapshotCacheHoldsAny();
+// ForgetWrittenArguments for the operator call `fn` (a dispatcher op) when it goes out of scope,
+// unless the cache holds nothing; never throws. (`fn.operator_name()` is a copy: read when it is
+// used, not kept.)
 class ForgetWrittenOnReturn {
  public:
   explicit ForgetWrittenOnReturn(const at::RecordFunction& fn) : fn_(fn) {}
+  // The op's schema, when the hook looked it up anyway: not looked up twice.
+  void set_schema(const c10::FunctionSchema* schema) { schema_ = schema; }
   ~ForgetWrittenOnReturn() {
     try {
-      if (const auto op = fn_.operator_name()) ForgetWrittenArguments(*op, fn_.inputs());
+      if (!SnapshotCacheHoldsAny()) return;
+      if (const auto op = fn_.operator_name()) ForgetWrittenArguments(*op, schema_, fn_.inputs());
     } catch (...) {  // a destructor: nothing escapes
     }
   }
@@ -57,6 +66,7 @@ class ForgetWrittenOnReturn {
 
  private:
   const at::RecordFunction& fn_;
+  const c10::FunctionSchema* schema_ = nullptr;
 };
 
 // Lets every snapshot go (the hook was off: writes went unseen).
