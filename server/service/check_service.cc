@@ -5,6 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/log.h"
 #include "common/base/text.h"
+#include "server/metrics/metrics.h"
+#include "server/service/blob_assembler.h"
 #include "server/service/stream_reactor.h"
 
 namespace parity::server {
@@ -31,6 +33,10 @@ CheckService::CheckService(ServiceOptions options, CallHandler handler, WorkQueu
       metrics_(metrics),
       partial_blobs_(options_.parity().max_partial_blob_bytes),
       kept_offered_(options_.parity().max_kept_blob_bytes) {}
+
+void CheckService::FailBlobGrowthAboveForTesting(uint64_t bytes) {
+  BlobAssembler::FailGrowthAboveForTesting(bytes);
+}
 
 void CheckService::NoteConfigDigest(const std::string& run_id, int32_t rank,
                                     const std::string& digest) {
@@ -62,9 +68,19 @@ v1::AgentStats CheckService::ExchangeAgentStats(const std::string& agent,
   return previous;
 }
 
+bool CheckService::Enqueue(WorkItem item, std::function<void()> on_admitted) {
+  return queue_->PushOrPark(std::move(item), std::move(on_admitted));
+}
+
+void CheckService::StreamEnded(const CallOrigin* origin, bool counted) {
+  if (origin != nullptr && options_.on_stream_end) options_.on_stream_end(*origin);
+  if (metrics_) metrics_->AgentDisconnected();
+  if (counted) active_.fetch_sub(1);
+}
+
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* CheckService::Check(
     grpc::CallbackServerContext* context) {
-  auto* reactor = new Reactor(this, context->peer(), ++session_counter_);
+  auto* reactor = new StreamReactor(this, context->peer(), ++session_counter_);
   if (options_.crl) {
     std::string why;
     if (auto auth = context->auth_context()) {

@@ -23,6 +23,7 @@
 #include "server/replay/server_call.h"
 #include "server/results/result_rows.h"
 #include "server/service/byte_budget.h"
+#include "server/service/stream_context.h"
 #include "server/service/work_queue.h"
 
 namespace parity::server {
@@ -75,8 +76,10 @@ struct ServiceOptions {
 // tag of each message, and an ApiCall, which carries the tensors, is parsed by the worker that
 // replays it. The gRPC thread that reads the stream then never copies tensor bytes, so reading
 // and parsing overlap on different cores (tests/bench/transport_bench measures it).
+// Each stream sees the service only as its StreamContext (server/service/stream_context.h).
 class CheckService final
-    : public v1::PrecisionChecker::WithRawCallbackMethod_Check<v1::PrecisionChecker::Service> {
+    : public v1::PrecisionChecker::WithRawCallbackMethod_Check<v1::PrecisionChecker::Service>,
+      private StreamContext {
  public:
   // `queue` and `metrics` (may be null) must outlive the service.
   CheckService(ServiceOptions options, CallHandler handler, WorkQueue* queue,
@@ -98,17 +101,29 @@ class CheckService final
   // Records the config digest a rank of `run_id` announced; logs a warning the first time a
   // rank of a run announces another digest than the run's first rank (ranks started with
   // different settings check different calls). Thread-safe.
-  void NoteConfigDigest(const std::string& run_id, int32_t rank, const std::string& digest);
+  void NoteConfigDigest(const std::string& run_id, int32_t rank,
+                        const std::string& digest) override;
 
   // An agent's counters (AgentStats, cumulative since the agent started, over all its streams)
   // as last reported on any stream by the agent `agent` (Hello's run_id, hostname, pid and
   // rank); returns the previous report, empty for an agent not seen before. So the metrics count
   // each increase once, whichever stream reports it: after a reconnect the new stream's first
   // report carries the old stream's counts too. Thread-safe.
-  v1::AgentStats ExchangeAgentStats(const std::string& agent, const v1::AgentStats& stats);
+  v1::AgentStats ExchangeAgentStats(const std::string& agent, const v1::AgentStats& stats) override;
 
  private:
-  class Reactor;
+  // StreamContext, for the streams.
+  const ServiceOptions& options() const override { return options_; }
+  ServerMetrics* metrics() const override { return metrics_; }
+  ByteBudget* partial_blobs() override { return &partial_blobs_; }
+  ByteBudget* kept_offered() override { return &kept_offered_; }
+  bool Enqueue(WorkItem item, std::function<void()> on_admitted) override;
+  v1::Verdict CheckCall(const CallOrigin& origin, const ServerCall& call,
+                        const BlobStore& blobs) override {
+    return handler_(origin, call, blobs);
+  }
+  void StreamEnded(const CallOrigin* origin, bool counted) override;
+
   const ServiceOptions options_;
   const CallHandler handler_;
   WorkQueue* const queue_;

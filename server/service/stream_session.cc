@@ -1,0 +1,336 @@
+#include "server/service/stream_session.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/cpu_clock.h"
+#include "common/base/log.h"
+#include "common/base/status_macros.h"
+#include "common/base/text.h"
+#include "common/transport/wire.h"
+#include "server/metrics/metrics.h"
+#include "server/service/agent_messages.h"
+#include "server/service/check_service.h"
+
+namespace parity::server {
+namespace {
+
+// The proto's name of each kind of AgentMessage, for the protocol errors.
+absl::string_view MessageName(v1::AgentMessage::KindCase kind) {
+  switch (kind) {
+    case v1::AgentMessage::kHello:
+      return "Hello";
+    case v1::AgentMessage::kCall:
+      return "ApiCall";
+    case v1::AgentMessage::kChunk:
+      return "TensorChunk";
+    case v1::AgentMessage::kStats:
+      return "AgentStats";
+    case v1::AgentMessage::kGoodbye:
+      return "Goodbye";
+    case v1::AgentMessage::kRelease:
+      return "BlobRelease";
+    case v1::AgentMessage::kBatch:
+      return "MessageBatch";
+    case v1::AgentMessage::KIND_NOT_SET:
+      break;
+  }
+  return "an empty AgentMessage";
+}
+
+absl::Status NeedHello(absl::string_view what) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("protocol error: ", what, " before Hello; the first message must be Hello"));
+}
+
+}  // namespace
+
+absl::string_view StreamStateName(StreamState state) {
+  switch (state) {
+    case StreamState::kAwaitingHello:
+      return "awaiting hello";
+    case StreamState::kStreaming:
+      return "streaming";
+    case StreamState::kDraining:
+      return "draining";
+    case StreamState::kFinished:
+      return "finished";
+  }
+  return "unknown";
+}
+
+StreamSession::StreamSession(StreamContext* context, StreamOutput* output, std::string peer,
+                             uint64_t session_id)
+    : context_(context),
+      output_(output),
+      peer_(std::move(peer)),
+      session_id_(session_id),
+      blobs_(context->options().parity().limits, context->partial_blobs(),
+             context->kept_offered()) {}
+
+bool StreamSession::EndReading() {
+  StreamState s = state();
+  while (s == StreamState::kAwaitingHello || s == StreamState::kStreaming) {
+    if (state_.compare_exchange_weak(s, StreamState::kDraining, std::memory_order_acq_rel)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void StreamSession::Finish() {
+  StreamState draining = StreamState::kDraining;
+  state_.compare_exchange_strong(draining, StreamState::kFinished, std::memory_order_acq_rel);
+}
+
+absl::Status StreamSession::OnMessage(grpc::ByteBuffer& bytes) {
+  const std::size_t size = bytes.Length();
+  absl::Status s;
+  try {
+    s = Handle(bytes, /*in_batch=*/false);
+  } catch (const std::bad_alloc&) {
+    // Out of memory for this message: this stream ends with a status, the server goes on.
+    s = absl::ResourceExhaustedError(absl::StrCat("out of memory while receiving message ",
+                                                  messages_ + 1, " on this stream (", size,
+                                                  " bytes); the stream ends"));
+  } catch (const std::exception& e) {
+    s = absl::InternalError(
+        absl::StrCat("while receiving message ", messages_ + 1, ": ", e.what()));
+  }
+  ++messages_;
+  return s;
+}
+
+// An ApiCall goes to a worker unparsed (the worker parses it: the tensors are copied there, not
+// on the reading thread); any other message is small and parsed here.
+absl::Status StreamSession::Handle(grpc::ByteBuffer& in, bool in_batch) {
+  const Peek peek = PeekMessage(in);
+  if (peek.kind == v1::AgentMessage::kCall) {
+    if (!hello_) return NeedHello("ApiCall");
+    if (ServerMetrics* m = context_->metrics()) m->CallReceived(peek.phase);
+    // A malformed call has no sequence to check: its worker reports the bytes as malformed.
+    return OnCall(peek.well_formed ? std::optional<uint64_t>(peek.sequence) : std::nullopt,
+                  std::make_shared<grpc::ByteBuffer>(std::move(in)), nullptr,
+                  peek.well_formed ? peek.kept_blob_ids : std::vector<uint64_t>{});
+  }
+  if (peek.kind == v1::AgentMessage::kBatch) {
+    if (in_batch) return absl::InvalidArgumentError("a MessageBatch inside a MessageBatch");
+    if (!hello_) return NeedHello("MessageBatch");
+    return HandleBatch(in);
+  }
+  v1::AgentMessage m;
+  const bool parsed = common::Parse(in, &m);
+  const std::size_t bytes = in.Length();
+  in.Clear();
+  if (!parsed) return NotAMessage(messages_, bytes);
+  return HandleParsed(m, in_batch);
+}
+
+absl::Status StreamSession::HandleParsed(v1::AgentMessage& m, bool in_batch) {
+  // One row a kind: its handler, whether a MessageBatch may carry it, whether the stream's Hello
+  // must come first.
+  struct Route {
+    v1::AgentMessage::KindCase kind;
+    bool in_batch;
+    bool needs_hello;
+    absl::Status (StreamSession::*handle)(v1::AgentMessage& m);
+  };
+  static constexpr Route kRoutes[] = {
+      {v1::AgentMessage::kHello, false, false, &StreamSession::RouteHello},
+      {v1::AgentMessage::kCall, true, true, &StreamSession::RouteCall},
+      {v1::AgentMessage::kChunk, true, true, &StreamSession::RouteChunk},
+      {v1::AgentMessage::kStats, false, true, &StreamSession::RouteStats},
+      {v1::AgentMessage::kGoodbye, false, true, &StreamSession::RouteGoodbye},
+      {v1::AgentMessage::kRelease, true, true, &StreamSession::RouteRelease},
+  };
+  const Route* route = nullptr;
+  for (const Route& r : kRoutes) {
+    if (r.kind == m.kind_case()) route = &r;
+  }
+  if (in_batch && (route == nullptr || !route->in_batch)) {
+    return absl::InvalidArgumentError(
+        "only ApiCall, TensorChunk and BlobRelease may be items of a MessageBatch");
+  }
+  if (route == nullptr) {
+    return absl::InvalidArgumentError(
+        "empty AgentMessage: none of hello, call, chunk, stats, goodbye, release, batch is set "
+        "(is the agent newer than this server?)");
+  }
+  if (route->needs_hello && !hello_) return NeedHello(MessageName(m.kind_case()));
+  return (this->*route->handle)(m);
+}
+
+absl::Status StreamSession::RouteHello(v1::AgentMessage& m) { return OnHello(m.hello()); }
+
+absl::Status StreamSession::RouteCall(v1::AgentMessage& m) {
+  auto call = std::make_shared<v1::ApiCall>();
+  call->Swap(m.mutable_call());
+  if (ServerMetrics* metrics = context_->metrics()) metrics->CallReceived(call->phase());
+  const uint64_t sequence = call->sequence();
+  std::vector<uint64_t> listed(call->kept_blob_ids().begin(), call->kept_blob_ids().end());
+  return OnCall(sequence, nullptr, std::move(call), std::move(listed));
+}
+
+absl::Status StreamSession::RouteChunk(v1::AgentMessage& m) { return blobs_.OnChunk(m.chunk()); }
+
+absl::Status StreamSession::RouteStats(v1::AgentMessage& m) {
+  OnStats(m.stats());
+  return absl::OkStatus();
+}
+
+absl::Status StreamSession::RouteGoodbye(v1::AgentMessage& m) {
+  OnStats(m.goodbye().final_stats());
+  return absl::OkStatus();
+}
+
+absl::Status StreamSession::RouteRelease(v1::AgentMessage& m) {
+  return blobs_.OnRelease(m.release());
+}
+
+absl::Status StreamSession::HandleBatch(grpc::ByteBuffer& in) {
+  // Each item is a view of this message's bytes: a call still goes to its worker unparsed.
+  absl::StatusOr<std::vector<grpc::ByteBuffer>> items = SplitBatch(in);
+  in.Clear();
+  if (!items.ok()) {
+    return absl::Status(
+        items.status().code(),
+        absl::StrCat("message ", messages_ + 1, " on this stream: ", items.status().message()));
+  }
+  for (std::size_t i = 0; i < items->size(); ++i) {
+    const absl::Status s = Handle((*items)[i], /*in_batch=*/true);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("MessageBatch item ", i + 1, " of ", items->size(),
+                                                 ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StreamSession::OnHello(const v1::Hello& hello) {
+  if (hello_) return absl::FailedPreconditionError("protocol error: a second Hello");
+  if (hello.protocol_version() != kProtocolVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "unsupported protocol version ", hello.protocol_version(), ": this server speaks ",
+        kProtocolVersion, "; use an agent and server of the same release"));
+  }
+  PARITY_RETURN_IF_ERROR(ValidateHello(hello));
+  const ServiceOptions& options = context_->options();
+  const auto& ranks = options.config.rank_list;
+  if (!ranks.empty() && std::find(ranks.begin(), ranks.end(), hello.rank()) == ranks.end()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "rank ", hello.rank(), " is not in this server's rank_list; another server checks it"));
+  }
+  StreamState awaiting = StreamState::kAwaitingHello;
+  if (!state_.compare_exchange_strong(awaiting, StreamState::kStreaming,
+                                      std::memory_order_acq_rel)) {
+    // A worker ended the stream meanwhile (it could not have had calls: none came before Hello).
+    return absl::CancelledError("the stream is ending");
+  }
+  hello_ = true;
+  context_->NoteConfigDigest(hello.run_id(), hello.rank(), hello.config_digest());
+  origin_.rank = hello.rank();
+  origin_.run_id = hello.run_id();
+  origin_.hostname = hello.hostname();
+  origin_.framework = hello.framework_version();
+  agent_ =
+      absl::StrCat(hello.run_id(), "\n", hello.hostname(), "\n", hello.pid(), "\n", hello.rank());
+  common::LogInfo(
+      absl::StrCat("agent connected: rank ", hello.rank(), " of ", hello.world_size(), ", host ",
+                   common::Printable(hello.hostname()), ", pid ", hello.pid(), ", ",
+                   hello.framework_version().empty() ? std::string("framework not said")
+                                                     : common::Printable(hello.framework_version()),
+                   ", run ", common::Printable(hello.run_id()), ", from ", peer_));
+  v1::ServerMessage reply;
+  v1::ServerInfo& info = *reply.mutable_server_info();
+  info = options.server_info;
+  info.set_kept_blob_bytes(blobs_.OfferKept(options.server_info.kept_blob_bytes()));
+  info.set_accepts_batches(true);
+  info.set_protocol_version(kProtocolVersion);
+  info.set_session_id(absl::StrCat(session_id_));
+  output_->Answer(common::Serialize(reply), hello.accepts_batches(),
+                  absl::StrCat("rank ", hello.rank()));
+  return absl::OkStatus();
+}
+
+void StreamSession::OnStats(const v1::AgentStats& stats) {
+  ServerMetrics* m = context_->metrics();
+  if (m == nullptr) return;
+  // Agent counters are cumulative since the agent started, over all its streams: the server
+  // counts each increase once per agent, whichever of its streams reports it.
+  const v1::AgentStats last = context_->ExchangeAgentStats(agent_, stats);
+  if (stats.captured_calls() > last.captured_calls()) {
+    m->AgentCaptured(stats.captured_calls() - last.captured_calls());
+  }
+  for (const auto& [reason, n] : stats.dropped_calls()) {
+    auto it = last.dropped_calls().find(reason);
+    const uint64_t before = it == last.dropped_calls().end() ? 0 : it->second;
+    if (n > before) m->AgentDropped(reason, n - before);
+  }
+  if (stats.lost_in_flight_calls() > last.lost_in_flight_calls()) {
+    m->AgentDropped("lost_in_flight", stats.lost_in_flight_calls() - last.lost_in_flight_calls());
+  }
+}
+
+absl::Status StreamSession::AdmitSequence(std::optional<uint64_t> sequence) {
+  if (!sequence) return absl::OkStatus();
+  if (*sequence == 0 || *sequence <= last_sequence_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ApiCall.sequence ", *sequence, " after ", last_sequence_,
+                     " on this stream: sequence numbers must increase from one call to the next, "
+                     "starting above 0"));
+  }
+  last_sequence_ = *sequence;
+  return absl::OkStatus();
+}
+
+absl::Status StreamSession::OnCall(std::optional<uint64_t> sequence,
+                                   std::shared_ptr<grpc::ByteBuffer> raw,
+                                   std::shared_ptr<v1::ApiCall> call,
+                                   std::vector<uint64_t> kept_blob_ids) {
+  PARITY_RETURN_IF_ERROR(AdmitSequence(sequence));
+  CallWork work;
+  PARITY_ASSIGN_OR_RETURN(work.blobs, blobs_.TakeForCall(sequence.value_or(0), kept_blob_ids));
+  work.bytes = work.blobs->bytes() + (raw ? raw->Length() : call->ByteSizeLong());
+  work.message = messages_;
+  work.raw = std::move(raw);
+  work.call = std::move(call);
+  output_->Queue(std::move(work));
+  return absl::OkStatus();
+}
+
+CheckedCall StreamSession::Check(CallWork work) const {
+  CheckedCall out;
+  try {
+    if (work.raw) {
+      v1::AgentMessage m;
+      const double parse_start = common::ThreadCpuSeconds();
+      const bool parsed = common::Parse(*work.raw, &m);
+      if (ServerMetrics* metrics = context_->metrics()) {
+        metrics->StageCpu(ServerMetrics::Stage::kParse, common::ThreadCpuSeconds() - parse_start);
+      }
+      if (!parsed) {
+        out.error = NotAMessage(work.message, work.raw->Length());
+        return out;
+      }
+      work.raw.reset();  // the bytes, now copied into the message
+      work.call = std::make_shared<v1::ApiCall>();
+      work.call->Swap(m.mutable_call());
+    }
+    v1::ServerMessage msg;
+    const ServerCall server_call(*work.call, origin_.framework);  // names and traits, made once
+    *msg.mutable_verdict() = context_->CheckCall(origin_, server_call, *work.blobs);
+    out.verdict = common::Serialize(msg);
+  } catch (const std::bad_alloc&) {
+    out.verdict.reset();
+    out.error = absl::ResourceExhaustedError(absl::StrCat("out of memory while checking message ",
+                                                          work.message + 1, "; the stream ends"));
+  } catch (const std::exception& e) {
+    out.verdict.reset();
+    out.error = absl::InternalError(
+        absl::StrCat("while checking message ", work.message + 1, ": ", e.what()));
+  }
+  return out;
+}
+
+}  // namespace parity::server
