@@ -32,12 +32,12 @@
 #include "common/torch/torch_pch.h"
 #include "nlohmann/json.hpp"
 #include "server/app/command_line.h"
+#include "server/call/verdict_encoder.h"
 #include "server/compare/standards.h"
 #include "server/replay/call_checker.h"
 #include "server/replay/call_values.h"
 #include "server/replay/operator_libraries.h"
 #include "server/replay/stages.h"
-#include "server/results/verdict_text.h"
 
 namespace {
 
@@ -126,15 +126,20 @@ absl::StatusOr<LoadedCall> LoadCall(const nlohmann::json& line, const fs::path& 
   return loaded;
 }
 
-std::string Describe(const v1::Verdict& v) {
+// Each output's status, standard and failed metric with its value, from the check itself.
+std::string Describe(const parity::server::CallCheck& check) {
   std::vector<std::string> parts;
-  for (const v1::OutputVerdict& o : v.outputs()) {
-    std::string part = absl::StrCat("output ", o.index(), " ",
-                                    parity::server::StatusText(o.status()), " (", o.standard());
-    if (!o.failed_metric().empty()) {
-      auto it = o.metrics().find(o.failed_metric());
-      absl::StrAppend(&part, ", ", o.failed_metric(),
-                      it != o.metrics().end() ? absl::StrCat(" ", it->second) : "");
+  for (const parity::server::OutputCheck& o : check.outputs) {
+    const parity::server::OutputJudgement& j = o.judgement;
+    std::string part = absl::StrCat("output ", o.index, " ", parity::server::StatusText(j.status),
+                                    " (", parity::server::StandardName(j.standard));
+    const absl::string_view failed = parity::server::MetricName(j.failed_metric);
+    if (!failed.empty()) {
+      std::optional<double> value;
+      for (const auto& [name, v] : parity::server::OutputMetricValues(j)) {
+        if (name == failed) value = v;
+      }
+      absl::StrAppend(&part, ", ", failed, value ? absl::StrCat(" ", *value) : "");
     }
     absl::StrAppend(&part, ")");
     parts.push_back(std::move(part));
@@ -171,14 +176,12 @@ Rerun RerunLine(const std::string& text, const fs::path& manifest, const Args& a
   }
   const parity::server::ServerCall server_call(call->identity);
   const parity::server::CallCheck check = checker.Check(server_call, std::move(call->values));
-  const v1::Verdict verdict = parity::server::ToVerdict(server_call, check);
-  const std::string now(parity::server::StatusText(verdict.status()));
+  const std::string now(parity::server::StatusText(check.status));
   const std::string saved = line.value("status", "");
   const bool same = now == saved;
   std::printf("%s: %s on %s (server: %s) %s\n  %s%s%s\n", where.c_str(), now.c_str(),
               checker.bench_device().c_str(), saved.c_str(), same ? "reproduced" : "NOT REPRODUCED",
-              Describe(verdict).c_str(), check.message.empty() ? "" : "\n  ",
-              check.message.c_str());
+              Describe(check).c_str(), check.message.empty() ? "" : "\n  ", check.message.c_str());
   return same ? Rerun::kReproduced : Rerun::kDiffers;
 }
 

@@ -12,8 +12,8 @@
 #include "common/transport/grpc_tuning.h"
 #include "server/app/command_line.h"
 #include "server/app/server.h"
+#include "server/call/verdict_encoder.h"
 #include "server/metrics/metrics.h"
-#include "server/results/verdict_text.h"
 
 #ifndef PARITY_VERSION
 #define PARITY_VERSION "unknown"
@@ -51,7 +51,7 @@ void WritePortFile(const std::string& path, int port, int metrics_port) {
 parity::server::CallHandler SkipEverything() {
   return [](const parity::server::CallOrigin&, const parity::server::ServerCall& call,
             const parity::server::BlobStore&) {
-    return parity::server::DecidedVerdict(call, parity::v1::VERDICT_STATUS_SKIP,
+    return parity::server::DecidedVerdict(call, parity::server::CheckStatus::kSkip,
                                           "not replayed: parity-server --replay=false");
   };
 }

@@ -8,12 +8,12 @@
 #include "common/base/cpu_clock.h"
 #include "common/base/log.h"
 #include "common/base/status_macros.h"
+#include "server/call/verdict_encoder.h"
 #include "server/metrics/metrics.h"
 #include "server/replay/call_checker.h"
 #include "server/replay/replay_errors.h"
 #include "server/results/error_data.h"
 #include "server/results/result_writer.h"
-#include "server/results/verdict_text.h"
 
 namespace parity::server {
 
@@ -105,10 +105,10 @@ void CallPipeline::CountWriteFailure(const absl::Status& written) {
 }
 
 v1::Verdict CallPipeline::Skipped(const CallOrigin& origin, const ServerCall& call,
-                                  v1::Verdict verdict) {
-  metrics_.CallChecked(call.wire.phase(), verdict.status(), call.wire.op_name(), 0, 0);
-  metrics_.RankChecked(origin.rank, verdict.status());
-  return verdict;
+                                  std::string message, absl::StatusCode code) {
+  metrics_.CallChecked(call.id.phase, CheckStatus::kSkip, call.id.op_name, 0, 0);
+  metrics_.RankChecked(origin.rank, CheckStatus::kSkip);
+  return DecidedVerdict(call, CheckStatus::kSkip, std::move(message), code);
 }
 
 v1::Verdict CallPipeline::Check(const CallOrigin& origin, const ServerCall& call,
@@ -117,40 +117,34 @@ v1::Verdict CallPipeline::Check(const CallOrigin& origin, const ServerCall& call
   try {
     const bool white = !white_list_.empty() && !white_list_.Matches(wire);
     if (white || black_list_.Matches(wire)) {
-      return Skipped(
-          origin, call,
-          DecidedVerdict(call, v1::VERDICT_STATUS_SKIP,
-                         white ? "not in the server's white_list" : "in the server's black_list"));
+      return Skipped(origin, call,
+                     white ? "not in the server's white_list" : "in the server's black_list");
     }
     const CallCheck check = checker_->Check(call, &blobs);
-    v1::Verdict verdict = ToVerdict(call, check);
     double write_cpu = 0;
     {
       common::ScopedCpuTimer timer(&write_cpu);
-      if (absl::Status written = writer_->Write(origin, call, check, verdict); !written.ok()) {
+      if (absl::Status written = writer_->Write(origin, call, check); !written.ok()) {
         CountWriteFailure(written);
       }
-      if (check.values && error_data_) error_data_->Save(origin, call, check, verdict);
+      if (check.values && error_data_) error_data_->Save(origin, call, check);
     }
     CountStageCpu(check.cpu, write_cpu, metrics_);
-    metrics_.CallChecked(wire.phase(), check.status, wire.op_name(), check.replay_seconds,
+    metrics_.CallChecked(call.id.phase, check.status, call.id.op_name, check.replay_seconds,
                          check.compare_seconds);
     metrics_.RankChecked(origin.rank, check.status);
     if (!check.inputs_written.empty()) metrics_.InputsWritten();
-    return verdict;
+    return ToVerdict(call, check);  // encoded once, last, and not read back
   } catch (const std::exception& e) {
     // CallChecker catches the replays' errors itself; this is the last line of defence (an
     // allocation failure comparing or writing, say). The call is not checked: SKIP, never a
     // verdict on the call itself, with RESOURCE_EXHAUSTED when memory ran out, else INTERNAL.
     const bool memory = IsOutOfMemory(e);
-    return Skipped(
-        origin, call,
-        DecidedVerdict(
-            call, v1::VERDICT_STATUS_SKIP,
-            absl::StrCat(memory ? "not checked: the server ran out of memory: "
-                                : "not checked: internal error while checking: ",
-                         ErrorText(e)),
-            memory ? absl::StatusCode::kResourceExhausted : absl::StatusCode::kInternal));
+    return Skipped(origin, call,
+                   absl::StrCat(memory ? "not checked: the server ran out of memory: "
+                                       : "not checked: internal error while checking: ",
+                                ErrorText(e)),
+                   memory ? absl::StatusCode::kResourceExhausted : absl::StatusCode::kInternal);
   }
 }
 

@@ -13,7 +13,7 @@
 #include "common/config/config.h"
 #include "common/naming/api_names.h"
 #include "parity/v1/parity.pb.h"
-#include "server/replay/server_call.h"
+#include "server/call/server_call.h"
 #include "server/results/result_rows.h"
 
 namespace parity::common {
@@ -60,7 +60,10 @@ class CallPipeline {
   // Counts a write of result rows that failed (parity_server_result_rows_lost_total, by the
   // status's cause) and logs it, at most every 10 s.
   void CountWriteFailure(const absl::Status& written);
-  v1::Verdict Skipped(const CallOrigin& origin, const ServerCall& call, v1::Verdict verdict);
+  // A call the pipeline leaves unchecked (a list's SKIP, a failure inside the server): counted
+  // and answered SKIP with `message` and `code`.
+  v1::Verdict Skipped(const CallOrigin& origin, const ServerCall& call, std::string message,
+                      absl::StatusCode code = absl::StatusCode::kOk);
 
   ServerMetrics& metrics_;
   common::NameList white_list_, black_list_;

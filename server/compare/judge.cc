@@ -13,12 +13,12 @@ void Note(std::string* message, absl::string_view line) {
   message->append(line.data(), line.size());
 }
 
-int Severity(v1::VerdictStatus s) {
-  return s == v1::VERDICT_STATUS_ERROR ? 2 : s == v1::VERDICT_STATUS_WARNING ? 1 : 0;
+int Severity(CheckStatus s) {
+  return s == CheckStatus::kError ? 2 : s == CheckStatus::kWarning ? 1 : 0;
 }
 
 // Raises the output's status to `status` (never lowers it); the first metric to raise it is kept.
-void Fail(OutputJudgement& j, v1::VerdictStatus status, Metric metric, absl::string_view why) {
+void Fail(OutputJudgement& j, CheckStatus status, Metric metric, absl::string_view why) {
   if (Severity(status) > Severity(j.status)) {
     j.status = status;
     j.failed_metric = metric;
@@ -35,13 +35,13 @@ bool IsLowPrecision(v1::DType d) { return d == v1::DTYPE_FLOAT16 || d == v1::DTY
 void JudgeAbsoluteThreshold(OutputJudgement& j, const PairMetrics& m, const PairMetrics* bench) {
   auto worse = [&](double dev, double ref) { return dev != 0 && (bench == nullptr || dev > ref); };
   if (worse(m.inf_nan_error_rate, bench ? bench->inf_nan_error_rate : 0)) {
-    Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kInfNanErrorRate, "ERROR: inf/nan错误率超过阈值");
+    Fail(j, CheckStatus::kError, Metric::kInfNanErrorRate, "ERROR: inf/nan错误率超过阈值");
   }
   if (worse(m.rel_error_rate, bench ? bench->rel_error_rate : 0)) {
-    Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kRelErrorRate, "ERROR: 相对误差错误率超过阈值");
+    Fail(j, CheckStatus::kError, Metric::kRelErrorRate, "ERROR: 相对误差错误率超过阈值");
   }
   if (worse(m.abs_error_rate, bench ? bench->abs_error_rate : 0)) {
-    Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kAbsErrorRate, "ERROR: 绝对误差错误率超过阈值");
+    Fail(j, CheckStatus::kError, Metric::kAbsErrorRate, "ERROR: 绝对误差错误率超过阈值");
   }
 }
 
@@ -100,11 +100,11 @@ void JudgeUlp(OutputJudgement& j, v1::DType dtype, const PairMetrics& dev, const
   // More inf/NaN errors than the bench has (the ULP metrics leave inf/NaN elements out, and a
   // NaN mean ULP on both sides hid a device overflowing where the bench did not: issue 50).
   if (dev.inf_nan_error_rate > (bench != nullptr ? bench->inf_nan_error_rate : 0.0)) {
-    Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kInfNanErrorRate,
+    Fail(j, CheckStatus::kError, Metric::kInfNanErrorRate,
          "ERROR: inf/nan错误率超过标杆 (inf/NaN where the bench has finite values)");
     return;
   }
-  if (!pass) Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kUlpError, "ERROR: ULP误差不满足标准");
+  if (!pass) Fail(j, CheckStatus::kError, Metric::kUlpError, "ERROR: ULP误差不满足标准");
 }
 
 void JudgeBenchmark(OutputJudgement& j, const PairMetrics& dev, const PairMetrics& bench,
@@ -135,13 +135,13 @@ void JudgeBenchmark(OutputJudgement& j, const PairMetrics& dev, const PairMetric
   // finite results into NaN/inf (an overflowing softmax, say) would pass. More inf/NaN errors
   // than the bench has is an error.
   if (dev.inf_nan_error_rate > bench.inf_nan_error_rate) {
-    Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kInfNanErrorRate,
+    Fail(j, CheckStatus::kError, Metric::kInfNanErrorRate,
          "ERROR: inf/nan错误率超过标杆 (inf/NaN where the bench has finite values)");
   }
   for (const Item& it : items) {
     Ratio r = BenchmarkRatio(it.dev, it.bench, c.minimum_err, it.limit);
     j.ratios.emplace_back(it.metric, r);
-    if (!r.pass && it.decides) Fail(j, v1::VERDICT_STATUS_ERROR, it.metric, it.error);
+    if (!r.pass && it.decides) Fail(j, CheckStatus::kError, it.metric, it.error);
   }
   // Parity addition: the largest absolute error, floored relative to the output's own scale.
   // msprobe's ratios mask every element below the small-value threshold, so an output made only
@@ -156,7 +156,7 @@ void JudgeBenchmark(OutputJudgement& j, const PairMetrics& dev, const PairMetric
   j.ratios.emplace_back(Metric::kMaxAbsError, r);
   if (!r.pass && std::isfinite(bench.max_abs_error)) {
     Fail(
-        j, v1::VERDICT_STATUS_ERROR, Metric::kMaxAbsError,
+        j, CheckStatus::kError, Metric::kMaxAbsError,
         "ERROR: 最大绝对误差比值超过阈值 (largest absolute error over the bench's, at the output's "
         "scale)");
   }
@@ -184,82 +184,98 @@ Ratio BenchmarkRatio(double tested, double bench, double floor, double limit) {
   return r;
 }
 
-absl::string_view StatusText(v1::VerdictStatus s) {
+absl::string_view StatusText(CheckStatus s) {
   switch (s) {
-    case v1::VERDICT_STATUS_PASS:
+    case CheckStatus::kPass:
       return "pass";
-    case v1::VERDICT_STATUS_WARNING:
+    case CheckStatus::kWarning:
       return "Warning";
-    case v1::VERDICT_STATUS_ERROR:
+    case CheckStatus::kError:
       return "error";
-    case v1::VERDICT_STATUS_SKIP:
+    case CheckStatus::kSkip:
       return "SKIP";
-    case v1::VERDICT_STATUS_REJECTED:
+    case CheckStatus::kRejected:
       return "rejected";
     default:
       return " ";
   }
 }
 
-v1::VerdictStatus Aggregate(const std::vector<v1::VerdictStatus>& statuses) {
-  bool error = false, warning = false, pass = false, rejected = false;
-  for (v1::VerdictStatus s : statuses) {
-    rejected |= s == v1::VERDICT_STATUS_REJECTED;
-    error |= s == v1::VERDICT_STATUS_ERROR;
-    warning |= s == v1::VERDICT_STATUS_WARNING;
-    pass |= s == v1::VERDICT_STATUS_PASS;
+absl::string_view StatusText(v1::VerdictStatus s) {
+  switch (s) {
+    case v1::VERDICT_STATUS_PASS:
+      return StatusText(CheckStatus::kPass);
+    case v1::VERDICT_STATUS_WARNING:
+      return StatusText(CheckStatus::kWarning);
+    case v1::VERDICT_STATUS_ERROR:
+      return StatusText(CheckStatus::kError);
+    case v1::VERDICT_STATUS_SKIP:
+      return StatusText(CheckStatus::kSkip);
+    case v1::VERDICT_STATUS_REJECTED:
+      return StatusText(CheckStatus::kRejected);
+    default:
+      return StatusText(CheckStatus::kUnspecified);
   }
-  if (rejected) return v1::VERDICT_STATUS_REJECTED;
-  if (error) return v1::VERDICT_STATUS_ERROR;
-  if (warning) return v1::VERDICT_STATUS_WARNING;
-  if (pass) return v1::VERDICT_STATUS_PASS;
-  return v1::VERDICT_STATUS_SKIP;
 }
 
-v1::VerdictStatus TwoWayChain(const PairMetrics& m, v1::DType dtype, const TwoWayThresholds& t,
-                              Metric* failed_metric, std::string* message) {
-  auto fail = [&](v1::VerdictStatus s, Metric metric, absl::string_view why) {
+CheckStatus Aggregate(const std::vector<CheckStatus>& statuses) {
+  bool error = false, warning = false, pass = false, rejected = false;
+  for (CheckStatus s : statuses) {
+    rejected |= s == CheckStatus::kRejected;
+    error |= s == CheckStatus::kError;
+    warning |= s == CheckStatus::kWarning;
+    pass |= s == CheckStatus::kPass;
+  }
+  if (rejected) return CheckStatus::kRejected;
+  if (error) return CheckStatus::kError;
+  if (warning) return CheckStatus::kWarning;
+  if (pass) return CheckStatus::kPass;
+  return CheckStatus::kSkip;
+}
+
+CheckStatus TwoWayChain(const PairMetrics& m, v1::DType dtype, const TwoWayThresholds& t,
+                        Metric* failed_metric, std::string* message) {
+  auto fail = [&](CheckStatus s, Metric metric, absl::string_view why) {
     *failed_metric = metric;
     Note(message, why);
     return s;
   };
   if (!m.has_float_metrics) {
-    return m.mismatch_rate == 0 ? v1::VERDICT_STATUS_PASS
-                                : fail(v1::VERDICT_STATUS_ERROR, Metric::kMismatchRate,
+    return m.mismatch_rate == 0 ? CheckStatus::kPass
+                                : fail(CheckStatus::kError, Metric::kMismatchRate,
                                        "ERROR: 二进制一致错误率超过阈值");
   }
   if (m.cosine_one_side_zero) {
-    return fail(v1::VERDICT_STATUS_ERROR, Metric::kCosine,
+    return fail(CheckStatus::kError, Metric::kCosine,
                 "Cosine similarity is not computed: one side is all zeros and the other is not.");
   }
   if (!m.cosine_blank && !(m.cosine > t.cosine)) {
-    return fail(v1::VERDICT_STATUS_ERROR, Metric::kCosine,
+    return fail(CheckStatus::kError, Metric::kCosine,
                 absl::StrCat("Cosine similarity is less than ", t.cosine, "."));
   }
   if (m.max_abs_error < t.max_abs_error) {
     Note(message,
          "Max abs error is less than 0.001, consider as pass, skip other check and set to SPACE.");
-    return v1::VERDICT_STATUS_PASS;
+    return CheckStatus::kPass;
   }
   if (IsLowPrecision(dtype)) {
     if (!(m.hundredth_ratio > t.hundredth)) {
-      return fail(v1::VERDICT_STATUS_ERROR, Metric::kHundredthRatio, "ERROR: 双百指标不达标");
+      return fail(CheckStatus::kError, Metric::kHundredthRatio, "ERROR: 双百指标不达标");
     }
     return m.thousandth_ratio > t.thousandth
-               ? v1::VERDICT_STATUS_PASS
-               : fail(v1::VERDICT_STATUS_WARNING, Metric::kThousandthRatio,
-                      "WARNING: 双千指标不达标");
+               ? CheckStatus::kPass
+               : fail(CheckStatus::kWarning, Metric::kThousandthRatio, "WARNING: 双千指标不达标");
   }
   if (dtype == v1::DTYPE_FLOAT32 || dtype == v1::DTYPE_FLOAT64) {
     if (!(m.thousandth_ratio > t.thousandth)) {
-      return fail(v1::VERDICT_STATUS_ERROR, Metric::kThousandthRatio, "ERROR: 双千指标不达标");
+      return fail(CheckStatus::kError, Metric::kThousandthRatio, "ERROR: 双千指标不达标");
     }
     return m.ten_thousandth_ratio > t.ten_thousandth
-               ? v1::VERDICT_STATUS_PASS
-               : fail(v1::VERDICT_STATUS_WARNING, Metric::kTenThousandthRatio,
+               ? CheckStatus::kPass
+               : fail(CheckStatus::kWarning, Metric::kTenThousandthRatio,
                       "WARNING: 双万指标不达标");
   }
-  return v1::VERDICT_STATUS_PASS;
+  return CheckStatus::kPass;
 }
 
 namespace {
@@ -301,12 +317,12 @@ void ApplyStandard(OutputJudgement& j, v1::DType dtype, const DTypeConstants& c,
       break;
     case Standard::kBinary:
       if (dev.mismatch_rate != 0) {
-        Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kMismatchRate, "ERROR: 二进制一致错误率超过阈值");
+        Fail(j, CheckStatus::kError, Metric::kMismatchRate, "ERROR: 二进制一致错误率超过阈值");
       }
       break;
     case Standard::kThousandth:
       if (!(dev.thousandth_ratio >= table.thousandth_pass())) {
-        Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kThousandthRatio, "ERROR: 双千指标不达标");
+        Fail(j, CheckStatus::kError, Metric::kThousandthRatio, "ERROR: 双千指标不达标");
       }
       break;
     case Standard::kUlp:
@@ -337,9 +353,9 @@ void JudgeWithoutNewStandard(v1::DType dtype, bool floating, Standard standard,
   // sent it to the two-way chain, where a float64 randn with an element changed by 5e-4 passed.
   if (dtype == v1::DTYPE_FLOAT64 && standard == Standard::kBinary) {
     j.standard = Standard::kBinary;
-    j.status = v1::VERDICT_STATUS_PASS;
+    j.status = CheckStatus::kPass;
     if (j.device->mismatch_rate != 0) {
-      Fail(j, v1::VERDICT_STATUS_ERROR, Metric::kMismatchRate, "ERROR: 二进制一致错误率超过阈值");
+      Fail(j, CheckStatus::kError, Metric::kMismatchRate, "ERROR: 二进制一致错误率超过阈值");
     }
     return;
   }
@@ -362,7 +378,7 @@ OutputJudgement JudgeOutput(const TensorView& device, const TensorView* bench,
   j.standard = standard;
   const TensorView* reference = golden != nullptr ? golden : bench;
   if (reference == nullptr) {
-    j.status = v1::VERDICT_STATUS_SKIP;
+    j.status = CheckStatus::kSkip;
     j.message = "Bench output is None, skip this test.";
     return j;
   }
@@ -371,7 +387,7 @@ OutputJudgement JudgeOutput(const TensorView& device, const TensorView* bench,
   static const DTypeConstants kNone;
   absl::StatusOr<PairMetrics> dev = ComputeMetrics(device, *reference, c ? *c : kNone);
   if (!dev.ok()) {
-    j.status = v1::VERDICT_STATUS_ERROR;
+    j.status = CheckStatus::kError;
     j.failed_metric = Metric::kStructure;
     j.message = std::string(dev.status().message());
     return j;
@@ -394,15 +410,15 @@ OutputJudgement JudgeOutput(const TensorView& device, const TensorView* bench,
   ApplyStandard(j, device.dtype, *c, table, two_way_metric, two_way_message);
   // Inconclusive reference: the bench itself disagrees with the golden on inf/NaN positions, so
   // the golden may be the odd one out (e.g. an op that overflows at this dtype by design).
-  if (j.status == v1::VERDICT_STATUS_ERROR && j.bench && j.bench->inf_nan_error_rate > 0 &&
+  if (j.status == CheckStatus::kError && j.bench && j.bench->inf_nan_error_rate > 0 &&
       dev->inf_nan_error_rate > 0) {
-    j.status = v1::VERDICT_STATUS_WARNING;
+    j.status = CheckStatus::kWarning;
     Note(&j.message, absl::StrCat("Inconclusive reference: the bench replay disagrees with the "
                                   "float64 golden on inf/nan positions (rate ",
                                   j.bench->inf_nan_error_rate, "); not blamed on the device."));
   }
   // An overflow says so first, in its own words (a ratio over an inf, "mean ULP NaN", does not).
-  if (j.status != v1::VERDICT_STATUS_PASS) {
+  if (j.status != CheckStatus::kPass) {
     j.nonfinite = FindDeviceNonFinite(device, *reference);
     if (j.nonfinite) {
       j.message = NonFiniteMessage(*j.nonfinite) + (j.message.empty() ? "" : "\n") + j.message;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "parity/v1/parity.pb.h"
+#include "server/compare/check_status.h"
 #include "server/compare/metric.h"
 #include "server/compare/metrics.h"
 #include "server/compare/nonfinite.h"
@@ -32,7 +33,7 @@ struct StatisticsDetail {
 // Everything decided about one output, typed: the standard stays an enum and the metrics a
 // struct up to where text is written (the verdict's map, the CSVs, the JSON-lines record).
 struct OutputJudgement {
-  v1::VerdictStatus status = v1::VERDICT_STATUS_PASS;
+  CheckStatus status = CheckStatus::kPass;
   Standard standard = Standard::kNone;
   Metric failed_metric = Metric::kNone;  // the first metric that decided a non-pass status
   std::string message;                   // newline-joined notes
@@ -44,7 +45,7 @@ struct OutputJudgement {
   // The random_property standard's quantities, by name ("keep_rate", "keep_rate_low", ...).
   std::vector<std::pair<std::string, double>> random;
   // msprobe's two-way status of the device metrics (the details CSV's Status column).
-  v1::VerdictStatus two_way_status = v1::VERDICT_STATUS_PASS;
+  CheckStatus two_way_status = CheckStatus::kPass;
   // On a non-pass output: where the device has inf/NaN and the reference does not. The message
   // then starts with it, before any ratio.
   std::optional<NonFinite> nonfinite;
@@ -55,9 +56,8 @@ struct OutputJudgement {
 
 // msprobe's legacy chain on device-vs-reference metrics (cosine, max abs, hundredth/thousandth/
 // ten-thousandth ratios). Sets `failed_metric` and `message` when not pass.
-v1::VerdictStatus TwoWayChain(const PairMetrics& m, v1::DType device_dtype,
-                              const TwoWayThresholds& t, Metric* failed_metric,
-                              std::string* message);
+CheckStatus TwoWayChain(const PairMetrics& m, v1::DType device_dtype, const TwoWayThresholds& t,
+                        Metric* failed_metric, std::string* message);
 
 // Judges one output. `bench` and `golden` may be null when that replay could not run (the
 // reason goes into the message by the caller). `standard` is the API's standard from the table.
@@ -66,10 +66,12 @@ OutputJudgement JudgeOutput(const TensorView& device, const TensorView* bench,
                             const StandardsTable& table);
 
 // msprobe's spelling: "pass", "Warning", "error", "SKIP".
+absl::string_view StatusText(CheckStatus s);
+// The same names for a status as the wire carries it (a Verdict read by a client or a test).
 absl::string_view StatusText(v1::VerdictStatus s);
 
 // Strict aggregation: any error -> error; else any Warning -> Warning; else any pass -> pass;
 // empty or all SKIP -> SKIP. REJECTED dominates everything.
-v1::VerdictStatus Aggregate(const std::vector<v1::VerdictStatus>& statuses);
+CheckStatus Aggregate(const std::vector<CheckStatus>& statuses);
 
 }  // namespace parity::server

@@ -94,8 +94,8 @@ class Report {
 
  private:
   void Fail(Metric m, absl::string_view why) {
-    if (j_.status != v1::VERDICT_STATUS_ERROR) {
-      j_.status = v1::VERDICT_STATUS_ERROR;
+    if (j_.status != CheckStatus::kError) {
+      j_.status = CheckStatus::kError;
       j_.failed_metric = m;
     }
     Note(why);

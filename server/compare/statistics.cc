@@ -55,13 +55,13 @@ OutputJudgement JudgeStatistics(const v1::TensorStats& device, const v1::TensorS
       "parity.max_tensor_bytes): compared by min, max, mean, L2 norm and inf/NaN counts.";
   const v1::TensorStats* reference = golden != nullptr ? golden : bench;
   if (reference == nullptr) {
-    j.status = v1::VERDICT_STATUS_SKIP;
+    j.status = CheckStatus::kSkip;
     j.message = "Bench output is None, skip this test.";
     return j;
   }
   auto fail = [&](Metric metric, const std::string& why) {
-    if (j.status != v1::VERDICT_STATUS_ERROR) j.failed_metric = metric;
-    j.status = v1::VERDICT_STATUS_ERROR;
+    if (j.status != CheckStatus::kError) j.failed_metric = metric;
+    j.status = CheckStatus::kError;
     absl::StrAppend(&j.message, "\n", why);
   };
   const v1::TensorStats& counts = bench != nullptr ? *bench : *golden;
@@ -70,7 +70,7 @@ OutputJudgement JudgeStatistics(const v1::TensorStats& device, const v1::TensorS
   detail.inf_count = device.inf_count();
   if (device.nan_count() != counts.nan_count() || device.inf_count() != counts.inf_count()) {
     // What broke, first (before the note and any statistic): an overflow reads as one.
-    j.status = v1::VERDICT_STATUS_ERROR;
+    j.status = CheckStatus::kError;
     j.failed_metric = Metric::kStatsInfNanCount;
     j.message =
         absl::StrCat("ERROR: inf/NaN counts differ: device ", device.inf_count(), " inf and ",

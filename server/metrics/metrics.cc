@@ -194,15 +194,15 @@ namespace {
 
 int PhaseIndex(v1::Phase p) { return p == v1::PHASE_FORWARD ? 0 : p == v1::PHASE_BACKWARD ? 1 : 2; }
 
-int VerdictIndex(v1::VerdictStatus s) {
+int VerdictIndex(CheckStatus s) {
   switch (s) {
-    case v1::VERDICT_STATUS_PASS:
+    case CheckStatus::kPass:
       return 0;
-    case v1::VERDICT_STATUS_WARNING:
+    case CheckStatus::kWarning:
       return 1;
-    case v1::VERDICT_STATUS_ERROR:
+    case CheckStatus::kError:
       return 2;
-    case v1::VERDICT_STATUS_SKIP:
+    case CheckStatus::kSkip:
       return 3;
     default:
       return 4;
@@ -211,9 +211,7 @@ int VerdictIndex(v1::VerdictStatus s) {
 
 }  // namespace
 
-absl::string_view ServerMetrics::VerdictLabel(v1::VerdictStatus s) {
-  return kVerdicts[VerdictIndex(s)];
-}
+absl::string_view ServerMetrics::VerdictLabel(CheckStatus s) { return kVerdicts[VerdictIndex(s)]; }
 
 absl::string_view ServerMetrics::PhaseLabel(v1::Phase p) { return kPhases[PhaseIndex(p)]; }
 
@@ -231,14 +229,14 @@ void ServerMetrics::MessageSent() { sent_messages_->Increment(); }
 
 void ServerMetrics::InputsWritten() { inputs_written_->Increment(); }
 
-void ServerMetrics::CallChecked(v1::Phase phase, v1::VerdictStatus status, absl::string_view op,
+void ServerMetrics::CallChecked(v1::Phase phase, CheckStatus status, absl::string_view op,
                                 double replay_seconds, double compare_seconds) {
   const int p = PhaseIndex(phase), v = VerdictIndex(status);
   Cached(checked_by_phase_verdict_[p][v], checked_,
          {{"phase", kPhases[p]}, {"verdict", kVerdicts[v]}})
       .Increment();
-  if (status == v1::VERDICT_STATUS_ERROR) OpErrors(op).Increment();
-  if (status != v1::VERDICT_STATUS_REJECTED && status != v1::VERDICT_STATUS_SKIP) {
+  if (status == CheckStatus::kError) OpErrors(op).Increment();
+  if (status != CheckStatus::kRejected && status != CheckStatus::kSkip) {
     replay_seconds_->Observe(replay_seconds);
     compare_seconds_->Observe(compare_seconds);
   }
@@ -263,7 +261,7 @@ prometheus::Counter& ServerMetrics::OpErrors(absl::string_view op) {
   return *c;
 }
 
-void ServerMetrics::RankChecked(int32_t rank, v1::VerdictStatus status) {
+void ServerMetrics::RankChecked(int32_t rank, CheckStatus status) {
   const int32_t key = rank >= 0 && rank < kMaxRankLabels ? rank : kMaxRankLabels;
   std::pair<prometheus::Counter*, prometheus::Counter*> series;
   {
@@ -279,7 +277,7 @@ void ServerMetrics::RankChecked(int32_t rank, v1::VerdictStatus status) {
     series = it->second;
   }
   series.first->Increment();
-  if (status == v1::VERDICT_STATUS_ERROR) series.second->Increment();
+  if (status == CheckStatus::kError) series.second->Increment();
 }
 
 void ServerMetrics::StreamError(absl::string_view code) {

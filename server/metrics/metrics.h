@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/naming/drop_reasons.h"
 #include "parity/v1/parity.pb.h"
+#include "server/compare/check_status.h"
 
 namespace prometheus {
 class Registry;
@@ -51,8 +52,8 @@ class ServerMetrics {
   void CallReceived(v1::Phase phase);
   void MessageBytes(uint64_t bytes);
   void MessageSent();  // a gRPC message to an agent (a VerdictBatch counts once)
-  void CallChecked(v1::Phase phase, v1::VerdictStatus status, absl::string_view op,
-                   double replay_seconds, double compare_seconds);
+  void CallChecked(v1::Phase phase, CheckStatus status, absl::string_view op, double replay_seconds,
+                   double compare_seconds);
   // CPU seconds a worker spent in one stage of a call (parse, decode, bench, golden, compare,
   // random, write: ServerMetrics::kStages); each call adds one run to the stage's run counter.
   enum class Stage { kParse, kDecode, kBench, kGolden, kCompare, kRandom, kWrite };
@@ -73,11 +74,11 @@ class ServerMetrics {
   void ResultRowsLost(absl::string_view reason);
   // A judged call of rank `rank` (calls and errors by rank). Ranks from kMaxRankLabels up share
   // rank="other": each family has at most kMaxRankLabels + 1 series.
-  void RankChecked(int32_t rank, v1::VerdictStatus status);
+  void RankChecked(int32_t rank, CheckStatus status);
   static constexpr int32_t kMaxRankLabels = 4096;
 
-  static absl::string_view VerdictLabel(v1::VerdictStatus s);  // "pass", "warning", ...
-  static absl::string_view PhaseLabel(v1::Phase p);            // "forward", "backward", ...
+  static absl::string_view VerdictLabel(CheckStatus s);  // "pass", "warning", ...
+  static absl::string_view PhaseLabel(v1::Phase p);      // "forward", "backward", ...
 
  private:
   prometheus::Counter& OpErrors(absl::string_view op);

@@ -29,7 +29,7 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-CallCheck Decided(v1::VerdictStatus status, std::string message,
+CallCheck Decided(CheckStatus status, std::string message,
                   absl::StatusCode code = absl::StatusCode::kOk) {
   CallCheck c;
   c.status = status;
@@ -50,7 +50,7 @@ std::string WithBothVersions(absl::string_view message, absl::string_view framew
 }
 
 CallCheck Rejected(const absl::Status& s) {
-  return Decided(v1::VERDICT_STATUS_REJECTED, std::string(s.message()), s.code());
+  return Decided(CheckStatus::kRejected, std::string(s.message()), s.code());
 }
 
 // The standard of the call's op; aten::convolution's depends on its input's rank.
@@ -100,7 +100,7 @@ bool BenchDecides(const ServerCall& call, const DecodedCall& decoded, Standard s
 // Keeps the call's values in `check` when it is an error and the options ask for them.
 void KeepValues(const common::ServerOptions& o, const c10::OperatorHandle& op, DecodedCall& decoded,
                 const Replay* bench, const Replay* golden, CallCheck* check) {
-  if (check->status != v1::VERDICT_STATUS_ERROR || !o.save_error_data) return;
+  if (check->status != CheckStatus::kError || !o.save_error_data) return;
   auto values = std::make_shared<CallValues>();
   values->schema = toString(op.schema());
   values->inputs = std::move(decoded.inputs);
@@ -113,14 +113,14 @@ void KeepValues(const common::ServerOptions& o, const c10::OperatorHandle& op, D
 // A random call that was not replayed and has no property check: SKIP saying why.
 std::optional<CallCheck> UnjudgedRandom(const ServerCall& call, const std::string& why_not) {
   if (call.op->random_family == common::RandomFamily::kUnchecked) {
-    return Decided(v1::VERDICT_STATUS_SKIP,
+    return Decided(CheckStatus::kSkip,
                    absl::StrCat(call.wire.op_name(),
                                 " draws random numbers, has no property check, and was not "
                                 "replayed: ",
                                 why_not));
   }
   if (call.op->random_family == common::RandomFamily::kNone) {  // ApiCall.drew_random
-    return Decided(v1::VERDICT_STATUS_SKIP,
+    return Decided(CheckStatus::kSkip,
                    absl::StrCat(call.wire.op_name(),
                                 " drew random numbers in the training (the agent saw its generator "
                                 "move; no operator catalogue lists it as random), so its verdict "
@@ -138,7 +138,7 @@ CallCheck CheckRandom(const ServerCall& call, const c10::OperatorHandle& op, Dec
                       const StandardsTable& standards) {
   if (o.random_checks == common::RandomChecks::kSkip) {
     return Decided(
-        v1::VERDICT_STATUS_SKIP,
+        CheckStatus::kSkip,
         absl::StrCat(call.wire.op_name(),
                      " draws random numbers; not checked (parity.random_checks is skip)"));
   }
@@ -204,9 +204,9 @@ CallCheck WithCpu(CallCheck c, const CallCheck::StageCpu& cpu) {
 std::optional<CallCheck> Admit(const ServerCall& call) {
   if (absl::Status s = CheckCallStrings(call.wire); !s.ok()) return Rejected(s);
   if (!call.wire.skip_reason().empty()) {
-    return Decided(v1::VERDICT_STATUS_SKIP, common::EscapeControl(call.wire.skip_reason()));
+    return Decided(CheckStatus::kSkip, common::EscapeControl(call.wire.skip_reason()));
   }
-  if (!call.op->skip_reason.empty()) return Decided(v1::VERDICT_STATUS_SKIP, call.op->skip_reason);
+  if (!call.op->skip_reason.empty()) return Decided(CheckStatus::kSkip, call.op->skip_reason);
   return std::nullopt;
 }
 
@@ -214,13 +214,13 @@ std::optional<CallCheck> Admit(const ServerCall& call) {
 // server's memory or libtorch failed (not the call's fault: not checked), else REJECTED.
 CallCheck DecodeFailed(const absl::Status& failed) {
   if (failed.code() == absl::StatusCode::kFailedPrecondition) {
-    return Decided(v1::VERDICT_STATUS_SKIP, std::string(failed.message()));
+    return Decided(CheckStatus::kSkip, std::string(failed.message()));
   }
   const bool server_failed = failed.code() == absl::StatusCode::kInternal ||
                              (failed.code() == absl::StatusCode::kResourceExhausted &&
                               absl::StrContains(failed.message(), common::kOutOfMemoryDecoding));
   if (server_failed) {
-    return Decided(v1::VERDICT_STATUS_SKIP, absl::StrCat("not checked: ", failed.message()),
+    return Decided(CheckStatus::kSkip, absl::StrCat("not checked: ", failed.message()),
                    failed.code());
   }
   return Rejected(failed);
@@ -229,7 +229,7 @@ CallCheck DecodeFailed(const absl::Status& failed) {
 // Neither the bench nor the golden ran: SKIP, RESOURCE_EXHAUSTED when memory was the reason.
 CallCheck NeitherRan(const ServerCall& call, const Replay& bench, const Replay& golden) {
   CallCheck c =
-      Decided(v1::VERDICT_STATUS_SKIP,
+      Decided(CheckStatus::kSkip,
               absl::StrCat("the bench could not run ", call.wire.op_name(), ": ", bench.error,
                            golden.failed() ? absl::StrCat("; golden: ", golden.error) : ""));
   if (bench.out_of_memory || golden.out_of_memory) {
@@ -245,18 +245,18 @@ void SkipOnHalfTheEvidence(const Replay& bench, const Replay& golden, CallCheck*
   const Replay* starved = !bench.ran() && bench.out_of_memory     ? &bench
                           : !golden.ran() && golden.out_of_memory ? &golden
                                                                   : nullptr;
-  if (starved == nullptr || check->status == v1::VERDICT_STATUS_ERROR) return;
+  if (starved == nullptr || check->status == CheckStatus::kError) return;
   const std::string why =
       absl::StrCat("not checked: the server ran out of memory replaying the ",
                    starved == &bench ? "bench" : "golden", " (", starved->error, ")");
   for (OutputCheck& out : check->outputs) {
-    if (out.judgement.status == v1::VERDICT_STATUS_PASS ||
-        out.judgement.status == v1::VERDICT_STATUS_WARNING) {
-      out.judgement.status = v1::VERDICT_STATUS_SKIP;
+    if (out.judgement.status == CheckStatus::kPass ||
+        out.judgement.status == CheckStatus::kWarning) {
+      out.judgement.status = CheckStatus::kSkip;
       out.judgement.message = why;
     }
   }
-  check->status = v1::VERDICT_STATUS_SKIP;
+  check->status = CheckStatus::kSkip;
   check->error_code = absl::StatusCode::kResourceExhausted;
   check->message = why;
 }
@@ -383,7 +383,7 @@ CallCheck CallChecker::Run(const ServerCall& call, const common::BlobSource* blo
   // 2. Resolve the operator.
   absl::StatusOr<c10::OperatorHandle> op = ResolveOp(call.wire.op_name(), call.wire.overload());
   if (!op.ok()) {
-    return Decided(v1::VERDICT_STATUS_SKIP, WithBothVersions(op.status().message(), call.framework),
+    return Decided(CheckStatus::kSkip, WithBothVersions(op.status().message(), call.framework),
                    op.status().code());
   }
   // 3. Decode, validating every size first, on this thread's device and stream (unless the

@@ -14,9 +14,9 @@
 #include "common/torch/value_codec.h"
 #include "common/wire/limits.h"
 #include "parity/v1/parity.pb.h"
+#include "server/call/call_check.h"
+#include "server/call/server_call.h"
 #include "server/compare/standards.h"
-#include "server/replay/call_check.h"
-#include "server/replay/server_call.h"
 
 namespace parity::server {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/replay/error_files.h"
+#include "server/call/error_files.h"
 
 namespace parity::server {
 

@@ -74,7 +74,7 @@ std::optional<PlacedCopy> Place(const c10::IValue* v, std::optional<c10::Device>
 
 OutputCheck Skipped(std::string why) {
   OutputCheck out;
-  out.judgement.status = v1::VERDICT_STATUS_SKIP;
+  out.judgement.status = CheckStatus::kSkip;
   out.judgement.message = std::move(why);
   return out;
 }
@@ -202,7 +202,7 @@ OutputCheck JudgeValue(const c10::IValue& device, const c10::IValue& reference) 
                    : device.isComplexDouble() ? "<class 'complex'>"
                                               : "";
   j.standard = Standard::kExact;
-  j.status = equal ? v1::VERDICT_STATUS_PASS : v1::VERDICT_STATUS_ERROR;
+  j.status = equal ? CheckStatus::kPass : CheckStatus::kError;
   j.two_way_status = j.status;
   if (!equal) {
     j.failed_metric = Metric::kValue;
@@ -254,7 +254,7 @@ void JudgeOutputs(const ServerCall& call, const DecodedCall& decoded, const Repl
   const Stack bench_out = bench.ran() ? Flatten(bench.results) : Stack{};
   const Stack golden_out = golden.ran() ? Flatten(golden.results) : Stack{};
   if (device.empty()) {
-    check->status = v1::VERDICT_STATUS_SKIP;
+    check->status = CheckStatus::kSkip;
     check->message = absl::StrCat(call.wire.op_name(),
                                   " returned nothing and the call carries no written arguments: "
                                   "nothing to compare");
@@ -262,7 +262,7 @@ void JudgeOutputs(const ServerCall& call, const DecodedCall& decoded, const Repl
   }
   const Stack& shape_ref = bench.ran() ? bench_out : golden_out;
   if (shape_ref.size() != device.size()) {
-    check->status = v1::VERDICT_STATUS_ERROR;
+    check->status = CheckStatus::kError;
     check->message = absl::StrCat(
         "bench and npu output structure is different: the device "
         "returned ",
@@ -295,13 +295,13 @@ void JudgeOutputs(const ServerCall& call, const DecodedCall& decoded, const Repl
 
 void ApplyInputsWritten(const ServerCall& call, CallCheck* check) {
   const auto& written = call.wire.inputs_written();
-  if (written.empty() || check->status == v1::VERDICT_STATUS_REJECTED) return;
+  if (written.empty() || check->status == CheckStatus::kRejected) return;
   std::string what;
   for (int k = 0; k < written.size(); ++k) {
     const v1::InputWritten& w = written[k];
     if (w.elements() == 0 || w.changed_elements() == 0 || w.changed_elements() > w.elements() ||
         static_cast<int>(w.index()) >= call.wire.inputs_size()) {
-      check->status = v1::VERDICT_STATUS_REJECTED;
+      check->status = CheckStatus::kRejected;
       check->error_code = absl::StatusCode::kInvalidArgument;
       check->message =
           absl::StrCat("inputs_written[", k, "]: ", w.changed_elements(), " of ", w.elements(),
@@ -319,13 +319,13 @@ void ApplyInputsWritten(const ServerCall& call, CallCheck* check) {
                     "%), an argument ", call.wire.op_name(), " must only read");
     check->inputs_written.push_back(w);
   }
-  check->status = v1::VERDICT_STATUS_ERROR;
+  check->status = CheckStatus::kError;
   check->message = check->message.empty() ? what : absl::StrCat(what, "; ", check->message);
 }
 
 void OutputTally::Add(OutputCheck out, CallCheck* check) {
   const OutputJudgement& j = out.judgement;
-  if (j.status == v1::VERDICT_STATUS_ERROR && summary_.empty()) {
+  if (j.status == CheckStatus::kError && summary_.empty()) {
     summary_ = absl::StrCat("output ", out.index, ": ",
                             j.nonfinite ? NonFiniteMessage(*j.nonfinite) + "; " : "",
                             MetricName(j.failed_metric), " (", StandardName(j.standard), ")");

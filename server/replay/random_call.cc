@@ -353,7 +353,7 @@ void JudgeRandomProperties(const ServerCall& call, const c10::FunctionSchema& sc
       out.judgement = std::move(judged[i]);
       out.judged = false;
     } else {
-      out.judgement.status = v1::VERDICT_STATUS_SKIP;
+      out.judgement.status = CheckStatus::kSkip;
       out.judgement.message =
           failure.empty() ? "judged with output 0" : absl::StrCat("no property check: ", failure);
     }

@@ -17,9 +17,9 @@
 #include "common/torch/value_codec.h"
 #include "common/wire/limits.h"
 #include "parity/v1/parity.pb.h"
-#include "server/replay/call_check.h"
+#include "server/call/call_check.h"
+#include "server/call/server_call.h"
 #include "server/replay/replay_errors.h"
-#include "server/replay/server_call.h"
 
 namespace parity::server {
 
@@ -164,11 +164,11 @@ class GoldenReplayer {
 class OutputTally {
  public:
   void Add(OutputCheck out, CallCheck* check);
-  const std::vector<v1::VerdictStatus>& statuses() const { return statuses_; }
+  const std::vector<CheckStatus>& statuses() const { return statuses_; }
   std::string& summary() { return summary_; }
 
  private:
-  std::vector<v1::VerdictStatus> statuses_;
+  std::vector<CheckStatus> statuses_;
   std::string summary_;
 };
 

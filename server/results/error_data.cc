@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/log.h"
 #include "nlohmann/json.hpp"
-#include "server/replay/error_files.h"
+#include "server/call/error_files.h"
 
 namespace parity::server {
 namespace {
@@ -69,10 +69,10 @@ ErrorDataOutcome ErrorData::Failed(const std::string& why, const ServerCall& cal
 }
 
 ErrorDataOutcome ErrorData::Save(const CallOrigin& origin, const ServerCall& call,
-                                 const CallCheck& check, const v1::Verdict& verdict) {
+                                 const CallCheck& check) {
   if (!check.values) return ErrorDataOutcome::kFailed;
   const uint64_t bytes = SavedBytes(*check.values);
-  const std::string op_key = absl::StrCat(call.wire.op_name(), ".", call.wire.overload());
+  const std::string op_key = absl::StrCat(call.id.op_name, ".", call.id.overload);
   absl::MutexLock lock(&mu_);
   uint32_t& saved_of_op = per_op_[op_key];
   if (options_.max_per_op > 0 && saved_of_op >= options_.max_per_op) {
@@ -94,7 +94,7 @@ ErrorDataOutcome ErrorData::Save(const CallOrigin& origin, const ServerCall& cal
     }
     const std::string relative =
         absl::StrCat(origin.run_id.empty() ? "run" : Component(origin.run_id), "/rank", origin.rank,
-                     "/step", call.wire.step());
+                     "/step", call.id.step);
     const std::string dir = absl::StrCat(folder_, "/", relative);
     fs::create_directories(dir, ec);
     if (ec) {
@@ -106,7 +106,7 @@ ErrorDataOutcome ErrorData::Save(const CallOrigin& origin, const ServerCall& cal
       return Failed(std::string(files.status().message()), call, bytes);
     }
     // The manifest line: the JSON-lines record of the call, and what reruns it.
-    CallRows rows = RowsOf(origin, call, check, verdict, standards_);
+    CallRows rows = RowsOf(origin, call, check, standards_);
     nlohmann::json line = nlohmann::json::parse(rows.json, nullptr, /*allow_exceptions=*/false);
     if (line.is_discarded()) line = nlohmann::json::object();
     line["schema"] = SchemaOf(*check.values);

@@ -23,8 +23,8 @@
 #include "absl/synchronization/mutex.h"
 #include "common/base/log.h"
 #include "parity/v1/parity.pb.h"
+#include "server/call/call_check.h"
 #include "server/compare/standards.h"
-#include "server/replay/call_check.h"
 #include "server/results/result_rows.h"
 
 namespace parity::server {
@@ -52,8 +52,7 @@ class ErrorData {
   ErrorData(ErrorDataOptions options, const StandardsTable& standards, Counted counted = nullptr);
 
   // Saves a call judged error whose CallCheck holds its values. Thread-safe; never throws.
-  ErrorDataOutcome Save(const CallOrigin& origin, const ServerCall& call, const CallCheck& check,
-                        const v1::Verdict& verdict);
+  ErrorDataOutcome Save(const CallOrigin& origin, const ServerCall& call, const CallCheck& check);
 
   // The ut_error_data folder; "" until the first call is saved.
   std::string folder() const;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/wire/dtype.h"
 #include "nlohmann/json.hpp"
+#include "server/call/verdict_encoder.h"
 
 namespace parity::server {
 namespace {
@@ -19,9 +20,9 @@ std::string DTypeCell(v1::DType d) {
 }
 
 // msprobe's status words; a rejected call reads SKIP (not checked: malformed), with its message.
-std::string StatusCell(v1::VerdictStatus s) {
-  if (s == v1::VERDICT_STATUS_REJECTED) return "SKIP";
-  if (s == v1::VERDICT_STATUS_UNSPECIFIED) return kSpace;
+std::string StatusCell(CheckStatus s) {
+  if (s == CheckStatus::kRejected) return "SKIP";
+  if (s == CheckStatus::kUnspecified) return kSpace;
   return std::string(StatusText(s));
 }
 
@@ -44,8 +45,8 @@ std::vector<std::string> AccuracyDetailsRow(const std::string& name, const Outpu
     row[1] = row[2] = out.value_type;
   }
   for (Metric field : kPairFields) {
-    const bool equal_value = !out.value_type.empty() && field == Metric::kMismatchRate &&
-                             j.status == v1::VERDICT_STATUS_PASS;
+    const bool equal_value =
+        !out.value_type.empty() && field == Metric::kMismatchRate && j.status == CheckStatus::kPass;
     row.push_back(equal_value ? std::string("0") : FieldCell(j, field));
   }
   // The status of the op's own standard, as the verdict and api_precision_compare_* give it
@@ -102,22 +103,22 @@ nlohmann::json Finite(double v) {
 }
 
 // One output's part of the JSON-lines record.
-nlohmann::json OutputRecord(const v1::OutputVerdict& ov, const OutputCheck& out,
-                            const StandardsTable& standards) {
+nlohmann::json OutputRecord(const OutputCheck& out, const StandardsTable& standards) {
+  const OutputJudgement& j = out.judgement;
   nlohmann::json o;
-  o["index"] = ov.index();
-  o["status"] = StatusCell(ov.status());
-  o["standard"] = ov.standard();
+  o["index"] = out.index;
+  o["status"] = StatusCell(j.status);
+  o["standard"] = std::string(StandardName(j.standard));
   o["dtype"] = DTypeCell(out.dtype);
   o["bench_dtype"] = DTypeCell(out.bench_dtype);
   o["reference_dtype"] = DTypeCell(out.reference_dtype);
   if (!out.value_type.empty()) o["value_type"] = out.value_type;
   o["shape"] = out.shape;
-  o["failed_metric"] = ov.failed_metric();
-  o["message"] = ov.message();
-  o["two_way_status"] = StatusCell(out.judgement.two_way_status);
+  o["failed_metric"] = std::string(MetricName(j.failed_metric));
+  o["message"] = j.message;
+  o["two_way_status"] = StatusCell(j.two_way_status);
   nlohmann::json metrics = nlohmann::json::object();
-  for (const auto& [k, val] : ov.metrics()) metrics[k] = Finite(val);
+  for (const auto& [k, val] : OutputMetricValues(j)) metrics[k] = Finite(val);
   o["metrics"] = std::move(metrics);
   if (const DTypeConstants* c = standards.Constants(out.dtype)) {
     o["thresholds"] = {{"small_value", c->small_value},
@@ -130,41 +131,40 @@ nlohmann::json OutputRecord(const v1::OutputVerdict& ov, const OutputCheck& out,
 }
 
 nlohmann::json JsonRecord(const CallOrigin& origin, const ServerCall& server_call,
-                          const CallCheck& check, const v1::Verdict& verdict,
-                          const StandardsTable& standards) {
-  const v1::ApiCall& call = server_call.wire;
+                          const CallCheck& check, const StandardsTable& standards) {
+  const CallIdentity& call = server_call.id;
   const CallNames& names = server_call.names;
   nlohmann::json j;
   j["time"] = Now14();
   j["rank"] = origin.rank;
   j["run_id"] = origin.run_id;
   j["host"] = origin.hostname;
-  j["sequence"] = call.sequence();
-  j["step"] = call.step();
+  j["sequence"] = call.sequence;
+  j["step"] = call.step;
   j["api"] = names.api;
   j["csv_api"] = names.csv_api;  // the CSV rows' API name
-  j["op"] = call.op_name();
-  j["overload"] = call.overload();
-  j["call_index"] = call.call_index();
-  j["phase"] = call.phase() == v1::PHASE_BACKWARD ? "backward" : "forward";
-  if (!call.forward_op_name().empty()) {
-    j["forward_op"] = call.forward_op_name();
+  j["op"] = call.op_name;
+  j["overload"] = call.overload;
+  j["call_index"] = call.call_index;
+  j["phase"] = call.backward() ? "backward" : "forward";
+  if (!call.forward_op_name.empty()) {
+    j["forward_op"] = call.forward_op_name;
     j["forward_api"] = names.forward_api;
-    j["backward_index"] = call.backward_index();
+    j["backward_index"] = call.backward_index;
   }
-  if (!call.autograd_node().empty()) j["autograd_node"] = call.autograd_node();
+  if (!call.autograd_node.empty()) j["autograd_node"] = call.autograd_node;
   // msprobe's names, for tooling that joins on them (common/naming/api_names.h).
   if (!names.msprobe.empty()) {
     j["msprobe_api"] = names.msprobe_api;
     j["msprobe_name"] = names.msprobe;
   }
-  j["module_path"] = call.module_path();
-  j["in_optimizer"] = call.in_optimizer();
-  if (call.autocast_dtype() != v1::DTYPE_UNSPECIFIED) {
-    j["autocast"] = std::string(common::TorchName(call.autocast_dtype()));
+  j["module_path"] = call.module_path;
+  j["in_optimizer"] = call.in_optimizer;
+  if (call.autocast_dtype != v1::DTYPE_UNSPECIFIED) {
+    j["autocast"] = std::string(common::TorchName(call.autocast_dtype));
   }
   j["status"] = StatusCell(check.status);
-  if (check.status == v1::VERDICT_STATUS_REJECTED) j["rejected"] = true;
+  if (check.status == CheckStatus::kRejected) j["rejected"] = true;
   j["message"] = check.message;
   j["replay_seconds"] = check.replay_seconds;
   j["compare_seconds"] = check.compare_seconds;
@@ -179,10 +179,7 @@ nlohmann::json JsonRecord(const CallOrigin& origin, const ServerCall& server_cal
     j["inputs_written"] = std::move(written);
   }
   nlohmann::json outputs = nlohmann::json::array();
-  for (int i = 0; i < verdict.outputs_size(); ++i) {
-    outputs.push_back(
-        OutputRecord(verdict.outputs(i), check.outputs[static_cast<std::size_t>(i)], standards));
-  }
+  for (const OutputCheck& out : check.outputs) outputs.push_back(OutputRecord(out, standards));
   j["outputs"] = std::move(outputs);
   return j;
 }
@@ -300,11 +297,10 @@ const std::vector<std::string>& PrecisionDetailsHeader() {
 }
 
 CallRows RowsOf(const CallOrigin& origin, const ServerCall& call, const CallCheck& check,
-                const v1::Verdict& verdict, const StandardsTable& standards,
-                uint32_t first_backward_output) {
+                const StandardsTable& standards, uint32_t first_backward_output) {
   CallRows rows;
   rows.api = call.names.csv_api;
-  rows.backward = call.wire.phase() == v1::PHASE_BACKWARD;
+  rows.backward = call.id.backward();
   uint32_t n = first_backward_output;
   for (const OutputCheck& out : check.outputs) {
     const std::string name = rows.backward ? absl::StrCat(rows.api, ".backward.output.", n++)
@@ -316,8 +312,8 @@ CallRows RowsOf(const CallOrigin& origin, const ServerCall& call, const CallChec
   for (const v1::InputWritten& w : check.inputs_written) {
     OutputCheck in;
     in.index = w.index();
-    in.judgement.status = v1::VERDICT_STATUS_ERROR;
-    in.judgement.two_way_status = v1::VERDICT_STATUS_ERROR;
+    in.judgement.status = CheckStatus::kError;
+    in.judgement.two_way_status = CheckStatus::kError;
     in.judgement.failed_metric = Metric::kInputWritten;
     in.judgement.message =
         absl::StrCat(w.name(), " changed during the call: ", w.changed_elements(), " of ",
@@ -328,8 +324,8 @@ CallRows RowsOf(const CallOrigin& origin, const ServerCall& call, const CallChec
     rows.precision_details += CsvRow(PrecisionDetailsRow(name, in));
   }
   rows.status = check.status;
-  if (check.status != v1::VERDICT_STATUS_PASS) rows.message = check.message;
-  rows.json = JsonRecord(origin, call, check, verdict, standards)
+  if (check.status != CheckStatus::kPass) rows.message = check.message;
+  rows.json = JsonRecord(origin, call, check, standards)
                   .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
               "\n";
   return rows;
@@ -339,20 +335,20 @@ CallRows RowsOf(const CallOrigin& origin, const ServerCall& call, const CallChec
 // any Warning "Warning", else "pass"; all SKIP "SKIP"), but a direction with any call that was not
 // checked (SKIP or rejected) and no error or Warning reads SKIP, never pass: msprobe's rule read
 // pass for an API whose backward ran an unknown operator beside checked ones (issue 50).
-std::string DirectionCell(const std::vector<v1::VerdictStatus>& statuses) {
+std::string DirectionCell(const std::vector<CheckStatus>& statuses) {
   if (statuses.empty()) return kSpace;
   bool unchecked = false, warning = false;
-  for (v1::VerdictStatus s : statuses) {
-    if (s == v1::VERDICT_STATUS_ERROR) return "error";
-    warning |= s == v1::VERDICT_STATUS_WARNING;
-    unchecked |= s == v1::VERDICT_STATUS_SKIP || s == v1::VERDICT_STATUS_REJECTED;
+  for (CheckStatus s : statuses) {
+    if (s == CheckStatus::kError) return "error";
+    warning |= s == CheckStatus::kWarning;
+    unchecked |= s == CheckStatus::kSkip || s == CheckStatus::kRejected;
   }
   if (warning) return "Warning";
   return unchecked ? "SKIP" : "pass";
 }
 
-std::string ResultRow(const std::string& api, const std::vector<v1::VerdictStatus>& forward,
-                      const std::vector<v1::VerdictStatus>& backward, const std::string& message) {
+std::string ResultRow(const std::string& api, const std::vector<CheckStatus>& forward,
+                      const std::vector<CheckStatus>& backward, const std::string& message) {
   return CsvRow(
       {api, DirectionCell(forward), DirectionCell(backward), message.empty() ? kSpace : message});
 }

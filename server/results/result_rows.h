@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "parity/v1/parity.pb.h"
+#include "server/call/call_check.h"
+#include "server/call/server_call.h"
 #include "server/compare/standards.h"
-#include "server/replay/call_check.h"
-#include "server/replay/server_call.h"
 
 namespace parity::server {
 
@@ -48,22 +48,20 @@ struct CallRows {
   std::string json;               // parity_results_*.jsonl (Parity's own names)
   std::string api;                // the result row it belongs to: "Functional.linear.0"
   bool backward = false;          // which column of that row
-  v1::VerdictStatus status = v1::VERDICT_STATUS_UNSPECIFIED;
+  CheckStatus status = CheckStatus::kUnspecified;
   std::string message;  // why, when not pass
 };
-// `verdict` is ToVerdict(call, check): the JSON record takes its metric names from it.
 // `first_backward_output`: the number of a backward call's first output row (above).
 CallRows RowsOf(const CallOrigin& origin, const ServerCall& call, const CallCheck& check,
-                const v1::Verdict& verdict, const StandardsTable& standards,
-                uint32_t first_backward_output = 0);
+                const StandardsTable& standards, uint32_t first_backward_output = 0);
 
 // A direction's cell of a result row, msprobe's aggregation of the statuses of its output rows
 // (get_api_checker_result): none " ", all SKIP "SKIP", any error "error", else any Warning
 // "Warning", else "pass". A rejected call counts as SKIP.
-std::string DirectionCell(const std::vector<v1::VerdictStatus>& statuses);
+std::string DirectionCell(const std::vector<CheckStatus>& statuses);
 // One row of accuracy_checking_result / api_precision_compare_result: API name, forward and
 // backward cells, message.
-std::string ResultRow(const std::string& api, const std::vector<v1::VerdictStatus>& forward,
-                      const std::vector<v1::VerdictStatus>& backward, const std::string& message);
+std::string ResultRow(const std::string& api, const std::vector<CheckStatus>& forward,
+                      const std::vector<CheckStatus>& backward, const std::string& message);
 
 }  // namespace parity::server

@@ -147,7 +147,7 @@ class AppendFile {
 struct ResultWriter::PendingStep {
   struct Api {
     std::string name;
-    std::vector<v1::VerdictStatus> forward, backward;
+    std::vector<CheckStatus> forward, backward;
     std::string message;  // the first non-pass call's
   };
   std::vector<Api> apis;
@@ -275,20 +275,20 @@ absl::StatusOr<ResultWriter::RankFiles*> ResultWriter::FilesFor(int32_t rank) {
 }
 
 absl::Status ResultWriter::Write(const CallOrigin& origin, const ServerCall& call,
-                                 const CallCheck& check, const v1::Verdict& verdict) {
-  const bool backward = call.wire.phase() == v1::PHASE_BACKWARD;
+                                 const CallCheck& check) {
+  const bool backward = call.id.backward();
   const std::string& api = call.names.csv_api;
   // A backward call's output rows are numbered on from its API's earlier backward calls.
   uint32_t first_backward_output = 0;
   if (backward) {
     absl::MutexLock lock(&mu_);
     PARITY_ASSIGN_OR_RETURN(RankFiles * f, FilesFor(origin.rank));
-    uint32_t& n = f->pending[call.wire.step()].backward_outputs[api];
+    uint32_t& n = f->pending[call.id.step].backward_outputs[api];
     first_backward_output = n;
     n += static_cast<uint32_t>(check.outputs.size());
   }
   // Every line is made outside the lock: the lock covers only the writes.
-  const CallRows rows = RowsOf(origin, call, check, verdict, standards_, first_backward_output);
+  const CallRows rows = RowsOf(origin, call, check, standards_, first_backward_output);
   absl::MutexLock lock(&mu_);
   PARITY_ASSIGN_OR_RETURN(RankFiles * f, FilesFor(origin.rank));
   auto failed = [&origin](const absl::Status& s) {
@@ -301,13 +301,13 @@ absl::Status ResultWriter::Write(const CallOrigin& origin, const ServerCall& cal
     if (absl::Status s = file->Append(*row); !s.ok()) return failed(s);
   }
   // Its part of its API's result row, and the rows of the steps before the previous one.
-  PendingStep& step = f->pending[call.wire.step()];
+  PendingStep& step = f->pending[call.id.step];
   auto [it, added] = step.by_name.emplace(rows.api, step.apis.size());
   if (added) step.apis.push_back({rows.api, {}, {}, ""});
   PendingStep::Api& row = step.apis[it->second];
   (rows.backward ? row.backward : row.forward).push_back(rows.status);
   if (row.message.empty()) row.message = rows.message;
-  if (absl::Status s = WriteResultsBefore(f, call.wire.step() - 1); !s.ok()) return failed(s);
+  if (absl::Status s = WriteResultsBefore(f, call.id.step - 1); !s.ok()) return failed(s);
   return absl::OkStatus();
 }
 

@@ -25,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "parity/v1/parity.pb.h"
-#include "server/replay/call_check.h"
+#include "server/call/call_check.h"
 #include "server/results/result_rows.h"
 
 namespace parity::server {
@@ -39,13 +39,12 @@ class ResultWriter {
                                                               std::string timestamp = "");
   ~ResultWriter();  // writes the result rows still waiting
 
-  // Appends the rows of one checked call (`verdict` = ToVerdict(call, check)) and flushes.
+  // Appends the rows of one checked call and flushes.
   // Each file gets its whole row or none (a failed write is truncated back); a failure stops at
   // that file (the details go first, so a call never has a summary row without its details) and
   // says why in its code: RESOURCE_EXHAUSTED no space, PERMISSION_DENIED not writable, DATA_LOSS
   // another I/O error. Thread-safe.
-  absl::Status Write(const CallOrigin& origin, const ServerCall& call, const CallCheck& check,
-                     const v1::Verdict& verdict);
+  absl::Status Write(const CallOrigin& origin, const ServerCall& call, const CallCheck& check);
 
   // Writes the result rows still waiting for `rank` (its stream ended: every call it sent has
   // been written). Thread-safe.

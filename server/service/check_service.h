@@ -20,7 +20,7 @@
 #include "common/transport/wire.h"
 #include "common/wire/limits.h"
 #include "parity/v1/parity.grpc.pb.h"
-#include "server/replay/server_call.h"
+#include "server/call/server_call.h"
 #include "server/results/result_rows.h"
 #include "server/service/byte_budget.h"
 #include "server/service/stream_context.h"

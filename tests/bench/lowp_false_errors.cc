@@ -220,18 +220,18 @@ int main(int argc, char** argv) {
     Tally& t = tally[absl::StrCat(family, " ", dtype == at::kBFloat16 ? "bf16" : "fp16")];
     if (faulty) {
       ++t.faulty;
-      t.caught += check.status == v1::VERDICT_STATUS_ERROR;
+      t.caught += check.status == parity::server::CheckStatus::kError;
       continue;
     }
     ++t.calls;
-    if (check.status == v1::VERDICT_STATUS_ERROR) {
+    if (check.status == parity::server::CheckStatus::kError) {
       ++t.errors;
       for (const auto& o : check.outputs) {
-        if (o.judgement.status == v1::VERDICT_STATUS_ERROR) {
+        if (o.judgement.status == parity::server::CheckStatus::kError) {
           ++t.why[std::string(parity::server::MetricName(o.judgement.failed_metric))];
         }
       }
-    } else if (check.status != v1::VERDICT_STATUS_PASS) {
+    } else if (check.status != parity::server::CheckStatus::kPass) {
       std::fprintf(stderr, "%s: %s: %s\n", family.c_str(),
                    std::string(parity::server::StatusText(check.status)).c_str(),
                    check.message.c_str());

@@ -183,7 +183,8 @@ int main(int argc, char** argv) {
         if (rep < 0) {
           absl::StrAppend(&verdicts, verdicts.empty() ? "" : "/",
                           parity::server::StatusText(r.status));
-          if (r.status == v1::VERDICT_STATUS_REJECTED || r.status == v1::VERDICT_STATUS_SKIP) {
+          if (r.status == parity::server::CheckStatus::kRejected ||
+              r.status == parity::server::CheckStatus::kSkip) {
             std::fprintf(stderr, "%s on %s: %s\n", row.label.c_str(), benches[b].name.c_str(),
                          r.message.c_str());
             ++failures;

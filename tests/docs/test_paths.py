@@ -55,7 +55,7 @@ class PathsTest(unittest.TestCase):
         # The lint itself: a path that does not exist is found, one that exists is not.
         # (Built from parts, or the lint would read this very file as naming them.)
         self.assertFalse(exists("server/" + "verdict.h", "docs/design.md"))
-        self.assertTrue(exists("server/results/verdict_text.h", "docs/design.md"))
+        self.assertTrue(exists("server/call/verdict_encoder.h", "docs/design.md"))
         self.assertTrue(exists("agent/" + "session_test.cc", "tests/CMakeLists.txt"))
         self.assertTrue(exists("tests/bench/replay_bench", "docs/deploy.md"))
 

@@ -155,9 +155,10 @@ class StructureTest(unittest.TestCase):
 
 
 # The server's folders from the bottom up: a file includes from its own floor or lower ones only
-# (the comparison knows nothing of replays, results nothing of metrics, the service nothing of
-# the app that wires it). (issue 53)
-SERVER_FLOORS = ["compare", "replay", "results", "metrics", "check", "service", "app"]
+# (the comparison knows nothing of calls or replays, a call's own types nothing of torch's
+# replay, results nothing of replays or metrics, the service nothing of the app that wires it).
+# (issue 53)
+SERVER_FLOORS = ["compare", "call", "replay", "results", "metrics", "check", "service", "app"]
 SERVER_INCLUDE = re.compile(r'^#include "server/([a-z_]+)/', re.M)
 
 
@@ -172,6 +173,17 @@ def upward_includes(name, text):
             if d in SERVER_FLOORS and SERVER_FLOORS.index(d) > floor]
 
 
+TORCH_INCLUDE = re.compile(r'^#include [<"]((?:ATen|c10|torch)/[^>"]+|common/torch/[^>"]+)[>"]', re.M)
+
+
+def torch_includes(name, text):
+    """The torch headers that `name` includes, for a folder that must build without torch."""
+    parts = name.split("/")
+    if len(parts) < 3 or parts[0] != "server" or parts[1] not in ("call", "results"):
+        return []
+    return [f"{name} includes <{h}>" for h in TORCH_INCLUDE.findall(text)]
+
+
 class LayersTest(unittest.TestCase):
     def test_finds_an_upward_include(self):
         self.assertEqual(
@@ -182,6 +194,12 @@ class LayersTest(unittest.TestCase):
 
     def test_no_server_file_includes_from_a_higher_floor(self):
         found = every_product_file(upward_includes)
+        self.assertEqual(found, [], "\n" + "\n".join(found))
+
+    def test_a_calls_own_types_and_the_results_are_torch_free(self):
+        self.assertEqual(torch_includes("server/call/" + "x.h", '#include <ATen/core/ivalue.h>\n'),
+                         ["server/call/" + "x.h includes <ATen/core/ivalue.h>"])
+        found = every_product_file(torch_includes)
         self.assertEqual(found, [], "\n" + "\n".join(found))
 
 

@@ -295,7 +295,7 @@ TEST_F(NpuMoeTest, TheCheckerReplaysAndJudgesEveryMoeCall) {
   };
   for (const auto& [op, c] : calls) {
     const CallCheck r = (*checker)->Check(Recorded(op, c.overload, c.args));
-    EXPECT_EQ(r.status, v1::VERDICT_STATUS_PASS) << op << "." << c.overload << ": " << r.message;
+    EXPECT_EQ(r.status, CheckStatus::kPass) << op << "." << c.overload << ": " << r.message;
   }
   // torch_npu 6.0's form, sent under the operator's own name.
   const Stack old_form = {
@@ -303,7 +303,7 @@ TEST_F(NpuMoeTest, TheCheckerReplaysAndJudgesEveryMoeCall) {
   v1::ApiCall call = Recorded("npu::npu_grouped_matmul", "release_6_0", old_form);
   call.set_overload("");
   CallCheck r = (*checker)->Check(call);
-  EXPECT_EQ(r.status, v1::VERDICT_STATUS_PASS) << r.message;
+  EXPECT_EQ(r.status, CheckStatus::kPass) << r.message;
   call = Recorded("npu::npu_grouped_matmul", "release_6_0", old_form, [](Stack& out) {
     std::vector<at::Tensor> o = out[0].toTensorVector();
     o[0].narrow(0, 4, 5).mul_(1.01);  // the second expert's rows 1% off
@@ -311,13 +311,13 @@ TEST_F(NpuMoeTest, TheCheckerReplaysAndJudgesEveryMoeCall) {
   });
   call.set_overload("");
   r = (*checker)->Check(call);
-  EXPECT_EQ(r.status, v1::VERDICT_STATUS_ERROR) << r.message;
+  EXPECT_EQ(r.status, CheckStatus::kError) << r.message;
   // No form takes a string for group_list: rejected, naming the newest form.
   v1::ApiCall bad = Recorded("npu::npu_grouped_matmul", "release_6_0", old_form);
   bad.set_overload("");
   bad.mutable_inputs(7)->set_string_value("4,9,12");
   r = (*checker)->Check(bad);
-  EXPECT_EQ(r.status, v1::VERDICT_STATUS_REJECTED) << r.message;
+  EXPECT_EQ(r.status, CheckStatus::kRejected) << r.message;
   EXPECT_NE(r.message.find("int? per_token_scale_dtype"), std::string::npos) << r.message;
 }
 

@@ -27,7 +27,7 @@ struct Case {
   std::vector<float> device;
   std::vector<float> bench;  // empty: no bench result
   std::vector<double> golden;
-  v1::VerdictStatus expected;
+  CheckStatus expected;
   const char* failed_metric;
   const char* message = "";  // what a failed output's message must say
 };
@@ -63,7 +63,7 @@ TEST_P(JudgeTest, Decides) {
   EXPECT_EQ(StatusText(j.status), StatusText(c.expected)) << j.message;
   EXPECT_EQ(MetricName(j.failed_metric), c.failed_metric) << j.message;
   // Every failed output names its failure in words (one case of each standard below).
-  if (c.expected == v1::VERDICT_STATUS_PASS) return;
+  if (c.expected == CheckStatus::kPass) return;
   EXPECT_THAT(j.message, HasSubstr(c.message)) << c.name;
   EXPECT_NE(std::string(c.message), "") << c.name << ": give the case its message";
 }
@@ -101,78 +101,78 @@ INSTANTIATE_TEST_SUITE_P(
     Standards, JudgeTest,
     ::testing::Values(
         // Absolute threshold: rel_err must stay within rtol = 2^-20 on normal values.
-        Case{"abs_exact", Standard::kAbsoluteThreshold, Round(g), Round(g), g,
-             v1::VERDICT_STATUS_PASS, ""},
+        Case{"abs_exact", Standard::kAbsoluteThreshold, Round(g), Round(g), g, CheckStatus::kPass,
+             ""},
         Case{"abs_rel_1e5", Standard::kAbsoluteThreshold, Scaled(g, 1e-5, 50), Round(g), g,
-             v1::VERDICT_STATUS_ERROR, "rel_error_rate", "相对误差错误率超过阈值"},
+             CheckStatus::kError, "rel_error_rate", "相对误差错误率超过阈值"},
         // ...unless the bench is as far from the golden (cancellation in a correct kernel):
         // no worse than the bench passes; worse than it fails.
         Case{"abs_as_bench", Standard::kAbsoluteThreshold, Scaled(g, 1e-5, 50), Scaled(g, 1e-5, 50),
-             g, v1::VERDICT_STATUS_PASS, ""},
+             g, CheckStatus::kPass, ""},
         Case{"abs_worse_than_bench", Standard::kAbsoluteThreshold, Scaled(g, 1e-5, 25),
-             Scaled(g, 1e-5, 50), g, v1::VERDICT_STATUS_ERROR, "rel_error_rate",
+             Scaled(g, 1e-5, 50), g, CheckStatus::kError, "rel_error_rate",
              "相对误差错误率超过阈值"},
         // Binary: any difference is an error.
-        Case{"binary_equal", Standard::kBinary, Round(g), Round(g), g, v1::VERDICT_STATUS_PASS, ""},
+        Case{"binary_equal", Standard::kBinary, Round(g), Round(g), g, CheckStatus::kPass, ""},
         Case{"binary_one_off", Standard::kBinary, Scaled(g, 1e-6, 199), Round(g), g,
-             v1::VERDICT_STATUS_ERROR, "mismatch_rate", "二进制一致错误率超过阈值"},
+             CheckStatus::kError, "mismatch_rate", "二进制一致错误率超过阈值"},
         // Thousandth: >= 99.9% of elements within 1e-3 relative.
         Case{"thousandth_ok", Standard::kThousandth, Scaled(g, 1e-4), Round(g), g,
-             v1::VERDICT_STATUS_PASS, ""},
+             CheckStatus::kPass, ""},
         Case{"thousandth_bad", Standard::kThousandth, Scaled(g, 2e-3, 100), Round(g), g,
-             v1::VERDICT_STATUS_ERROR, "thousandth_ratio", "双千指标不达标"},
+             CheckStatus::kError, "thousandth_ratio", "双千指标不达标"},
         // ULP fp32: a device identical to the bench passes even with large ULP errors (Parity
         // deviation: ratio <= 1), a device worse than the bench fails.
         Case{"ulp_same_as_bench", Standard::kUlp, Scaled(g, 1e-4), Scaled(g, 1e-4), g,
-             v1::VERDICT_STATUS_PASS, ""},
+             CheckStatus::kPass, ""},
         Case{"ulp_worse_than_bench", Standard::kUlp, Scaled(g, 1e-4), Round(g), g,
-             v1::VERDICT_STATUS_ERROR, "ulp_error", "ULP误差不满足标准"},
+             CheckStatus::kError, "ulp_error", "ULP误差不满足标准"},
         // A worse share condemns only when the excess is significant (a sign test on the
         // over-threshold counts, alpha 1e-3): 67 elements over 32 ULP against the bench's 50 is
         // chance (p = 0.07), 100 against 50 is not (p = 3e-5).
         Case{"ulp_excess_within_chance", Standard::kUlp, Scaled(g, 1e-4, 3), Scaled(g, 1e-4, 4), g,
-             v1::VERDICT_STATUS_PASS, ""},
+             CheckStatus::kPass, ""},
         Case{"ulp_excess_significant", Standard::kUlp, Scaled(g, 1e-4, 2), Scaled(g, 1e-4, 4), g,
-             v1::VERDICT_STATUS_ERROR, "ulp_error", "ULP误差不满足标准"},
+             CheckStatus::kError, "ulp_error", "ULP误差不满足标准"},
         // Benchmark, all values small: msprobe's ratios mask them all; the largest absolute
         // error at the output's scale (Parity) still sees a device 1e-3 off where the bench
         // rounds.
         Case{"benchmark_all_small_rounding", Standard::kBenchmark, Round(gs), Round(gs), gs,
-             v1::VERDICT_STATUS_PASS, ""},
+             CheckStatus::kPass, ""},
         // A bench with a NaN where the golden is finite has no largest error to compare with:
         // a correct device is not an error for it.
         Case{"benchmark_bench_nan_device_fine", Standard::kBenchmark, Round(g), WithNan(Round(g)),
-             g, v1::VERDICT_STATUS_PASS, ""},
+             g, CheckStatus::kPass, ""},
         Case{"benchmark_all_small_worse", Standard::kBenchmark, Scaled(gs, 1e-3), Round(gs), gs,
-             v1::VERDICT_STATUS_ERROR, "max_abs_error",
+             CheckStatus::kError, "max_abs_error",
              "largest absolute error over the bench's, at the output's scale"},
         // The largest relative error at an element a sum cancels, 200x the bench's, with the
         // largest absolute error below the bench's: not evidence (Parity); 10x the bench's
         // absolute error as well: an error.
         Case{"benchmark_max_rel_at_a_cancellation", Standard::kBenchmark,
-             OffAtTheCancellation(2e-3), Scaled(gc, 1e-5), gc, v1::VERDICT_STATUS_PASS, ""},
+             OffAtTheCancellation(2e-3), Scaled(gc, 1e-5), gc, CheckStatus::kPass, ""},
         Case{"benchmark_max_rel_and_abs_worse", Standard::kBenchmark, OffAtTheCancellation(0.5),
-             Scaled(gc, 1e-5), gc, v1::VERDICT_STATUS_ERROR, "max_rel_error",
+             Scaled(gc, 1e-5), gc, CheckStatus::kError, "max_rel_error",
              "相对误差最大值比值超过阈值"},
         Case{"ulp_within_thresholds", Standard::kUlp, Scaled(g, 1e-6, 40), Round(g), g,
-             v1::VERDICT_STATUS_PASS, ""},
+             CheckStatus::kPass, ""},
         // Benchmark: device errors up to 2x (rmse, mean rel) / 10x (max rel) the bench's.
         Case{"bench_equal", Standard::kBenchmark, Scaled(g, 1e-6), Scaled(g, 1e-6), g,
-             v1::VERDICT_STATUS_PASS, ""},
+             CheckStatus::kPass, ""},
         Case{"bench_rmse_3x", Standard::kBenchmark, Scaled(g, 3e-3), Scaled(g, 1e-3), g,
-             v1::VERDICT_STATUS_ERROR, "rmse", "均方根误差比值超过阈值"},
+             CheckStatus::kError, "rmse", "均方根误差比值超过阈值"},
         Case{"bench_1_5x", Standard::kBenchmark, Scaled(g, 1.5e-3), Scaled(g, 1e-3), g,
-             v1::VERDICT_STATUS_PASS, ""},
+             CheckStatus::kPass, ""},
         // Errors below the dtype's floor (2^-14 for float32) never fail, whatever the ratio.
         Case{"bench_under_floor", Standard::kBenchmark, Scaled(g, 3e-5), Scaled(g, 1e-7), g,
-             v1::VERDICT_STATUS_PASS, ""},
+             CheckStatus::kPass, ""},
         Case{"bench_nan_device", Standard::kBenchmark,
              [] {
                auto d = Round(g);
                d[3] = NAN;
                return d;
              }(),
-             Round(g), g, v1::VERDICT_STATUS_ERROR, "inf_nan_error_rate",
+             Round(g), g, CheckStatus::kError, "inf_nan_error_rate",
              "device output has 1 inf/NaN where the reference is finite (first at element 3: nan, "
              "reference 0.53)\nERROR: inf/nan错误率超过标杆"},
         // No bench result: benchmark falls back to the two-way chain against the golden.
@@ -181,14 +181,14 @@ INSTANTIATE_TEST_SUITE_P(
              Scaled(g, 1e-7),
              {},
              g,
-             v1::VERDICT_STATUS_PASS,
+             CheckStatus::kPass,
              ""},
         Case{"bench_missing_two_way_error",
              Standard::kBenchmark,
              Scaled(g, 3e-3),
              {},
              g,
-             v1::VERDICT_STATUS_ERROR,
+             CheckStatus::kError,
              "thousandth_ratio",
              "No bench result: judged by the two-way chain against the golden.\nERROR: "
              "双千指标不达标"}),
@@ -261,28 +261,28 @@ TEST(TwoWayChainTest, FollowsMsprobeOrder) {
   std::string message;
   PairMetrics m;
   m.cosine = 0.98;
-  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), v1::VERDICT_STATUS_ERROR);
+  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), CheckStatus::kError);
   EXPECT_EQ(metric, Metric::kCosine);
   m.cosine = 0.999;
   m.max_abs_error = 0.0005;
   m.thousandth_ratio = 0.5;  // ignored: max abs error < 0.001 passes first
-  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), v1::VERDICT_STATUS_PASS);
+  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), CheckStatus::kPass);
   m.max_abs_error = 0.01;
   m.hundredth_ratio = 0.98;
-  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT16, t, &metric, &message), v1::VERDICT_STATUS_ERROR);
+  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT16, t, &metric, &message), CheckStatus::kError);
   EXPECT_EQ(metric, Metric::kHundredthRatio);
   m.hundredth_ratio = 0.995;
   m.thousandth_ratio = 0.998;
-  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_BFLOAT16, t, &metric, &message), v1::VERDICT_STATUS_WARNING);
-  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), v1::VERDICT_STATUS_ERROR);
+  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_BFLOAT16, t, &metric, &message), CheckStatus::kWarning);
+  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), CheckStatus::kError);
   m.thousandth_ratio = 0.9995;
   m.ten_thousandth_ratio = 0.999;
-  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), v1::VERDICT_STATUS_WARNING);
+  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), CheckStatus::kWarning);
   m.cosine = kNaN;
-  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), v1::VERDICT_STATUS_ERROR);
+  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), CheckStatus::kError);
   m.cosine_blank = true;  // blank cosine passes the first step
   m.max_abs_error = 0;
-  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), v1::VERDICT_STATUS_PASS);
+  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), CheckStatus::kPass);
 }
 
 TEST(BenchmarkRatioTest, HandlesFloorsInfinitiesAndNaN) {
@@ -297,9 +297,9 @@ TEST(BenchmarkRatioTest, HandlesFloorsInfinitiesAndNaN) {
 }
 
 TEST(AggregateTest, IsStrictAndOrderIndependent) {
-  using S = std::vector<v1::VerdictStatus>;
-  const auto P = v1::VERDICT_STATUS_PASS, W = v1::VERDICT_STATUS_WARNING,
-             E = v1::VERDICT_STATUS_ERROR, K = v1::VERDICT_STATUS_SKIP;
+  using S = std::vector<CheckStatus>;
+  const auto P = CheckStatus::kPass, W = CheckStatus::kWarning, E = CheckStatus::kError,
+             K = CheckStatus::kSkip;
   EXPECT_EQ(Aggregate(S{P, W, E}), E);
   EXPECT_EQ(Aggregate(S{E, W}), E);  // msprobe let the later Warning win: a hidden error
   EXPECT_EQ(Aggregate(S{P, W}), W);

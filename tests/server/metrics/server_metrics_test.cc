@@ -29,8 +29,8 @@ TEST(ServerMetricsTest, CountsCallsByPhaseAndVerdict) {
   EXPECT_THAT(text, HasSubstr("parity_build_info{"));
   m.CallReceived(v1::PHASE_FORWARD);
   m.CallReceived(v1::PHASE_FORWARD);
-  m.CallChecked(v1::PHASE_FORWARD, v1::VERDICT_STATUS_ERROR, "aten::gelu", 0.002, 0.0005);
-  m.CallChecked(v1::PHASE_FORWARD, v1::VERDICT_STATUS_PASS, "aten::add", 0.02, 0.001);
+  m.CallChecked(v1::PHASE_FORWARD, CheckStatus::kError, "aten::gelu", 0.002, 0.0005);
+  m.CallChecked(v1::PHASE_FORWARD, CheckStatus::kPass, "aten::add", 0.02, 0.001);
   m.MessageBytes(1000);
   m.QueueDepth(3, 4096);
   m.QueueCapacity(64, int64_t{2} << 30, 4);
@@ -58,7 +58,7 @@ TEST(ServerMetricsTest, OpLabelsAreBoundedAndAgentReasonsClosed) {
   prometheus::Registry registry;
   ServerMetrics m(registry, /*max_op_labels=*/2);
   for (const char* op : {"aten::a", "aten::b", "aten::c", "aten::d", "aten::a"}) {
-    m.CallChecked(v1::PHASE_BACKWARD, v1::VERDICT_STATUS_ERROR, op, 0, 0);
+    m.CallChecked(v1::PHASE_BACKWARD, CheckStatus::kError, op, 0, 0);
   }
   m.AgentDropped("queue_full", 5);
   m.AgentDropped("stopped", 3);
@@ -77,13 +77,13 @@ TEST(ServerMetricsTest, OpLabelsAreBoundedAndAgentReasonsClosed) {
 TEST(ServerMetricsTest, RankLabelsSayWhichRanksFailWithinABound) {
   prometheus::Registry registry;
   ServerMetrics m(registry);
-  m.RankChecked(0, v1::VERDICT_STATUS_PASS);
-  m.RankChecked(0, v1::VERDICT_STATUS_PASS);
-  m.RankChecked(3, v1::VERDICT_STATUS_ERROR);
-  m.RankChecked(3, v1::VERDICT_STATUS_PASS);
-  m.RankChecked(ServerMetrics::kMaxRankLabels - 1, v1::VERDICT_STATUS_ERROR);
-  m.RankChecked(ServerMetrics::kMaxRankLabels, v1::VERDICT_STATUS_ERROR);
-  m.RankChecked(100000, v1::VERDICT_STATUS_WARNING);
+  m.RankChecked(0, CheckStatus::kPass);
+  m.RankChecked(0, CheckStatus::kPass);
+  m.RankChecked(3, CheckStatus::kError);
+  m.RankChecked(3, CheckStatus::kPass);
+  m.RankChecked(ServerMetrics::kMaxRankLabels - 1, CheckStatus::kError);
+  m.RankChecked(ServerMetrics::kMaxRankLabels, CheckStatus::kError);
+  m.RankChecked(100000, CheckStatus::kWarning);
   const std::string text = Scrape(registry);
   EXPECT_THAT(text, HasSubstr("parity_server_rank_checked_total{rank=\"0\"} 2"));
   EXPECT_THAT(text, HasSubstr("parity_server_rank_errors_total{rank=\"0\"} 0"));
@@ -100,9 +100,9 @@ TEST(ServerMetricsTest, CatalogueNamesFollowPrometheusConventions) {
   prometheus::Registry registry;
   ServerMetrics m(registry);
   // Series of open label sets (op, code, rank) appear once seen.
-  m.CallChecked(v1::PHASE_FORWARD, v1::VERDICT_STATUS_ERROR, "aten::mm", 0, 0);
+  m.CallChecked(v1::PHASE_FORWARD, CheckStatus::kError, "aten::mm", 0, 0);
   m.StreamError("INVALID_ARGUMENT");
-  m.RankChecked(0, v1::VERDICT_STATUS_ERROR);
+  m.RankChecked(0, CheckStatus::kError);
   const std::string text = Scrape(registry);
   for (const MetricInfo& info : MetricCatalogue()) {
     SCOPED_TRACE(info.name);

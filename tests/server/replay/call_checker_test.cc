@@ -17,10 +17,10 @@
 #include "common/torch/value_codec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/call/verdict_encoder.h"
 #include "server/compare/judge.h"
 #include "server/replay/aten_compat.h"
 #include "server/replay/stages.h"
-#include "server/results/verdict_text.h"
 #include "tests/testing/op_cases.h"
 
 // An op whose GPU kernel refuses float64, as some vendor kernels do: the golden of a CUDA bench
@@ -645,7 +645,7 @@ TEST_P(CallCheckerTest, AnOperatorFromAnotherTorchIsSkipNamingBothVersions) {
   call.set_overload("");
   const std::string bench = "torch " + common::TorchVersion();
   CallCheck newer = checker_->Check(ServerCall(call, "torch 2.15.0"));
-  EXPECT_EQ(newer.status, v1::VERDICT_STATUS_SKIP);
+  EXPECT_EQ(newer.status, CheckStatus::kSkip);
   EXPECT_THAT(newer.message, HasSubstr("unknown operator \"aten::_an_operator_of_torch_9\""));
   EXPECT_THAT(newer.message, HasSubstr("(the training runs torch 2.15.0, the bench " + bench +
                                        ": a server on the training's torch version or a newer "
@@ -657,7 +657,7 @@ TEST_P(CallCheckerTest, AnOperatorFromAnotherTorchIsSkipNamingBothVersions) {
   EXPECT_THAT(overload.message, HasSubstr("the training runs torch 9.0.0, the bench " + bench));
   for (const std::string& same : {bench, std::string()}) {
     CallCheck c = checker_->Check(ServerCall(call, same));
-    EXPECT_EQ(c.status, v1::VERDICT_STATUS_SKIP);
+    EXPECT_EQ(c.status, CheckStatus::kSkip);
     EXPECT_THAT(c.message, Not(HasSubstr("the training runs"))) << same;
   }
 }
@@ -902,7 +902,7 @@ TEST_P(CallCheckerTest, GoldenOnTheBenchDeviceGivesTheVerdictsOfTheCpuGolden) {
     const CallCheck here = checker_->Check(call);
     const CallCheck there = on_cpu->Check(call);
     SCOPED_TRACE(call.op_name());
-    errors += here.status == v1::VERDICT_STATUS_ERROR;
+    errors += here.status == CheckStatus::kError;
     EXPECT_EQ(StatusText(here.status), StatusText(there.status)) << here.message;
     ASSERT_EQ(here.outputs.size(), there.outputs.size());
     for (std::size_t i = 0; i < here.outputs.size(); ++i) {

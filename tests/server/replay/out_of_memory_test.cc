@@ -14,9 +14,9 @@
 
 #include "common/torch/torch_pch.h"
 #include "gtest/gtest.h"
+#include "server/call/error_files.h"
 #include "server/replay/call_checker.h"
 #include "server/replay/call_values.h"
-#include "server/replay/error_files.h"
 #include "server/replay/stages.h"
 #include "tests/testing/op_cases.h"
 #include "tests/testing/test_certs.h"
@@ -97,10 +97,10 @@ void GoldenOutOfMemoryIsNeverAPass() {
   std::fprintf(stderr, "status %d, code %d: %s\n", static_cast<int>(check.status),
                static_cast<int>(check.error_code), check.message.c_str());
   const bool skipped =
-      check.status == v1::VERDICT_STATUS_SKIP &&
+      check.status == CheckStatus::kSkip &&
       check.error_code == absl::StatusCode::kResourceExhausted &&
       check.message.find("out of memory replaying the golden") != std::string::npos &&
-      check.outputs.size() == 1 && check.outputs[0].judgement.status == v1::VERDICT_STATUS_SKIP;
+      check.outputs.size() == 1 && check.outputs[0].judgement.status == CheckStatus::kSkip;
   std::exit(skipped ? 0 : 1);
 }
 
@@ -119,7 +119,7 @@ void DecodingOutOfMemoryIsNotARejection() {
   RestoreAddressSpace();
   std::fprintf(stderr, "status %d, code %d: %s\n", static_cast<int>(check.status),
                static_cast<int>(check.error_code), check.message.c_str());
-  std::exit(check.status == v1::VERDICT_STATUS_SKIP &&
+  std::exit(check.status == CheckStatus::kSkip &&
                     check.error_code == absl::StatusCode::kResourceExhausted &&
                     check.message.find("out of memory decoding") != std::string::npos
                 ? 0

@@ -14,10 +14,10 @@
 #include "common/torch/torch_pch.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/call/verdict_encoder.h"
 #include "server/compare/judge.h"
 #include "server/compare/random_property.h"
 #include "server/replay/call_checker.h"
-#include "server/results/verdict_text.h"
 #include "tests/testing/op_cases.h"
 
 namespace parity::server {

@@ -16,7 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/results/verdict_text.h"
+#include "server/call/verdict_encoder.h"
 #include "tests/testing/server_harness.h"
 #include "tests/testing/test_certs.h"
 
@@ -32,10 +32,10 @@ std::vector<std::string> Rows(const std::string& path) {
 }
 
 // A checked call with one benchmark-standard output that failed on RMSE.
-CallCheck SampleCheck(v1::VerdictStatus status) {
+CallCheck SampleCheck(CheckStatus status) {
   CallCheck c;
   c.status = status;
-  c.message = status == v1::VERDICT_STATUS_ERROR ? "output 0: rmse (benchmark)" : "";
+  c.message = status == CheckStatus::kError ? "output 0: rmse (benchmark)" : "";
   OutputCheck out;
   out.index = 0;
   out.dtype = v1::DTYPE_FLOAT16;
@@ -52,7 +52,7 @@ CallCheck SampleCheck(v1::VerdictStatus status) {
   m.cosine = 0.5;
   m.max_abs_error = 1.0 / 3;
   m.rmse = std::numeric_limits<double>::infinity();
-  j.two_way_status = v1::VERDICT_STATUS_WARNING;
+  j.two_way_status = CheckStatus::kWarning;
   j.ratios.push_back({Metric::kRmse, Ratio{3.0, false}});
   j.ratios.push_back({Metric::kErrorBalance, Ratio{4.0, false}});
   c.outputs.push_back(out);
@@ -72,7 +72,7 @@ v1::ApiCall SampleCall(v1::Phase phase) {
 absl::Status Write(ResultWriter& w, const CallOrigin& origin, const v1::ApiCall& call,
                    const CallCheck& check) {
   const ServerCall server_call(call);
-  return w.Write(origin, server_call, check, ToVerdict(server_call, check));
+  return w.Write(origin, server_call, check);
 }
 
 TEST(ResultWriterTest, WritesMsprobeHeadersAndCells) {
@@ -80,10 +80,10 @@ TEST(ResultWriterTest, WritesMsprobeHeadersAndCells) {
   auto w = ResultWriter::Create(dir + "/out", StandardsTable::Default(), "20261122101010");
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_TRUE(Write(**w, {2, "run", "h", ""}, SampleCall(v1::PHASE_FORWARD),
-                    SampleCheck(v1::VERDICT_STATUS_ERROR))
+                    SampleCheck(CheckStatus::kError))
                   .ok());
   ASSERT_TRUE(Write(**w, {2, "run", "h", ""}, SampleCall(v1::PHASE_BACKWARD),
-                    SampleCheck(v1::VERDICT_STATUS_PASS))
+                    SampleCheck(CheckStatus::kPass))
                   .ok());
   const std::string base = dir + "/out/";
   // The result rows wait for the step's backward calls; the stream's end writes them.
@@ -142,8 +142,7 @@ TEST(ResultWriterTest, AFailedWriteLeavesNoPartialRow) {
   ASSERT_TRUE(w.ok()) << w.status();
   const CallOrigin origin{0, "run", "h", ""};
   ASSERT_TRUE(
-      Write(**w, origin, SampleCall(v1::PHASE_FORWARD), SampleCheck(v1::VERDICT_STATUS_ERROR))
-          .ok());
+      Write(**w, origin, SampleCall(v1::PHASE_FORWARD), SampleCheck(CheckStatus::kError)).ok());
   std::uintmax_t largest = 0;
   for (const std::string& p : (*w)->Paths()) {
     largest = std::max(largest, std::filesystem::file_size(p));
@@ -155,14 +154,13 @@ TEST(ResultWriterTest, AFailedWriteLeavesNoPartialRow) {
   limited.rlim_cur = static_cast<rlim_t>(largest + 40);  // room for 40 bytes of the next row
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limited), 0);
   const absl::Status failed =
-      Write(**w, origin, SampleCall(v1::PHASE_FORWARD), SampleCheck(v1::VERDICT_STATUS_PASS));
+      Write(**w, origin, SampleCall(v1::PHASE_FORWARD), SampleCheck(CheckStatus::kPass));
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &saved), 0);
   std::signal(SIGXFSZ, previous_handler);
   EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
   EXPECT_THAT(failed.message(), HasSubstr("the row was not kept"));
   ASSERT_TRUE(
-      Write(**w, origin, SampleCall(v1::PHASE_BACKWARD), SampleCheck(v1::VERDICT_STATUS_PASS))
-          .ok());
+      Write(**w, origin, SampleCall(v1::PHASE_BACKWARD), SampleCheck(CheckStatus::kPass)).ok());
   for (const std::string& p : (*w)->Paths()) {
     SCOPED_TRACE(p);
     const std::string text = testing::ReadAll(p);
@@ -192,18 +190,18 @@ TEST(ResultWriterTest, RestartAppendsToTheNewestFileSetOfTheRank) {
   {
     auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20260101000000");
     ASSERT_TRUE(w.ok());
-    ASSERT_TRUE(Write(**w, {0, "", "", ""}, SampleCall(v1::PHASE_FORWARD),
-                      SampleCheck(v1::VERDICT_STATUS_PASS))
-                    .ok());
+    ASSERT_TRUE(
+        Write(**w, {0, "", "", ""}, SampleCall(v1::PHASE_FORWARD), SampleCheck(CheckStatus::kPass))
+            .ok());
   }
   auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20260202000000");
   ASSERT_TRUE(w.ok());
-  ASSERT_TRUE(Write(**w, {0, "", "", ""}, SampleCall(v1::PHASE_FORWARD),
-                    SampleCheck(v1::VERDICT_STATUS_PASS))
-                  .ok());
-  ASSERT_TRUE(Write(**w, {1, "", "", ""}, SampleCall(v1::PHASE_FORWARD),
-                    SampleCheck(v1::VERDICT_STATUS_PASS))
-                  .ok());
+  ASSERT_TRUE(
+      Write(**w, {0, "", "", ""}, SampleCall(v1::PHASE_FORWARD), SampleCheck(CheckStatus::kPass))
+          .ok());
+  ASSERT_TRUE(
+      Write(**w, {1, "", "", ""}, SampleCall(v1::PHASE_FORWARD), SampleCheck(CheckStatus::kPass))
+          .ok());
   ASSERT_TRUE((*w)->EndOfStream(0).ok());
   ASSERT_TRUE((*w)->EndOfStream(1).ok());
   // Rank 0 resumed its file (one header, two rows); rank 1 had none, so it starts a new set.
@@ -217,9 +215,9 @@ TEST(ResultWriterTest, RestartRemovesALineCutByACrashAndKeepsTheWholeOnes) {
   {
     auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20260101000000");
     ASSERT_TRUE(w.ok());
-    ASSERT_TRUE(Write(**w, {0, "", "", ""}, SampleCall(v1::PHASE_FORWARD),
-                      SampleCheck(v1::VERDICT_STATUS_PASS))
-                    .ok());
+    ASSERT_TRUE(
+        Write(**w, {0, "", "", ""}, SampleCall(v1::PHASE_FORWARD), SampleCheck(CheckStatus::kPass))
+            .ok());
   }
   // A server killed mid-write: the JSON line and the summary row each lose their tail.
   const std::string jsonl = dir + "/parity_results_20260101000000_rank0.jsonl";
@@ -232,9 +230,9 @@ TEST(ResultWriterTest, RestartRemovesALineCutByACrashAndKeepsTheWholeOnes) {
   }
   auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20260202000000");
   ASSERT_TRUE(w.ok());
-  ASSERT_TRUE(Write(**w, {0, "", "", ""}, SampleCall(v1::PHASE_FORWARD),
-                    SampleCheck(v1::VERDICT_STATUS_PASS))
-                  .ok());
+  ASSERT_TRUE(
+      Write(**w, {0, "", "", ""}, SampleCall(v1::PHASE_FORWARD), SampleCheck(CheckStatus::kPass))
+          .ok());
   ASSERT_TRUE((*w)->EndOfStream(0).ok());
   // The cut tails are gone and the new row follows the old whole ones.
   const std::string after = testing::ReadAll(jsonl);
@@ -260,9 +258,9 @@ TEST(ResultWriterTest, AFileCutInsideItsHeaderStartsOverWithAHeader) {
                             "API name,Forward Test Suc";
   auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20260202000000");
   ASSERT_TRUE(w.ok());
-  ASSERT_TRUE(Write(**w, {0, "", "", ""}, SampleCall(v1::PHASE_FORWARD),
-                    SampleCheck(v1::VERDICT_STATUS_PASS))
-                  .ok());
+  ASSERT_TRUE(
+      Write(**w, {0, "", "", ""}, SampleCall(v1::PHASE_FORWARD), SampleCheck(CheckStatus::kPass))
+          .ok());
   ASSERT_TRUE((*w)->EndOfStream(0).ok());
   const std::vector<std::string> rows = Rows(summary);
   ASSERT_EQ(rows.size(), 2u);
@@ -289,26 +287,26 @@ TEST(ResultWriterTest, OneResultRowPerApiWithItsForwardAndBackwardStatus) {
     if (phase == v1::PHASE_BACKWARD) c.set_forward_op_name("aten::linear");
     return c;
   };
-  auto write = [&](const v1::ApiCall& c, v1::VerdictStatus s) {
+  auto write = [&](const v1::ApiCall& c, CheckStatus s) {
     ASSERT_TRUE(Write(**w, origin, c, SampleCheck(s)).ok());
   };
   const std::string result = dir + "/accuracy_checking_result_20261126000000_rank0.csv";
   const std::string details = dir + "/accuracy_checking_details_20261126000000_rank0.csv";
-  write(call("aten::linear", v1::PHASE_FORWARD, 0, 0), v1::VERDICT_STATUS_PASS);
-  write(call("aten::gelu", v1::PHASE_FORWARD, 0, 0), v1::VERDICT_STATUS_PASS);
-  write(call("aten::linear", v1::PHASE_FORWARD, 0, 1), v1::VERDICT_STATUS_PASS);
-  write(call("aten::mm", v1::PHASE_BACKWARD, 0, 1), v1::VERDICT_STATUS_PASS);
-  write(call("aten::mm", v1::PHASE_BACKWARD, 0, 1), v1::VERDICT_STATUS_ERROR);
-  write(call("aten::sum", v1::PHASE_BACKWARD, 0, 1), v1::VERDICT_STATUS_PASS);
+  write(call("aten::linear", v1::PHASE_FORWARD, 0, 0), CheckStatus::kPass);
+  write(call("aten::gelu", v1::PHASE_FORWARD, 0, 0), CheckStatus::kPass);
+  write(call("aten::linear", v1::PHASE_FORWARD, 0, 1), CheckStatus::kPass);
+  write(call("aten::mm", v1::PHASE_BACKWARD, 0, 1), CheckStatus::kPass);
+  write(call("aten::mm", v1::PHASE_BACKWARD, 0, 1), CheckStatus::kError);
+  write(call("aten::sum", v1::PHASE_BACKWARD, 0, 1), CheckStatus::kPass);
   v1::ApiCall gelu_backward = call("aten::gelu_backward", v1::PHASE_BACKWARD, 0, 0);
   gelu_backward.set_forward_op_name("aten::gelu");
-  write(gelu_backward, v1::VERDICT_STATUS_PASS);
+  write(gelu_backward, CheckStatus::kPass);
   gelu_backward.set_op_name("my::unknown_op");
-  write(gelu_backward, v1::VERDICT_STATUS_SKIP);  // not checked
-  write(call("aten::linear", v1::PHASE_FORWARD, 1, 0), v1::VERDICT_STATUS_PASS);
+  write(gelu_backward, CheckStatus::kSkip);  // not checked
+  write(call("aten::linear", v1::PHASE_FORWARD, 1, 0), CheckStatus::kPass);
   EXPECT_EQ(Rows(result).size(), 1u) << "step 0's rows went before step 2 began";
-  write(call("aten::mm", v1::PHASE_BACKWARD, 0, 0), v1::VERDICT_STATUS_SKIP);  // a straggler
-  write(call("aten::linear", v1::PHASE_FORWARD, 2, 0), v1::VERDICT_STATUS_WARNING);
+  write(call("aten::mm", v1::PHASE_BACKWARD, 0, 0), CheckStatus::kSkip);  // a straggler
+  write(call("aten::linear", v1::PHASE_FORWARD, 2, 0), CheckStatus::kWarning);
   EXPECT_THAT(Rows(result),
               ElementsAre(::testing::_, "Functional.linear.0,pass,SKIP, ",
                           // one backward call checked, one not: SKIP, never pass

@@ -1,7 +1,7 @@
-// The server's call record (server/replay/server_call.h): the names it makes once, written out
+// The server's call record (server/call/server_call.h): the names it makes once, written out
 // for every kind of call, and an operator's traits are resolved once and shared, within a
 // bound that made-up names cannot push past.
-#include "server/replay/server_call.h"
+#include "server/call/server_call.h"
 
 #include <gtest/gtest.h>
 
@@ -74,6 +74,37 @@ TEST(ServerCallTest, MsprobeApiIsTheApiPartOfTheMsprobeName) {
   const v1::ApiCall unmapped = Call("mylib::op", "", v1::PHASE_FORWARD);
   EXPECT_EQ(ServerCall(unmapped).names.msprobe, "");
   EXPECT_EQ(ServerCall(unmapped).names.msprobe_api, "");
+}
+
+// The identity is the call's own, copied at the edge: what the message says later (a worker
+// swapping tensors out of it, say) changes nothing the results, the verdict or the metrics read.
+TEST(ServerCallTest, TheIdentityIsDecodedOnceAndOwned) {
+  v1::ApiCall wire = Call("aten::mm", "", v1::PHASE_BACKWARD);
+  wire.set_sequence(41);
+  wire.set_step(7);
+  wire.set_forward_op_name("aten::linear");
+  wire.set_backward_index(2);
+  wire.set_autograd_node("MmBackward0");
+  wire.set_module_path("layers.0.mlp");
+  wire.set_in_optimizer(true);
+  wire.set_autocast_dtype(v1::DTYPE_BFLOAT16);
+  const ServerCall call(wire);
+  wire.set_sequence(99);
+  wire.set_op_name("aten::other");
+  wire.clear_module_path();
+  const CallIdentity& id = call.id;
+  EXPECT_EQ(id.sequence, 41u);
+  EXPECT_EQ(id.step, 7);
+  EXPECT_TRUE(id.backward());
+  EXPECT_EQ(id.op_name, "aten::mm");
+  EXPECT_EQ(id.call_index, 3u);
+  EXPECT_EQ(id.forward_op_name, "aten::linear");
+  EXPECT_EQ(id.backward_index, 2u);
+  EXPECT_EQ(id.autograd_node, "MmBackward0");
+  EXPECT_EQ(id.module_path, "layers.0.mlp");
+  EXPECT_TRUE(id.in_optimizer);
+  EXPECT_EQ(id.autocast_dtype, v1::DTYPE_BFLOAT16);
+  EXPECT_EQ(call.DataName(), "aten::linear.3.backward.2");
 }
 
 TEST(ServerCallTest, OperatorTraitsAreResolvedOnceAndShared) {

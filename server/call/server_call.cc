@@ -1,4 +1,4 @@
-#include "server/replay/server_call.h"
+#include "server/call/server_call.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -58,6 +58,23 @@ CallNames NamesOf(const v1::ApiCall& call) {
   return n;
 }
 
+CallIdentity IdentityOf(const v1::ApiCall& call) {
+  CallIdentity id;
+  id.sequence = call.sequence();
+  id.step = call.step();
+  id.phase = call.phase();
+  id.op_name = call.op_name();
+  id.overload = call.overload();
+  id.call_index = call.call_index();
+  id.forward_op_name = call.forward_op_name();
+  id.backward_index = call.backward_index();
+  id.autograd_node = call.autograd_node();
+  id.module_path = call.module_path();
+  id.in_optimizer = call.in_optimizer();
+  id.autocast_dtype = call.autocast_dtype();
+  return id;
+}
+
 }  // namespace
 
 absl::string_view OperatorTraits::bare() const { return common::BareOpName(op_name); }
@@ -69,14 +86,14 @@ std::shared_ptr<const OperatorTraits> OperatorTraitsOf(absl::string_view op_name
 
 ServerCall::ServerCall(const v1::ApiCall& call, std::string training_framework)
     : wire(call),
+      id(IdentityOf(call)),
       framework(std::move(training_framework)),
       op(OperatorTraitsOf(call.op_name())),
       names(NamesOf(call)) {}
 
 std::string ServerCall::DataName() const {
-  const bool backward = wire.phase() == v1::PHASE_BACKWARD;
-  if (backward && !wire.forward_op_name().empty()) return names.api;
-  return absl::StrCat(names.api, backward ? ".backward" : ".forward");
+  if (id.backward() && !id.forward_op_name.empty()) return names.api;
+  return absl::StrCat(names.api, id.backward() ? ".backward" : ".forward");
 }
 
 }  // namespace parity::server

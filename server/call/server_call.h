@@ -1,7 +1,8 @@
-// One call as the server works on it: the message as it arrived, with what every stage would
-// otherwise derive from it again, computed once at the service edge: the call's names and its
-// operator's traits. The checker (server/replay/call_checker.h), the verdict, the result rows and
-// the error data take it; only the protos' own fields are read from `wire`. Torch-free.
+// One call as the server works on it: who it is (CallIdentity), its names and its operator's
+// traits, each decoded once at the service edge, and the message it came in, whose values only
+// the replay reads (`wire`). The checker (server/replay/call_checker.h), the verdict encoder, the
+// result rows and the error data take it; none of the later stages reads the call's identity
+// back out of the proto. Torch-free.
 #pragma once
 
 #include <memory>
@@ -38,13 +39,31 @@ struct CallNames {
   std::string msprobe_api;  // its API part, "Functional.linear"; empty when `msprobe` is
 };
 
+// Who a call is: the identity fields of its ApiCall, copied once.
+struct CallIdentity {
+  uint64_t sequence = 0;
+  int64_t step = 0;
+  v1::Phase phase = v1::PHASE_UNSPECIFIED;
+  bool backward() const { return phase == v1::PHASE_BACKWARD; }
+  std::string op_name;   // "aten::add"
+  std::string overload;  // "Tensor"
+  uint64_t call_index = 0;
+  std::string forward_op_name;  // a backward call's forward operator, when the agent knew it
+  uint32_t backward_index = 0;
+  std::string autograd_node;
+  std::string module_path;
+  bool in_optimizer = false;
+  v1::DType autocast_dtype = v1::DTYPE_UNSPECIFIED;
+};
+
 struct ServerCall {
   // `framework`: the training's, as its agent's Hello says it ("torch 2.1.0"), or empty.
   explicit ServerCall(const v1::ApiCall& wire, std::string framework = {});
   explicit ServerCall(const v1::ApiCall&& wire,
                       std::string framework = {}) = delete;  // kept by reference
 
-  const v1::ApiCall& wire;
+  const v1::ApiCall& wire;  // the message: its values are the replay's to decode
+  CallIdentity id;
   std::string framework;
   std::shared_ptr<const OperatorTraits> op;
   CallNames names;

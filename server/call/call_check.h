@@ -16,7 +16,7 @@ namespace parity::server {
 
 // One output of a call, typed to the end: the writers and the verdict read the judgement's enum
 // standard and metric structs; names are made only where text is written
-// (server/results/verdict_text.h, server/results/).
+// (server/call/verdict_encoder.h, server/results/).
 struct OutputCheck {
   uint32_t index = 0;  // position among the call's outputs, nested lists flattened
   OutputJudgement judgement;
@@ -38,7 +38,7 @@ struct CallValues;
 
 // Everything decided about one call.
 struct CallCheck {
-  v1::VerdictStatus status = v1::VERDICT_STATUS_UNSPECIFIED;
+  CheckStatus status = CheckStatus::kUnspecified;
   std::string message;
   // REJECTED: why (INVALID_ARGUMENT, RESOURCE_EXHAUSTED); SKIP of an op the bench cannot
   // replay: UNIMPLEMENTED; else OK.

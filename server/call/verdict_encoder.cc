@@ -1,0 +1,96 @@
+#include "server/call/verdict_encoder.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace parity::server {
+namespace {
+
+using Values = std::vector<std::pair<std::string, double>>;
+
+void PutPairMetrics(const PairMetrics& m, absl::string_view prefix, Values& out) {
+  for (Metric field : kPairFields) {
+    if (std::optional<double> v = FieldValue(m, field)) {
+      out.emplace_back(absl::StrCat(prefix, MetricName(field)), *v);
+    }
+  }
+}
+
+}  // namespace
+
+v1::VerdictStatus ToProto(CheckStatus status) {
+  switch (status) {
+    case CheckStatus::kUnspecified:
+      return v1::VERDICT_STATUS_UNSPECIFIED;
+    case CheckStatus::kPass:
+      return v1::VERDICT_STATUS_PASS;
+    case CheckStatus::kWarning:
+      return v1::VERDICT_STATUS_WARNING;
+    case CheckStatus::kError:
+      return v1::VERDICT_STATUS_ERROR;
+    case CheckStatus::kSkip:
+      return v1::VERDICT_STATUS_SKIP;
+    case CheckStatus::kRejected:
+      return v1::VERDICT_STATUS_REJECTED;
+  }
+  return v1::VERDICT_STATUS_UNSPECIFIED;
+}
+
+void FillOutputVerdict(const OutputCheck& out, v1::OutputVerdict* ov) {
+  const OutputJudgement& j = out.judgement;
+  ov->set_index(out.index);
+  ov->set_status(ToProto(j.status));
+  ov->set_standard(std::string(StandardName(j.standard)));
+  ov->set_dtype(out.dtype);
+  for (int64_t d : out.shape) ov->add_shape(d);
+  ov->set_failed_metric(std::string(MetricName(j.failed_metric)));
+  ov->set_message(j.message);
+  auto& map = *ov->mutable_metrics();
+  for (auto& [name, v] : OutputMetricValues(j)) map[std::move(name)] = v;
+}
+
+std::vector<std::pair<std::string, double>> OutputMetricValues(const OutputJudgement& j) {
+  Values out;
+  if (j.device) PutPairMetrics(*j.device, "", out);
+  if (j.bench) PutPairMetrics(*j.bench, "bench_", out);
+  for (const auto& [metric, r] : j.ratios) {
+    out.emplace_back(absl::StrCat("ratio_", MetricName(metric)), r.value);
+  }
+  for (const auto& [name, v] : j.random) out.emplace_back(name, v);
+  if (j.statistics) {
+    out.emplace_back("stats_nan_count", static_cast<double>(j.statistics->nan_count));
+    out.emplace_back("stats_inf_count", static_cast<double>(j.statistics->inf_count));
+    for (const auto& [metric, v] : j.statistics->device_error) {
+      out.emplace_back(absl::StrCat(MetricName(metric), "_error"), v);
+    }
+    for (const auto& [metric, v] : j.statistics->bench_error) {
+      out.emplace_back(absl::StrCat("bench_", MetricName(metric), "_error"), v);
+    }
+  }
+  return out;
+}
+
+v1::Verdict DecidedVerdict(const ServerCall& call, CheckStatus status, std::string message,
+                           absl::StatusCode code) {
+  v1::Verdict v;
+  v.set_sequence(call.id.sequence);
+  v.set_api_name(call.names.api);
+  v.set_phase(call.id.phase);
+  v.set_step(call.id.step);
+  v.set_module_path(call.id.module_path);
+  v.set_op_name(call.id.op_name);
+  v.set_status(ToProto(status));
+  v.set_message(std::move(message));
+  v.set_error_code(static_cast<int>(code));
+  return v;
+}
+
+v1::Verdict ToVerdict(const ServerCall& call, const CallCheck& check) {
+  v1::Verdict v = DecidedVerdict(call, check.status, check.message, check.error_code);
+  v.set_replay_seconds(check.replay_seconds);
+  v.set_compare_seconds(check.compare_seconds);
+  for (const OutputCheck& out : check.outputs) FillOutputVerdict(out, v.add_outputs());
+  for (const v1::InputWritten& w : check.inputs_written) *v.add_inputs_written() = w;
+  return v;
+}
+
+}  // namespace parity::server

@@ -1,0 +1,41 @@
+// The one encoder of the Verdict proto: the typed result of a check (server/call/call_check.h)
+// as the message streamed back to the agent. Nothing on the server reads a Verdict back: the
+// result files render from the same types (server/results/), with the metric names below.
+// Names of standards and metrics are made here and in the result files (and, for messages
+// only, in the places docs/design.md lists).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "parity/v1/parity.pb.h"
+#include "server/call/call_check.h"
+#include "server/call/server_call.h"
+
+namespace parity::server {
+
+// The verdict for `call`: status, message, code, times, api name, and per output its status,
+// standard, dtype, shape, failed metric, message and every metric by name (device-vs-reference
+// metrics by their names, bench-vs-golden ones as "bench_{name}", three-way ratios as
+// "ratio_{name}", the statistics standard's as "stats_*").
+v1::Verdict ToVerdict(const ServerCall& call, const CallCheck& check);
+
+// A verdict given without a check (a server list's SKIP, --replay=false, a failure inside the
+// server): the call's sequence, api name, phase, step and module path, `status`, `message` and
+// `code`; no outputs. ToVerdict starts from it too.
+v1::Verdict DecidedVerdict(const ServerCall& call, CheckStatus status, std::string message,
+                           absl::StatusCode code = absl::StatusCode::kOk);
+
+// The proto's name for a status: the one place a CheckStatus becomes a VerdictStatus.
+v1::VerdictStatus ToProto(CheckStatus status);
+
+// One output's part of it.
+void FillOutputVerdict(const OutputCheck& out, v1::OutputVerdict* verdict);
+
+// An output's metrics by the names the verdict and the JSON-lines record give them, in the order
+// they are set (a later value of a name replaces an earlier one).
+std::vector<std::pair<std::string, double>> OutputMetricValues(const OutputJudgement& judgement);
+
+}  // namespace parity::server
