@@ -406,7 +406,8 @@ class PrecisionDebugger:
 
     @staticmethod
     def counters():
-        return counters()
+        """The agent's counters, as `debugger.counters()` (the same dict as parity.counters())."""
+        return _agent_counters()
 
 
 def module_dump(module, dump_name):
@@ -442,6 +443,10 @@ def module_dump_end():
         PrecisionDebugger.stop()
 
 
+def _agent_counters():
+    return json.loads(load_agent().counters())
+
+
 def counters():
     """The agent's counters: captured, sent, dropped (by reason), verdicts, ..."""
-    return json.loads(load_agent().counters())
+    return _agent_counters()
