@@ -11,13 +11,13 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "common/config/config.h"
-#include "common/naming/api_names.h"
+#include "common/naming/selection.h"
 #include "parity/v1/parity.pb.h"
 
 namespace parity::agent {
 
 // Stateless filters. Thread-safe. The names in `list`, `white_list` and `black_list` take every
-// form common/naming/api_names.h accepts (Parity's, msprobe's, bare); the config was validated, so
+// form common/naming/selection.h accepts (Parity's, msprobe's, bare); the config was validated, so
 // they parse.
 class CallFilter {
  public:

@@ -16,7 +16,7 @@
 #include "common/config/config_keys.h"
 #include "common/config/config_reader.h"
 #include "common/config/config_table.h"
-#include "common/naming/api_names.h"
+#include "common/naming/selection.h"
 
 namespace parity::common {
 namespace {
@@ -101,7 +101,7 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 
 namespace {
 
-// Every name of a list that selects calls must parse (common/naming/api_names.h); `substrings`:
+// Every name of a list that selects calls must parse (common/naming/selection.h); `substrings`:
 // msprobe's `list`, whose entries may also be plain substrings.
 void CheckNames(absl::string_view key, const std::vector<std::string>& names, bool substrings,
                 std::vector<std::string>& errors) {

@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/config/config.h"
-#include "common/naming/api_names.h"
+#include "common/naming/selection.h"
 #include "parity/v1/parity.pb.h"
 #include "server/call/server_call.h"
 #include "server/results/result_rows.h"

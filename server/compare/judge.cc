@@ -338,7 +338,7 @@ void ApplyStandard(OutputJudgement& j, v1::DType dtype, const DTypeConstants& c,
       break;
     case Standard::kStatistics:  // chosen by the checker, never by the table
     case Standard::kExact:
-    case Standard::kRandomProperty:  // judged by server/compare/random_property.h
+    case Standard::kRandomProperty:  // judged by server/random/random_property.h
     case Standard::kNone:
       break;
   }

@@ -10,7 +10,7 @@
 #include "common/torch/generator_state.h"
 #include "common/torch/torch_pch.h"
 #include "common/wire/generator_device.h"
-#include "server/compare/random_property.h"
+#include "server/random/random_property.h"
 #include "server/replay/stages.h"
 
 namespace parity::server {

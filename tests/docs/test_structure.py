@@ -155,10 +155,10 @@ class StructureTest(unittest.TestCase):
 
 
 # The server's folders from the bottom up: a file includes from its own floor or lower ones only
-# (the comparison knows nothing of calls or replays, a call's own types nothing of torch's
+# (the comparison knows nothing of random ops' statistics, calls or replays, a call's own types nothing of torch's
 # replay, results nothing of replays or metrics, the service nothing of the app that wires it).
 # (issue 53)
-SERVER_FLOORS = ["compare", "call", "replay", "results", "metrics", "check", "service", "app"]
+SERVER_FLOORS = ["compare", "random", "call", "replay", "results", "metrics", "check", "service", "app"]
 SERVER_INCLUDE = re.compile(r'^#include "server/([a-z_]+)/', re.M)
 
 

@@ -135,7 +135,7 @@ TEST(AgentConfigTest, SeedIsInMsprobesRange) {
   EXPECT_THAT(parsed.status().message(), HasSubstr("seed: must be between 0 and 4294967295"));
 }
 
-// Names in the lists that select calls take every form common/naming/api_names.h accepts; a
+// Names in the lists that select calls take every form common/naming/selection.h accepts; a
 // malformed one is an error naming its key.
 TEST(AgentConfigTest, MalformedNamesInFiltersNameTheirKey) {
   auto parsed = ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,

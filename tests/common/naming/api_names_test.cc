@@ -1,6 +1,7 @@
 // Every name form a filter accepts (common/naming/api_names.h), what it selects, msprobe's name of
 // a call, and the warning for a name that selects nothing.
 #include "common/naming/api_names.h"
+#include "common/naming/selection.h"
 
 #include "absl/strings/str_split.h"
 

@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "server/call/verdict_encoder.h"
 #include "server/compare/judge.h"
-#include "server/compare/random_property.h"
+#include "server/random/random_property.h"
 #include "server/replay/call_checker.h"
 #include "tests/testing/op_cases.h"
 

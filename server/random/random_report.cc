@@ -1,4 +1,4 @@
-#include "server/compare/random_report.h"
+#include "server/random/random_report.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "server/compare/random_property.h"
+#include "server/random/random_property.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "server/compare/random_report.h"
+#include "server/random/random_report.h"
 
 namespace parity::server {
 

@@ -1,6 +1,6 @@
 // Internals shared by the random_property judges (random_property.cc, random_discrete.cc): the
 // report one output's findings are collected in, and the numeric helpers. Not for other code:
-// the standard's interface is server/compare/random_property.h.
+// the standard's interface is server/random/random_property.h.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "server/compare/random_property.h"
+#include "server/random/random_property.h"
 
 namespace parity::server::random_internal {
 

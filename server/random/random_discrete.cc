@@ -1,6 +1,6 @@
 // The random_property standard's judges of discrete draws: integers on a range, geometric,
 // Poisson, permutations, categories; and rrelu's slopes.
-#include "server/compare/random_property.h"
+#include "server/random/random_property.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "server/compare/random_report.h"
+#include "server/random/random_report.h"
 
 namespace parity::server {
 
