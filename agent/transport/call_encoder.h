@@ -74,4 +74,7 @@ class EncodedCall {
 // cannot encode (see with_data); may throw std::bad_alloc.
 EncodedCall EncodeCall(CapturedCall& call, const CallEncoding& encoding, uint64_t* next_blob_id);
 
+// The ApiCall of a captured call's record, without its values: written on the sender thread.
+v1::ApiCall ToApiCall(const CallRecord& record);
+
 }  // namespace parity::agent

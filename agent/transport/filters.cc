@@ -38,7 +38,7 @@ CallFilter::CallFilter(const common::AgentConfig& c)
 bool CallFilter::RankSelected(int64_t rank) const { return Contains(ranks_, rank); }
 bool CallFilter::StepSelected(int64_t step) const { return Contains(steps_, step); }
 
-bool CallFilter::CallSelected(const v1::ApiCall& call) const {
+bool CallFilter::CallSelected(const common::CallNaming& call) const {
   if (!black_.empty() && black_.Matches(call)) return false;
   if (!white_.empty() && !white_.Matches(call)) return false;
   return list_.empty() || list_.Matches(call);
@@ -54,7 +54,7 @@ std::vector<std::string> CallFilter::UnknownNames(const common::OpNameIndex& kno
 
 ScopeFilter::ScopeFilter(const std::vector<std::string>& scope) : scope_(Names(scope)) {}
 
-bool ScopeFilter::Selected(const v1::ApiCall& call) {
+bool ScopeFilter::Selected(const common::CallNaming& call) {
   if (scope_.empty()) return true;
   const auto& ends = scope_.patterns();
   absl::MutexLock lock(&mu_);

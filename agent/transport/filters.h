@@ -29,7 +29,7 @@ class CallFilter {
   bool StepSelected(int64_t step) const;
   // `list` (names, or substrings of a call's Parity or msprobe name), white_list / black_list.
   // Black wins over white. `call` carries its names (op, overload, index, phase, forward call).
-  bool CallSelected(const v1::ApiCall& call) const;
+  bool CallSelected(const common::CallNaming& call) const;
   // One line per configured name that selects no operator in `known`, naming the closest.
   std::vector<std::string> UnknownNames(const common::OpNameIndex& known) const;
 
@@ -44,7 +44,7 @@ class CallFilter {
 class ScopeFilter {
  public:
   explicit ScopeFilter(const std::vector<std::string>& scope);
-  bool Selected(const v1::ApiCall& call);
+  bool Selected(const common::CallNaming& call);
   void NewStep();
   std::vector<std::string> UnknownNames(const common::OpNameIndex& known) const;
 

@@ -300,35 +300,35 @@ void Session::LogSummary() {
 }
 
 void Session::NameCall(const parity_call_site& site, const std::string& op,
-                       const std::string& module, v1::ApiCall* meta) {
+                       const std::string& module, CallRecord* meta) {
   if (site.backward) {
-    meta->set_autograd_node(site.node != nullptr ? site.node : "");
-    meta->set_autograd_sequence_nr(site.node_sequence_nr);
+    meta->autograd_node = site.node != nullptr ? site.node : "";
+    meta->autograd_sequence_nr = site.node_sequence_nr;
     CallNames::Forward fwd;
     if (names_.LinkBackward(site.node_sequence_nr, &fwd)) {
-      meta->set_forward_op_name(fwd.op);
-      meta->set_forward_overload(fwd.overload);
-      meta->set_call_index(fwd.call_index);
-      meta->set_backward_index(fwd.backward_calls);
-      if (module.empty()) meta->set_module_path(fwd.module);
+      meta->forward_op_name = fwd.op;
+      meta->forward_overload = fwd.overload;
+      meta->call_index = fwd.call_index;
+      meta->backward_index = fwd.backward_calls;
+      if (module.empty()) meta->module_path = fwd.module;
       if (!fwd.api.empty()) {
-        meta->set_api(fwd.api);
-        meta->set_api_index(fwd.api_index);
+        meta->api = fwd.api;
+        meta->api_index = fwd.api_index;
       }
     } else {
-      meta->set_call_index(names_.NextCallIndex(op));
+      meta->call_index = names_.NextCallIndex(op);
     }
   } else {
-    meta->set_call_index(names_.NextCallIndex(op));
+    meta->call_index = names_.NextCallIndex(op);
     // msprobe's API as the training called it, when the Python agent saw the call site.
     const bool has_api = site.size >= offsetof(parity_call_site, api) + sizeof(site.api) &&
                          site.api != nullptr && site.api[0] != '\0';
     if (has_api) {
-      meta->set_api(site.api);
-      meta->set_api_index(names_.NextCallIndex(meta->api()));
+      meta->api = site.api;
+      meta->api_index = names_.NextCallIndex(meta->api);
     }
-    names_.RecordForward(site.forward_sequence_nr, {op, meta->overload(), meta->call_index(), 0,
-                                                    module, meta->api(), meta->api_index()});
+    names_.RecordForward(site.forward_sequence_nr, {op, meta->overload, meta->call_index, 0, module,
+                                                    meta->api, meta->api_index});
   }
 }
 
@@ -347,27 +347,28 @@ std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint3
   const int64_t step = names_.step();
   if (!filter_.StepSelected(step)) return nullptr;
   auto call = std::make_unique<CapturedCall>();
-  v1::ApiCall* meta = &call->meta;
+  CallRecord* meta = &call->meta;
   const std::string op = site.op != nullptr ? site.op : "";
   const std::string module = site.module != nullptr ? site.module : "";
-  meta->set_op_name(op);
-  meta->set_overload(site.overload != nullptr ? site.overload : "");
-  meta->set_step(step);
-  meta->set_phase(site.backward ? v1::PHASE_BACKWARD : v1::PHASE_FORWARD);
-  meta->set_in_optimizer(site.in_optimizer != 0);
-  meta->set_module_path(module);
+  meta->op_name = op;
+  meta->overload = site.overload != nullptr ? site.overload : "";
+  meta->step = step;
+  meta->phase = site.backward ? v1::PHASE_BACKWARD : v1::PHASE_FORWARD;
+  meta->in_optimizer = site.in_optimizer != 0;
+  meta->module_path = module;
   // Named before the filters decide: forward calls are linked even when not checked, so that
   // backward names stay right.
   NameCall(site, op, module, meta);
-  if (!filter_.CallSelected(*meta)) return nullptr;
-  if (!scope_.Selected(*meta)) return nullptr;
+  const common::CallNaming naming = meta->Naming();
+  if (!filter_.CallSelected(naming)) return nullptr;
+  if (!scope_.Selected(naming)) return nullptr;
   if (site.size >= offsetof(parity_call_site, in_compiled_region) + sizeof(int32_t) &&
       site.in_compiled_region != 0) {
     counters_.CompiledCall();
   }
-  meta->set_capture_unix_nanos(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
+  meta->capture_unix_nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
   // A communication op: by name (c10d), or by its schema's communicator argument (the torch
   // half reads it: torch_npu's fused ops such as npu_mm_all_reduce_base). Counted, logged once
   // per op, never copied.
@@ -382,7 +383,7 @@ std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint3
     return nullptr;
   }
   if (traits.never_replayed != nullptr) {  // sent without values: the server reports SKIP
-    meta->set_skip_reason(common::NeverReplayedReason(op, *traits.never_replayed));
+    meta->skip_reason = common::NeverReplayedReason(op, *traits.never_replayed);
     return call;
   }
   if (!budget_.unlimited() && !budget_.Take(site.signature != nullptr ? site.signature : op)) {
@@ -410,8 +411,8 @@ void Session::NoteCommunicationOp(const std::string& op) {
                                "its calls are counted as dropped (communication), never copied"));
 }
 
-void Session::NoteUndeclaredRandom(const v1::ApiCall& call) {
-  const std::string op = common::OpName(call.op_name(), call.overload());
+void Session::NoteUndeclaredRandom(const CallRecord& call) {
+  const std::string op = common::OpName(call.op_name, call.overload);
   {
     absl::MutexLock lock(&communication_mu_);
     if (!undeclared_random_ops_.insert(op).second) return;
@@ -435,7 +436,7 @@ bool Session::Admit(uint64_t bytes) {
 }
 
 void Session::Capture(std::unique_ptr<CapturedCall> call) {
-  call->meta.set_sequence(sequence_.fetch_add(1) + 1);
+  call->meta.sequence = sequence_.fetch_add(1) + 1;
   counters_.Captured();
   counters_.Spent(AgentCounters::Cost::kSnapshot, call->snapshot_seconds);
   if (!sender_) {

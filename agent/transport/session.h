@@ -72,7 +72,7 @@ class Session {
   void Capture(std::unique_ptr<CapturedCall> call);
   // A call that drew random numbers although no catalogue lists its operator as random
   // (parity.detect_random): logged once per operator.
-  void NoteUndeclaredRandom(const v1::ApiCall& call);
+  void NoteUndeclaredRandom(const CallRecord& call);
   void OptimizerStepDone();
   void CompiledRegion(bool backward) { counters_.CompiledRegion(backward); }
   // A training's own autograd.Function (parity_session_custom_function).
@@ -95,7 +95,7 @@ class Session {
   // Sets the call's names: its call index, and a backward call's link to its forward call (or a
   // forward call's API from its call site, recorded for its backward calls).
   void NameCall(const parity_call_site& site, const std::string& op, const std::string& module,
-                v1::ApiCall* meta);
+                CallRecord* meta);
 
   parity_host host_{};
   std::string framework_version_, device_type_;  // host_'s strings, kept

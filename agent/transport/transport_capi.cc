@@ -291,23 +291,23 @@ int parity_session_admit(parity_session* s, uint64_t bytes) {
 }
 
 void parity_call_set_autocast_dtype(parity_call* c, int32_t dtype) {
-  c->call->meta.set_autocast_dtype(static_cast<parity::v1::DType>(dtype));
+  c->call->meta.autocast_dtype = static_cast<parity::v1::DType>(dtype);
 }
 
 void parity_call_set_generator(parity_call* c, const char* device_type, int32_t device_index,
                                const void* state, size_t state_size, const char* torch_version) {
   Guarded("parity_call_set_generator", 0, [&] {
     if (c->call->watch_generator) {  // a call that drew without being listed as random
-      c->call->meta.set_drew_random(true);
+      c->call->meta.drew_random = true;
       c->session->NoteUndeclaredRandom(c->call->meta);
       if (state_size == 0) return 0;
     }
-    parity::v1::GeneratorState* g = c->call->meta.mutable_generator();
-    g->set_device_type(device_type != nullptr ? device_type : "");
-    g->set_device(parity::common::GeneratorDeviceOf(g->device_type()));
-    g->set_device_index(device_index);
-    g->set_state(static_cast<const char*>(state), state_size);
-    g->set_torch_version(torch_version != nullptr ? torch_version : "");
+    parity::agent::CallRecord::Generator& g = c->call->meta.generator.emplace();
+    g.device_type = device_type != nullptr ? device_type : "";
+    g.device = parity::common::GeneratorDeviceOf(g.device_type);
+    g.device_index = device_index;
+    g.state.assign(static_cast<const char*>(state), state_size);
+    g.torch_version = torch_version != nullptr ? torch_version : "";
     return 0;
   });
 }

@@ -33,7 +33,7 @@ std::string MsprobeApi(absl::string_view op, absl::string_view overload) {
   return absl::StrCat("Aten.", name, ".", overload.empty() ? "default" : overload);
 }
 
-std::string MsprobeName(const v1::ApiCall& call) {
+std::string MsprobeName(const CallNaming& call) {
   const bool backward = call.phase() == v1::PHASE_BACKWARD;
   if (!call.api().empty()) {
     return absl::StrCat(call.api(), ".", call.api_index(), backward ? ".backward" : ".forward");
@@ -45,7 +45,7 @@ std::string MsprobeName(const v1::ApiCall& call) {
   return absl::StrCat(api, ".", call.call_index(), backward ? ".backward" : ".forward");
 }
 
-std::string MsprobeCsvName(const v1::ApiCall& call) {
+std::string MsprobeCsvName(const CallNaming& call) {
   if (!call.api().empty()) return absl::StrCat(call.api(), ".", call.api_index());  // call site
   const bool backward = call.phase() == v1::PHASE_BACKWARD;
   std::string api;

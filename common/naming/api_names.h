@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "common/naming/naming.h"
 #include "parity/v1/parity.pb.h"
 
 namespace parity::common {
@@ -19,7 +20,7 @@ std::string MsprobeApi(absl::string_view op, absl::string_view overload);
 // (ApiCall.api and api_index: "Tensor.add.3.forward", msprobe's own counter); else from the
 // operator, with Parity's call index, which is msprobe's wherever one msprobe API maps to one
 // operator. Empty where none maps (a backward call with no forward call).
-std::string MsprobeName(const v1::ApiCall& call);
+std::string MsprobeName(const CallNaming& call);
 // The API name of a call's rows in the result CSVs, msprobe's "{Type}.{api}.{index}" without a
 // direction, for every call, so that msprobe's readers (which split names on dots: 6 or 7
 // segments for a details row) parse each one: msprobe's API where it has one, from the call
@@ -28,6 +29,6 @@ std::string MsprobeName(const v1::ApiCall& call);
 // with no forward call (gradient accumulation), msprobe's online name for the engine's work,
 // "Aten.{op}.{index}" (the overload dropped, as msprobe drops it); for an operator of another
 // namespace, "{namespace}.{op}.{index}".
-std::string MsprobeCsvName(const v1::ApiCall& call);
+std::string MsprobeCsvName(const CallNaming& call);
 
 }  // namespace parity::common

@@ -4,41 +4,46 @@
 
 namespace parity::common {
 
+CallNaming::CallNaming(const v1::ApiCall& call)
+    : f_{call.op_name(), call.overload(),   call.forward_op_name(), call.forward_overload(),
+         call.api(),     call.call_index(), call.api_index(),       call.backward_index(),
+         call.phase()} {}
+
 std::string OpName(absl::string_view op, absl::string_view overload) {
   return overload.empty() ? std::string(op) : absl::StrCat(op, ".", overload);
 }
 
 namespace {
 
-bool Linked(const v1::ApiCall& call) {
+bool Linked(const CallNaming& call) {
   return call.phase() == v1::PHASE_BACKWARD && !call.forward_op_name().empty();
 }
 
 }  // namespace
 
-std::string ForwardApiName(const v1::ApiCall& call) {
+std::string ForwardApiName(const CallNaming& call) {
   return Linked(call)
              ? absl::StrCat(OpName(call.forward_op_name(), call.forward_overload()), ".",
                             call.call_index())
              : absl::StrCat(OpName(call.op_name(), call.overload()), ".", call.call_index());
 }
 
-std::string ApiName(const v1::ApiCall& call) {
+std::string ApiName(const CallNaming& call) {
   std::string name = ForwardApiName(call);
   if (Linked(call)) absl::StrAppend(&name, ".backward.", call.backward_index());
   return name;
 }
 
-std::string DataName(const v1::ApiCall& call) {
+std::string DataName(const CallNaming& call) {
   if (Linked(call)) return ApiName(call);
   return absl::StrCat(ApiName(call), call.phase() == v1::PHASE_BACKWARD ? ".backward" : ".forward");
 }
 
-std::string OutputName(const v1::ApiCall& call, uint32_t index) {
+std::string OutputName(const CallNaming& call, uint32_t index) {
   return absl::StrCat(DataName(call), ".output.", index);
 }
 
-std::string LogName(const v1::ApiCall& call) {
+std::string LogName(const CallNaming& call) {
   if (Linked(call))
     return absl::StrCat(ApiName(call), " (", OpName(call.op_name(), call.overload()), ")");
   return absl::StrCat(ApiName(call), call.phase() == v1::PHASE_BACKWARD ? " backward" : " forward");

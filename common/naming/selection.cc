@@ -223,7 +223,7 @@ bool NamePattern::MatchesOp(absl::string_view op, absl::string_view overload) co
   return false;
 }
 
-bool NamePattern::Matches(const v1::ApiCall& call) const {
+bool NamePattern::Matches(const CallNaming& call) const {
   if (phase_ && *phase_ != call.phase()) return false;
   const bool linked = call.phase() == v1::PHASE_BACKWARD && !call.forward_op_name().empty();
   if (backward_index_ && (!linked || call.backward_index() != *backward_index_)) return false;
@@ -285,7 +285,7 @@ absl::StatusOr<NameList> NameList::Parse(const std::vector<std::string>& names, 
   return list;
 }
 
-bool NameList::Matches(const v1::ApiCall& call) const {
+bool NameList::Matches(const CallNaming& call) const {
   for (const NamePattern& p : patterns_) {
     if (p.Matches(call)) return true;
   }

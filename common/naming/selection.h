@@ -28,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/naming/naming.h"
 #include "parity/v1/parity.pb.h"
 
 namespace parity::common {
@@ -58,7 +59,7 @@ class NamePattern {
   // A `tensor.list` entry that is no name, matched only as a substring.
   static NamePattern Substring(absl::string_view text);
 
-  bool Matches(const v1::ApiCall& call) const;
+  bool Matches(const CallNaming& call) const;
   // False when no operator it names is in `known`.
   bool Known(const OpNameIndex& known) const;  // a substring: some operator contains it
   // The closest known names, in the form the user wrote ("Functional.linear", "aten::linear").
@@ -99,7 +100,7 @@ class NameList {
   static absl::StatusOr<NameList> Parse(const std::vector<std::string>& names,
                                         bool substrings = false);
   bool empty() const { return patterns_.empty(); }
-  bool Matches(const v1::ApiCall& call) const;
+  bool Matches(const CallNaming& call) const;
   // One line per name that selects nothing `known` has: "\"Functional.lienar\" selects no
   // operator; closest: Functional.linear, Functional.bilinear".
   std::vector<std::string> Unknown(const OpNameIndex& known) const;

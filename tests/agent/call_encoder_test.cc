@@ -29,8 +29,8 @@ struct Encoded {
 };
 Encoded Encode(const Values& v, const CallEncoding& enc, uint64_t* next_blob) {
   CapturedCall c;
-  c.meta.set_op_name("aten::mul");
-  c.meta.set_overload("Tensor");
+  c.meta.op_name = "aten::mul";
+  c.meta.overload = "Tensor";
   auto values = std::make_unique<TorchValues>();
   values->op = "aten::mul";
   values->overload = "Tensor";
