@@ -51,8 +51,10 @@ void WritePortFile(const std::string& path, int port, int metrics_port) {
 parity::server::CallHandler SkipEverything() {
   return [](const parity::server::CallOrigin&, const parity::server::ServerCall& call,
             const parity::server::BlobStore&) {
-    return parity::server::DecidedVerdict(call, parity::server::CheckStatus::kSkip,
-                                          "not replayed: parity-server --replay=false");
+    parity::server::CallCheck skipped;
+    skipped.status = parity::server::CheckStatus::kSkip;
+    skipped.message = "not replayed: parity-server --replay=false";
+    return skipped;
   };
 }
 

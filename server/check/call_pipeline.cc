@@ -104,15 +104,19 @@ void CallPipeline::CountWriteFailure(const absl::Status& written) {
   }
 }
 
-v1::Verdict CallPipeline::Skipped(const CallOrigin& origin, const ServerCall& call,
-                                  std::string message, absl::StatusCode code) {
+CallCheck CallPipeline::Skipped(const CallOrigin& origin, const ServerCall& call,
+                                std::string message, absl::StatusCode code) {
   metrics_.CallChecked(call.id.phase, CheckStatus::kSkip, call.id.op_name, 0, 0);
   metrics_.RankChecked(origin.rank, CheckStatus::kSkip);
-  return DecidedVerdict(call, CheckStatus::kSkip, std::move(message), code);
+  CallCheck skipped;
+  skipped.status = CheckStatus::kSkip;
+  skipped.message = std::move(message);
+  skipped.error_code = code;
+  return skipped;
 }
 
-v1::Verdict CallPipeline::Check(const CallOrigin& origin, const ServerCall& call,
-                                const common::BlobSource& blobs) {
+CallCheck CallPipeline::Check(const CallOrigin& origin, const ServerCall& call,
+                              const common::BlobSource& blobs) {
   const v1::ApiCall& wire = call.wire;
   try {
     const bool white = !white_list_.empty() && !white_list_.Matches(wire);
@@ -120,7 +124,7 @@ v1::Verdict CallPipeline::Check(const CallOrigin& origin, const ServerCall& call
       return Skipped(origin, call,
                      white ? "not in the server's white_list" : "in the server's black_list");
     }
-    const CallCheck check = checker_->Check(call, &blobs);
+    CallCheck check = checker_->Check(call, &blobs);
     double write_cpu = 0;
     {
       common::ScopedCpuTimer timer(&write_cpu);
@@ -134,7 +138,8 @@ v1::Verdict CallPipeline::Check(const CallOrigin& origin, const ServerCall& call
                          check.compare_seconds);
     metrics_.RankChecked(origin.rank, check.status);
     if (!check.inputs_written.empty()) metrics_.InputsWritten();
-    return ToVerdict(call, check);  // encoded once, last, and not read back
+    check.values.reset();  // written: the call's tensors go back now, not after the verdict
+    return check;
   } catch (const std::exception& e) {
     // CallChecker catches the replays' errors itself; this is the last line of defence (an
     // allocation failure comparing or writing, say). The call is not checked: SKIP, never a

@@ -41,12 +41,12 @@ class CallPipeline {
                                                               ServerMetrics& metrics);
   ~CallPipeline();
 
-  // Checks one call and returns its verdict: SKIP for a call the lists leave out; else replayed
+  // Checks one call and returns what it decided: SKIP for a call the lists leave out; else replayed
   // and compared, its rows written, its error data saved (an error with its values kept), its
   // metrics counted. Never throws (the last line of defence is a SKIP naming the error).
   // Thread-safe: every worker calls it.
-  v1::Verdict Check(const CallOrigin& origin, const ServerCall& call,
-                    const common::BlobSource& blobs);
+  CallCheck Check(const CallOrigin& origin, const ServerCall& call,
+                  const common::BlobSource& blobs);
 
   // A stream of `origin`'s rank ended after every call it sent was checked: the rank's waiting
   // result rows are written. Never throws.
@@ -62,8 +62,8 @@ class CallPipeline {
   void CountWriteFailure(const absl::Status& written);
   // A call the pipeline leaves unchecked (a list's SKIP, a failure inside the server): counted
   // and answered SKIP with `message` and `code`.
-  v1::Verdict Skipped(const CallOrigin& origin, const ServerCall& call, std::string message,
-                      absl::StatusCode code = absl::StatusCode::kOk);
+  CallCheck Skipped(const CallOrigin& origin, const ServerCall& call, std::string message,
+                    absl::StatusCode code = absl::StatusCode::kOk);
 
   ServerMetrics& metrics_;
   common::NameList white_list_, black_list_;

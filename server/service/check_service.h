@@ -20,6 +20,7 @@
 #include "common/transport/wire.h"
 #include "common/wire/limits.h"
 #include "parity/v1/parity.grpc.pb.h"
+#include "server/call/call_check.h"
 #include "server/call/server_call.h"
 #include "server/results/result_rows.h"
 #include "server/service/byte_budget.h"
@@ -51,10 +52,11 @@ class BlobStore : public common::BlobSource {
   std::map<uint64_t, std::shared_ptr<const std::string>> kept_;
 };
 
-// Checks one call and returns its verdict (server/check/call_pipeline.h: CallPipeline::Check);
-// runs on a worker thread, must not throw. `call` is made by the worker from the message, once.
-using CallHandler = std::function<v1::Verdict(const CallOrigin& origin, const ServerCall& call,
-                                              const BlobStore& blobs)>;
+// Checks one call and returns what it decided (server/check/call_pipeline.h:
+// CallPipeline::Check); runs on a worker thread, must not throw. `call` is made by the worker
+// from the message, once; the worker encodes the verdict from the result (ToVerdict).
+using CallHandler = std::function<CallCheck(const CallOrigin& origin, const ServerCall& call,
+                                            const BlobStore& blobs)>;
 
 // What the service runs with: the parsed configuration itself (run_ut.rank_list and the
 // parity.* keys it reads: max_streams, limits, max_partial_blob_bytes, max_kept_blob_bytes,
@@ -118,8 +120,8 @@ class CheckService final
   ByteBudget* partial_blobs() override { return &partial_blobs_; }
   ByteBudget* kept_offered() override { return &kept_offered_; }
   bool Enqueue(WorkItem item, std::function<void()> on_admitted) override;
-  v1::Verdict CheckCall(const CallOrigin& origin, const ServerCall& call,
-                        const BlobStore& blobs) override {
+  CallCheck CheckCall(const CallOrigin& origin, const ServerCall& call,
+                      const BlobStore& blobs) override {
     return handler_(origin, call, blobs);
   }
   void StreamEnded(const CallOrigin* origin, bool counted) override;

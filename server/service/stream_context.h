@@ -16,6 +16,7 @@ namespace parity::server {
 class BlobStore;
 class ByteBudget;
 class ServerMetrics;
+struct CallCheck;
 struct CallOrigin;
 struct ServerCall;
 struct ServiceOptions;
@@ -44,8 +45,8 @@ class StreamContext {
   // item is parked, `on_admitted` then runs (on a worker) once it is queued (WorkQueue).
   virtual bool Enqueue(WorkItem item, std::function<void()> on_admitted) = 0;
   // Checks one call on a worker (the CallHandler the service was built with). Must not throw.
-  virtual v1::Verdict CheckCall(const CallOrigin& origin, const ServerCall& call,
-                                const BlobStore& blobs) = 0;
+  virtual CallCheck CheckCall(const CallOrigin& origin, const ServerCall& call,
+                              const BlobStore& blobs) = 0;
 
   // The stream ended, after every call it queued was handled: `origin` is its Hello's, or null
   // for a stream that never had one; `counted`: it was counted among the open streams (not

@@ -9,6 +9,7 @@
 #include "common/base/status_macros.h"
 #include "common/base/text.h"
 #include "common/transport/wire.h"
+#include "server/call/verdict_encoder.h"
 #include "server/metrics/metrics.h"
 #include "server/service/agent_messages.h"
 #include "server/service/check_service.h"
@@ -319,7 +320,9 @@ CheckedCall StreamSession::Check(CallWork work) const {
     }
     v1::ServerMessage msg;
     const ServerCall server_call(*work.call, origin_.framework);  // names and traits, made once
-    *msg.mutable_verdict() = context_->CheckCall(origin_, server_call, *work.blobs);
+    // The one encoding of what the check decided (server/call/verdict_encoder.h).
+    *msg.mutable_verdict() =
+        ToVerdict(server_call, context_->CheckCall(origin_, server_call, *work.blobs));
     out.verdict = common::Serialize(msg);
   } catch (const std::bad_alloc&) {
     out.verdict.reset();

@@ -87,7 +87,8 @@ class StreamSession {
   const CallOrigin* origin() const { return hello_ ? &origin_ : nullptr; }
 
   // A call's check, on a worker: parses `work.raw` when the reaction did not, makes the
-  // ServerCall, checks it through the context and serializes the verdict. Never throws.
+  // ServerCall, checks it through the context, encodes the verdict from what the check decided
+  // and serializes it. Never throws.
   CheckedCall Check(CallWork work) const;
 
   // Gives back the bytes of blobs of no call and the kept-blob offer. After the last message.

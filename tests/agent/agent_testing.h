@@ -97,7 +97,7 @@ class RecordingServer {
   void SetPace(std::chrono::milliseconds per_call) { pace_ms_.store(per_call.count()); }
 
  private:
-  v1::Verdict Handle(const server::CallOrigin& origin, const v1::ApiCall& call) {
+  server::CallCheck Handle(const server::CallOrigin& origin, const v1::ApiCall& call) {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return !wedged_; });
@@ -108,23 +108,17 @@ class RecordingServer {
     if (const int64_t pace = pace_ms_.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(pace));  // the simulated work
     }
-    v1::Verdict v;
-    v.set_sequence(call.sequence());
-    v.set_api_name(
-        absl::StrCat(call.forward_op_name().empty() ? call.op_name() : call.forward_op_name(), ".",
-                     call.call_index()));
-    v.set_phase(call.phase());
-    v.set_step(call.step());
-    v.set_module_path(call.module_path());
+    // The server encodes the verdict (its names, phase, step, module path) from this.
+    server::CallCheck check;
     const bool bad = call.op_name() == error_op_;
-    v.set_status(bad ? v1::VERDICT_STATUS_ERROR : v1::VERDICT_STATUS_PASS);
+    check.status = bad ? server::CheckStatus::kError : server::CheckStatus::kPass;
     if (bad) {
-      v1::OutputVerdict* o = v.add_outputs();
-      o->set_status(v1::VERDICT_STATUS_ERROR);
-      o->set_failed_metric("max_rel_error");
-      o->set_standard("benchmark");
+      server::OutputCheck& o = check.outputs.emplace_back();
+      o.judgement.status = server::CheckStatus::kError;
+      o.judgement.failed_metric = server::Metric::kMaxRelError;
+      o.judgement.standard = server::Standard::kBenchmark;
     }
-    return v;
+    return check;
   }
 
   std::string error_op_;

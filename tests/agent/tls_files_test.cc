@@ -181,14 +181,12 @@ TEST(TlsFilesTest, TheAgentRefusesARevokedServerAndSendsItNoCall) {
   std::atomic<int> calls{0};
   auto created = server::ParityServer::Create(
       parity::testing::TestServerConfig(parity::testing::MakeTempDir("parity_out_"), server_dir),
-      [&calls](const server::CallOrigin&, const parity::server::ServerCall& server_call,
+      [&calls](const server::CallOrigin&, const parity::server::ServerCall&,
                const server::BlobStore&) {
-        const v1::ApiCall& call = server_call.wire;
         ++calls;
-        v1::Verdict v;
-        v.set_sequence(call.sequence());
-        v.set_status(v1::VERDICT_STATUS_PASS);
-        return v;
+        parity::server::CallCheck check;
+        check.status = parity::server::CheckStatus::kPass;
+        return check;
       });
   ASSERT_TRUE(created.ok()) << created.status();
   ASSERT_TRUE((*created)->Start().ok());

@@ -118,13 +118,11 @@ std::unique_ptr<parity::server::ParityServer> StartServer(const std::string& dir
   c.parity.metrics_port = -1;
   parity::server::CallHandler handler;
   if (!replay) {  // as parity-server --replay=false: every call answered SKIP unread
-    handler = [](const parity::server::CallOrigin&, const parity::server::ServerCall& server_call,
+    handler = [](const parity::server::CallOrigin&, const parity::server::ServerCall&,
                  const parity::server::BlobStore&) {
-      const v1::ApiCall& call = server_call.wire;
-      v1::Verdict v;
-      v.set_sequence(call.sequence());
-      v.set_status(v1::VERDICT_STATUS_SKIP);
-      return v;
+      parity::server::CallCheck check;
+      check.status = parity::server::CheckStatus::kSkip;
+      return check;
     };
   }
   auto s = parity::server::ParityServer::Create(c, std::move(handler));

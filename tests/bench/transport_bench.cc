@@ -460,13 +460,11 @@ std::unique_ptr<parity::server::ParityServer> StartServer(const std::string& tls
   c.parity.metrics_port = -1;
   parity::server::CallHandler pass;
   if (!replay) {
-    pass = [](const parity::server::CallOrigin&, const parity::server::ServerCall& server_call,
+    pass = [](const parity::server::CallOrigin&, const parity::server::ServerCall&,
               const parity::server::BlobStore&) {
-      const v1::ApiCall& call = server_call.wire;
-      v1::Verdict v;
-      v.set_sequence(call.sequence());
-      v.set_status(v1::VERDICT_STATUS_PASS);
-      return v;
+      parity::server::CallCheck check;
+      check.status = parity::server::CheckStatus::kPass;
+      return check;
     };
   }
   auto s = parity::server::ParityServer::Create(c, pass);

@@ -591,17 +591,15 @@ TEST_F(ServerTest, FullQueueStopsReadingInsteadOfBuffering) {
   std::condition_variable cv;
   bool released = false;
   int started = 0;
-  CallHandler handler = [&](const CallOrigin&, const parity::server::ServerCall& server_call,
+  CallHandler handler = [&](const CallOrigin&, const parity::server::ServerCall&,
                             const BlobStore&) {
-    const v1::ApiCall& call = server_call.wire;
     std::unique_lock<std::mutex> lock(mu);
     ++started;
     cv.notify_all();
     cv.wait_for(lock, std::chrono::seconds(60), [&] { return released; });
-    v1::Verdict v;
-    v.set_sequence(call.sequence());
-    v.set_status(v1::VERDICT_STATUS_PASS);
-    return v;
+    parity::server::CallCheck check;
+    check.status = parity::server::CheckStatus::kPass;
+    return check;
   };
   common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("o_"), "");
   config.parity.workers = 1;

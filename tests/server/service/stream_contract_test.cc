@@ -54,10 +54,9 @@ class StreamContractTest : public ::testing::Test {
                          const BlobStore&) {
           const v1::ApiCall& call = server_call.wire;
           before(call.sequence());
-          v1::Verdict v;
-          v.set_sequence(call.sequence());
-          v.set_status(v1::VERDICT_STATUS_PASS);
-          return v;
+          parity::server::CallCheck check;
+          check.status = parity::server::CheckStatus::kPass;
+          return check;
         });
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);

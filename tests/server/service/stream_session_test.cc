@@ -42,13 +42,11 @@ class FakeContext : public StreamContext {
     return last;
   }
   bool Enqueue(WorkItem, std::function<void()>) override { return true; }
-  v1::Verdict CheckCall(const CallOrigin& origin, const ServerCall& call,
-                        const BlobStore&) override {
-    checked.push_back(origin.run_id + ":" + call.wire.op_name());
-    v1::Verdict v;
-    v.set_sequence(call.wire.sequence());
-    v.set_status(v1::VERDICT_STATUS_PASS);
-    return v;
+  CallCheck CheckCall(const CallOrigin& origin, const ServerCall& call, const BlobStore&) override {
+    checked.push_back(origin.run_id + ":" + call.id.op_name);
+    CallCheck check;
+    check.status = CheckStatus::kPass;
+    return check;
   }
   void StreamEnded(const CallOrigin*, bool) override {}
 
@@ -250,7 +248,9 @@ TEST_F(StreamSessionTest,
   ASSERT_TRUE(checked.verdict.has_value());
   v1::ServerMessage verdict;
   ASSERT_TRUE(common::Parse(*checked.verdict, &verdict));
-  EXPECT_EQ(verdict.verdict().sequence(), 1u);
+  EXPECT_EQ(verdict.verdict().sequence(), 1u);  // encoded by the worker step from the call
+  EXPECT_EQ(verdict.verdict().status(), v1::VERDICT_STATUS_PASS);
+  EXPECT_EQ(verdict.verdict().api_name(), "aten::silu.0");
   EXPECT_THAT(context_.checked, ElementsAre("run-a:aten::silu"));
 
   // A call whose own bytes break inside: the reaction queues it (it does not parse calls), the
