@@ -151,8 +151,7 @@ void ParityServer::InitWorkers() {
 
 ServiceOptions ParityServer::MakeServiceOptions(std::shared_ptr<const common::RevocationList> crl) {
   const common::ServerOptions& o = config_.parity;
-  ServiceOptions service;
-  service.config = config_;
+  ServiceOptions service = ServiceOptions::From(config_);
   v1::ServerInfo& info = service.server_info;
   info.set_server_version(PARITY_VERSION);
   info.set_max_message_bytes(o.max_message_bytes);

@@ -25,14 +25,25 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), message);
 }
 
+ServiceOptions ServiceOptions::From(const common::ServerConfig& config) {
+  ServiceOptions o;
+  o.rank_list = config.rank_list;
+  o.max_streams = config.parity.max_streams;
+  o.limits = config.parity.limits;
+  o.max_partial_blob_bytes = config.parity.max_partial_blob_bytes;
+  o.max_kept_blob_bytes = config.parity.max_kept_blob_bytes;
+  o.verdict_hold_ms = config.parity.verdict_hold_ms;
+  return o;
+}
+
 CheckService::CheckService(ServiceOptions options, CallHandler handler, WorkQueue* queue,
                            ServerMetrics* metrics)
     : options_(std::move(options)),
       handler_(std::move(handler)),
       queue_(queue),
       metrics_(metrics),
-      partial_blobs_(options_.parity().max_partial_blob_bytes),
-      kept_offered_(options_.parity().max_kept_blob_bytes) {}
+      partial_blobs_(options_.max_partial_blob_bytes),
+      kept_offered_(options_.max_kept_blob_bytes) {}
 
 void CheckService::FailBlobGrowthAboveForTesting(uint64_t bytes) {
   BlobAssembler::FailGrowthAboveForTesting(bytes);
@@ -100,10 +111,10 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* CheckService::Check
       return reactor;
     }
   }
-  if (active_.fetch_add(1) >= static_cast<int>(options_.parity().max_streams)) {
+  if (active_.fetch_add(1) >= static_cast<int>(options_.max_streams)) {
     active_.fetch_sub(1);
     reactor->Refuse(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                 absl::StrCat("server busy: ", options_.parity().max_streams,
+                                 absl::StrCat("server busy: ", options_.max_streams,
                                               " agent streams already open (parity.max_streams)")));
     return reactor;
   }

@@ -11,6 +11,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -58,14 +59,20 @@ class BlobStore : public common::BlobSource {
 using CallHandler = std::function<CallCheck(const CallOrigin& origin, const ServerCall& call,
                                             const BlobStore& blobs)>;
 
-// What the service runs with: the parsed configuration itself (run_ut.rank_list and the
-// parity.* keys it reads: max_streams, limits, max_partial_blob_bytes, max_kept_blob_bytes,
-// verdict_hold_ms, each with the one default of its row in common/config/config_keys_server.cc),
-// and what the composition root adds at start.
+// What the service runs with: its own options, the keys of the parsed configuration it reads
+// (ServiceOptions::From copies them, so each keeps the one default of its row in
+// common/config/config_keys_server.cc), and what the composition root adds at start.
 struct ServiceOptions {
-  common::ServerConfig config;
-  const common::ServerOptions& parity() const { return config.parity; }
-  v1::ServerInfo server_info;  // sent in answer to Hello (protocol_version is set)
+  // The keys the service reads, and only those: a service never sees the rest of the config.
+  static ServiceOptions From(const common::ServerConfig& config);
+
+  std::vector<int64_t> rank_list;       // run_ut.rank_list: a Hello of another rank is refused
+  uint32_t max_streams = 0;             // parity.max_streams
+  common::DecodeLimits limits;          // parity.max_* limits of one message's tensors
+  uint64_t max_partial_blob_bytes = 0;  // parity.max_partial_blob_bytes
+  uint64_t max_kept_blob_bytes = 0;     // parity.max_kept_blob_bytes
+  uint32_t verdict_hold_ms = 0;         // parity.verdict_hold_ms
+  v1::ServerInfo server_info;           // sent in answer to Hello (protocol_version is set)
   // crl.pem of mutual TLS: a stream whose client certificate it revokes is refused
   // (UNAUTHENTICATED) before its Hello is read.
   std::shared_ptr<const common::RevocationList> crl;

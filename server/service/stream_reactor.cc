@@ -82,7 +82,7 @@ void StreamReactor::Answer(grpc::ByteBuffer message, bool batch_verdicts, std::s
   // While later calls are being checked, ready verdicts wait up to verdict_hold for company.
   if (batch_verdicts) {
     outbox_.BatchVerdicts(kMaxVerdictBatch, kMaxVerdictBatchBytes,
-                          std::chrono::milliseconds(context_->options().parity().verdict_hold_ms));
+                          std::chrono::milliseconds(context_->options().verdict_hold_ms));
   }
 }
 

@@ -67,8 +67,7 @@ StreamSession::StreamSession(StreamContext* context, StreamOutput* output, std::
       output_(output),
       peer_(std::move(peer)),
       session_id_(session_id),
-      blobs_(context->options().parity().limits, context->partial_blobs(),
-             context->kept_offered()) {}
+      blobs_(context->options().limits, context->partial_blobs(), context->kept_offered()) {}
 
 bool StreamSession::EndReading() {
   StreamState s = state();
@@ -217,7 +216,7 @@ absl::Status StreamSession::OnHello(const v1::Hello& hello) {
   }
   PARITY_RETURN_IF_ERROR(ValidateHello(hello));
   const ServiceOptions& options = context_->options();
-  const auto& ranks = options.config.rank_list;
+  const auto& ranks = options.rank_list;
   if (!ranks.empty() && std::find(ranks.begin(), ranks.end(), hello.rank()) == ranks.end()) {
     return absl::PermissionDeniedError(absl::StrCat(
         "rank ", hello.rank(), " is not in this server's rank_list; another server checks it"));

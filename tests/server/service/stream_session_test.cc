@@ -25,7 +25,9 @@ using ::testing::HasSubstr;
 
 class FakeContext : public StreamContext {
  public:
-  FakeContext() : metrics_(registry_) { options_.server_info.set_kept_blob_bytes(1 << 20); }
+  FakeContext() : options_(ServiceOptions::From(common::ServerConfig())), metrics_(registry_) {
+    options_.server_info.set_kept_blob_bytes(1 << 20);
+  }
 
   const ServiceOptions& options() const override { return options_; }
   ServerMetrics* metrics() const override { return &metrics_; }
@@ -165,7 +167,7 @@ TEST_F(StreamSessionTest, EveryMessageButHelloIsRefusedBeforeIt) {
 }
 
 TEST_F(StreamSessionTest, AHelloOfARankOutsideRankListOrAnotherProtocolIsRefused) {
-  context_.options_.config.rank_list = {0, 2};
+  context_.options_.rank_list = {0, 2};
   const absl::Status rank = Send(HelloMessage(1));
   EXPECT_EQ(rank.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(std::string(rank.message()), HasSubstr("rank 1 is not in this server's rank_list"));
