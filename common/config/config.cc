@@ -204,9 +204,12 @@ std::vector<KeyDescription> Describe(const KeyTable<Config>& table) {
     d.path = k.path;
     d.kind = KeyKindName(k.kind);
     d.default_value = k.show ? k.show(defaults) : "";
+    d.shown = static_cast<bool>(k.show);
     d.doc = k.doc;
     d.flag = k.flag.empty() ? "" : absl::StrCat("--", k.flag);
     d.choices = k.choices;
+    d.docs_type = k.docs_type;
+    d.docs_default = k.docs_default;
     out.push_back(std::move(d));
   }
   return out;

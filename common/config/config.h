@@ -175,13 +175,24 @@ struct Parsed {
 struct KeyDescription {
   std::string path;           // "parity.workers"
   std::string kind;           // "bool", "integer", "size", "string", "choice", "list", ...
-  std::string default_value;  // the effective value of a config with nothing set ("" if none)
-  std::string doc;            // one line
+  std::string default_value;  // the effective value of a config with nothing set
+  bool shown = false;         // the table shows the key's value (else default_value is "")
+  std::string doc;            // what it means (markdown: docs/configuration.md's meaning cell)
   std::string flag;           // the server's command-line flag, "--workers"; "" for none
   std::vector<std::string> choices;
+  std::string docs_type, docs_default;  // the docs' cells where given, else empty (made)
 };
 std::vector<KeyDescription> AgentKeys();
 std::vector<KeyDescription> ServerKeys();
+
+// docs/configuration.md's key tables, made from the key tables themselves
+// (common/config/config_docs.cc): each table preceded by its marker line
+// "<!-- parity-server --config_docs: {agent|server} {msprobe|parity} keys -->". What
+// `parity-server --config_docs` prints; ctest config_docs checks the docs hold exactly these.
+std::string ConfigDocsMarkdown();
+// A meaning cell as plain text for --help: links, emphasis and code marks dropped, wrapped at
+// `width` columns after `indent` spaces.
+std::string KeyDocAsText(const std::string& doc, std::size_t indent, std::size_t width);
 
 // A command-line flag as given: `--name=value`, `--name value` or `--name` (value absent).
 struct FlagValue {

@@ -46,7 +46,7 @@ const KeyTable<ServerConfig>& ServerTable() {
                 n, absl::StrCat("the server runs msprobe's \"run_ut\" task, got \"", c.task, "\""));
           }
         },
-        nullptr, "must be \"run_ut\"");
+        nullptr, "must be `\"run_ut\"`");
     for (const char* k : {"dump_path", "rank", "step", "level", "seed", "is_deterministic",
                           "enable_dataloader", "acl_config", "framework", "async_dump", "tensor"}) {
       t->Accepted(k, "the agent's key (one file may serve both sides)");
@@ -57,16 +57,20 @@ const KeyTable<ServerConfig>& ServerTable() {
                 "default");
     t->StringList(
          "run_ut.white_list", [](C& c) { return &c.white_list; },
-         "check only the calls these names (any form: gelu, Torch.matmul) select; [] = all")
+         "the server checks only the calls these names select ([any form](migration.md#names): "
+         "`\"conv2d\"`, `\"Functional.conv2d\"`); the others are answered SKIP")
+        .DocsType("list")
         .flag = "white_list";
     t->StringList(
          "run_ut.black_list", [](C& c) { return &c.black_list; },
-         "never check these ops; wins over white_list")
+         "the server never checks the calls these names select; wins over `white_list`")
+        .DocsType("list")
         .flag = "black_list";
     t->String(
          "run_ut.error_data_path", [](C& c) { return &c.error_data_path; },
-         "where ut_error_data{ts}/ goes (inputs and outputs of calls judged error); relative: "
-         "under parity.output_dir")
+         "where `ut_error_data{ts}/` goes: the inputs and outputs of every call judged error, and "
+         "a manifest ([results.md](results.md#error-data-and-the-reproducer)); a relative path is "
+         "under `parity.output_dir`")
         .flag = "error_data_path";
     t->Custom(
          "run_ut.is_online", KeyKind::kBool,
@@ -76,7 +80,8 @@ const KeyTable<ServerConfig>& ServerTable() {
              r.Warning(n, "false: Parity's server only checks online (streamed) calls");
            }
          },
-         nullptr, "Parity's server is always online; false gives a warning")
+         nullptr, "Parity's server is always online; `false` gives a warning")
+        .DocsDefault("`true`")
         .flag = "is_online";
     t->Custom(
          "run_ut.nfs_path", KeyKind::kString,
@@ -85,13 +90,15 @@ const KeyTable<ServerConfig>& ServerTable() {
            r.String(n, &nfs);
            if (!nfs.empty()) r.Error(n, kNfsHelp);
          },
-         nullptr, "not supported: a non-empty value is an error")
+         nullptr, "**not supported** (error when set)")
+        .DocsDefault("`\"\"`")
         .flag = "nfs_path";
     t->Custom(
          "run_ut.host", KeyKind::kString,
          [](ConfigReader& r, const std::string& n, C& c) { r.String(n, &c.host); },
          [](const C& c) { return c.host.empty() ? std::string("(default)") : c.host; },
-         "address to listen on; empty: 0.0.0.0 with TLS, 127.0.0.1 in plaintext")
+         "address to listen on; empty: `0.0.0.0` with TLS, `127.0.0.1` in plaintext")
+        .DocsDefault("`\"\"`")
         .flag = "host";
     t->Custom(
          "run_ut.port", KeyKind::kInteger,
@@ -100,11 +107,12 @@ const KeyTable<ServerConfig>& ServerTable() {
            if (c.port == -1) c.port = 59208;  // msprobe's "unset"; its documented example port
          },
          [](const C& c) { return absl::StrCat(c.port); },
-         "port to listen on; 0 picks a free one; -1 (msprobe's unset) means 59208")
+         "port to listen on; `0` picks a free one (tests); msprobe's `-1` means the default")
         .flag = "port";
     t->IndexList(
          "run_ut.rank_list", [](C& c) { return &c.rank_list; },
-         "ranks whose calls are checked; [] = every rank")
+         "ranks whose calls are checked; other ranks' streams are refused (`PERMISSION_DENIED`)")
+        .DocsDefault("`[]` = every rank")
         .flag = "rank_list";
     t->Custom(
          "run_ut.tls_path", KeyKind::kString,
@@ -116,8 +124,9 @@ const KeyTable<ServerConfig>& ServerTable() {
            }
          },
          [](const C& c) { return c.parity.plaintext ? std::string("(plaintext)") : c.tls_path; },
-         "folder with server.crt, server.key, and ca.crt to require client certificates; "
-         "default \"./\" (as in msprobe); \"\": plaintext, with a warning (as in msprobe)")
+         "folder with `server.crt`, `server.key`, and `ca.crt` to require client certificates "
+         "(mutual TLS); `\"\"`: plaintext, as in msprobe, with a warning")
+        .DocsDefault("`\"./\"` (msprobe's default)")
         .flag = "tls_path";
     t->Ignored("run_ut.precision", "Parity always writes 14 decimals, like msprobe's default");
 
@@ -128,126 +137,162 @@ const KeyTable<ServerConfig>& ServerTable() {
         .flag = "output_dir";
     t->String(
          parity("metrics_host"), [](C& c) { return &c.parity.metrics_host; },
-         "address of the Prometheus endpoint")
+         "address of the Prometheus `/metrics` endpoint")
         .flag = "metrics_host";
     t->Int(
          parity("metrics_port"), [](C& c) { return &c.parity.metrics_port; }, -1, 65535,
-         "Prometheus /metrics port; 0 picks a free one, -1 turns it off")
+         "its port; `-1` turns it off, `0` picks a free one")
         .flag = "metrics_port";
     t->Int(
          parity("workers"), [](C& c) { return &c.parity.workers; }, 0, 1024,
-         "replay workers; 0 = half the cores, 1 to 4, and at least 2 per GPU of the bench")
+         "replay workers; auto: half the cores, 1 to 4, and with a CUDA bench at least 2 per GPU "
+         "(up to the cores): [deploy.md](deploy.md#gpu-hosts)")
+        .DocsDefault("`0` = auto")
         .flag = "workers";
     t->Int(
          parity("intra_op_threads"), [](C& c) { return &c.parity.intra_op_threads; }, 0, 1024,
-         "libtorch's threads for one replayed op; 0 = its own choice, at most the cores over the "
-         "workers")
+         "libtorch's threads for one replayed op (process-wide); auto: libtorch's own choice "
+         "(`torch.get_num_threads()`), but at most the cores divided among the workers, at least "
+         "1, so that the workers' replays together do not oversubscribe the host. A server "
+         "sharing the training's cores does best with one per worker and a worker per core, at "
+         "nice 19 ([deploy.md](deploy.md#a-server-on-the-trainings-host))")
+        .DocsDefault("`0` = auto")
         .flag = "intra_op_threads";
     t->Int(
          parity("queue_max_calls"), [](C& c) { return &c.parity.queue_max_calls; }, 1, 1 << 20,
-         "calls the work queue may hold")
+         "calls the work queue between the network and the workers may hold; when full, reading "
+         "slows down and gRPC flow control pushes back on the agents")
         .flag = "queue_max_calls";
     t->Bytes(
          parity("queue_max_bytes"), [](C& c) { return &c.parity.queue_max_bytes; },
-         "bytes the work queue may hold")
+         "bytes that queue may hold")
         .flag = "queue_max_bytes";
     t->String(
          parity("bench_device"), [](C& c) { return &c.parity.bench_device; },
-         "auto (every GPU when present, else cpu), cpu, cuda (every GPU), cuda:N, or a list "
-         "cuda:0,cuda:2; workers take the GPUs in turn")
+         "`\"auto\"` (every GPU when there are any, else the CPU), `\"cpu\"`, `\"cuda\"` (every "
+         "GPU), `\"cuda:N\"`, or a list of GPUs `\"cuda:0,cuda:2\"`; workers take the GPUs in "
+         "turn; on CUDA the bench runs without TF32 ([deploy.md](deploy.md#gpu-hosts)). A device "
+         "that is absent, named twice, or the CPU listed with GPUs is an error at start")
         .flag = "bench_device";
     t->String(
          parity("standards_file"), [](C& c) { return &c.parity.standards_file; },
-         "API -> standard table and thresholds; empty: the built-in table")
+         "API → standard table and per-dtype thresholds")
+        .DocsDefault("built in")
         .flag = "standards_file";
     t->Bool(
          parity("npu_reference"), [](C& c) { return &c.parity.npu_reference; },
-         "load the reference library of torch_npu's fused operators (libparity_npu_reference.so)")
+         "load `libparity_npu_reference.so`, the references of torch_npu's fused operators "
+         "([operators.md](operators.md))")
         .flag = "npu_reference";
     t->StringList(
          parity("reference_libraries"), [](C& c) { return &c.parity.reference_libraries; },
-         "more reference operator libraries (.so paths) to load at start")
+         "more reference operator libraries (`.so` paths) to load at start: your own operators "
+         "([operators.md](operators.md#your-own-operators)); one that cannot load stops the server")
+        .DocsType("list")
         .flag = "reference_libraries";
     t->String(
          parity("operator_catalogue"), [](C& c) { return &c.parity.operator_catalogue; },
-         "a catalogue file adding operators (random, never replayed, communication) to the "
-         "built-in one; give the agents the same file")
+         "a [catalogue file](operators.md#the-operator-catalogue) adding your own operators to "
+         "the built-in catalogue (give the agents the same file); read before the standards file, "
+         "which may then list your random ops under `random_property`. One that does not parse, "
+         "or classifies a built-in operator differently, stops the server")
         .flag = "operator_catalogue";
     t->Bool(
          parity("golden"), [](C& c) { return &c.parity.golden; },
-         "replay a float64 golden for the three-way standards")
+         "compute the float64 golden (three-way standards)")
         .flag = "golden";
     t->EnumChoice(
          parity("golden_device"), [](C& c) { return &c.parity.golden_device; }, GoldenDevices(),
-         "where the golden runs: auto (on the worker's GPU with a CUDA bench, falling back to the "
-         "CPU for an op it cannot run there; else the CPU), cpu")
+         "where the golden runs: `\"auto\"` on the worker's GPU with a CUDA bench (an op the GPU "
+         "cannot run in float64 falls back to the CPU, and stays there), else the CPU; `\"cpu\"` "
+         "always on the host")
         .flag = "golden_device";
     t->EnumChoice(
          parity("random_checks"), [](C& c) { return &c.parity.random_checks; }, RandomCheckModes(),
-         "random ops: auto (replay from the training's generator state when the bench can, else "
-         "property checks), statistical (property checks only), skip")
+         "random ops (dropout, randn, randperm, …): `auto` replays them from the training's "
+         "generator state when the bench has a generator of that kind and the same libtorch, else "
+         "judges them by the `random_property` standard; `statistical` always judges them by "
+         "properties; `skip` answers `SKIP` ([results.md](results.md#random-operators))")
+        .DocsType("choice")
+        .DocsDefault("`auto`")
         .flag = "random_checks";
     t->Double(
          parity("random_false_alarm"), [](C& c) { return &c.parity.random_false_alarm; }, 1e-12,
-         0.01, "false-alarm probability per call of the random-op property checks")
+         0.01, "the `random_property` standard's false-alarm probability per call (1e-12 to 0.01)")
         .flag = "random_false_alarm";
     t->Bool(
          parity("replay"), [](C& c) { return &c.parity.replay; },
-         "false: receive and decode calls but answer every one SKIP (no result files)")
+         "`false`: receive and decode calls but answer every one `SKIP` (connectivity tests, "
+         "measuring the agent and transport alone; no result files)")
         .flag = "replay";
     t->Bool(
          parity("save_error_data"), [](C& c) { return &c.parity.save_error_data; },
-         "save the inputs and outputs of calls judged error under run_ut.error_data_path")
+         "save the error data of calls judged error (msprobe's `-save_error_data`, on by default "
+         "here)")
         .flag = "save_error_data";
     t->Bytes(
          parity("error_data_max_bytes"), [](C& c) { return &c.parity.error_data_max_bytes; },
-         "error data of one server run; past it calls are counted, not saved")
+         "error data of one server run; past it, calls are counted "
+         "(`parity_server_error_data_total{outcome=\"over_budget\"}`) and logged once, not saved")
         .flag = "error_data_max_bytes";
     t->Int(
          parity("error_data_per_op"), [](C& c) { return &c.parity.error_data_per_op; }, 0, 1 << 30,
-         "calls judged error saved per operator; 0 = no limit")
+         "calls judged error saved per operator and overload (the first ones); `0` = no limit")
         .flag = "error_data_per_op";
     t->Bool(
          parity("plaintext"), [](C& c) { return &c.parity.plaintext; },
-         "accept unencrypted connections (binds to loopback unless allowed otherwise)")
+         "accept unencrypted connections")
         .flag = "plaintext";
     t->String(
          parity("tls_key_password_file"), [](C& c) { return &c.parity.tls_key_password_file; },
-         "file whose first line is server.key's passphrase; empty: $PARITY_TLS_KEY_PASSWORD")
+         "file whose first line is the passphrase of an encrypted `server.key`; empty: "
+         "`$PARITY_TLS_KEY_PASSWORD`")
         .flag = "tls_key_password_file";
     t->Bool(
          parity("allow_plaintext_non_loopback"),
          [](C& c) { return &c.parity.allow_plaintext_non_loopback; },
-         "in plaintext, allow a non-loopback address")
+         "in plaintext, allow binding a non-loopback address")
         .flag = "allow_plaintext_non_loopback";
     t->Bytes(
          parity("max_message_bytes"), [](C& c) { return &c.parity.max_message_bytes; },
-         "largest message accepted; agents chunk larger tensors")
+         "largest message accepted; advertised to agents, which chunk larger tensors")
         .flag = "max_message_bytes";
     t->Int(
          parity("max_streams"), [](C& c) { return &c.parity.max_streams; }, 1, 1 << 20,
-         "concurrent agent streams")
+         "concurrent agent streams; more are refused with `RESOURCE_EXHAUSTED`")
         .flag = "max_streams";
     t->Bytes(
          parity("max_partial_blob_bytes"), [](C& c) { return &c.parity.max_partial_blob_bytes; },
-         "chunked tensors awaiting their call, all streams together")
+         "bytes all streams together may hold in chunked tensors whose call has not arrived yet; "
+         "a chunk over it ends its stream with `RESOURCE_EXHAUSTED` (the agent reconnects)")
         .flag = "max_partial_blob_bytes";
     t->Bytes(
          parity("kept_blob_bytes"), [](C& c) { return &c.parity.kept_blob_bytes; },
-         "tensor payloads kept per stream for agents to name again instead of resending (0: none)")
+         "per stream: tensor payloads the server keeps for the agent to name again "
+         "(`parity.reuse_bytes`); advertised in `ServerInfo.kept_blob_bytes`. A server's memory "
+         "for them is at most `parity.max_kept_blob_bytes`. `0`: agents send every tensor in full")
         .flag = "kept_blob_bytes";
     t->Bytes(
          parity("max_kept_blob_bytes"), [](C& c) { return &c.parity.max_kept_blob_bytes; },
-         "kept tensor payloads of all streams together; later streams are offered less")
+         "the kept payloads of all streams together: a stream is offered `kept_blob_bytes` while "
+         "the open streams' offers stay within this, then what is left (down to `0`); an offer is "
+         "returned when its stream ends")
         .flag = "max_kept_blob_bytes";
     t->Int(
          parity("verdict_hold_ms"), [](C& c) { return &c.parity.verdict_hold_ms; }, 0, 1000,
-         "how long ready verdicts may wait to go out together while later calls of the stream "
-         "are being checked (agents that take batches); 0 = never")
+         "to an agent that takes `VerdictBatch` (`Hello.accepts_batches`): while later calls of "
+         "its stream are still being checked, ready verdicts wait up to this long, from the first "
+         "of them, to go out together (at most 64 verdicts and 1 MiB a batch; a full batch goes "
+         "at once); the stream's last verdicts, and those of a worker that keeps up with the "
+         "calls, go at once. Fewer messages when the workers are behind (exhaustive Llama on 2 "
+         "cores: 730 messages for 10,540 verdicts instead of 9,427, step time −9%; "
+         "[performance.md](performance.md)); a verdict arrives at most this much later. `0`: each "
+         "goes as soon as the write before it ends. 0 to 1000")
         .flag = "verdict_hold_ms";
     t->Int(
          parity("shutdown_grace_ms"), [](C& c) { return &c.parity.shutdown_grace_ms; }, 0, 3600000,
-         "on SIGTERM, how long open streams may take to finish")
+         "on SIGTERM/SIGINT, how long open streams may take to finish before they are cancelled; "
+         "the process exits at most 10 s after that in any case")
         .flag = "shutdown_grace_ms";
     t->Choice(
          parity("log_level"), [](C& c) { return &c.parity.log_level; }, LogLevels(),
@@ -261,10 +306,11 @@ const KeyTable<ServerConfig>& ServerTable() {
     t->Int(
          limits("max_tensor_numel"), [](C& c) { return &c.parity.limits.max_tensor_numel; }, 1,
          int64_t{1} << 40, "one tensor's elements")
+        .DocsDefault("`2^30`")
         .flag = "max_tensor_numel";
     t->Bytes(
          limits("max_call_bytes"), [](C& c) { return &c.parity.limits.max_call_bytes; },
-         "all tensors of one call")
+         "all tensors of one call (also the chunked tensors one stream may hold before their call)")
         .flag = "max_call_bytes";
     t->Int(
          limits("max_dims"), [](C& c) { return &c.parity.limits.max_dims; }, 1, 64, "tensor rank")

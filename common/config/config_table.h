@@ -1,9 +1,9 @@
 // Configuration keys as one table per side (agent, server): each key's dotted path, type, range,
-// documentation line and command-line flag, bound to its member of the config struct. The table
-// drives reading a config.json, the effective-configuration lines (and their digest), the
-// server's flags and --help, the key list the Python front-end routes keyword overrides with, and
-// the test that docs/configuration.md lists exactly these keys. Internal to common/config/config.cc
-// and its tests; not thread-safe to build, immutable after.
+// description and command-line flag, bound to its member of the config struct. The table drives
+// reading a config.json, the effective-configuration lines (and their digest), the server's flags
+// and --help, the key list the Python front-end routes keyword overrides with, and
+// docs/configuration.md's key tables (config_docs.cc), which ctest config_docs compares. Internal
+// to common/config/config.cc and its tests; not thread-safe to build, immutable after.
 #pragma once
 
 #include <cstdint>
@@ -40,9 +40,28 @@ template <typename Config>
 struct ConfigKey {
   std::string path;  // "parity.workers", "tensor.host", "rank"
   KeyKind kind = KeyKind::kString;
-  std::string doc;                   // one line
+  // What the key means: the one description, docs/configuration.md's "meaning" cell (markdown;
+  // `parity-server --config_docs` writes the docs' tables from it, --help prints it as text).
+  // For an ignored key, also the warning's why.
+  std::string doc;
   std::string flag;                  // command-line flag name; empty: none
   std::vector<std::string> choices;  // kChoice
+  // The docs' type and default cells where the ones made from the kind, choices and default
+  // value (common/config/config_docs.cc) would say less: "integer 0-19", "`0` = all". Empty:
+  // made.
+  std::string docs_type, docs_default;
+  ConfigKey& Flag(std::string name) {
+    flag = std::move(name);
+    return *this;
+  }
+  ConfigKey& DocsType(std::string cell) {
+    docs_type = std::move(cell);
+    return *this;
+  }
+  ConfigKey& DocsDefault(std::string cell) {
+    docs_default = std::move(cell);
+    return *this;
+  }
   // Reads the key from its section's reader (`name` is the last path component).
   std::function<void(ConfigReader&, const std::string& name, Config&)> read;
   // The effective value as text; empty function: not part of the description.

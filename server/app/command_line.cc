@@ -29,6 +29,8 @@ const std::map<std::string, OwnFlag>& OwnFlags() {
       {"list_metrics", {false, "print every exported metric (name, type, labels, meaning)"}},
       {"list_config",
        {false, "print every configuration key (path, flag, type, default, meaning)"}},
+      {"config_docs",
+       {false, "print docs/configuration.md's key tables, made from the key tables themselves"}},
       {"help", {false, "this text"}},
       {"version", {false, "the server's version"}},
   };
@@ -89,6 +91,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, const char* const* argv) 
                    : name == "version"      ? &out.version
                    : name == "check_config" ? &out.check_config
                    : name == "list_metrics" ? &out.list_metrics
+                   : name == "config_docs"  ? &out.config_docs
                                             : &out.list_config;
       *flag = true;
     }
@@ -113,9 +116,10 @@ std::string HelpText() {
   for (const common::KeyDescription& k : common::ServerKeys()) {
     if (k.flag.empty()) continue;
     absl::StrAppendFormat(
-        &out, "  %-30s %s\n      %s, %s, default %s\n", k.flag, k.doc, k.path,
+        &out, "  %s (%s, %s, default %s)\n", k.flag, k.path,
         k.choices.empty() ? k.kind : absl::StrCat("one of ", absl::StrJoin(k.choices, "|")),
         k.default_value.empty() ? "none" : k.default_value);
+    out += common::KeyDocAsText(k.doc, 6, 100);
   }
   return out;
 }

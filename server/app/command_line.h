@@ -20,6 +20,7 @@ struct CommandLine {
   bool check_config = false;                    // --check_config
   bool list_metrics = false;                    // --list_metrics
   bool list_config = false;                     // --list_config
+  bool config_docs = false;                     // --config_docs
   std::vector<common::FlagValue> config_flags;  // the rest: configuration keys
 };
 

@@ -58,7 +58,7 @@ parity::server::CallHandler SkipEverything() {
   };
 }
 
-// --help, --version, --list_metrics, --list_config: the page printed, true.
+// --help, --version, --list_metrics, --list_config, --config_docs: the page printed, true.
 bool PrintedAnInfoPage(const parity::server::CommandLine& line) {
   if (line.help) {
     std::fputs(parity::server::HelpText().c_str(), stdout);
@@ -70,6 +70,8 @@ bool PrintedAnInfoPage(const parity::server::CommandLine& line) {
     }
   } else if (line.list_config) {
     ListConfig();
+  } else if (line.config_docs) {
+    std::fputs(parity::common::ConfigDocsMarkdown().c_str(), stdout);
   } else {
     return false;
   }

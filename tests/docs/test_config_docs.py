@@ -80,6 +80,32 @@ def same_type(kind, cell):
                for word in (kind, TYPE_WORDS.get(kind, kind)))
 
 
+class GeneratedTablesTest(unittest.TestCase):
+    """The docs' four key tables are exactly what the key tables make (`parity-server
+    --config_docs`): a key's name, type, default or meaning changed on one side only fails."""
+
+    SCRIPT = os.path.join(harness.ROOT, "scripts", "config_docs.py")
+
+    def test_the_docs_tables_are_made_from_the_key_tables(self):
+        r = subprocess.run([sys.executable, self.SCRIPT, "--check", "--server", harness.SERVER],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout[-4000:] + r.stderr)
+
+    def test_a_changed_meaning_is_caught(self):
+        sys.path.insert(0, os.path.dirname(self.SCRIPT))
+        import config_docs  # noqa: E402
+        blocks = config_docs.generated_blocks(harness.SERVER)
+        with open(DOCS, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+        same, n = config_docs.rewritten(lines, blocks)
+        self.assertEqual((same, n), (lines, 4))
+        row = next(i for i, line in enumerate(lines) if line.startswith("| `parity.workers` |"))
+        edited = list(lines)
+        edited[row] = edited[row].replace("| `parity.workers` |", "| `parity.worker` |")
+        self.assertNotEqual(config_docs.rewritten(edited, blocks)[0], edited)
+        self.assertIn("parity.workers", "\n".join(blocks[3]))
+
+
 class ConfigurationDocsTest(unittest.TestCase):
     def check(self, heading, table):
         docs = documented(heading)
