@@ -58,7 +58,7 @@ Standard StandardOf(const ServerCall& call, const Stack& inputs, const Standards
   const int input_rank = !inputs.empty() && inputs[0].isTensor() && inputs[0].toTensor().defined()
                              ? static_cast<int>(inputs[0].toTensor().dim())
                              : -1;
-  return table.Lookup(call.wire.op_name(), input_rank);
+  return table.Lookup(call.id.op_name, input_rank);
 }
 
 // Whether the bench replay alone decides this call, with no float64 golden: the binary standard
@@ -82,7 +82,7 @@ bool BenchDecides(const ServerCall& call, const DecodedCall& decoded, Standard s
     });
   }
   if (any_output && !outputs_floating) return true;
-  if (!table.ExactByConstruction(call.wire.op_name())) return false;
+  if (!table.ExactByConstruction(call.id.op_name)) return false;
   std::optional<at::ScalarType> dtype;
   bool one_dtype = true;
   auto visit = [&](const c10::IValue& leaf) {
@@ -114,14 +114,14 @@ void KeepValues(const common::ServerOptions& o, const c10::OperatorHandle& op, D
 std::optional<CallCheck> UnjudgedRandom(const ServerCall& call, const std::string& why_not) {
   if (call.op->random_family == common::RandomFamily::kUnchecked) {
     return Decided(CheckStatus::kSkip,
-                   absl::StrCat(call.wire.op_name(),
+                   absl::StrCat(call.id.op_name,
                                 " draws random numbers, has no property check, and was not "
                                 "replayed: ",
                                 why_not));
   }
   if (call.op->random_family == common::RandomFamily::kNone) {  // ApiCall.drew_random
     return Decided(CheckStatus::kSkip,
-                   absl::StrCat(call.wire.op_name(),
+                   absl::StrCat(call.id.op_name,
                                 " drew random numbers in the training (the agent saw its generator "
                                 "move; no operator catalogue lists it as random), so its verdict "
                                 "would be by chance unless replayed from the same draws, and it "
@@ -139,14 +139,14 @@ CallCheck CheckRandom(const ServerCall& call, const c10::OperatorHandle& op, Dec
   if (o.random_checks == common::RandomChecks::kSkip) {
     return Decided(
         CheckStatus::kSkip,
-        absl::StrCat(call.wire.op_name(),
+        absl::StrCat(call.id.op_name,
                      " draws random numbers; not checked (parity.random_checks is skip)"));
   }
   std::string why_not = "parity.random_checks is statistical";
   if (o.random_checks == common::RandomChecks::kAuto) {
     std::optional<Replay> bench =
         ReplayRandom(call, op, decoded, bench_device,
-                     common::ToScalarType(call.wire.autocast_dtype()), &why_not);
+                     common::ToScalarType(call.id.autocast_dtype), &why_not);
     if (bench && bench->ran()) {
       const auto replayed = Clock::now();
       CallCheck check;
@@ -230,7 +230,7 @@ CallCheck DecodeFailed(const absl::Status& failed) {
 CallCheck NeitherRan(const ServerCall& call, const Replay& bench, const Replay& golden) {
   CallCheck c =
       Decided(CheckStatus::kSkip,
-              absl::StrCat("the bench could not run ", call.wire.op_name(), ": ", bench.error,
+              absl::StrCat("the bench could not run ", call.id.op_name, ": ", bench.error,
                            golden.failed() ? absl::StrCat("; golden: ", golden.error) : ""));
   if (bench.out_of_memory || golden.out_of_memory) {
     c.error_code = absl::StatusCode::kResourceExhausted;
@@ -381,7 +381,7 @@ CallCheck CallChecker::Run(const ServerCall& call, const common::BlobSource* blo
   // 1. Admit: calls that cannot or must not be replayed are answered here.
   if (std::optional<CallCheck> answered = Admit(call)) return *std::move(answered);
   // 2. Resolve the operator.
-  absl::StatusOr<c10::OperatorHandle> op = ResolveOp(call.wire.op_name(), call.wire.overload());
+  absl::StatusOr<c10::OperatorHandle> op = ResolveOp(call.id.op_name, call.id.overload);
   if (!op.ok()) {
     return Decided(CheckStatus::kSkip, WithBothVersions(op.status().message(), call.framework),
                    op.status().code());
@@ -417,7 +417,7 @@ CallCheck CallChecker::Impl::Replayed(const ServerCall& call, const c10::Operato
                                       Clock::time_point start) const {
   // 4. Replay on the bench device, and as the float64 golden where the standard reads it.
   const Standard standard = StandardOf(call, decoded.inputs, *standards);
-  const std::optional<at::ScalarType> autocast = common::ToScalarType(call.wire.autocast_dtype());
+  const std::optional<at::ScalarType> autocast = common::ToScalarType(call.id.autocast_dtype);
   const bool bench_decides = BenchDecides(call, decoded, standard, *standards);
   const Replay bench = Guarded([&] { return ReplayBench(op, decoded.inputs, device, autocast); });
   clock.Lap(&cpu.bench);

@@ -255,7 +255,7 @@ void JudgeOutputs(const ServerCall& call, const DecodedCall& decoded, const Repl
   const Stack golden_out = golden.ran() ? Flatten(golden.results) : Stack{};
   if (device.empty()) {
     check->status = CheckStatus::kSkip;
-    check->message = absl::StrCat(call.wire.op_name(),
+    check->message = absl::StrCat(call.id.op_name,
                                   " returned nothing and the call carries no written arguments: "
                                   "nothing to compare");
     return;
@@ -273,7 +273,7 @@ void JudgeOutputs(const ServerCall& call, const DecodedCall& decoded, const Repl
   for (std::size_t i = 0; i < device.size(); ++i) {
     const int k = raw_index[i];
     const std::string* uncompared =
-        table.UncomparedReason(call.wire.op_name(), static_cast<int>(i));
+        table.UncomparedReason(call.id.op_name, static_cast<int>(i));
     OutputCheck out = uncompared != nullptr
                           ? Skipped(absl::StrCat("not compared: ", *uncompared))
                           : JudgeOne(decoded.output_form[k], device[i],
@@ -316,7 +316,7 @@ void ApplyInputsWritten(const ServerCall& call, CallCheck* check) {
                     " elements (",
                     absl::SixDigits(100.0 * static_cast<double>(w.changed_elements()) /
                                     static_cast<double>(w.elements())),
-                    "%), an argument ", call.wire.op_name(), " must only read");
+                    "%), an argument ", call.id.op_name, " must only read");
     check->inputs_written.push_back(w);
   }
   check->status = CheckStatus::kError;
