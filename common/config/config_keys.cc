@@ -44,7 +44,6 @@ const char* const kOtherTaskSections[] = {"statistics", "overflow_check", "free_
 
 using config_internal::kNfsHelp;
 using config_internal::kOtherTaskSections;
-using config_internal::kPlaintextWarning;
 using config_internal::LogLevels;
 
 const KeyTable<AgentConfig>& AgentTable() {
@@ -165,18 +164,10 @@ const KeyTable<AgentConfig>& AgentTable() {
          [](const C& c) { return absl::StrCat(c.port); },
          "benchmark server port, 1–65535 (msprobe's `-1` means unset: an error)")
         .DocsDefault("required");
-    t->Custom(
-         "tensor.tls_path", KeyKind::kString,
-         [](ConfigReader& r, const std::string& n, C& c) {
-           r.String(n, &c.tls_path);
-           if (c.tls_path.empty()) {  // msprobe's way of asking for plaintext
-             c.parity.plaintext = true;
-             r.Warning(n, kPlaintextWarning);
-           }
-         },
-         [](const C& c) { return c.parity.plaintext ? std::string("(plaintext)") : c.tls_path; },
-         "folder with `ca.crt`, and `client.crt` + `client.key` for mutual TLS; `\"\"`: "
-         "plaintext, as in msprobe, with a warning")
+    t->Custom("tensor.tls_path", KeyKind::kString, config_internal::ReadTlsPath<C>,
+              config_internal::ShowTlsPath<C>,
+              "folder with `ca.crt`, and `client.crt` + `client.key` for mutual TLS; `\"\"`: "
+              "plaintext, as in msprobe, with a warning")
         .DocsDefault("`\"./\"` (msprobe's default)");
     t->Custom(
          "tensor.online_run_ut_recompute", KeyKind::kBool,

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "common/config/config_reader.h"
+
 namespace parity::common::config_internal {
 
 // nfs_path set: Parity has no shared-storage mode.
@@ -15,5 +17,19 @@ extern const char kPlaintextWarning[];
 std::vector<std::string> LogLevels();
 // Keys of other msprobe tasks that may share one file with this side's keys.
 extern const char* const kOtherTaskSections[5];
+
+// tls_path on either side: "" is msprobe's way of asking for plaintext, taken with a warning.
+template <typename Config>
+void ReadTlsPath(ConfigReader& r, const std::string& name, Config& c) {
+  r.String(name, &c.tls_path);
+  if (c.tls_path.empty()) {
+    c.parity.plaintext = true;
+    r.Warning(name, kPlaintextWarning);
+  }
+}
+template <typename Config>
+std::string ShowTlsPath(const Config& c) {
+  return c.parity.plaintext ? std::string("(plaintext)") : c.tls_path;
+}
 
 }  // namespace parity::common::config_internal

@@ -12,7 +12,6 @@ namespace parity::common {
 
 using config_internal::kNfsHelp;
 using config_internal::kOtherTaskSections;
-using config_internal::kPlaintextWarning;
 using config_internal::LogLevels;
 
 namespace {
@@ -114,18 +113,10 @@ const KeyTable<ServerConfig>& ServerTable() {
          "ranks whose calls are checked; other ranks' streams are refused (`PERMISSION_DENIED`)")
         .DocsDefault("`[]` = every rank")
         .flag = "rank_list";
-    t->Custom(
-         "run_ut.tls_path", KeyKind::kString,
-         [](ConfigReader& r, const std::string& n, C& c) {
-           r.String(n, &c.tls_path);
-           if (c.tls_path.empty()) {  // msprobe's way of asking for plaintext
-             c.parity.plaintext = true;
-             r.Warning(n, kPlaintextWarning);
-           }
-         },
-         [](const C& c) { return c.parity.plaintext ? std::string("(plaintext)") : c.tls_path; },
-         "folder with `server.crt`, `server.key`, and `ca.crt` to require client certificates "
-         "(mutual TLS); `\"\"`: plaintext, as in msprobe, with a warning")
+    t->Custom("run_ut.tls_path", KeyKind::kString, config_internal::ReadTlsPath<C>,
+              config_internal::ShowTlsPath<C>,
+              "folder with `server.crt`, `server.key`, and `ca.crt` to require client certificates "
+              "(mutual TLS); `\"\"`: plaintext, as in msprobe, with a warning")
         .DocsDefault("`\"./\"` (msprobe's default)")
         .flag = "tls_path";
     t->Ignored("run_ut.precision", "Parity always writes 14 decimals, like msprobe's default");
