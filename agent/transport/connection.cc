@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/transport/check_stream.h"
-#include "agent/transport/sender.h"
 #include "common/base/log.h"
 #include "common/transport/grpc_tuning.h"
 #include "common/transport/net.h"
@@ -20,8 +19,27 @@ struct Connection::Live {
   std::unique_ptr<CheckStream> stream;  // destroyed first: its callbacks use the flag above
 };
 
-Connection::Connection(const SenderOptions& options, AgentCounters& counters, Callbacks callbacks)
-    : options_(options), counters_(counters), callbacks_(std::move(callbacks)) {}
+LinkOptions LinkOptions::From(const common::AgentConfig& config) {
+  const common::AgentOptions& o = config.parity;
+  LinkOptions l;
+  l.host = config.host;
+  l.port = config.port;
+  l.tls_path = config.tls_path;
+  l.plaintext = o.plaintext;
+  l.server_name = o.server_name;
+  l.tls_key_password_file = o.tls_key_password_file;
+  l.connect_timeout_ms = o.connect_timeout_ms;
+  l.reconnect_max_ms = o.reconnect_max_ms;
+  l.background_nice = o.background_nice;
+  l.max_inline_tensor_bytes = o.max_inline_tensor_bytes;
+  l.max_tensor_bytes = o.max_tensor_bytes;
+  l.reuse_bytes = o.reuse_bytes;
+  l.wait_for_server_at_exit = o.wait_for_server_at_exit;
+  return l;
+}
+
+Connection::Connection(LinkOptions options, AgentCounters& counters, Callbacks callbacks)
+    : options_(std::move(options)), counters_(counters), callbacks_(std::move(callbacks)) {}
 
 Connection::~Connection() = default;
 
@@ -36,10 +54,9 @@ bool Connection::OpenChannel() {
   for (const auto& [name, value] : common::StreamChannelArgs()) args.SetInt(name, value);
   args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 16 << 20);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
-              static_cast<int>(options_.parity().reconnect_max_ms));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.reconnect_max_ms));
   absl::StatusOr<std::vector<ServerEndpoint>> servers =
-      ParseServerList(options_.config.host, static_cast<int>(options_.config.port));
+      ParseServerList(options_.host, static_cast<int>(options_.port));
   if (!servers.ok()) {
     LogOnce(absl::StrCat(servers.status().message(), "; nothing will be checked"),
             common::LogLevel::kError);
@@ -63,11 +80,10 @@ bool Connection::OpenChannel() {
   // one when it dies (docs/deploy.md#many-servers).
   if (several) args.SetLoadBalancingPolicyName("pick_first");
   std::shared_ptr<grpc::ChannelCredentials> creds;
-  if (options_.parity().plaintext) {
+  if (options_.plaintext) {
     creds = grpc::InsecureChannelCredentials();
   } else {
-    auto tls =
-        common::LoadChannelTls(options_.config.tls_path, options_.parity().tls_key_password_file);
+    auto tls = common::LoadChannelTls(options_.tls_path, options_.tls_key_password_file);
     if (!tls.ok()) {
       LogOnce(absl::StrCat("TLS set-up failed, nothing will be checked: ", tls.status().ToString()),
               common::LogLevel::kError);
@@ -76,8 +92,8 @@ bool Connection::OpenChannel() {
     }
     creds = tls->credentials;
     crl_ = tls->crl;
-    if (!options_.parity().server_name.empty()) {
-      args.SetSslTargetNameOverride(options_.parity().server_name);
+    if (!options_.server_name.empty()) {
+      args.SetSslTargetNameOverride(options_.server_name);
     } else if (several) {
       args.SetSslTargetNameOverride(target->tls_name);  // an address list carries no name
     }
@@ -91,7 +107,7 @@ bool Connection::OpenChannel() {
 
 bool Connection::AcceptsTcp(std::chrono::milliseconds budget) const {
   absl::StatusOr<std::vector<ServerEndpoint>> servers =
-      ParseServerList(options_.config.host, static_cast<int>(options_.config.port));
+      ParseServerList(options_.host, static_cast<int>(options_.port));
   if (!servers.ok() || servers->empty()) return false;
   std::string error;
   const int fd = common::ConnectTcp(servers->front().host, servers->front().port,
@@ -108,10 +124,10 @@ bool Connection::AttemptFailed(const std::string& target, bool closing) {
   // server). While the session is ending too, within a second: the reason is the one thing
   // a short training's user needs.
   const int budget =
-      static_cast<int>(closing ? std::min<uint32_t>(options_.parity().connect_timeout_ms, 1000)
-                               : options_.parity().connect_timeout_ms);
+      static_cast<int>(closing ? std::min<uint32_t>(options_.connect_timeout_ms, 1000)
+                               : options_.connect_timeout_ms);
   std::string why;
-  if (options_.parity().plaintext) {
+  if (options_.plaintext) {
     std::string error;
     const int fd = common::ConnectTcp(first_server_.host, first_server_.port, budget, &error);
     if (fd >= 0) {
@@ -123,16 +139,16 @@ bool Connection::AttemptFailed(const std::string& target, bool closing) {
       why = error;
     }
   } else {
-    why = common::DiagnoseTlsConnection(first_server_.host, first_server_.port,
-                                        options_.config.tls_path, options_.parity().server_name,
-                                        budget, options_.parity().tls_key_password_file);
+    why =
+        common::DiagnoseTlsConnection(first_server_.host, first_server_.port, options_.tls_path,
+                                      options_.server_name, budget, options_.tls_key_password_file);
   }
   if (why.empty()) {
     // The diagnosis's own connection got through: the server is there (it was restarting,
     // or too busy to finish gRPC's connection in time). Not "unreachable": the next attempt
     // comes soon, and an ending session makes it.
     LogOnce(absl::StrCat("server ", target, " did not finish a connection in time (",
-                         "parity.connect_timeout_ms ", options_.parity().connect_timeout_ms,
+                         "parity.connect_timeout_ms ", options_.connect_timeout_ms,
                          "), though a connection of the agent's own reached it just after "
                          "(a server restarting, or overloaded?); retrying soon"),
             common::LogLevel::kWarning);
@@ -158,7 +174,7 @@ bool Connection::Connect(bool closing) {
   // reconnect_max_ms), would let this attempt wait without dialling a server that is back.
   grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
   const std::string target = target_text_;
-  if (!WaitForConnected(std::chrono::milliseconds(options_.parity().connect_timeout_ms), closing)) {
+  if (!WaitForConnected(std::chrono::milliseconds(options_.connect_timeout_ms), closing)) {
     return AttemptFailed(target, closing || Closing());
   }
   auto live = std::make_unique<Live>();
@@ -168,7 +184,7 @@ bool Connection::Connect(bool closing) {
       [this] {
         if (callbacks_.on_end) callbacks_.on_end();
       },
-      static_cast<int>(options_.parity().background_nice));
+      static_cast<int>(options_.background_nice));
   const bool stopping = callbacks_.stopping && callbacks_.stopping();
   {
     absl::MutexLock lock(&mu_);
@@ -200,12 +216,11 @@ grpc::Status Connection::Abandon(std::unique_ptr<Live>& c, bool cancel) {
 // The server's limits: the agent honours them (ServerInfo).
 void Connection::AdoptServerLimits(const v1::ServerInfo& info) {
   ServerLimits& l = limits_;
-  l.max_inline_bytes = std::min<uint64_t>(options_.parity().max_inline_tensor_bytes,
+  l.max_inline_bytes = std::min<uint64_t>(options_.max_inline_tensor_bytes,
                                           std::max<uint64_t>(info.max_message_bytes() / 4, 4096));
-  l.max_tensor_bytes =
-      info.max_tensor_bytes() > 0
-          ? std::min<uint64_t>(options_.parity().max_tensor_bytes, info.max_tensor_bytes())
-          : options_.parity().max_tensor_bytes;
+  l.max_tensor_bytes = info.max_tensor_bytes() > 0
+                           ? std::min<uint64_t>(options_.max_tensor_bytes, info.max_tensor_bytes())
+                           : options_.max_tensor_bytes;
   // Half the server's limit: room for the batch's field headers (a few bytes an item).
   l.max_batch_bytes =
       info.max_message_bytes() > 0 ? info.max_message_bytes() / 2 : uint64_t{1} << 20;
@@ -213,7 +228,7 @@ void Connection::AdoptServerLimits(const v1::ServerInfo& info) {
   l.accepted_dtypes.clear();
   for (int d : info.accepted_dtypes()) l.accepted_dtypes.push_back(d);
   // Equal payloads named again: a fresh table per stream, within the server's cap.
-  const uint64_t keep = std::min<uint64_t>(options_.parity().reuse_bytes, info.kept_blob_bytes());
+  const uint64_t keep = std::min<uint64_t>(options_.reuse_bytes, info.kept_blob_bytes());
   sent_.reset();
   if (keep > 0) sent_ = std::make_unique<SentPayloads>(keep);
 }
@@ -278,7 +293,7 @@ bool Connection::WaitForConnected(std::chrono::milliseconds timeout, bool closin
   bool cut = false;  // the deadline was shortened when the session began to end
   for (;;) {
     if (!closing && Closing()) closing = true;
-    if (closing && !cut && !options_.parity().wait_for_server_at_exit) {
+    if (closing && !cut && !options_.wait_for_server_at_exit) {
       // An attempt under way when the session began to end: a second more at most (a server
       // that has not answered by then is reported, not waited for: close() ends promptly).
       deadline = std::min(deadline, std::chrono::system_clock::now() + std::chrono::seconds(1));
@@ -292,7 +307,7 @@ bool Connection::WaitForConnected(std::chrono::milliseconds timeout, bool closin
     // Once the session is ending, an attempt that already failed (a refused port fails at
     // once) ends here, so that its reason is logged before the end gives up; before, the whole
     // connect timeout is waited (a server starting beside the training is found).
-    if (closing && !options_.parity().wait_for_server_at_exit &&
+    if (closing && !options_.wait_for_server_at_exit &&
         channel_->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
       return false;
     }

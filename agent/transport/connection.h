@@ -19,6 +19,7 @@
 #include "agent/transport/sent_payloads.h"
 #include "agent/transport/server_list.h"
 #include "common/base/log.h"
+#include "common/config/config.h"
 #include "common/transport/tls.h"
 #include "parity/v1/parity.pb.h"
 
@@ -31,7 +32,28 @@ class Status;
 namespace parity::agent {
 
 class CheckStream;
-struct SenderOptions;
+// What the link runs with, and only that: the server's address and TLS, its timeouts, the
+// payload limits the agent asks for, and this process's Hello. Owned by the Connection; made
+// from the parsed configuration by LinkOptions::From (each key keeps the one default of its row
+// in common/config/config_keys.cc).
+struct LinkOptions {
+  static LinkOptions From(const common::AgentConfig& config);  // the Hello left empty
+
+  std::string host;   // tensor.host: one server or several, comma-separated
+  int64_t port = -1;  // tensor.port
+  std::string tls_path;
+  bool plaintext = false;
+  std::string server_name;
+  std::string tls_key_password_file;
+  uint32_t connect_timeout_ms = 0;
+  uint32_t reconnect_max_ms = 0;
+  uint32_t background_nice = 0;  // for gRPC's threads, as for the sender's
+  uint64_t max_inline_tensor_bytes = 0;
+  uint64_t max_tensor_bytes = 0;
+  uint64_t reuse_bytes = 0;
+  bool wait_for_server_at_exit = false;
+  v1::Hello hello;  // this process: sent at every connection (protocol version filled in)
+};
 
 // What the server's ServerInfo allows, within the agent's own limits.
 struct ServerLimits {
@@ -74,7 +96,7 @@ class Connection {
     // it began gives up once it has failed, and waits at most a second more otherwise.
     std::function<bool()> closing;
   };
-  Connection(const SenderOptions& options, AgentCounters& counters, Callbacks callbacks);
+  Connection(LinkOptions options, AgentCounters& counters, Callbacks callbacks);
   ~Connection();
 
   // Opens the channel (once), waits for it, starts the stream and shakes hands. False with the
@@ -124,7 +146,7 @@ class Connection {
   void OnServerMessage(Live* live, grpc::ByteBuffer& bytes);
   void LogOnce(const std::string& message, common::LogLevel level);
 
-  const SenderOptions& options_;
+  const LinkOptions options_;
   AgentCounters& counters_;
   const Callbacks callbacks_;
 

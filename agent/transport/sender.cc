@@ -34,8 +34,20 @@ SenderOptions SenderOptionsFor(const common::AgentConfig& c, const std::string& 
                                const std::string& device_type) {
   const common::AgentOptions& o = c.parity;
   SenderOptions s;
-  s.config = c;
-  v1::Hello& h = s.hello;
+  s.queue_max_calls = o.queue_max_calls;
+  s.queue_max_bytes = o.queue_max_bytes;
+  s.policy = o.policy;
+  s.block_timeout_ms = o.block_timeout_ms;
+  s.batch_calls = o.batch_calls;
+  s.background_nice = o.background_nice;
+  s.reconnect_initial_ms = o.reconnect_initial_ms;
+  s.reconnect_max_ms = o.reconnect_max_ms;
+  s.stats_interval_ms = o.stats_interval_ms;
+  s.flush_timeout_ms = o.flush_timeout_ms;
+  s.wait_for_server_at_exit = o.wait_for_server_at_exit;
+  s.checksum = o.checksum;
+  s.link = LinkOptions::From(c);
+  v1::Hello& h = s.link.hello;
   h.set_protocol_version(common::kProtocolVersion);
   h.set_run_id(o.run_id);
   char host[256] = {0};
@@ -58,7 +70,7 @@ Sender::Sender(SenderOptions options, AgentCounters& counters,
       counters_(counters),
       on_verdict_(std::move(on_verdict)),
       step_(std::move(step)),
-      queue_(options_.parity().queue_max_calls, options_.parity().queue_max_bytes) {
+      queue_(options_.queue_max_calls, options_.queue_max_bytes) {
   Connection::Callbacks callbacks;
   callbacks.on_verdict = on_verdict_;
   callbacks.on_answered = [this](uint64_t verdicts) {
@@ -72,7 +84,7 @@ Sender::Sender(SenderOptions options, AgentCounters& counters,
     return stopping_;
   };
   callbacks.closing = [this] { return closing_.load(); };
-  conn_ = std::make_unique<Connection>(options_, counters_, std::move(callbacks));
+  conn_ = std::make_unique<Connection>(options_.link, counters_, std::move(callbacks));
 }
 
 Sender::~Sender() { Close(); }
@@ -89,8 +101,7 @@ PushResult Sender::Push(std::unique_ptr<CapturedCall> call) {
   // Counted before it is visible to the sender thread, which may finish it at once.
   pending_.fetch_add(1);
   PushResult r;
-  if (options_.parity().policy == common::QueuePolicy::kBlock &&
-      shedding_.load(std::memory_order_relaxed)) {
+  if (options_.policy == common::QueuePolicy::kBlock && shedding_.load(std::memory_order_relaxed)) {
     const bool drained = queue_.AtMostHalfFull();
     if ((drained || ServerMovesAgain()) && shedding_.exchange(false)) {
       common::LogInfo(
@@ -107,7 +118,7 @@ PushResult Sender::Push(std::unique_ptr<CapturedCall> call) {
     // with its server does not lose its first calls to the connection's set-up.
     const auto start = std::chrono::steady_clock::now();
     r = queue_.PushWait(std::move(call), bytes,
-                        std::chrono::milliseconds(options_.parity().block_timeout_ms),
+                        std::chrono::milliseconds(options_.block_timeout_ms),
                         [this] { return counters_.connected() || first_attempt_.load(); });
     counters_.Spent(
         AgentCounters::Cost::kBlocked,
@@ -120,7 +131,7 @@ PushResult Sender::Push(std::unique_ptr<CapturedCall> call) {
     }
     if (r == PushResult::kTimedOut && !shedding_.exchange(true)) {
       common::LogWarning(absl::StrCat(
-          "policy block: the server took no call for ", options_.parity().block_timeout_ms,
+          "policy block: the server took no call for ", options_.block_timeout_ms,
           " ms (parity.block_timeout_ms); dropping calls, counted as queue_full, until it takes ",
           ReArmCalls(),
           " calls again or the agent's queue has drained to half, so that the "
@@ -134,14 +145,14 @@ PushResult Sender::Push(std::unique_ptr<CapturedCall> call) {
 }
 
 uint64_t Sender::ReArmCalls() const {
-  return std::clamp<uint64_t>(options_.parity().queue_max_calls / 4, 16, 256);
+  return std::clamp<uint64_t>(options_.queue_max_calls / 4, 16, 256);
 }
 
 bool Sender::ServerMovesAgain() const {
   if (taken_.load() - taken_at_trip_.load() < ReArmCalls()) return false;
   const int64_t since_ns =
       std::chrono::steady_clock::now().time_since_epoch().count() - last_take_ns_.load();
-  return since_ns < int64_t{options_.parity().block_timeout_ms} * 500'000;  // half, in ns
+  return since_ns < int64_t{options_.block_timeout_ms} * 500'000;  // half, in ns
 }
 
 bool Sender::Waiting(std::chrono::milliseconds d) {
@@ -158,9 +169,9 @@ void Sender::Run() {
 #if defined(__linux__)
   pthread_setname_np(pthread_self(), "parity-sender");  // in top, perf and gdb
 #endif
-  LowerThisThreadOnce(static_cast<int>(options_.parity().background_nice));
+  LowerThisThreadOnce(static_cast<int>(options_.background_nice));
   auto last_stats = std::chrono::steady_clock::now();
-  double backoff_ms = options_.parity().reconnect_initial_ms;
+  double backoff_ms = options_.reconnect_initial_ms;
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
@@ -204,17 +215,17 @@ bool Sender::Reconnect(double* backoff_ms) {
   }
   // A server that answered the diagnosis is retried after the initial back-off.
   if (!connected && conn_->answered_afterwards()) {
-    *backoff_ms = options_.parity().reconnect_initial_ms;
+    *backoff_ms = options_.reconnect_initial_ms;
   }
   if (!connected) {
     // Jittered exponential back-off, capped: many ranks must not reconnect in lock-step.
     static thread_local std::mt19937 rng(static_cast<uint32_t>(::getpid()));
     const double jitter = std::uniform_real_distribution<double>(0.5, 1.0)(rng);
     Waiting(std::chrono::milliseconds(static_cast<int64_t>(*backoff_ms * jitter)));
-    *backoff_ms = std::min<double>(*backoff_ms * 2, options_.parity().reconnect_max_ms);
+    *backoff_ms = std::min<double>(*backoff_ms * 2, options_.reconnect_max_ms);
     return false;
   }
-  *backoff_ms = options_.parity().reconnect_initial_ms;
+  *backoff_ms = options_.reconnect_initial_ms;
   return true;
 }
 
@@ -232,7 +243,7 @@ void Sender::RunOnce(std::chrono::steady_clock::time_point* last_stats, double* 
     std::vector<std::unique_ptr<CapturedCall>> calls;
     calls.push_back(std::move(call));
     const std::size_t limit =
-        conn_->limits().accepts_batches ? std::max<uint32_t>(options_.parity().batch_calls, 1) : 1;
+        conn_->limits().accepts_batches ? std::max<uint32_t>(options_.batch_calls, 1) : 1;
     while (calls.size() < limit && queue_.TryPop(&call)) calls.push_back(std::move(call));
     taken_.fetch_add(calls.size());
     last_take_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count());
@@ -249,7 +260,7 @@ void Sender::RunOnce(std::chrono::steady_clock::time_point* last_stats, double* 
   // Stats every stats_interval_ms; sooner when a held-back write has nothing left to follow it
   // (a cleared queue), since they send it.
   const bool stats_due = std::chrono::steady_clock::now() - *last_stats >
-                         std::chrono::milliseconds(options_.parity().stats_interval_ms);
+                         std::chrono::milliseconds(options_.stats_interval_ms);
   if (conn_->connected() && (stats_due || (unflushed_ && queue_.size() == 0))) {
     SendStats(false);
     *last_stats = std::chrono::steady_clock::now();
@@ -390,7 +401,7 @@ std::size_t Sender::SendCalls(std::vector<std::unique_ptr<CapturedCall>>& calls)
   const ServerLimits& limits = conn_->limits();
   encoding.max_inline_tensor_bytes = limits.max_inline_bytes;
   encoding.max_tensor_bytes = limits.max_tensor_bytes;
-  encoding.checksum = options_.parity().checksum;
+  encoding.checksum = options_.checksum;
   encoding.accepted_dtypes = limits.accepted_dtypes.empty() ? nullptr : &limits.accepted_dtypes;
   encoding.sent = conn_->sent();
   MessagePacker packer(limits.max_batch_bytes,
@@ -426,7 +437,7 @@ bool Sender::Flush(std::chrono::milliseconds timeout) {
     // attempt failed: its reason is already in the log.
     if ((conn_->undeliverable() || refused_.load()) && !counters_.connected()) break;
     if (closing_.load() && conn_->unreachable() && !counters_.connected() &&
-        !last_attempt_.load() && !options_.parity().wait_for_server_at_exit) {
+        !last_attempt_.load() && !options_.wait_for_server_at_exit) {
       break;
     }
     // The queue has its own condition variable: re-check in short slices.
@@ -453,7 +464,7 @@ void Sender::Close() {
     retry_now_.store(true);
     cv_.SignalAll();
   }
-  const bool flushed = Flush(std::chrono::milliseconds(options_.parity().flush_timeout_ms));
+  const bool flushed = Flush(std::chrono::milliseconds(options_.flush_timeout_ms));
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;

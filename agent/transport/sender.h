@@ -31,19 +31,29 @@ namespace parity::agent {
 struct CallEncoding;  // agent/transport/call_encoder.h
 class MessagePacker;  // agent/transport/sender.cc: the items of the next message
 
-// What the sender runs with: the parsed configuration itself (the endpoint, TLS and parity.* keys,
-// each with the one default its row in common/config/config_keys.cc gives it), the hooks of the
-// session that owns it, and this process's identity.
+// What the sender runs with: the keys it reads (queueing, batching, pacing; each with the one
+// default its row in common/config/config_keys.cc gives it), its connection's own options (the
+// Hello in them), and the hooks of the session that owns it.
 struct SenderOptions {
-  common::AgentConfig config;
-  const common::AgentOptions& parity() const { return config.parity; }
+  uint32_t queue_max_calls = 0;
+  uint64_t queue_max_bytes = 0;
+  common::QueuePolicy policy = common::QueuePolicy::kBlock;
+  uint32_t block_timeout_ms = 0;
+  uint32_t batch_calls = 0;
+  uint32_t background_nice = 0;
+  uint32_t reconnect_initial_ms = 0;
+  uint32_t reconnect_max_ms = 0;
+  uint32_t stats_interval_ms = 0;
+  uint32_t flush_timeout_ms = 0;
+  bool wait_for_server_at_exit = false;
+  bool checksum = false;
+  LinkOptions link;  // the Connection's: server, TLS, timeouts, limits, this process's Hello
   // Runs first on the sender thread (the torch half's work there is never captured).
   std::function<void()> enter_thread;
   // The server refused this agent for what it is (its rank is not in the server's rank_list),
   // with the server's reason: nothing this agent captures can be checked. On the sender thread,
   // once; the sender then stops connecting.
   std::function<void(const std::string&)> on_refused;
-  v1::Hello hello;  // this process: sent at every connection (protocol version filled in)
 };
 // The sender's part of an agent configuration, and this process's identity (run id, versions,
 // config digest; `framework_version` "torch 2.1.0" and `device_type` "npu" come from the torch
@@ -67,7 +77,7 @@ class Sender {
   PushResult Push(std::unique_ptr<CapturedCall> call);
   // Whether a Push now would wait for room (policy block, and no congestion being shed).
   bool WouldWait() const {
-    return options_.parity().policy == common::QueuePolicy::kBlock &&
+    return options_.policy == common::QueuePolicy::kBlock &&
            !shedding_.load(std::memory_order_relaxed);
   }
   bool HasRoom(uint64_t bytes) const { return queue_.HasRoom(bytes); }

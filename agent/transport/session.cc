@@ -103,7 +103,7 @@ void Session::Start() {
     options.enter_thread = [this] {
       if (host_.enter_agent_thread != nullptr) host_.enter_agent_thread(host_.ctx);
     };
-    v1::Hello& hello = options.hello;
+    v1::Hello& hello = options.link.hello;
     hello.set_rank(rank_);
     hello.set_world_size(world);
     hello.set_local_rank(EnvInt("LOCAL_RANK", 0));

@@ -18,15 +18,20 @@ using testing::UnusedPort;
 
 // A Connection with the options a session would give it.
 struct Link {
-  explicit Link(const common::AgentConfig& config)
-      : options(SenderOptionsFor(config, "torch test", "cpu")),
+  // `world_size` 0: a Hello the server refuses (the session fills it in).
+  explicit Link(const common::AgentConfig& config, int32_t world_size = 1)
+      : options(WithWorld(SenderOptionsFor(config, "torch test", "cpu").link, world_size)),
         connection(options, counters, Verdicts()) {}
+  static LinkOptions WithWorld(LinkOptions o, int32_t world_size) {
+    o.hello.set_world_size(world_size);
+    return o;
+  }
   static Connection::Callbacks Verdicts() {
     Connection::Callbacks callbacks;
     callbacks.on_verdict = [](const v1::Verdict&) {};
     return callbacks;
   }
-  SenderOptions options;
+  LinkOptions options;
   AgentCounters counters;
   Connection connection;
 };
@@ -42,12 +47,14 @@ TEST(ConnectionTest, NoServerIsUnreachableAndAServerIsConnected) {
   EXPECT_FALSE(nobody.connection.undeliverable());
 
   RecordingServer server;
-  Link link(Config(server.port()));
   // A Hello the server refuses for what it says (no world size: the session fills it in) is
   // not fixed by retrying: undeliverable.
-  EXPECT_FALSE(link.connection.Connect(false));
-  EXPECT_EQ(link.connection.state(), LinkState::kUndeliverable);
-  link.options.hello.set_world_size(1);
+  Link refused(Config(server.port()), /*world_size=*/0);
+  EXPECT_FALSE(refused.connection.Connect(false));
+  EXPECT_EQ(refused.connection.state(), LinkState::kUndeliverable);
+  EXPECT_FALSE(refused.connection.Connect(false));
+  EXPECT_EQ(refused.connection.state(), LinkState::kUndeliverable);
+  Link link(Config(server.port()));
   ASSERT_TRUE(link.connection.Connect(false));
   EXPECT_EQ(link.connection.state(), LinkState::kConnected);
   EXPECT_GT(link.connection.limits().max_batch_bytes, 0u);
