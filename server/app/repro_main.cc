@@ -43,6 +43,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using parity::server::CallChecker;
+using parity::server::CheckerOptions;
 using parity::server::StandardsTable;
 namespace v1 = parity::v1;
 
@@ -204,7 +205,8 @@ int Run(const Args& a) {
   if (!libraries.ok()) return Usage(std::string(libraries.status().message()));
   parity::common::ServerOptions options = o;
   options.save_error_data = false;  // reruns write nothing
-  absl::StatusOr<std::unique_ptr<CallChecker>> checker = CallChecker::Create(options, standards);
+  absl::StatusOr<std::unique_ptr<CallChecker>> checker =
+      CallChecker::Create(CheckerOptions::From(options), standards);
   if (!checker.ok()) return Usage(std::string(checker.status().message()));
   const std::vector<fs::path> manifests = Manifests(a.dir);
   if (manifests.empty()) return Usage(absl::StrCat("no manifest.jsonl in or under ", a.dir));

@@ -66,7 +66,7 @@ absl::StatusOr<std::unique_ptr<CallPipeline>> CallPipeline::Create(
       }
     }
   }
-  PARITY_ASSIGN_OR_RETURN(p->checker_, CallChecker::Create(o, standards));
+  PARITY_ASSIGN_OR_RETURN(p->checker_, CallChecker::Create(CheckerOptions::From(o), standards));
   if (const auto& low = p->checker_->low_precision_gemm_dtypes(); !low.empty()) {
     common::LogInfo(absl::StrCat(
         "bench ", p->checker_->bench_device(), ": libtorch's ", absl::StrJoin(low, " and "),

@@ -98,7 +98,7 @@ bool BenchDecides(const ServerCall& call, const DecodedCall& decoded, Standard s
 }
 
 // Keeps the call's values in `check` when it is an error and the options ask for them.
-void KeepValues(const common::ServerOptions& o, const c10::OperatorHandle& op, DecodedCall& decoded,
+void KeepValues(const CheckerOptions& o, const c10::OperatorHandle& op, DecodedCall& decoded,
                 const Replay* bench, const Replay* golden, CallCheck* check) {
   if (check->status != CheckStatus::kError || !o.save_error_data) return;
   auto values = std::make_shared<CallValues>();
@@ -134,7 +134,7 @@ std::optional<CallCheck> UnjudgedRandom(const ServerCall& call, const std::strin
 // A random op (common/naming/operator_catalogue.h): replayed from its generator state, or judged by
 // the properties of its draws.
 CallCheck CheckRandom(const ServerCall& call, const c10::OperatorHandle& op, DecodedCall& decoded,
-                      const common::ServerOptions& o, const c10::Device& bench_device,
+                      const CheckerOptions& o, const c10::Device& bench_device,
                       const StandardsTable& standards) {
   if (o.random_checks == common::RandomChecks::kSkip) {
     return Decided(
@@ -144,9 +144,8 @@ CallCheck CheckRandom(const ServerCall& call, const c10::OperatorHandle& op, Dec
   }
   std::string why_not = "parity.random_checks is statistical";
   if (o.random_checks == common::RandomChecks::kAuto) {
-    std::optional<Replay> bench =
-        ReplayRandom(call, op, decoded, bench_device,
-                     common::ToScalarType(call.id.autocast_dtype), &why_not);
+    std::optional<Replay> bench = ReplayRandom(
+        call, op, decoded, bench_device, common::ToScalarType(call.id.autocast_dtype), &why_not);
     if (bench && bench->ran()) {
       const auto replayed = Clock::now();
       CallCheck check;
@@ -264,7 +263,7 @@ void SkipOnHalfTheEvidence(const Replay& bench, const Replay& golden, CallCheck*
 }  // namespace
 
 struct CallChecker::Impl {
-  common::ServerOptions options;
+  CheckerOptions options;
   const StandardsTable* standards = nullptr;
   std::vector<c10::Device> devices{c10::Device(c10::kCPU)};
   std::string device_name = "cpu";
@@ -314,10 +313,9 @@ namespace {
 
 // The float64 golden, unless the options disable it or the bench alone decides the call
 // (`exact`): on the lane's device or, with golden_device cpu, on the CPU.
-Replay ReplayGolden(const common::ServerOptions& o, GoldenReplayer& golden,
-                    const c10::OperatorHandle& op, const Stack& inputs,
-                    const c10::Device& lane_device, std::optional<at::ScalarType> autocast,
-                    bool exact) {
+Replay ReplayGolden(const CheckerOptions& o, GoldenReplayer& golden, const c10::OperatorHandle& op,
+                    const Stack& inputs, const c10::Device& lane_device,
+                    std::optional<at::ScalarType> autocast, bool exact) {
   if (!o.golden) return Replay::NotRun(Replay::Outcome::kDisabled);
   if (exact) return Replay::NotRun(Replay::Outcome::kNotNeeded);
   const c10::Device device =
@@ -342,8 +340,20 @@ const std::vector<std::string>& CallChecker::low_precision_gemm_dtypes() const {
   return impl_->low_precision_gemm;
 }
 
-absl::StatusOr<std::unique_ptr<CallChecker>> CallChecker::Create(
-    const common::ServerOptions& options, const StandardsTable& standards) {
+CheckerOptions CheckerOptions::From(const common::ServerOptions& o) {
+  CheckerOptions c;
+  c.bench_device = o.bench_device;
+  c.golden = o.golden;
+  c.golden_device = o.golden_device;
+  c.random_checks = o.random_checks;
+  c.random_false_alarm = o.random_false_alarm;
+  c.limits = o.limits;
+  c.save_error_data = o.save_error_data;
+  return c;
+}
+
+absl::StatusOr<std::unique_ptr<CallChecker>> CallChecker::Create(const CheckerOptions& options,
+                                                                 const StandardsTable& standards) {
   RegisterMissingAtenOps();  // newer torch's operators, for trainings on a newer torch
   auto impl = std::make_unique<Impl>();
   impl->options = options;

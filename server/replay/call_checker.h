@@ -22,14 +22,27 @@ namespace parity::server {
 
 struct DecodedCall;  // server/replay/stages.h (libtorch types)
 
-// The checker is configured by the server's own options (common/config/config.h): it reads
-// parity.bench_device, golden, golden_device, random_checks, random_false_alarm, the decode
-// limits, and save_error_data (CallCheck::values kept for the calls judged error). parity-server
-// and parity-repro pass the configuration they parsed; tests and benchmarks a default one.
+// What the checker runs with: the keys it reads, and only those, copied from the parsed
+// configuration by From (each keeps the one default of its row in
+// common/config/config_keys_server.cc). parity-server and parity-repro pass the configuration
+// they parsed; tests and benchmarks a default one.
+struct CheckerOptions {
+  static CheckerOptions From(const common::ServerOptions& options);
+
+  std::string bench_device;  // parity.bench_device: "auto", "cpu", "cuda", "cuda:N", a list
+  bool golden = false;       // parity.golden: the float64 golden of three-way standards
+  common::GoldenDevice golden_device = common::GoldenDevice::kAuto;  // parity.golden_device
+  common::RandomChecks random_checks = common::RandomChecks::kAuto;  // parity.random_checks
+  double random_false_alarm = 0;                                     // parity.random_false_alarm
+  common::DecodeLimits limits;                                       // parity.limits.*
+  // parity.save_error_data: CallCheck::values kept for the calls judged error.
+  bool save_error_data = false;
+};
+
 class CallChecker {
  public:
   // Resolves the bench device; INVALID_ARGUMENT for an unknown or absent device.
-  static absl::StatusOr<std::unique_ptr<CallChecker>> Create(const common::ServerOptions& options,
+  static absl::StatusOr<std::unique_ptr<CallChecker>> Create(const CheckerOptions& options,
                                                              const StandardsTable& standards);
   ~CallChecker();
 

@@ -272,8 +272,7 @@ void JudgeOutputs(const ServerCall& call, const DecodedCall& decoded, const Repl
   OutputTally tally;
   for (std::size_t i = 0; i < device.size(); ++i) {
     const int k = raw_index[i];
-    const std::string* uncompared =
-        table.UncomparedReason(call.id.op_name, static_cast<int>(i));
+    const std::string* uncompared = table.UncomparedReason(call.id.op_name, static_cast<int>(i));
     OutputCheck out = uncompared != nullptr
                           ? Skipped(absl::StrCat("not compared: ", *uncompared))
                           : JudgeOne(decoded.output_form[k], device[i],

@@ -140,7 +140,8 @@ int main(int argc, char** argv) {
   at::set_num_threads(1);  // many small calls: threads cost more than they give
   parity::common::ServerOptions options;
   options.bench_device = "cpu";
-  auto checker = CallChecker::Create(options, StandardsTable::Default());
+  auto checker =
+      CallChecker::Create(parity::server::CheckerOptions::From(options), StandardsTable::Default());
   if (!checker.ok()) {
     std::fprintf(stderr, "%s\n", std::string(checker.status().message()).c_str());
     return 1;

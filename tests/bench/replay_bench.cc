@@ -139,7 +139,8 @@ int main(int argc, char** argv) {
     options.bench_device = device;
     options.golden = golden;
     options.golden_device = golden_device;
-    auto c = CallChecker::Create(options, StandardsTable::Default());
+    auto c = CallChecker::Create(parity::server::CheckerOptions::From(options),
+                                 StandardsTable::Default());
     if (!c.ok()) {
       std::fprintf(stderr, "%s: %s\n", name.c_str(), std::string(c.status().message()).c_str());
       std::exit(1);

@@ -258,7 +258,8 @@ TEST_F(NpuMoeTest, TokenPermutationAndItsGradients) {
 TEST_F(NpuMoeTest, TheCheckerReplaysAndJudgesEveryMoeCall) {
   common::ServerOptions options;
   options.bench_device = "cpu";
-  auto checker = CallChecker::Create(options, StandardsTable::Default());
+  auto checker =
+      CallChecker::Create(parity::server::CheckerOptions::From(options), StandardsTable::Default());
   ASSERT_TRUE(checker.ok()) << checker.status();
   const at::Tensor x = at::randn({12, 16}), tokens = at::randn({6, 16});
   const std::vector<at::Tensor> w = {at::randn({16, 8}), at::randn({16, 8}), at::randn({16, 8})};

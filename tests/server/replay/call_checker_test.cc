@@ -67,7 +67,8 @@ class CallCheckerTest : public ::testing::TestWithParam<std::string> {
     parity::common::ServerOptions options;
     options.bench_device = Device();
     options.golden_device = golden_device;
-    auto checker = CallChecker::Create(options, StandardsTable::Default());
+    auto checker = CallChecker::Create(parity::server::CheckerOptions::From(options),
+                                       StandardsTable::Default());
     EXPECT_TRUE(checker.ok()) << checker.status();
     return checker.ok() ? *std::move(checker) : nullptr;
   }
@@ -970,7 +971,8 @@ TEST(BenchDevicesTest, NamesResolveToTheHostsGpus) {
 TEST(CallCheckerCreateTest, AutoPicksEveryGpuWhenPresent) {
   parity::common::ServerOptions options;
   options.bench_device = "auto";
-  auto c = CallChecker::Create(options, StandardsTable::Default());
+  auto c =
+      CallChecker::Create(parity::server::CheckerOptions::From(options), StandardsTable::Default());
   ASSERT_TRUE(c.ok()) << c.status();
   std::vector<std::string> gpus;
   const int count = CudaPresent() ? static_cast<int>(at::getNumGPUs()) : 0;
@@ -982,9 +984,12 @@ TEST(CallCheckerCreateTest, AutoPicksEveryGpuWhenPresent) {
 TEST(CallCheckerCreateTest, RejectsUnavailableBenchDevice) {
   parity::common::ServerOptions options;
   options.bench_device = "tpu:3";
-  EXPECT_FALSE(CallChecker::Create(options, StandardsTable::Default()).ok());
+  EXPECT_FALSE(
+      CallChecker::Create(parity::server::CheckerOptions::From(options), StandardsTable::Default())
+          .ok());
   options.bench_device = "cuda:7";
-  auto c = CallChecker::Create(options, StandardsTable::Default());
+  auto c =
+      CallChecker::Create(parity::server::CheckerOptions::From(options), StandardsTable::Default());
   ASSERT_EQ(c.ok(), at::getNumGPUs() > 7);
   if (!c.ok()) {
     EXPECT_THAT(c.status().message(),

@@ -24,7 +24,8 @@ std::unique_ptr<CallChecker> CpuChecker() {
   common::ServerOptions options;
   options.bench_device = "cpu";
   options.save_error_data = true;  // keep the values of calls judged error
-  auto checker = CallChecker::Create(options, StandardsTable::Default());
+  auto checker =
+      CallChecker::Create(parity::server::CheckerOptions::From(options), StandardsTable::Default());
   EXPECT_TRUE(checker.ok()) << checker.status();
   return checker.ok() ? *std::move(checker) : nullptr;
 }

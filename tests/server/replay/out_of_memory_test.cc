@@ -70,7 +70,8 @@ std::unique_ptr<CallChecker> Checker() {
   parity::common::ServerOptions options;
   options.bench_device = "cpu";
   options.golden_device = parity::common::GoldenDevice::kCpu;
-  auto checker = CallChecker::Create(options, StandardsTable::Default());
+  auto checker =
+      CallChecker::Create(parity::server::CheckerOptions::From(options), StandardsTable::Default());
   return checker.ok() ? *std::move(checker) : nullptr;
 }
 

@@ -35,7 +35,8 @@ std::unique_ptr<CallChecker> MakeChecker(const std::string& device, RandomChecks
   options.bench_device = device;
   options.random_checks = mode;
   options.random_false_alarm = false_alarm;
-  auto checker = CallChecker::Create(options, StandardsTable::Default());
+  auto checker =
+      CallChecker::Create(parity::server::CheckerOptions::From(options), StandardsTable::Default());
   EXPECT_TRUE(checker.ok()) << checker.status();
   return *std::move(checker);
 }
