@@ -172,42 +172,42 @@ grpc::ByteBuffer EncodedCall::TakeMessage() {
   return grpc::ByteBuffer(slices, 2);
 }
 
-v1::ApiCall ToApiCall(const CallRecord& r) {
+v1::ApiCall ToApiCall(CallRecord&& r) {
   v1::ApiCall c;
   c.set_sequence(r.sequence);
   c.set_step(r.step);
   c.set_phase(r.phase);
-  c.set_op_name(r.op_name);
-  c.set_overload(r.overload);
+  c.set_op_name(std::move(r.op_name));
+  c.set_overload(std::move(r.overload));
   c.set_call_index(r.call_index);
-  c.set_forward_op_name(r.forward_op_name);
-  c.set_forward_overload(r.forward_overload);
+  c.set_forward_op_name(std::move(r.forward_op_name));
+  c.set_forward_overload(std::move(r.forward_overload));
   c.set_backward_index(r.backward_index);
-  c.set_autograd_node(r.autograd_node);
+  c.set_autograd_node(std::move(r.autograd_node));
   c.set_autograd_sequence_nr(r.autograd_sequence_nr);
-  c.set_module_path(r.module_path);
+  c.set_module_path(std::move(r.module_path));
   c.set_in_optimizer(r.in_optimizer);
-  c.set_skip_reason(r.skip_reason);
+  c.set_skip_reason(std::move(r.skip_reason));
   c.set_capture_unix_nanos(r.capture_unix_nanos);
-  c.set_api(r.api);
+  c.set_api(std::move(r.api));
   c.set_api_index(r.api_index);
   c.set_drew_random(r.drew_random);
   c.set_autocast_dtype(r.autocast_dtype);
   if (r.generator) {
     v1::GeneratorState* g = c.mutable_generator();
-    g->set_device_type(r.generator->device_type);
+    g->set_device_type(std::move(r.generator->device_type));
     g->set_device(r.generator->device);
     g->set_device_index(r.generator->device_index);
-    g->set_state(r.generator->state);
-    g->set_torch_version(r.generator->torch_version);
+    g->set_state(std::move(r.generator->state));
+    g->set_torch_version(std::move(r.generator->torch_version));
   }
   return c;
 }
 
 EncodedCall EncodeCall(CapturedCall& call, const CallEncoding& encoding, uint64_t* next_blob_id) {
   EncodedCall out;
-  out.call = ToApiCall(call.meta);
-  if (!call.has_values) return out;  // a record only (its skip_reason says why)
+  out.call = ToApiCall(std::move(call.meta));  // encoded once: a call is never sent twice
+  if (!call.has_values) return out;            // a record only (its skip_reason says why)
   BlobCollector collector(next_blob_id, encoding.sent, &out);
   // Whatever ends the encoding early (an exception included) forgets this call's tentative
   // payloads: the table never names a blob that was not sent.

@@ -70,11 +70,13 @@ class EncodedCall {
   void ReleaseValues();
 };
 
-// Encodes `call`; blob ids come from `*next_blob_id` (incremented). Never throws for a value it
-// cannot encode (see with_data); may throw std::bad_alloc.
+// Encodes `call` (once: its record is moved into the ApiCall); blob ids come from `*next_blob_id`
+// (incremented). Never throws for a value it cannot encode (see with_data); may throw
+// std::bad_alloc.
 EncodedCall EncodeCall(CapturedCall& call, const CallEncoding& encoding, uint64_t* next_blob_id);
 
-// The ApiCall of a captured call's record, without its values: written on the sender thread.
-v1::ApiCall ToApiCall(const CallRecord& record);
+// The ApiCall of a captured call's record, without its values: written on the sender thread,
+// taking the record's strings (a call is encoded once; EncodeCall leaves its record empty).
+v1::ApiCall ToApiCall(CallRecord&& record);
 
 }  // namespace parity::agent

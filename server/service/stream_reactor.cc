@@ -18,7 +18,7 @@ constexpr std::size_t kMaxVerdictBatchBytes = std::size_t{1} << 20;
 }  // namespace
 
 StreamReactor::StreamReactor(StreamContext* context, std::string peer, uint64_t session)
-    : context_(context), peer_(peer), session_(context, this, std::move(peer), session) {
+    : context_(context), session_(context, this, std::move(peer), session) {
   if (ServerMetrics* m = context_->metrics()) m->AgentConnected();
 }
 
@@ -171,7 +171,7 @@ void StreamReactor::ActAndUnlock() {
         m->StreamError(absl::StatusCodeToString(status.code()));
       }
       common::LogWarning(
-          absl::StrCat("stream from ", peer_, " (", who, ") ended: ", status.ToString()));
+          absl::StrCat("stream from ", session_.peer(), " (", who, ") ended: ", status.ToString()));
     }
     Finish(ToGrpcStatus(status));
     return;

@@ -59,7 +59,6 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   void ActAndUnlock() ABSL_UNLOCK_FUNCTION(mu_);
 
   StreamContext* const context_;
-  const std::string peer_;
   bool refused_ = false;  // set before gRPC sees the reactor
   StreamSession session_;
   grpc::ByteBuffer in_;  // the message being read (the reading side's)

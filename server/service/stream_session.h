@@ -70,6 +70,7 @@ class StreamSession {
                 uint64_t session_id);
 
   StreamState state() const { return state_.load(std::memory_order_acquire); }
+  const std::string& peer() const { return peer_; }  // gRPC's name of the agent's end
 
   // One message read from the stream (its bytes may be moved out). Not OK: the message broke a
   // rule of the protocol (or the server ran out of memory for it); the caller ends the reading
