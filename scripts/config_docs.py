@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """docs/configuration.md's key tables are made from the key tables themselves
-(common/config/config_keys*.cc, printed by `parity-server --config_docs`): each key is described
-once, in its table row there. This rewrites the four tables in the docs (--write), or says how
-they differ (--check, as ctest config_docs does; exit 1).
+(common/config/config_keys.cc and server/config/server_keys.cc, printed by
+`parity-server --config_docs`): each key is described once, in its table row there. This
+rewrites the four tables in the docs (--write), or says how they differ (--check, as ctest
+config_docs does; exit 1).
 
     scripts/config_docs.py --write [--server build/server/parity-server]
 """
@@ -75,7 +76,8 @@ def main():
     sys.stdout.writelines(difflib.unified_diff([l + "\n" for l in lines], [l + "\n" for l in new],
                                                "docs/configuration.md", "made from the key tables"))
     print("docs/configuration.md's key tables differ from the key tables: change the key's row "
-          "in common/config/config_keys*.cc, then scripts/config_docs.py --write", file=sys.stderr)
+          "in common/config/config_keys.cc or server/config/server_keys.cc, then "
+          "scripts/config_docs.py --write", file=sys.stderr)
     return 1
 
 

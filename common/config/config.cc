@@ -19,7 +19,6 @@
 #include "common/naming/selection.h"
 
 namespace parity::common {
-namespace {
 
 // Parses the document; a syntax error becomes an INVALID_ARGUMENT naming line and column.
 absl::StatusOr<nlohmann::json> ParseJson(absl::string_view text, absl::string_view source) {
@@ -54,8 +53,6 @@ absl::Status Summarise(const ConfigIssues& issues, absl::string_view source) {
   return absl::InvalidArgumentError(absl::StrCat(
       source, ": ", issues.errors.size(), " error(s):\n  ", absl::StrJoin(issues.errors, "\n  ")));
 }
-
-}  // namespace
 
 absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
   std::string s = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
@@ -99,17 +96,11 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 
 // ---- agent -------------------------------------------------------------------------------------
 
-namespace {
-
-// Every name of a list that selects calls must parse (common/naming/selection.h); `substrings`:
-// msprobe's `list`, whose entries may also be plain substrings.
 void CheckNames(absl::string_view key, const std::vector<std::string>& names, bool substrings,
                 std::vector<std::string>& errors) {
   absl::StatusOr<NameList> list = NameList::Parse(names, substrings);
   if (!list.ok()) errors.push_back(absl::StrCat(key, ": ", list.status().message()));
 }
-
-}  // namespace
 
 absl::Status ValidateAgentConfig(const AgentConfig& c) {
   std::vector<std::string> errors;
@@ -154,72 +145,11 @@ absl::Status ValidateAgentConfig(const AgentConfig& c) {
   return absl::InvalidArgumentError(absl::StrJoin(errors, "\n  "));
 }
 
-// ---- server ------------------------------------------------------------------------------------
-
-namespace {
-
-// Checks that hold for any part of a server configuration. The choice between TLS and plaintext
-// is checked once the file and the command line are merged (ValidateServerConfig), so a file
-// may leave tls_path to a flag.
-void CheckServerFields(const ServerConfig& c, std::vector<std::string>& errors) {
-  if (c.port < 0 || c.port > 65535) {
-    errors.push_back(absl::StrCat("run_ut.port: must be between 0 and 65535, got ", c.port));
-  }
-  if (c.parity.metrics_port < -1 || c.parity.metrics_port > 65535) {
-    errors.push_back(absl::StrCat("parity.metrics_port: must be -1 (off) or 0..65535, got ",
-                                  c.parity.metrics_port));
-  }
-  if (c.parity.max_message_bytes < 4096 || c.parity.max_message_bytes > (uint64_t{1} << 31) - 1) {
-    errors.push_back("parity.max_message_bytes: must be between 4KiB and 2GiB-1");
-  }
-  if (c.parity.queue_max_calls == 0) errors.push_back("parity.queue_max_calls: must be positive");
-  CheckNames("run_ut.white_list", c.white_list, false, errors);
-  CheckNames("run_ut.black_list", c.black_list, false, errors);
-}
-
-}  // namespace
-
-absl::Status ValidateServerConfig(const ServerConfig& c) {
-  std::vector<std::string> errors;
-  CheckServerFields(c, errors);
-  if (c.tls_path.empty() && !c.parity.plaintext) {
-    errors.push_back(
-        "run_ut.tls_path: TLS is required. Point tls_path (or --tls_path) at a folder holding "
-        "server.crt and server.key (and ca.crt to require client certificates), or set "
-        "parity.plaintext (--plaintext) to true (msprobe took an empty tls_path to mean "
-        "plaintext; Parity asks explicitly)");
-  }
-  if (errors.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrJoin(errors, "\n  "));
-}
-
-namespace {
-
-template <typename Config>
-std::vector<KeyDescription> Describe(const KeyTable<Config>& table) {
-  const Config defaults;
-  std::vector<KeyDescription> out;
-  for (const auto& k : table.keys()) {
-    KeyDescription d;
-    d.path = k.path;
-    d.kind = KeyKindName(k.kind);
-    d.default_value = k.show ? k.show(defaults) : "";
-    d.shown = static_cast<bool>(k.show);
-    d.doc = k.doc;
-    d.flag = k.flag.empty() ? "" : absl::StrCat("--", k.flag);
-    d.choices = k.choices;
-    d.docs_type = k.docs_type;
-    d.docs_default = k.docs_default;
-    out.push_back(std::move(d));
-  }
-  return out;
-}
-
-// A flag's text as the JSON value its key expects.
-absl::StatusOr<nlohmann::json> FlagJson(const ConfigKey<ServerConfig>& key,
+absl::StatusOr<nlohmann::json> FlagJson(KeyKind kind, const std::string& flag_name,
+                                        const std::string& path,
                                         const std::optional<std::string>& value) {
-  const std::string flag = absl::StrCat("--", key.flag, " (", key.path, ")");
-  switch (key.kind) {
+  const std::string flag = absl::StrCat("--", flag_name, " (", path, ")");
+  switch (kind) {
     case KeyKind::kBool:
       if (!value || *value == "true" || *value == "1") return nlohmann::json(true);
       if (*value == "false" || *value == "0") return nlohmann::json(false);
@@ -242,7 +172,7 @@ absl::StatusOr<nlohmann::json> FlagJson(const ConfigKey<ServerConfig>& key,
       nlohmann::json list = nlohmann::json::array();
       for (absl::string_view item : absl::StrSplit(value.value_or(""), ',', absl::SkipEmpty())) {
         int64_t i = 0;
-        if (key.kind == KeyKind::kIndexList && absl::SimpleAtoi(item, &i)) {
+        if (kind == KeyKind::kIndexList && absl::SimpleAtoi(item, &i)) {
           list.push_back(i);
         } else {
           list.push_back(std::string(absl::StripAsciiWhitespace(item)));
@@ -266,8 +196,6 @@ void SetAt(nlohmann::json& doc, const std::string& path, nlohmann::json value) {
   }
   *at = std::move(value);
 }
-
-}  // namespace
 
 const char* KeyKindName(KeyKind kind) {
   switch (kind) {
@@ -295,8 +223,7 @@ const char* KeyKindName(KeyKind kind) {
   return "?";
 }
 
-std::vector<KeyDescription> AgentKeys() { return Describe(AgentTable()); }
-std::vector<KeyDescription> ServerKeys() { return Describe(ServerTable()); }
+std::vector<KeyDescription> AgentKeys() { return AgentTable().Descriptions(); }
 
 absl::StatusOr<Parsed<AgentConfig>> ParseAgentConfig(absl::string_view json_text,
                                                      absl::string_view source) {
@@ -317,62 +244,13 @@ absl::StatusOr<Parsed<AgentConfig>> ParseAgentConfig(absl::string_view json_text
   return out;
 }
 
-absl::StatusOr<Parsed<ServerConfig>> ParseServerConfig(absl::string_view json_text,
-                                                       absl::string_view source,
-                                                       const std::vector<FlagValue>& flags) {
-  nlohmann::json doc = nlohmann::json::object();
-  if (!absl::StripAsciiWhitespace(json_text).empty()) {
-    absl::StatusOr<nlohmann::json> parsed = ParseJson(json_text, source);
-    if (!parsed.ok()) return parsed.status();
-    doc = *std::move(parsed);
-  }
-  ConfigIssues issues;
-  for (const FlagValue& f : flags) {
-    const ConfigKey<ServerConfig>* key = nullptr;
-    for (const auto& k : ServerTable().keys()) {
-      if (!k.flag.empty() && (k.flag == f.name ||
-                              (k.kind == KeyKind::kBool && f.name == absl::StrCat("no", k.flag)))) {
-        key = &k;
-      }
-    }
-    if (key == nullptr) {
-      issues.errors.push_back(absl::StrCat("--", f.name,
-                                           ": unknown flag (parity-server --help "
-                                           "lists them)"));
-      continue;
-    }
-    absl::StatusOr<nlohmann::json> value =
-        key->flag != f.name ? absl::StatusOr<nlohmann::json>(false) : FlagJson(*key, f.value);
-    if (!value.ok()) {
-      issues.errors.push_back(std::string(value.status().message()));
-      continue;
-    }
-    SetAt(doc, key->path, *std::move(value));
-    issues.flags[key->path] = absl::StrCat("--", key->flag);
-  }
-  Parsed<ServerConfig> out;
-  ServerTable().Read(doc, out.config, issues);
-  if (issues.errors.empty()) CheckServerFields(out.config, issues.errors);
-  if (absl::Status s = Summarise(issues, source); !s.ok()) return s;
-  out.warnings = std::move(issues.warnings);
-  return out;
-}
-
 absl::StatusOr<Parsed<AgentConfig>> LoadAgentConfig(const std::string& path) {
   absl::StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) return text.status();
   return ParseAgentConfig(*text, path);
 }
 
-absl::StatusOr<Parsed<ServerConfig>> LoadServerConfig(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFile(path);
-  if (!text.ok()) return text.status();
-  return ParseServerConfig(*text, path);
-}
-
 std::string DescribeAgentConfig(const AgentConfig& c) { return AgentTable().Describe(c); }
-
-std::string DescribeServerConfig(const ServerConfig& c) { return ServerTable().Describe(c); }
 
 std::string AgentConfigDigest(const AgentConfig& config) {
   AgentConfig c = config;

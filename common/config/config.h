@@ -1,5 +1,7 @@
-// Agent and server configuration: msprobe's config.json keys as they are, plus Parity's own
-// "parity" section. Every key, with its default, is documented in docs/configuration.md.
+// The agent's configuration: msprobe's config.json keys as they are, plus Parity's own "parity"
+// section; and what the server's configuration (server/config/server_config.h) shares with it:
+// the parse result, key descriptions, flags, docs. Every key, with its default, is documented
+// in docs/configuration.md.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +11,6 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
-#include "common/wire/limits.h"
 
 namespace parity::common {
 
@@ -30,17 +31,6 @@ enum class ApiNames {
 
 // Over which period the per-signature sampling budget is counted.
 enum class BudgetPeriod { kStep, kRun };
-
-// Where the server's float64 golden runs (parity.golden_device): kAuto on the checking thread's
-// bench device (a GPU's golden falls back to the CPU for an op it cannot run there), kCpu
-// always on the CPU.
-enum class GoldenDevice { kAuto, kCpu };
-
-// How the server checks random ops (parity.random_checks, docs/results.md#random-operators):
-// kAuto replays them from the training's generator state when the bench has a generator of
-// that kind and the same libtorch, else judges them by the random_property standard;
-// kStatistical always does that; kSkip answers SKIP.
-enum class RandomChecks { kAuto, kStatistical, kSkip };
 
 // The agent's "parity" section.
 struct AgentOptions {
@@ -109,60 +99,6 @@ struct AgentConfig {
   AgentOptions parity;
 };
 
-// The server's "parity" section.
-struct ServerOptions {
-  std::string output_dir = "./";
-  std::string metrics_host = "0.0.0.0";
-  int64_t metrics_port = 9464;  // 0 = ephemeral, -1 = disabled
-  uint32_t workers = 0;         // 0 = half the cores, 1 to 4, and at least 2 per GPU of the bench
-  // libtorch's threads for one op; 0 = libtorch's own choice, at most the cores over the workers
-  uint32_t intra_op_threads = 0;
-  uint32_t queue_max_calls = 64;
-  uint64_t queue_max_bytes = uint64_t{2} << 30;
-  // "auto" (every GPU, else the CPU), "cpu", "cuda" (every GPU), "cuda:N", "cuda:0,cuda:2"
-  std::string bench_device = "auto";
-  std::string standards_file;  // empty = the file shipped with the server
-  bool golden = true;          // float64 golden for three-way standards
-  GoldenDevice golden_device = GoldenDevice::kAuto;
-  RandomChecks random_checks = RandomChecks::kAuto;
-  double random_false_alarm = 1e-6;  // the property checks' false-alarm probability per call
-  bool npu_reference = true;         // load libparity_npu_reference.so (torch_npu fused ops)
-  std::vector<std::string> reference_libraries;  // more operator libraries (.so) to load
-  std::string operator_catalogue;  // a catalogue file adding to the built-in one (the agent's too)
-  bool plaintext = false;
-  bool allow_plaintext_non_loopback = false;
-  std::string tls_key_password_file;  // passphrase of an encrypted server.key (else the env var)
-  uint64_t max_message_bytes = uint64_t{64} << 20;
-  uint32_t max_streams = 1024;
-  uint64_t max_partial_blob_bytes = uint64_t{4} << 30;  // all streams' incomplete chunked tensors
-  uint64_t kept_blob_bytes = uint64_t{256} << 20;    // per stream: payloads agents may name again
-  uint64_t max_kept_blob_bytes = uint64_t{8} << 30;  // all streams' kept payloads together
-  // Ready verdicts wait up to this long to go out together (VerdictBatch) while later calls of
-  // the stream are being checked; 0 = each goes as soon as the write before it ends.
-  uint32_t verdict_hold_ms = 10;
-  uint32_t shutdown_grace_ms = 10000;  // SIGTERM: how long open streams may take to finish
-  std::string log_level = "info";      // "debug", "info", "warning", "error"
-  bool replay = true;                  // false: answer every call SKIP (transport-only runs)
-  bool save_error_data = true;         // error data of calls judged error (run_ut.error_data_path)
-  uint64_t error_data_max_bytes = uint64_t{1} << 30;  // all error data of one server run
-  uint32_t error_data_per_op = 3;                     // calls saved per operator; 0 = no limit
-  DecodeLimits limits;
-};
-
-// The server's configuration (msprobe task "run_ut").
-struct ServerConfig {
-  std::string task = "run_ut";
-  std::vector<std::string> white_list;
-  std::vector<std::string> black_list;
-  std::string error_data_path = "./";  // error data go here; relative: under parity.output_dir
-  bool is_online = true;
-  std::string host;  // empty: 0.0.0.0 with TLS, 127.0.0.1 in plaintext
-  int64_t port = 59208;
-  std::vector<int64_t> rank_list;  // empty = every rank (msprobe's [] dropped all)
-  std::string tls_path = "./";     // server.crt, server.key [+ ca.crt]; msprobe's default
-  ServerOptions parity;
-};
-
 // A parsed configuration and the warnings met on the way (unknown keys, ignored keys).
 template <typename T>
 struct Parsed {
@@ -170,8 +106,8 @@ struct Parsed {
   std::vector<std::string> warnings;
 };
 
-// One configuration key, as the tables in config.cc define it: for docs, --help, the Python
-// front-end and tests.
+// One configuration key, as a key table (common/config/config_table.h) defines it: for docs,
+// --help, the Python front-end and tests.
 struct KeyDescription {
   std::string path;           // "parity.workers"
   std::string kind;           // "bool", "integer", "size", "string", "choice", "list", ...
@@ -182,14 +118,15 @@ struct KeyDescription {
   std::vector<std::string> choices;
   std::string docs_type, docs_default;  // the docs' cells where given, else empty (made)
 };
-std::vector<KeyDescription> AgentKeys();
-std::vector<KeyDescription> ServerKeys();
+std::vector<KeyDescription> AgentKeys();  // the server's: server::ServerKeys()
 
 // docs/configuration.md's key tables, made from the key tables themselves
 // (common/config/config_docs.cc): each table preceded by its marker line
 // "<!-- parity-server --config_docs: {agent|server} {msprobe|parity} keys -->". What
-// `parity-server --config_docs` prints; ctest config_docs checks the docs hold exactly these.
-std::string ConfigDocsMarkdown();
+// `parity-server --config_docs` prints (with AgentKeys() and server::ServerKeys()); ctest
+// config_docs checks the docs hold exactly these.
+std::string ConfigDocsMarkdown(const std::vector<KeyDescription>& agent,
+                               const std::vector<KeyDescription>& server);
 // A meaning cell as plain text for --help: links, emphasis and code marks dropped, wrapped at
 // `width` columns after `indent` spaces.
 std::string KeyDocAsText(const std::string& doc, std::size_t indent, std::size_t width);
@@ -205,24 +142,14 @@ struct FlagValue {
 // the key: `tensor.port: expected an integer, got "abc"`.
 absl::StatusOr<Parsed<AgentConfig>> ParseAgentConfig(absl::string_view json_text,
                                                      absl::string_view source = "config");
-// The server's: `json_text` may be empty (no file); `flags` override the file's keys (each server
-// key has a flag of its last path component: --workers, --max_dims, --rank_list=0,1). Unknown
-// flags are errors; errors about a flag's value name the flag and its key.
-absl::StatusOr<Parsed<ServerConfig>> ParseServerConfig(absl::string_view json_text,
-                                                       absl::string_view source = "config",
-                                                       const std::vector<FlagValue>& flags = {});
-
 // Reads `path` and parses it; NOT_FOUND / PERMISSION_DENIED name the path.
 absl::StatusOr<Parsed<AgentConfig>> LoadAgentConfig(const std::string& path);
-absl::StatusOr<Parsed<ServerConfig>> LoadServerConfig(const std::string& path);
 
 // Cross-field rules, also run by the parsers; for configs built or changed in code.
 absl::Status ValidateAgentConfig(const AgentConfig& config);
-absl::Status ValidateServerConfig(const ServerConfig& config);
 
 // The effective configuration as "key = value" lines, for the start-up log.
 std::string DescribeAgentConfig(const AgentConfig& config);
-std::string DescribeServerConfig(const ServerConfig& config);
 
 // A short hex digest of the agent's effective configuration (its description, run_id left out),
 // sent in Hello so that ranks started with different settings can be spotted.

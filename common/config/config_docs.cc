@@ -1,5 +1,5 @@
-// docs/configuration.md's key tables made from the key tables (config_keys.cc,
-// config_keys_server.cc): each key is described once, in its row there, and the docs and
+// docs/configuration.md's key tables made from the key tables (common/config/config_keys.cc,
+// server/config/server_keys.cc): each key is described once, in its row there, and the docs and
 // --help print that description. ctest config_docs fails when the docs' tables are not exactly
 // what this writes.
 #include <cstdint>
@@ -98,8 +98,8 @@ std::string PlainText(const std::string& markdown) {
 
 }  // namespace
 
-std::string ConfigDocsMarkdown() {
-  const std::vector<KeyDescription> agent = AgentKeys(), server = ServerKeys();
+std::string ConfigDocsMarkdown(const std::vector<KeyDescription>& agent,
+                               const std::vector<KeyDescription>& server) {
   return absl::StrCat(
       Table(agent, "agent", "msprobe", false), "\n", Table(agent, "agent", "parity", true), "\n",
       Table(server, "server", "msprobe", false), "\n", Table(server, "server", "parity", true));

@@ -1,5 +1,6 @@
-// The agent's and the server's configuration key tables (common/config/config_table.h): every key,
-// its type, range, doc line and flag. Internal to common/config/config.cc and its tests.
+// The agent's configuration key table (common/config/config_table.h): every key, its type, range,
+// doc line and flag (the server's: server/config/server_config.h). Internal to
+// common/config/config.cc and its tests.
 #pragma once
 
 #include "common/config/config.h"
@@ -8,6 +9,5 @@
 namespace parity::common {
 
 const KeyTable<AgentConfig>& AgentTable();
-const KeyTable<ServerConfig>& ServerTable();
 
 }  // namespace parity::common

@@ -41,7 +41,7 @@ enum class FlagArity { kUnknown, kBool, kValue };
 
 // Whether the configuration flag `name` (or `noNAME`) exists and takes a separate value.
 FlagArity ConfigFlagArity(absl::string_view name) {
-  for (const common::KeyDescription& k : common::ServerKeys()) {
+  for (const common::KeyDescription& k : ServerKeys()) {
     if (k.flag == absl::StrCat("--", name)) {
       return k.kind == "bool" ? FlagArity::kBool : FlagArity::kValue;
     }
@@ -113,7 +113,7 @@ std::string HelpText() {
     absl::StrAppendFormat(&out, "  --%-28s %s\n", name + (f.takes_value ? "=VALUE" : ""), f.help);
   }
   out += "\nConfiguration flags (key, type, default):\n";
-  for (const common::KeyDescription& k : common::ServerKeys()) {
+  for (const common::KeyDescription& k : ServerKeys()) {
     if (k.flag.empty()) continue;
     absl::StrAppendFormat(
         &out, "  %s (%s, %s, default %s)\n", k.flag, k.path,
@@ -124,7 +124,7 @@ std::string HelpText() {
   return out;
 }
 
-absl::StatusOr<common::Parsed<common::ServerConfig>> LoadConfiguration(const CommandLine& line) {
+absl::StatusOr<common::Parsed<ServerConfig>> LoadConfiguration(const CommandLine& line) {
   std::string text;
   std::string source = "command line";
   if (!line.config_path.empty()) {
@@ -133,7 +133,7 @@ absl::StatusOr<common::Parsed<common::ServerConfig>> LoadConfiguration(const Com
     text = *std::move(file);
     source = line.config_path;
   }
-  return common::ParseServerConfig(text, source, line.config_flags);
+  return ParseServerConfig(text, source, line.config_flags);
 }
 
 }  // namespace parity::server

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/config/config.h"
+#include "server/config/server_config.h"
 
 namespace parity::server {
 
@@ -34,6 +35,6 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, const char* const* argv);
 std::string HelpText();
 
 // Reads the --config file (if any) and applies the configuration flags.
-absl::StatusOr<common::Parsed<common::ServerConfig>> LoadConfiguration(const CommandLine& line);
+absl::StatusOr<common::Parsed<ServerConfig>> LoadConfiguration(const CommandLine& line);
 
 }  // namespace parity::server

@@ -5,7 +5,7 @@
 //   parity-repro [--config=server.json] [--KEY=VALUE ...] [--api=TEXT] [--device_outputs=DIR]
 //                ERROR_DATA_DIR
 //
-// The checker is configured by the server's own key table (common/config/config_keys_server.cc):
+// The checker is configured by the server's own key table (server/config/server_keys.cc):
 // --config reads a server config file, and every parity-server configuration flag applies
 // (--bench_device, --golden, --golden_device, --random_checks, --standards_file,
 // --npu_reference, --reference_libraries, --operator_catalogue, ...), with the server's
@@ -48,7 +48,7 @@ using parity::server::StandardsTable;
 namespace v1 = parity::v1;
 
 struct Args {
-  parity::common::ServerConfig config;  // the server's keys, with the server's defaults
+  parity::server::ServerConfig config;  // the server's keys, with the server's defaults
   std::string api;
   std::string device_outputs;
   std::string dir;
@@ -187,7 +187,7 @@ Rerun RerunLine(const std::string& text, const fs::path& manifest, const Args& a
 }
 
 int Run(const Args& a) {
-  const parity::common::ServerOptions& o = a.config.parity;
+  const parity::server::ServerOptions& o = a.config.parity;
   // As the server reads them: the catalogue, then the standards, then the libraries.
   if (!o.operator_catalogue.empty()) {
     if (absl::Status s = parity::common::AddToOperatorCatalogue(o.operator_catalogue); !s.ok()) {
@@ -203,10 +203,10 @@ int Run(const Args& a) {
   absl::StatusOr<std::vector<parity::server::LoadedLibrary>> libraries =
       parity::server::LoadOperatorLibraries(o.npu_reference, o.reference_libraries);
   if (!libraries.ok()) return Usage(std::string(libraries.status().message()));
-  parity::common::ServerOptions options = o;
+  CheckerOptions options = a.config.check.checker;
+  options.limits = o.limits;
   options.save_error_data = false;  // reruns write nothing
-  absl::StatusOr<std::unique_ptr<CallChecker>> checker =
-      CallChecker::Create(CheckerOptions::From(options), standards);
+  absl::StatusOr<std::unique_ptr<CallChecker>> checker = CallChecker::Create(options, standards);
   if (!checker.ok()) return Usage(std::string(checker.status().message()));
   const std::vector<fs::path> manifests = Manifests(a.dir);
   if (manifests.empty()) return Usage(absl::StrCat("no manifest.jsonl in or under ", a.dir));

@@ -40,13 +40,13 @@ bool IsLoopbackHost(absl::string_view host) {
   return host == "localhost" || host == "::1" || host == "[::1]" || absl::StartsWith(host, "127.");
 }
 
-ParityServer::ParityServer(common::ServerConfig config) : config_(std::move(config)) {}
+ParityServer::ParityServer(ServerConfig config) : config_(std::move(config)) {}
 
 ParityServer::~ParityServer() { Shutdown(std::chrono::seconds(1)); }
 
-absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
-    const common::ServerConfig& config, CallHandler handler) {
-  PARITY_RETURN_IF_ERROR(common::ValidateServerConfig(config));
+absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(const ServerConfig& config,
+                                                                   CallHandler handler) {
+  PARITY_RETURN_IF_ERROR(ValidateServerConfig(config));
   std::unique_ptr<ParityServer> s(new ParityServer(config));
   // Transport security first: a missing certificate must never turn into plaintext.
   PARITY_ASSIGN_OR_RETURN(std::shared_ptr<const common::RevocationList> crl, s->InitSecurity());
@@ -55,7 +55,8 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
   s->metrics_ = std::make_unique<ServerMetrics>(*s->registry_);
   if (!handler) {
     PARITY_ASSIGN_OR_RETURN(s->pipeline_,
-                            CallPipeline::Create(s->config_, *s->standards_, *s->metrics_));
+                            CallPipeline::Create(s->config_.check, s->config_.parity.limits,
+                                                 *s->standards_, *s->metrics_));
     CallPipeline* pipeline = s->pipeline_.get();
     handler = [pipeline](const CallOrigin& origin, const ServerCall& call, const BlobStore& blobs) {
       return pipeline->Check(origin, call, blobs);
@@ -69,7 +70,7 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(
 }
 
 absl::StatusOr<std::shared_ptr<const common::RevocationList>> ParityServer::InitSecurity() {
-  const common::ServerOptions& o = config_.parity;
+  const ServerOptions& o = config_.parity;
   host_ = config_.host.empty() ? (o.plaintext ? "127.0.0.1" : "0.0.0.0") : config_.host;
   if (o.plaintext) {
     if (!IsLoopbackHost(host_) && !o.allow_plaintext_non_loopback) {
@@ -90,7 +91,7 @@ absl::StatusOr<std::shared_ptr<const common::RevocationList>> ParityServer::Init
 }
 
 absl::Status ParityServer::InitOperators(bool load_libraries) {
-  const common::ServerOptions& o = config_.parity;
+  const ServerOptions& o = config_.parity;
   // Before the standards: they list the random ops, which the catalogue names.
   if (!o.operator_catalogue.empty()) {
     PARITY_RETURN_IF_ERROR(common::AddToOperatorCatalogue(o.operator_catalogue));
@@ -112,13 +113,13 @@ absl::Status ParityServer::InitOperators(bool load_libraries) {
     }
   }
   // The lists are the pipeline's; a server with a test's handler still refuses malformed ones.
-  PARITY_RETURN_IF_ERROR(common::NameList::Parse(config_.white_list).status());
-  PARITY_RETURN_IF_ERROR(common::NameList::Parse(config_.black_list).status());
+  PARITY_RETURN_IF_ERROR(common::NameList::Parse(config_.check.white_list).status());
+  PARITY_RETURN_IF_ERROR(common::NameList::Parse(config_.check.black_list).status());
   return absl::OkStatus();
 }
 
 void ParityServer::InitWorkers() {
-  const common::ServerOptions& o = config_.parity;
+  const ServerOptions& o = config_.parity;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   // Small ops gain from a few workers while large ones already use libtorch's intra-op threads.
   // A CUDA bench gets at least two workers per GPU (as many as the cores allow), each on a
@@ -150,8 +151,9 @@ void ParityServer::InitWorkers() {
 }
 
 ServiceOptions ParityServer::MakeServiceOptions(std::shared_ptr<const common::RevocationList> crl) {
-  const common::ServerOptions& o = config_.parity;
-  ServiceOptions service = ServiceOptions::From(config_);
+  const ServerOptions& o = config_.parity;
+  ServiceOptions service = config_.service;
+  service.limits = o.limits;
   v1::ServerInfo& info = service.server_info;
   info.set_server_version(PARITY_VERSION);
   info.set_max_message_bytes(o.max_message_bytes);
@@ -161,7 +163,7 @@ ServiceOptions ParityServer::MakeServiceOptions(std::shared_ptr<const common::Re
     info.add_accepted_dtypes(static_cast<v1::DType>(d));
   }
   info.set_bench_device(pipeline_ ? pipeline_->checker().bench_device() : "none");
-  info.set_golden_enabled(o.golden);
+  info.set_golden_enabled(config_.check.checker.golden);
   info.set_torch_version(common::TorchVersion());
   info.set_kept_blob_bytes(o.kept_blob_bytes);
   service.crl = std::move(crl);
@@ -173,7 +175,7 @@ ServiceOptions ParityServer::MakeServiceOptions(std::shared_ptr<const common::Re
 }
 
 absl::Status ParityServer::Start() {
-  const common::ServerOptions& o = config_.parity;
+  const ServerOptions& o = config_.parity;
   queue_->Start();
   grpc::ServerBuilder builder;
   const std::string addr = absl::StrCat(
@@ -237,7 +239,7 @@ std::vector<std::string> ParityServer::ResultPaths() const {
 }
 
 std::string ParityServer::Describe() const {
-  return absl::StrCat(common::DescribeServerConfig(config_), "\ntransport = ", tls_description_,
+  return absl::StrCat(DescribeServerConfig(config_), "\ntransport = ", tls_description_,
                       "\nbench device = ", pipeline_ ? pipeline_->checker().bench_device() : "none",
                       "\nworkers = ", workers_);
 }

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "common/config/config.h"
+#include "server/config/server_config.h"
 #include "server/service/check_service.h"
 
 namespace prometheus {
@@ -32,7 +32,7 @@ class ParityServer {
   // Validates the configuration and prepares everything that can fail without binding: TLS
   // material, the standards table, the bench device, the output directory. `handler` replaces
   // the replay (benchmarks of the transport alone); empty = replay and compare.
-  static absl::StatusOr<std::unique_ptr<ParityServer>> Create(const common::ServerConfig& config,
+  static absl::StatusOr<std::unique_ptr<ParityServer>> Create(const ServerConfig& config,
                                                               CallHandler handler = {});
   ~ParityServer();  // Shutdown()
 
@@ -53,10 +53,10 @@ class ParityServer {
   std::vector<std::string> ResultPaths() const;
   // One line per effective setting, for the start-up log.
   std::string Describe() const;
-  const common::ServerConfig& config() const { return config_; }
+  const ServerConfig& config() const { return config_; }
 
  private:
-  explicit ParityServer(common::ServerConfig config);
+  explicit ParityServer(ServerConfig config);
   // Create's steps, in order: the host and credentials (the CRL of mutual TLS, if any); the
   // standards and the operator libraries; the metrics; the call pipeline (absent with a test's
   // handler); workers, threads and the queue; the service's options.
@@ -65,7 +65,7 @@ class ParityServer {
   void InitWorkers();
   ServiceOptions MakeServiceOptions(std::shared_ptr<const common::RevocationList> crl);
 
-  common::ServerConfig config_;
+  ServerConfig config_;
   std::string host_;
   std::string tls_description_;
   std::shared_ptr<void> credentials_;  // grpc::ServerCredentials, kept opaque here

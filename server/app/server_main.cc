@@ -31,7 +31,7 @@ int Fail(const absl::Status& s) {
 
 // Prints the configuration keys as tab-separated rows: path, flag, type, default, meaning.
 void ListConfig() {
-  for (const parity::common::KeyDescription& k : parity::common::ServerKeys()) {
+  for (const parity::common::KeyDescription& k : parity::server::ServerKeys()) {
     std::printf("%s\t%s\t%s\t%s\t%s\n", k.path.c_str(), k.flag.c_str(), k.kind.c_str(),
                 k.default_value.c_str(), k.doc.c_str());
   }
@@ -71,7 +71,10 @@ bool PrintedAnInfoPage(const parity::server::CommandLine& line) {
   } else if (line.list_config) {
     ListConfig();
   } else if (line.config_docs) {
-    std::fputs(parity::common::ConfigDocsMarkdown().c_str(), stdout);
+    std::fputs(parity::common::ConfigDocsMarkdown(parity::common::AgentKeys(),
+                                                  parity::server::ServerKeys())
+                   .c_str(),
+               stdout);
   } else {
     return false;
   }
@@ -115,7 +118,7 @@ int main(int argc, char** argv) {
   if (PrintedAnInfoPage(*line)) return 0;
   auto parsed = parity::server::LoadConfiguration(*line);
   if (!parsed.ok()) return Fail(parsed.status());
-  const parity::common::ServerConfig& config = parsed->config;
+  const parity::server::ServerConfig& config = parsed->config;
   parity::common::LogLevel level = parity::common::LogLevel::kInfo;
   parity::common::ParseLogLevel(config.parity.log_level, &level);  // a checked choice
   parity::common::SetLogLevel(level);

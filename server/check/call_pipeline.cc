@@ -17,10 +17,10 @@
 
 namespace parity::server {
 
-std::string ErrorDataPath(const common::ServerConfig& config) {
-  const std::filesystem::path path(config.error_data_path);
+std::string PipelineOptions::ErrorDataPath() const {
+  const std::filesystem::path path(error_data_path);
   if (path.is_absolute()) return path.lexically_normal().string();
-  return (std::filesystem::path(config.parity.output_dir) / path).lexically_normal().string();
+  return (std::filesystem::path(output_dir) / path).lexically_normal().string();
 }
 
 namespace {
@@ -52,11 +52,11 @@ void CountStageCpu(const CallCheck::StageCpu& cpu, double write_cpu, ServerMetri
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CallPipeline>> CallPipeline::Create(
-    const common::ServerConfig& config, const StandardsTable& standards, ServerMetrics& metrics) {
-  const common::ServerOptions& o = config.parity;
+    PipelineOptions options, const common::DecodeLimits& limits, const StandardsTable& standards,
+    ServerMetrics& metrics) {
   std::unique_ptr<CallPipeline> p(new CallPipeline(metrics));
-  PARITY_ASSIGN_OR_RETURN(p->white_list_, common::NameList::Parse(config.white_list));
-  PARITY_ASSIGN_OR_RETURN(p->black_list_, common::NameList::Parse(config.black_list));
+  PARITY_ASSIGN_OR_RETURN(p->white_list_, common::NameList::Parse(options.white_list));
+  PARITY_ASSIGN_OR_RETURN(p->black_list_, common::NameList::Parse(options.black_list));
   if (!p->white_list_.empty() || !p->black_list_.empty()) {
     const common::OpNameIndex known(KnownOperatorNames());
     for (const auto& [key, list] : {std::pair{"run_ut.white_list", &p->white_list_},
@@ -66,7 +66,10 @@ absl::StatusOr<std::unique_ptr<CallPipeline>> CallPipeline::Create(
       }
     }
   }
-  PARITY_ASSIGN_OR_RETURN(p->checker_, CallChecker::Create(CheckerOptions::From(o), standards));
+  CheckerOptions& checker = options.checker;
+  checker.limits = limits;
+  checker.save_error_data = options.save_error_data;
+  PARITY_ASSIGN_OR_RETURN(p->checker_, CallChecker::Create(checker, standards));
   if (const auto& low = p->checker_->low_precision_gemm_dtypes(); !low.empty()) {
     common::LogInfo(absl::StrCat(
         "bench ", p->checker_->bench_device(), ": libtorch's ", absl::StrJoin(low, " and "),
@@ -74,12 +77,10 @@ absl::StatusOr<std::unique_ptr<CallPipeline>> CallPipeline::Create(
         "computes float16 and bfloat16 GEMMs in float32 and rounds once, as an accelerator "
         "does (docs/results.md#low-precision-gemms)"));
   }
-  PARITY_ASSIGN_OR_RETURN(p->writer_, ResultWriter::Create(o.output_dir, standards));
-  if (o.save_error_data) {
-    ErrorDataOptions error_data;
-    error_data.path = ErrorDataPath(config);
-    error_data.max_bytes = o.error_data_max_bytes;
-    error_data.max_per_op = o.error_data_per_op;
+  PARITY_ASSIGN_OR_RETURN(p->writer_, ResultWriter::Create(options.output_dir, standards));
+  if (options.save_error_data) {
+    ErrorDataOptions& error_data = options.error_data;
+    error_data.path = options.ErrorDataPath();
     ServerMetrics* counted = &metrics;
     p->error_data_ = std::make_unique<ErrorData>(
         error_data, standards,

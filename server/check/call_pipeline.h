@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/config/config.h"
 #include "common/naming/selection.h"
 #include "parity/v1/parity.pb.h"
 #include "server/call/server_call.h"
+#include "server/check/pipeline_options.h"
 #include "server/results/result_rows.h"
 
 namespace parity::common {
@@ -28,15 +28,13 @@ class ResultWriter;
 class ServerMetrics;
 class StandardsTable;
 
-// Where the error data go: run_ut.error_data_path, a relative one under parity.output_dir.
-std::string ErrorDataPath(const common::ServerConfig& config);
-
 class CallPipeline {
  public:
-  // Reads run_ut.white_list / black_list (names no loaded operator has are warned about), the
-  // checker's keys (parity.bench_device, golden, ...), parity.output_dir, save_error_data and
-  // error_data_*. `standards` and `metrics` outlive the pipeline.
-  static absl::StatusOr<std::unique_ptr<CallPipeline>> Create(const common::ServerConfig& config,
+  // Builds the checker, the result writer and the error data from `options` (the lists' names
+  // no loaded operator has are warned about); `limits` are parity.limits.*, one message's
+  // tensors. `standards` and `metrics` outlive the pipeline.
+  static absl::StatusOr<std::unique_ptr<CallPipeline>> Create(PipelineOptions options,
+                                                              const common::DecodeLimits& limits,
                                                               const StandardsTable& standards,
                                                               ServerMetrics& metrics);
   ~CallPipeline();

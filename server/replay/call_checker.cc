@@ -136,14 +136,14 @@ std::optional<CallCheck> UnjudgedRandom(const ServerCall& call, const std::strin
 CallCheck CheckRandom(const ServerCall& call, const c10::OperatorHandle& op, DecodedCall& decoded,
                       const CheckerOptions& o, const c10::Device& bench_device,
                       const StandardsTable& standards) {
-  if (o.random_checks == common::RandomChecks::kSkip) {
+  if (o.random_checks == RandomChecks::kSkip) {
     return Decided(
         CheckStatus::kSkip,
         absl::StrCat(call.id.op_name,
                      " draws random numbers; not checked (parity.random_checks is skip)"));
   }
   std::string why_not = "parity.random_checks is statistical";
-  if (o.random_checks == common::RandomChecks::kAuto) {
+  if (o.random_checks == RandomChecks::kAuto) {
     std::optional<Replay> bench = ReplayRandom(
         call, op, decoded, bench_device, common::ToScalarType(call.id.autocast_dtype), &why_not);
     if (bench && bench->ran()) {
@@ -319,7 +319,7 @@ Replay ReplayGolden(const CheckerOptions& o, GoldenReplayer& golden, const c10::
   if (!o.golden) return Replay::NotRun(Replay::Outcome::kDisabled);
   if (exact) return Replay::NotRun(Replay::Outcome::kNotNeeded);
   const c10::Device device =
-      o.golden_device == common::GoldenDevice::kCpu ? c10::Device(c10::kCPU) : lane_device;
+      o.golden_device == GoldenDevice::kCpu ? c10::Device(c10::kCPU) : lane_device;
   return Guarded([&] { return golden.ReplayOn(op, inputs, device, autocast); });
 }
 
@@ -338,18 +338,6 @@ std::vector<std::string> CallChecker::GoldenOpsOnCpu() const { return impl_->gol
 
 const std::vector<std::string>& CallChecker::low_precision_gemm_dtypes() const {
   return impl_->low_precision_gemm;
-}
-
-CheckerOptions CheckerOptions::From(const common::ServerOptions& o) {
-  CheckerOptions c;
-  c.bench_device = o.bench_device;
-  c.golden = o.golden;
-  c.golden_device = o.golden_device;
-  c.random_checks = o.random_checks;
-  c.random_false_alarm = o.random_false_alarm;
-  c.limits = o.limits;
-  c.save_error_data = o.save_error_data;
-  return c;
 }
 
 absl::StatusOr<std::unique_ptr<CallChecker>> CallChecker::Create(const CheckerOptions& options,

@@ -10,34 +10,17 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/config/config.h"
 #include "common/torch/value_codec.h"
 #include "common/wire/limits.h"
 #include "parity/v1/parity.pb.h"
 #include "server/call/call_check.h"
 #include "server/call/server_call.h"
 #include "server/compare/standards.h"
+#include "server/replay/checker_options.h"
 
 namespace parity::server {
 
 struct DecodedCall;  // server/replay/stages.h (libtorch types)
-
-// What the checker runs with: the keys it reads, and only those, copied from the parsed
-// configuration by From (each keeps the one default of its row in
-// common/config/config_keys_server.cc). parity-server and parity-repro pass the configuration
-// they parsed; tests and benchmarks a default one.
-struct CheckerOptions {
-  static CheckerOptions From(const common::ServerOptions& options);
-
-  std::string bench_device;  // parity.bench_device: "auto", "cpu", "cuda", "cuda:N", a list
-  bool golden = false;       // parity.golden: the float64 golden of three-way standards
-  common::GoldenDevice golden_device = common::GoldenDevice::kAuto;  // parity.golden_device
-  common::RandomChecks random_checks = common::RandomChecks::kAuto;  // parity.random_checks
-  double random_false_alarm = 0;                                     // parity.random_false_alarm
-  common::DecodeLimits limits;                                       // parity.limits.*
-  // parity.save_error_data: CallCheck::values kept for the calls judged error.
-  bool save_error_data = false;
-};
 
 class CallChecker {
  public:

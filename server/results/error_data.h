@@ -25,15 +25,10 @@
 #include "parity/v1/parity.pb.h"
 #include "server/call/call_check.h"
 #include "server/compare/standards.h"
+#include "server/results/error_data_options.h"
 #include "server/results/result_rows.h"
 
 namespace parity::server {
-
-struct ErrorDataOptions {
-  std::string path;  // the folder ut_error_data{ts}/ is made in
-  uint64_t max_bytes = uint64_t{1} << 30;
-  uint32_t max_per_op = 3;  // calls saved per operator (op and overload); 0 = no limit
-};
 
 enum class ErrorDataOutcome { kSaved, kOverBudget, kOverOpCount, kFailed };
 // The metric's outcome labels, in the enum's order.

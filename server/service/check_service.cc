@@ -25,17 +25,6 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), message);
 }
 
-ServiceOptions ServiceOptions::From(const common::ServerConfig& config) {
-  ServiceOptions o;
-  o.rank_list = config.rank_list;
-  o.max_streams = config.parity.max_streams;
-  o.limits = config.parity.limits;
-  o.max_partial_blob_bytes = config.parity.max_partial_blob_bytes;
-  o.max_kept_blob_bytes = config.parity.max_kept_blob_bytes;
-  o.verdict_hold_ms = config.parity.verdict_hold_ms;
-  return o;
-}
-
 CheckService::CheckService(ServiceOptions options, CallHandler handler, WorkQueue* queue,
                            ServerMetrics* metrics)
     : options_(std::move(options)),

@@ -15,7 +15,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "common/config/config.h"
 #include "common/torch/value_codec.h"
 #include "common/transport/tls.h"
 #include "common/transport/wire.h"
@@ -25,6 +24,7 @@
 #include "server/call/server_call.h"
 #include "server/results/result_rows.h"
 #include "server/service/byte_budget.h"
+#include "server/service/service_options.h"
 #include "server/service/stream_context.h"
 #include "server/service/work_queue.h"
 
@@ -58,28 +58,6 @@ class BlobStore : public common::BlobSource {
 // from the message, once; the worker encodes the verdict from the result (ToVerdict).
 using CallHandler = std::function<CallCheck(const CallOrigin& origin, const ServerCall& call,
                                             const BlobStore& blobs)>;
-
-// What the service runs with: its own options, the keys of the parsed configuration it reads
-// (ServiceOptions::From copies them, so each keeps the one default of its row in
-// common/config/config_keys_server.cc), and what the composition root adds at start.
-struct ServiceOptions {
-  // The keys the service reads, and only those: a service never sees the rest of the config.
-  static ServiceOptions From(const common::ServerConfig& config);
-
-  std::vector<int64_t> rank_list;       // run_ut.rank_list: a Hello of another rank is refused
-  uint32_t max_streams = 0;             // parity.max_streams
-  common::DecodeLimits limits;          // parity.max_* limits of one message's tensors
-  uint64_t max_partial_blob_bytes = 0;  // parity.max_partial_blob_bytes
-  uint64_t max_kept_blob_bytes = 0;     // parity.max_kept_blob_bytes
-  uint32_t verdict_hold_ms = 0;         // parity.verdict_hold_ms
-  v1::ServerInfo server_info;           // sent in answer to Hello (protocol_version is set)
-  // crl.pem of mutual TLS: a stream whose client certificate it revokes is refused
-  // (UNAUTHENTICATED) before its Hello is read.
-  std::shared_ptr<const common::RevocationList> crl;
-  // Runs once a stream that sent a Hello has ended, after every call it sent was handled (the
-  // result writer writes the rank's waiting result rows). On a gRPC thread; must not throw.
-  std::function<void(const CallOrigin& origin)> on_stream_end;
-};
 
 // The Check method is registered raw (ByteBuffer in and out): the reactor reads only the first
 // tag of each message, and an ApiCall, which carries the tensors, is parsed by the worker that

@@ -51,7 +51,7 @@ class RecordingServer {
  public:
   explicit RecordingServer(int port = 0, std::string error_op = "", int workers = 2)
       : error_op_(error_op) {
-    common::ServerConfig config =
+    server::ServerConfig config =
         parity::testing::TestServerConfig(parity::testing::MakeTempDir("parity_agent_out_"), "");
     config.port = port;
     config.parity.workers = static_cast<uint32_t>(workers);

@@ -98,7 +98,7 @@ TEST(TlsFilesTest, AnEncryptedKeyLoadsWithTheRightPassphraseOnly) {
     EXPECT_TRUE(common::LoadServerTls(server_dir).ok());
     EXPECT_TRUE(common::LoadChannelTls(client_dir).ok());
     // Both ends with encrypted keys over mutual TLS: the server checks a call from the client.
-    common::ServerConfig config =
+    server::ServerConfig config =
         parity::testing::TestServerConfig(parity::testing::MakeTempDir("parity_out_"), server_dir);
     auto created = server::ParityServer::Create(config);
     ASSERT_TRUE(created.ok()) << created.status();

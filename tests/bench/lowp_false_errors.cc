@@ -138,10 +138,9 @@ int main(int argc, char** argv) {
   }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   at::set_num_threads(1);  // many small calls: threads cost more than they give
-  parity::common::ServerOptions options;
+  parity::server::CheckerOptions options;
   options.bench_device = "cpu";
-  auto checker =
-      CallChecker::Create(parity::server::CheckerOptions::From(options), StandardsTable::Default());
+  auto checker = CallChecker::Create(options, StandardsTable::Default());
   if (!checker.ok()) {
     std::fprintf(stderr, "%s\n", std::string(checker.status().message()).c_str());
     return 1;

@@ -134,20 +134,19 @@ int main(int argc, char** argv) {
   };
   std::vector<Bench> benches;
   auto add = [&](const std::string& name, const std::string& device, bool golden,
-                 parity::common::GoldenDevice golden_device) {
-    parity::common::ServerOptions options;
+                 parity::server::GoldenDevice golden_device) {
+    parity::server::CheckerOptions options;
     options.bench_device = device;
     options.golden = golden;
     options.golden_device = golden_device;
-    auto c = CallChecker::Create(parity::server::CheckerOptions::From(options),
-                                 StandardsTable::Default());
+    auto c = CallChecker::Create(options, StandardsTable::Default());
     if (!c.ok()) {
       std::fprintf(stderr, "%s: %s\n", name.c_str(), std::string(c.status().message()).c_str());
       std::exit(1);
     }
     benches.push_back({name, *std::move(c)});
   };
-  using parity::common::GoldenDevice;
+  using parity::server::GoldenDevice;
   add("cpu", "cpu", true, GoldenDevice::kAuto);
   if (cuda) {
     add("cuda", "cuda:0", true, GoldenDevice::kAuto);

@@ -112,8 +112,8 @@ Result Drive(int port, const Workload& w, int agents, double seconds) {
 
 std::unique_ptr<parity::server::ParityServer> StartServer(const std::string& dir,
                                                           const std::string& device, bool replay) {
-  parity::common::ServerConfig c = parity::testing::TestServerConfig(dir, "");
-  c.parity.bench_device = device;
+  parity::server::ServerConfig c = parity::testing::TestServerConfig(dir, "");
+  c.check.checker.bench_device = device;
   c.parity.workers = 0;  // the server's own choice
   c.parity.metrics_port = -1;
   parity::server::CallHandler handler;

@@ -456,7 +456,7 @@ double StreamSeconds(int port, const std::string& client_tls, const std::vector<
 }
 
 std::unique_ptr<parity::server::ParityServer> StartServer(const std::string& tls, bool replay) {
-  parity::common::ServerConfig c = pt::TestServerConfig(pt::MakeTempDir("parity_bench_"), tls);
+  parity::server::ServerConfig c = pt::TestServerConfig(pt::MakeTempDir("parity_bench_"), tls);
   c.parity.metrics_port = -1;
   parity::server::CallHandler pass;
   if (!replay) {

@@ -29,7 +29,7 @@ EXEMPT = {
     ("server/compare/element.h", "AccumulateElement"):
         "the per-element definition the SIMD and CUDA kernels are tested against, whole",
     ("common/config/config_keys.cc", "AgentTable"): "data table: one row per agent config key",
-    ("common/config/config_keys_server.cc", "ServerTable"):
+    ("server/config/server_keys.cc", "ServerTable"):
         "data table: one row per server config key",
     ("common/naming/msprobe_tables.cc", "FunctionalOps"):
         "data table: msprobe's torch.nn.functional APIs and the operators they map to",
@@ -156,9 +156,10 @@ class StructureTest(unittest.TestCase):
 
 # The server's folders from the bottom up: a file includes from its own floor or lower ones only
 # (the comparison knows nothing of random ops' statistics, calls or replays, a call's own types nothing of torch's
-# replay, results nothing of replays or metrics, the service nothing of the app that wires it).
-# (issue 53)
-SERVER_FLOORS = ["compare", "random", "call", "replay", "results", "metrics", "check", "service", "app"]
+# replay, results nothing of replays or metrics, the service nothing of the app that wires it;
+# the parsed configuration nests the components' options and no component sees it). (issue 53)
+SERVER_FLOORS = ["compare", "random", "call", "replay", "results", "metrics", "check", "service",
+                 "config", "app"]
 SERVER_INCLUDE = re.compile(r'^#include "server/([a-z_]+)/', re.M)
 
 
@@ -179,7 +180,7 @@ TORCH_INCLUDE = re.compile(r'^#include [<"]((?:ATen|c10|torch)/[^>"]+|common/tor
 def torch_includes(name, text):
     """The torch headers that `name` includes, for a folder that must build without torch."""
     parts = name.split("/")
-    if len(parts) < 3 or parts[0] != "server" or parts[1] not in ("call", "results"):
+    if len(parts) < 3 or parts[0] != "server" or parts[1] not in ("call", "results", "config"):
         return []
     return [f"{name} includes <{h}>" for h in TORCH_INCLUDE.findall(text)]
 
@@ -200,6 +201,32 @@ class LayersTest(unittest.TestCase):
         self.assertEqual(torch_includes("server/call/" + "x.h", '#include <ATen/core/ivalue.h>\n'),
                          ["server/call/" + "x.h includes <ATen/core/ivalue.h>"])
         found = every_product_file(torch_includes)
+        self.assertEqual(found, [], "\n" + "\n".join(found))
+
+
+# common/ is the floor under both sides: it includes nothing of server/, agent/ or oplib/ (the
+# server's configuration, which nests the server components' options, lives in server/config/).
+COMPONENT_INCLUDE = re.compile(r'^#include "((?:server|agent|oplib)/[^"]+)"', re.M)
+
+
+def common_upward_includes(name, text):
+    """The includes of `name` (common/...) that reach a side above it."""
+    if not name.startswith("common/"):
+        return []
+    return [f"{name} includes {h} (common/ is below both sides)"
+            for h in COMPONENT_INCLUDE.findall(text)]
+
+
+class CommonFloorTest(unittest.TestCase):
+    def test_finds_an_include_of_a_side(self):
+        self.assertEqual(
+            common_upward_includes("common/config/config.h",
+                                   '#include "server/service/service_options.h"\n'),
+            ["common/config/config.h includes server/service/service_options.h (common/ is below "
+             "both sides)"])
+
+    def test_common_includes_neither_side(self):
+        found = every_product_file(common_upward_includes)
         self.assertEqual(found, [], "\n" + "\n".join(found))
 
 

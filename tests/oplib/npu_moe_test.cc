@@ -256,10 +256,9 @@ TEST_F(NpuMoeTest, TokenPermutationAndItsGradients) {
 // newest form takes a Tensor) replayed through the release_6_0 form under its own name, a planted
 // error in it found; arguments that fit no form rejected, naming the newest.
 TEST_F(NpuMoeTest, TheCheckerReplaysAndJudgesEveryMoeCall) {
-  common::ServerOptions options;
+  server::CheckerOptions options;
   options.bench_device = "cpu";
-  auto checker =
-      CallChecker::Create(parity::server::CheckerOptions::From(options), StandardsTable::Default());
+  auto checker = CallChecker::Create(options, StandardsTable::Default());
   ASSERT_TRUE(checker.ok()) << checker.status();
   const at::Tensor x = at::randn({12, 16}), tokens = at::randn({6, 16});
   const std::vector<at::Tensor> w = {at::randn({16, 8}), at::randn({16, 8}), at::randn({16, 8})};

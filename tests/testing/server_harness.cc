@@ -15,16 +15,16 @@
 
 namespace parity::testing {
 
-common::ServerConfig TestServerConfig(const std::string& output_dir, const std::string& tls_path) {
-  common::ServerConfig c;
+server::ServerConfig TestServerConfig(const std::string& output_dir, const std::string& tls_path) {
+  server::ServerConfig c;
   c.host = "127.0.0.1";
   c.port = 0;
   c.tls_path = tls_path;
   c.parity.plaintext = tls_path.empty();
-  c.parity.output_dir = output_dir;
+  c.check.output_dir = output_dir;
   c.parity.metrics_host = "127.0.0.1";
   c.parity.metrics_port = 0;
-  c.parity.bench_device = "cpu";
+  c.check.checker.bench_device = "cpu";
   c.parity.workers = 2;
   return c;
 }

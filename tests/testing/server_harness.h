@@ -16,7 +16,7 @@ namespace parity::testing {
 
 // A server config for tests: loopback, ephemeral ports, CPU bench, output in `output_dir`.
 // Plaintext when `tls_path` is empty.
-common::ServerConfig TestServerConfig(const std::string& output_dir, const std::string& tls_path);
+server::ServerConfig TestServerConfig(const std::string& output_dir, const std::string& tls_path);
 
 // A channel to 127.0.0.1:port; TLS from `tls_path` (ca.crt [+ client.crt/key]) or plaintext.
 std::shared_ptr<grpc::Channel> TestChannel(int port, const std::string& tls_path);

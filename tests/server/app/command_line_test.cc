@@ -16,17 +16,17 @@ namespace {
 
 using ::testing::HasSubstr;
 
-absl::StatusOr<common::Parsed<common::ServerConfig>> Load(std::vector<const char*> args,
+absl::StatusOr<common::Parsed<server::ServerConfig>> Load(std::vector<const char*> args,
                                                           const std::string& file_text = "") {
   args.insert(args.begin(), "parity-server");
   auto line = ParseCommandLine(static_cast<int>(args.size()), args.data());
   if (!line.ok()) return line.status();
-  return common::ParseServerConfig(file_text, "config.json", line->config_flags);
+  return server::ParseServerConfig(file_text, "config.json", line->config_flags);
 }
 
 TEST(CommandLineTest, EveryServerKeyButTaskHasAFlagInTheHelp) {
   const std::string help = HelpText();
-  for (const common::KeyDescription& k : common::ServerKeys()) {
+  for (const common::KeyDescription& k : server::ServerKeys()) {
     if (k.kind == "accepted" || k.kind == "ignored" || k.path == "task") continue;
     SCOPED_TRACE(k.path);
     ASSERT_FALSE(k.flag.empty());
@@ -42,16 +42,16 @@ TEST(CommandLineTest, FlagsOverrideTheFileAndTakeEveryForm) {
                      R"({"task": "run_ut", "run_ut": {"port": 7, "rank_list": [9]},
                          "parity": {"workers": 1, "golden": true}})");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
-  const common::ServerConfig& c = parsed->config;
+  const server::ServerConfig& c = parsed->config;
   EXPECT_EQ(c.port, 7);  // from the file
   EXPECT_EQ(c.parity.workers, 3u);
-  EXPECT_THAT(c.white_list, ::testing::ElementsAre("gelu", "softmax"));
-  EXPECT_THAT(c.rank_list, ::testing::ElementsAre(0, 2, 3));
+  EXPECT_THAT(c.check.white_list, ::testing::ElementsAre("gelu", "softmax"));
+  EXPECT_THAT(c.service.rank_list, ::testing::ElementsAre(0, 2, 3));
   EXPECT_EQ(c.parity.limits.max_dims, 8u);
   EXPECT_EQ(c.parity.queue_max_bytes, 1u << 30);
-  EXPECT_FALSE(c.parity.golden);
+  EXPECT_FALSE(c.check.checker.golden);
   EXPECT_TRUE(c.parity.plaintext);
-  EXPECT_EQ(c.parity.max_partial_blob_bytes, 1u << 20);
+  EXPECT_EQ(c.service.max_partial_blob_bytes, 1u << 20);
   EXPECT_EQ(c.parity.shutdown_grace_ms, 250u);
 }
 
@@ -99,7 +99,7 @@ std::set<std::string> TableKeys(const std::vector<common::KeyDescription>& table
 
 TEST(ConfigurationDocsTest, ListExactlyTheTablesKeys) {
   EXPECT_EQ(DocumentedKeys("## Agent"), TableKeys(common::AgentKeys()));
-  EXPECT_EQ(DocumentedKeys("## Server"), TableKeys(common::ServerKeys()));
+  EXPECT_EQ(DocumentedKeys("## Server"), TableKeys(server::ServerKeys()));
 }
 
 }  // namespace

@@ -56,7 +56,7 @@ const Pki& TestPki() {
 
 class ServerTest : public ::testing::Test {
  protected:
-  void StartServer(common::ServerConfig config, CallHandler handler = {}) {
+  void StartServer(server::ServerConfig config, CallHandler handler = {}) {
     auto s = ParityServer::Create(config, std::move(handler));
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);
@@ -190,9 +190,9 @@ TEST_F(ServerTest, ChecksRealCallsOverMutualTlsAndPublishesFilesAndMetrics) {
 // black list, is answered SKIP with the reason and its identity (module path too), unchecked.
 TEST_F(ServerTest, TheServersWhiteAndBlackListsSkipCallsWithTheirReason) {
   output_dir_ = testing::MakeTempDir("parity_out_");
-  common::ServerConfig config = testing::TestServerConfig(output_dir_, TestPki().server_dir);
-  config.white_list = {"gelu", "relu"};
-  config.black_list = {"relu"};
+  server::ServerConfig config = testing::TestServerConfig(output_dir_, TestPki().server_dir);
+  config.check.white_list = {"gelu", "relu"};
+  config.check.black_list = {"relu"};
   StartServer(config);
   TestStream stream(Channel(TestPki().client_dir));
   ASSERT_TRUE(stream.Hello(0)) << stream.status().error_message();
@@ -301,7 +301,7 @@ TEST_F(ServerTest, RefusedTlsConnectionsAreDiagnosedInWords) {
   server_->Shutdown(std::chrono::seconds(1));
   EXPECT_THAT(diagnose(TestPki().client_dir, "localhost", closed_port),
               HasSubstr("Connection refused (is parity-server running on that port?)"));
-  common::ServerConfig plain = testing::TestServerConfig(output_dir_, "");
+  server::ServerConfig plain = testing::TestServerConfig(output_dir_, "");
   StartServer(plain);
   EXPECT_THAT(diagnose(TestPki().client_dir), HasSubstr("does not speak TLS on this port"));
 }
@@ -319,7 +319,7 @@ TEST(ServerThreadsTest, IntraOpThreadsAreAtMostTheCoresDividedAmongTheWorkers) {
            {2, 3, 3},
            {1, 1, 1},
            {1, 0, std::min(own, cores)}}) {
-    common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("t_"), "");
+    server::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("t_"), "");
     config.parity.workers = workers;
     config.parity.intra_op_threads = set;
     auto s = ParityServer::Create(config);
@@ -331,7 +331,7 @@ TEST(ServerThreadsTest, IntraOpThreadsAreAtMostTheCoresDividedAmongTheWorkers) {
 TEST_F(ServerTest, BadServerConfigurationIsAClearStartupError) {
   const std::string out = testing::MakeTempDir("parity_out_");
   const std::string root = testing::MakeTempDir("parity_bad_server_");
-  common::ServerConfig c = testing::TestServerConfig(out, root + "/missing");
+  server::ServerConfig c = testing::TestServerConfig(out, root + "/missing");
   auto s = ParityServer::Create(c);
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.status().message(), HasSubstr("not a directory"));
@@ -370,7 +370,7 @@ TEST_F(ServerTest, BadServerConfigurationIsAClearStartupError) {
 
 TEST_F(ServerTest, ABusyPortIsAStartupErrorNotASharedPort) {
   StartMutualTls();
-  common::ServerConfig c = testing::TestServerConfig(testing::MakeTempDir("o_"), "");
+  server::ServerConfig c = testing::TestServerConfig(testing::MakeTempDir("o_"), "");
   c.port = server_->port();
   auto second = ParityServer::Create(c);
   ASSERT_TRUE(second.ok()) << second.status();
@@ -601,7 +601,7 @@ TEST_F(ServerTest, FullQueueStopsReadingInsteadOfBuffering) {
     check.status = parity::server::CheckStatus::kPass;
     return check;
   };
-  common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("o_"), "");
+  server::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("o_"), "");
   config.parity.workers = 1;
   config.parity.queue_max_calls = 1;
   StartServer(config, handler);
@@ -654,8 +654,8 @@ TEST_F(ServerTest, FullQueueStopsReadingInsteadOfBuffering) {
 }
 
 TEST_F(ServerTest, RanksOutsideTheRankListAreRefused) {
-  common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("o_"), "");
-  config.rank_list = {0, 1};
+  server::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("o_"), "");
+  config.service.rank_list = {0, 1};
   StartServer(config);
   TestStream other(Channel(""));
   EXPECT_FALSE(other.Hello(5));

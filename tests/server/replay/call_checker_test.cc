@@ -38,7 +38,7 @@ TORCH_LIBRARY_IMPL(parity_test, CUDA, m) { m.impl("twice_no_cuda_double", TwiceN
 namespace parity::server {
 namespace {
 
-using parity::common::GoldenDevice;
+using parity::server::GoldenDevice;
 using testing::CleanCases;
 using ::testing::HasSubstr;
 using testing::OpCase;
@@ -64,11 +64,10 @@ class CallCheckerTest : public ::testing::TestWithParam<std::string> {
 
   // A checker of this instance's bench; its golden where `golden_device` says.
   std::unique_ptr<CallChecker> MakeChecker(GoldenDevice golden_device) {
-    parity::common::ServerOptions options;
+    parity::server::CheckerOptions options;
     options.bench_device = Device();
     options.golden_device = golden_device;
-    auto checker = CallChecker::Create(parity::server::CheckerOptions::From(options),
-                                       StandardsTable::Default());
+    auto checker = CallChecker::Create(options, StandardsTable::Default());
     EXPECT_TRUE(checker.ok()) << checker.status();
     return checker.ok() ? *std::move(checker) : nullptr;
   }
@@ -969,10 +968,9 @@ TEST(BenchDevicesTest, NamesResolveToTheHostsGpus) {
 }
 
 TEST(CallCheckerCreateTest, AutoPicksEveryGpuWhenPresent) {
-  parity::common::ServerOptions options;
+  parity::server::CheckerOptions options;
   options.bench_device = "auto";
-  auto c =
-      CallChecker::Create(parity::server::CheckerOptions::From(options), StandardsTable::Default());
+  auto c = CallChecker::Create(options, StandardsTable::Default());
   ASSERT_TRUE(c.ok()) << c.status();
   std::vector<std::string> gpus;
   const int count = CudaPresent() ? static_cast<int>(at::getNumGPUs()) : 0;
@@ -982,14 +980,11 @@ TEST(CallCheckerCreateTest, AutoPicksEveryGpuWhenPresent) {
 }
 
 TEST(CallCheckerCreateTest, RejectsUnavailableBenchDevice) {
-  parity::common::ServerOptions options;
+  parity::server::CheckerOptions options;
   options.bench_device = "tpu:3";
-  EXPECT_FALSE(
-      CallChecker::Create(parity::server::CheckerOptions::From(options), StandardsTable::Default())
-          .ok());
+  EXPECT_FALSE(CallChecker::Create(options, StandardsTable::Default()).ok());
   options.bench_device = "cuda:7";
-  auto c =
-      CallChecker::Create(parity::server::CheckerOptions::From(options), StandardsTable::Default());
+  auto c = CallChecker::Create(options, StandardsTable::Default());
   ASSERT_EQ(c.ok(), at::getNumGPUs() > 7);
   if (!c.ok()) {
     EXPECT_THAT(c.status().message(),

@@ -21,11 +21,10 @@ using testing::OpCase;
 using testing::Stack;
 
 std::unique_ptr<CallChecker> CpuChecker() {
-  common::ServerOptions options;
+  server::CheckerOptions options;
   options.bench_device = "cpu";
   options.save_error_data = true;  // keep the values of calls judged error
-  auto checker =
-      CallChecker::Create(parity::server::CheckerOptions::From(options), StandardsTable::Default());
+  auto checker = CallChecker::Create(options, StandardsTable::Default());
   EXPECT_TRUE(checker.ok()) << checker.status();
   return checker.ok() ? *std::move(checker) : nullptr;
 }

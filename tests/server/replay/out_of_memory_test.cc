@@ -67,11 +67,10 @@ void RestoreAddressSpace() {
 }
 
 std::unique_ptr<CallChecker> Checker() {
-  parity::common::ServerOptions options;
+  parity::server::CheckerOptions options;
   options.bench_device = "cpu";
-  options.golden_device = parity::common::GoldenDevice::kCpu;
-  auto checker =
-      CallChecker::Create(parity::server::CheckerOptions::From(options), StandardsTable::Default());
+  options.golden_device = parity::server::GoldenDevice::kCpu;
+  auto checker = CallChecker::Create(options, StandardsTable::Default());
   return checker.ok() ? *std::move(checker) : nullptr;
 }
 

@@ -23,7 +23,7 @@
 namespace parity::server {
 namespace {
 
-using parity::common::RandomChecks;
+using parity::server::RandomChecks;
 using ::testing::HasSubstr;
 using testing::Stack;
 
@@ -31,12 +31,11 @@ bool CudaPresent() { return at::hasCUDA() && at::getNumGPUs() > 0; }
 
 std::unique_ptr<CallChecker> MakeChecker(const std::string& device, RandomChecks mode,
                                          double false_alarm = 1e-6) {
-  parity::common::ServerOptions options;
+  parity::server::CheckerOptions options;
   options.bench_device = device;
   options.random_checks = mode;
   options.random_false_alarm = false_alarm;
-  auto checker =
-      CallChecker::Create(parity::server::CheckerOptions::From(options), StandardsTable::Default());
+  auto checker = CallChecker::Create(options, StandardsTable::Default());
   EXPECT_TRUE(checker.ok()) << checker.status();
   return *std::move(checker);
 }

@@ -36,8 +36,8 @@ using testing::TestStream;
 
 class StreamContractTest : public ::testing::Test {
  protected:
-  void Start(const std::function<void(common::ServerConfig&)>& tune = nullptr) {
-    common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("o_"), "");
+  void Start(const std::function<void(server::ServerConfig&)>& tune = nullptr) {
+    server::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("o_"), "");
     if (tune) tune(config);
     auto s = ParityServer::Create(config);
     ASSERT_TRUE(s.ok()) << s.status();
@@ -47,7 +47,7 @@ class StreamContractTest : public ::testing::Test {
   }
   // A server whose handler calls `before(sequence)` (to hold a call until the test lets it go),
   // then passes the call.
-  void StartPassing(const common::ServerConfig& config,
+  void StartPassing(const server::ServerConfig& config,
                     const std::function<void(uint64_t sequence)>& before) {
     auto s = ParityServer::Create(
         config, [before](const CallOrigin&, const parity::server::ServerCall& server_call,
@@ -95,9 +95,9 @@ class StreamContractTest : public ::testing::Test {
                                                     absl::Notification& first,
                                                     absl::Notification& later, v1::ServerMessage* m,
                                                     std::chrono::steady_clock::duration* waited) {
-    common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("hold_"), "");
+    server::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("hold_"), "");
     config.parity.workers = 1;
-    config.parity.verdict_hold_ms = hold.count();
+    config.service.verdict_hold_ms = hold.count();
     StartPassing(config, [&first, &later, last](uint64_t sequence) {
       if (sequence == 1) {
         EXPECT_TRUE(first.WaitForNotificationWithTimeout(absl::Seconds(60)));
@@ -248,7 +248,7 @@ TEST_F(StreamContractTest, AnnouncedSizesReserveNoMemory) {
 }
 
 TEST_F(StreamContractTest, PartialBlobBytesAreCappedPerServer) {
-  Start([](common::ServerConfig& c) { c.parity.max_partial_blob_bytes = 150000; });
+  Start([](server::ServerConfig& c) { c.service.max_partial_blob_bytes = 150000; });
   // The first stream's call has a 120000-byte tensor, sent in two halves.
   v1::ApiCall call =
       testing::BuildCall("aten::relu", "", {R({30000}, 1)}, v1::PHASE_FORWARD, nullptr, 1);
@@ -619,7 +619,7 @@ TEST_F(StreamContractTest, AMaximalBatchOfEachItemKindStaysWithinAMultipleOfItsS
   if (!ResetPeakMemory() || ProcessMemory("VmHWM") == 0) {
     GTEST_SKIP() << "this kernel does not let a process reset its peak memory";
   }
-  common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("mb_"), "");
+  server::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("mb_"), "");
   StartPassing(config, [](uint64_t) {});
   constexpr int kItems = 4096;
   struct Kind {
@@ -682,7 +682,7 @@ TEST_F(StreamContractTest, VerdictsReadyTogetherGoInOneBatchToAnAgentThatTakesTh
   for (const bool takes_batches : {true, false}) {
     absl::Notification others_checked;
     std::atomic<uint64_t> checked{0};
-    common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("vb_"), "");
+    server::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("vb_"), "");
     config.parity.workers = 2;
     StartPassing(config, [&](uint64_t sequence) {
       if (sequence == 1) {
@@ -790,9 +790,9 @@ TEST_F(StreamContractTest, EveryFullVerdictBatchGoesAtOnce) {
   constexpr auto kHold = std::chrono::seconds(30);
   constexpr uint64_t kCalls = 150;
   absl::Notification last_released;
-  common::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("hold_"), "");
+  server::ServerConfig config = testing::TestServerConfig(testing::MakeTempDir("hold_"), "");
   config.parity.workers = 1;
-  config.parity.verdict_hold_ms = std::chrono::milliseconds(kHold).count();
+  config.service.verdict_hold_ms = std::chrono::milliseconds(kHold).count();
   StartPassing(config, [&last_released](uint64_t sequence) {
     if (sequence == kCalls) {
       EXPECT_TRUE(last_released.WaitForNotificationWithTimeout(absl::Seconds(60)));
@@ -851,7 +851,7 @@ TEST_F(StreamContractTest, AgentCountersAreCountedOncePerAgentAcrossItsStreams) 
 }
 
 TEST_F(StreamContractTest, KeptBlobBytesAreCappedPerStream) {
-  Start([](common::ServerConfig& c) { c.parity.kept_blob_bytes = 150000; });
+  Start([](server::ServerConfig& c) { c.parity.kept_blob_bytes = 150000; });
   std::string payload;
   TestStream s(channel_);
   ASSERT_TRUE(s.Hello());
@@ -884,9 +884,9 @@ TEST_F(StreamContractTest, KeptBlobBytesAreCappedPerStream) {
 // Offers stay within the server's total: later streams get what is left, and an ended stream's
 // offer goes back.
 TEST_F(StreamContractTest, KeptBlobOffersStayWithinTheServersTotal) {
-  Start([](common::ServerConfig& c) {
+  Start([](server::ServerConfig& c) {
     c.parity.kept_blob_bytes = 150000;
-    c.parity.max_kept_blob_bytes = 200000;
+    c.service.max_kept_blob_bytes = 200000;
   });
   auto first = std::make_unique<TestStream>(channel_);
   TestStream second(channel_), third(channel_);
@@ -915,7 +915,7 @@ TEST_F(StreamContractTest, KeptBlobOffersStayWithinTheServersTotal) {
 }
 
 TEST_F(StreamContractTest, KeepIsRefusedByAServerThatKeepsNothing) {
-  Start([](common::ServerConfig& c) { c.parity.kept_blob_bytes = 0; });
+  Start([](server::ServerConfig& c) { c.parity.kept_blob_bytes = 0; });
   std::string payload;
   ReluOnBlob(1, 1, &payload);
   TestStream s(channel_);

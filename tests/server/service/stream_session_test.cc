@@ -25,9 +25,7 @@ using ::testing::HasSubstr;
 
 class FakeContext : public StreamContext {
  public:
-  FakeContext() : options_(ServiceOptions::From(common::ServerConfig())), metrics_(registry_) {
-    options_.server_info.set_kept_blob_bytes(1 << 20);
-  }
+  FakeContext() : metrics_(registry_) { options_.server_info.set_kept_blob_bytes(1 << 20); }
 
   const ServiceOptions& options() const override { return options_; }
   ServerMetrics* metrics() const override { return &metrics_; }

@@ -1,6 +1,6 @@
-// What the agent's and the server's key tables (config_keys.cc, config_keys_server.cc) share:
-// the words of two warnings, the log levels, the other msprobe tasks' sections. Internal to
-// common/config.
+// What the agent's and the server's key tables (common/config/config_keys.cc,
+// server/config/server_keys.cc) share: the words of two warnings, the log levels, the other
+// msprobe tasks' sections, the reading of tls_path.
 #pragma once
 
 #include <string>

@@ -1,0 +1,79 @@
+#include "server/config/server_config.h"
+
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/config/config_table.h"
+
+namespace parity::server {
+namespace {
+
+using common::ConfigIssues;
+
+// Checks that hold for any part of a server configuration. The choice between TLS and plaintext
+// is checked once the file and the command line are merged (ValidateServerConfig), so a file
+// may leave tls_path to a flag.
+void CheckServerFields(const ServerConfig& c, std::vector<std::string>& errors) {
+  if (c.port < 0 || c.port > 65535) {
+    errors.push_back(absl::StrCat("run_ut.port: must be between 0 and 65535, got ", c.port));
+  }
+  if (c.parity.metrics_port < -1 || c.parity.metrics_port > 65535) {
+    errors.push_back(absl::StrCat("parity.metrics_port: must be -1 (off) or 0..65535, got ",
+                                  c.parity.metrics_port));
+  }
+  if (c.parity.max_message_bytes < 4096 || c.parity.max_message_bytes > (uint64_t{1} << 31) - 1) {
+    errors.push_back("parity.max_message_bytes: must be between 4KiB and 2GiB-1");
+  }
+  if (c.parity.queue_max_calls == 0) errors.push_back("parity.queue_max_calls: must be positive");
+  common::CheckNames("run_ut.white_list", c.check.white_list, false, errors);
+  common::CheckNames("run_ut.black_list", c.check.black_list, false, errors);
+}
+
+}  // namespace
+
+std::vector<common::KeyDescription> ServerKeys() { return ServerTable().Descriptions(); }
+
+absl::Status ValidateServerConfig(const ServerConfig& c) {
+  std::vector<std::string> errors;
+  CheckServerFields(c, errors);
+  if (c.tls_path.empty() && !c.parity.plaintext) {
+    errors.push_back(
+        "run_ut.tls_path: TLS is required. Point tls_path (or --tls_path) at a folder holding "
+        "server.crt and server.key (and ca.crt to require client certificates), or set "
+        "parity.plaintext (--plaintext) to true (msprobe took an empty tls_path to mean "
+        "plaintext; Parity asks explicitly)");
+  }
+  if (errors.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrJoin(errors, "\n  "));
+}
+
+absl::StatusOr<common::Parsed<ServerConfig>> ParseServerConfig(
+    absl::string_view json_text, absl::string_view source,
+    const std::vector<common::FlagValue>& flags) {
+  nlohmann::json doc = nlohmann::json::object();
+  if (!absl::StripAsciiWhitespace(json_text).empty()) {
+    absl::StatusOr<nlohmann::json> parsed = common::ParseJson(json_text, source);
+    if (!parsed.ok()) return parsed.status();
+    doc = *std::move(parsed);
+  }
+  ConfigIssues issues;
+  common::ApplyFlags(ServerTable(), flags, "parity-server --help", doc, issues);
+  common::Parsed<ServerConfig> out;
+  ServerTable().Read(doc, out.config, issues);
+  if (issues.errors.empty()) CheckServerFields(out.config, issues.errors);
+  if (absl::Status s = common::Summarise(issues, source); !s.ok()) return s;
+  out.warnings = std::move(issues.warnings);
+  return out;
+}
+
+absl::StatusOr<common::Parsed<ServerConfig>> LoadServerConfig(const std::string& path) {
+  absl::StatusOr<std::string> text = common::ReadFile(path);
+  if (!text.ok()) return text.status();
+  return ParseServerConfig(*text, path);
+}
+
+std::string DescribeServerConfig(const ServerConfig& c) { return ServerTable().Describe(c); }
+
+}  // namespace parity::server

@@ -1,0 +1,42 @@
+// The check service's options (server/service/check_service.h): the keys it reads, with their
+// defaults, nested in the parsed configuration as ServerConfig::service
+// (server/config/server_config.h binds each key to its member here), and what the composition
+// root adds at start. A leaf.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "common/wire/limits.h"
+#include "parity/v1/parity.pb.h"
+
+namespace parity::common {
+class RevocationList;
+}  // namespace parity::common
+
+namespace parity::server {
+
+struct CallOrigin;
+
+struct ServiceOptions {
+  std::vector<int64_t> rank_list;  // run_ut.rank_list: a Hello of another rank is refused
+  uint32_t max_streams = 1024;     // parity.max_streams
+  // parity.max_partial_blob_bytes: all streams' chunked tensors awaiting their call
+  uint64_t max_partial_blob_bytes = uint64_t{4} << 30;
+  uint64_t max_kept_blob_bytes = uint64_t{8} << 30;  // parity.max_kept_blob_bytes
+  uint32_t verdict_hold_ms = 10;                     // parity.verdict_hold_ms
+
+  // Set by the composition root at start, not keys of their own here:
+  common::DecodeLimits limits;  // parity.limits.*: one message's tensors
+  v1::ServerInfo server_info;   // sent in answer to Hello (protocol_version is set)
+  // crl.pem of mutual TLS: a stream whose client certificate it revokes is refused
+  // (UNAUTHENTICATED) before its Hello is read.
+  std::shared_ptr<const common::RevocationList> crl;
+  // Runs once a stream that sent a Hello has ended, after every call it sent was handled (the
+  // result writer writes the rank's waiting result rows). On a gRPC thread; must not throw.
+  std::function<void(const CallOrigin& origin)> on_stream_end;
+};
+
+}  // namespace parity::server
