@@ -1,5 +1,5 @@
-// Typed, path-aware reading of a JSON object, collecting every error and warning. Internal to
-// common/config/config.cc and its tests.
+// Typed, path-aware reading of a JSON object, collecting every error and warning: what the key
+// tables' rows (common/config/config_table.h) and the standards file's reader use.
 #pragma once
 
 #include <cstdint>

@@ -1,22 +1,21 @@
 // Configuration keys as one table per side (the agent's in common/config/config_keys.cc, the
 // server's in server/config/server_keys.cc): an array of rows, each a key's dotted path, type,
 // range, description and command-line flag, bound to the member of the config struct that holds
-// it (the owning component's options struct, nested in the config). The table drives reading a
-// config.json, the effective-configuration lines (and their digest), the server's flags and
-// --help, the key list the Python front-end routes keyword overrides with, and
-// docs/configuration.md's key tables (config_docs.cc), which ctest config_docs compares. For the
-// key tables and the parsers beside them; immutable once built.
+// it (on the server, the options struct of the component that reads it, nested in the config).
+// The table drives reading a config.json, the effective-configuration lines (and their digest),
+// the server's flags and --help, the key list the Python front-end routes keyword overrides
+// with, and docs/configuration.md's key tables (config_docs.cc), which ctest config_docs
+// compares. For the key tables and the parsers beside them; immutable once built.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <initializer_list>
-#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
