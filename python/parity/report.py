@@ -111,10 +111,15 @@ def summarise(results_dir, metrics_url=None, max_errors=5, out=sys.stdout):
               f"(first: {malformed[0]})", file=out)
     if errors:
         print(f"  first error   : {describe(errors[0])}", file=out)
+        # The next ones in the order they happened, under a label of their own (printed below
+        # the op counts, they read as part of them).
+        rest = errors[1:max_errors]
+        if rest:
+            print(f"  next errors   : {describe(rest[0])}", file=out)
+            for r in rest[1:]:
+                print(f"                  {describe(r)}", file=out)
         print("  errors by op  : " + ", ".join(f"{op} {phase} x{n}" for (op, phase), n in
                                                by_op.most_common()), file=out)
-        for r in errors[1:max_errors]:
-            print(f"                  {describe(r)}", file=out)
     else:
         print("  errors        : none", file=out)
     ranks = sorted({r.get("rank", 0) for r in records})

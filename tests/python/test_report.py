@@ -48,6 +48,13 @@ class ReportTest(unittest.TestCase):
         self.assertIn("first error   : aten::gelu.0 forward, step 0, module act: output 0: rmse "
                       "ratio 3.5; worst ratio max_rel_error 40 (benchmark standard)", text)
         self.assertIn("errors by op  : aten::gelu forward x2", text)
+        # The second error is listed under its own label, after the first and before the op
+        # counts, never as a continuation of the counts.
+        lines = text.splitlines()
+        first = next(i for i, l in enumerate(lines) if l.startswith("  first error"))
+        self.assertTrue(lines[first + 1].startswith("  next errors   : aten::gelu.0 forward, "
+                                                    "step 1"), lines[first + 1])
+        self.assertTrue(lines[first + 2].startswith("  errors by op  :"), lines[first + 2])
         # The cut line is skipped and said so, with where it is.
         self.assertRegex(text, r"skipped       : 1 malformed line\(s\), not counted above "
                                r"\(first: .*parity_results_20260101000000_rank0\.jsonl:6\)")
