@@ -12,6 +12,7 @@
 namespace parity::server {
 
 using random_internal::Crossing;
+using random_internal::CrossingAboveOne;
 using random_internal::DenormMin;
 using random_internal::kFloatProbability;
 using random_internal::kInf;
@@ -41,9 +42,7 @@ Interval PoissonRatioBounds(double lambda, double alpha) {
   auto g = [&](double r) { return lambda * (r > 0 ? r * std::log(r) - r + 1 : 1.0); };
   Interval i;
   i.low = g(0) <= level ? 0 : Crossing(g, 0, 1, level);
-  double hi = 2;
-  while (g(hi) <= level) hi *= 2;
-  i.high = Crossing(g, 1, hi, level);
+  i.high = CrossingAboveOne(g, level);
   return i;
 }
 
@@ -53,9 +52,7 @@ Interval GammaMeanBounds(double n, double alpha) {
   auto g = [&](double r) { return n * (r - 1 - std::log(r)); };
   Interval i;
   i.low = Crossing(g, 1e-300, 1, level);
-  double hi = 2;
-  while (g(hi) <= level) hi *= 2;
-  i.high = Crossing(g, 1, hi, level);
+  i.high = CrossingAboveOne(g, level);
   return i;
 }
 

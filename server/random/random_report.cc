@@ -21,6 +21,12 @@ double Crossing(const std::function<double(double)>& g, double lo, double hi, do
   return 0.5 * (lo + hi);
 }
 
+double CrossingAboveOne(const std::function<double(double)>& g, double level) {
+  double hi = 2;
+  while (g(hi) <= level) hi *= 2;
+  return Crossing(g, 1, hi, level);
+}
+
 double Kl(double r, double q) {
   double v = 0;
   if (r > 0) v += r * std::log(r / q);

@@ -25,6 +25,9 @@ inline constexpr double kFloatProbability = 1.0 / (1 << 23);
 double LogTwoOver(double alpha);
 // x in [lo, hi] where the monotone g crosses `level` (bisection; g(lo) and g(hi) straddle it).
 double Crossing(const std::function<double(double)>& g, double lo, double hi, double level);
+// x > 1 where g, increasing from g(1) <= level, crosses `level`: the bracket [1, 2^k] is doubled
+// until it holds the crossing, then bisected.
+double CrossingAboveOne(const std::function<double(double)>& g, double level);
 double Kl(double r, double q);
 // The largest finite value of the dtype whose unit roundoff is `u` (float16, bfloat16, float32,
 // float64).
