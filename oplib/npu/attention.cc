@@ -7,11 +7,16 @@
 // its correct backward an error: the backward is judged on the statistics it was handed.
 //
 // Layouts BSH, SBH, BSND, BNSD and TND (varlen, with the cumulative actual_seq_qlen /
-// actual_seq_kvlen); grouped-query K/V (N_kv dividing N); pse added before the scale; atten_mask
-// true = masked; sparse_mode 0 (mask and/or pre/next band), 1 (full mask), 2 (causal, top-left),
-// 3 (causal, bottom-right), 4 (band, bottom-right). Modes 5-8 (prefix and varlen-compressed
-// variants) and keep_prob < 1 (the dropout mask comes from the device's generator and cannot be
-// rebuilt) are refused with a reason, which the server reports as SKIP.
+// actual_seq_kvlen); grouped-query K/V (N_kv dividing N); atten_mask true = masked; sparse_mode 0
+// (mask and/or pre/next band), 1 (full mask), 2 (causal, top-left), 3 (causal, bottom-right),
+// 4 (band, bottom-right), each only with an atten_mask (BlockMask). pse is added before the
+// scale, scale * (q k^T + pse): the aclnn kernels' pse type 1, which op-plugin passes for
+// npu_fusion_attention on every SoC and release (6.0 to master: FlashAttentionKernelNpuOpApi.cpp,
+// aclnnFlashAttentionScore or DEFAULT_PSE_TYPE = 1), the API doc's formula and msprobe's own bench
+// function (calculate_qk); the API doc's pse example computes softmax(scale * q k^T + pse), the
+// other type, with a pse of 0.01 * randn that cannot tell the two apart. Modes 5-8 (prefix and
+// varlen-compressed variants) and keep_prob < 1 (the dropout mask comes from the device's generator
+// and cannot be rebuilt) are refused with a reason, which the server reports as SKIP.
 #include "absl/strings/str_cat.h"
 #include "oplib/npu/kernels.h"
 
@@ -78,9 +83,13 @@ int64_t KvHeads(const at::Tensor& q, const at::Tensor& kv, const Options& o) {
 }
 
 // The mask (true = masked) of one (S1, S2) block for the call's sparse_mode, broadcastable
-// against (B, N, S1, S2).
+// against (B, N, S1, S2). Without an atten_mask there is none, whatever sparse_mode, pre_tockens
+// and next_tockens say: torch_npu's API doc (op-plugin/docs/zh/custom_APIs/torch_npu/
+// torch_npu-npu_fusion_attention.md, the sparse_mode constraints: with atten_mask None they take
+// no effect and the whole score matrix is computed).
 std::optional<at::Tensor> BlockMask(const Options& o, const std::optional<at::Tensor>& given,
                                     int64_t s1, int64_t s2, const at::TensorOptions& device) {
+  if (!given) return std::nullopt;
   const at::Tensor i = at::arange(s1, device.dtype(at::kLong)).unsqueeze(1);
   const at::Tensor j = at::arange(s2, device.dtype(at::kLong)).unsqueeze(0);
   auto band = [&](int64_t shift) {  // masked where j - i - shift > next or i + shift - j > pre
@@ -89,13 +98,10 @@ std::optional<at::Tensor> BlockMask(const Options& o, const std::optional<at::Te
   };
   switch (o.sparse_mode) {
     case 0: {
-      at::Tensor m = band(0);
-      if (given) m = m.logical_or(given->to(at::kBool));
-      return m;
+      return band(0).logical_or(given->to(at::kBool));
     }
     case 1:
-      if (given) return given->to(at::kBool);
-      return std::nullopt;
+      return given->to(at::kBool);
     case 2:
       return j > i;
     case 3:

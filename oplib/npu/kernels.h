@@ -58,8 +58,11 @@ Stack MoeComputeExpertTokens(const Args& a);
 Stack MoeFinalizeRouting(const Args& a);
 Stack MoeTokenPermute(const Args& a);
 Stack MoeTokenUnpermute(const Args& a);
+Stack MoeTokenUnpermuteSaving(const Args& a);
 Stack MoeTokenPermuteGrad(const Args& a);
+Stack MoeTokenPermuteGradV2(const Args& a);
 Stack MoeTokenUnpermuteGrad(const Args& a);
+Stack MoeTokenUnpermuteGradV2(const Args& a);
 
 // optimizer.cc
 Stack ApplyAdam(const Args& a);

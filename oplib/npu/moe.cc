@@ -1,8 +1,9 @@
 // torch_npu's MoE operators: npu_grouped_matmul in the forms of three op-plugin releases (the
 // expert GEMMs: by list, by rows of one x (group_type 0) and by the shared inner dimension
 // (group_type 2, the weights' gradient)), the routing family (npu_moe_init_routing,
-// npu_moe_compute_expert_tokens, npu_moe_finalize_routing) and MindSpeed's token permutation
-// (npu_moe_token_permute / npu_moe_token_unpermute and their _grad ops).
+// npu_moe_compute_expert_tokens, npu_moe_finalize_routing) and the fused token permutation
+// (npu_moe_token_permute / npu_moe_token_unpermute and their _grad ops in the forms of op-plugin
+// 26.0.0, 26.1.0 and master), in torch_npu's index convention (SlotsOf), not Megatron's.
 //
 // GEMMs of float16/bfloat16 inputs are computed in float32 and rounded once (the cube unit's
 // accumulation), as every GEMM reference here. Quantized and pseudo-quantized calls (scale,
@@ -270,7 +271,8 @@ Stack MoeComputeExpertTokens(const Args& a) {
 }
 
 // out[i] = skip1[i] + skip2[i] + sum_j scales[i, j] * (rows[src_to_dst[j * N + i]]
-//          + bias[expert[i, j]]) (torch_npu's documented equivalent; drop_pad_mode 0 only).
+//          + bias[expert[i, j]]) (torch_npu's documented equivalent, where a row index of -1
+//          is a zero row; drop_pad_mode 0 only).
 Stack MoeFinalizeRouting(const Args& a) {
   const at::Tensor& rows_in = a.tensor(0);
   const std::optional<at::Tensor> skip1 = a.optional_tensor(1), skip2 = a.optional_tensor(2),
@@ -288,9 +290,13 @@ Stack MoeFinalizeRouting(const Args& a) {
   at::Tensor out = at::zeros({n, h}, rows.options());
   if (skip1) out = out + Upcast(*skip1);
   if (skip2) out = out + Upcast(*skip2);
+  // A row index of -1 is a dropped slot, a zero row (the doc's equivalent computation).
   const at::Tensor dst = src_to_dst.to(at::kLong).reshape(-1);
+  const at::Tensor dropped = dst == -1;
+  const at::Tensor safe_dst = at::where(dropped, at::zeros_like(dst), dst);
   for (int64_t j = 0; j < k; ++j) {
-    at::Tensor r = rows.index_select(0, dst.narrow(0, j * n, n));
+    at::Tensor r = rows.index_select(0, safe_dst.narrow(0, j * n, n)) *
+                   dropped.narrow(0, j * n, n).logical_not().unsqueeze(1).to(rows.scalar_type());
     if (bias) {
       TORCH_CHECK(experts, a.op_name(), ": bias needs export_for_source_row");
       r = r + Upcast(*bias).index_select(0, experts->to(at::kLong).select(1, j));
@@ -305,20 +311,81 @@ namespace {
 
 int64_t TopK(const at::Tensor& indices) { return indices.dim() == 1 ? 1 : indices.size(1); }
 
-// The rows of `sorted_indices` that a permutation kept (num_out_tokens may drop the last).
-at::Tensor Kept(const at::Tensor& sorted_indices, int64_t rows) {
-  return sorted_indices.to(at::kLong).reshape(-1).narrow(0, 0, rows);
+// The fused kernels' sorted_indices (torch_npu's convention, not Megatron's): for each routing
+// slot j (token j / topk's (j % topk)-th expert choice), the row of the permuted tokens that holds
+// it, i.e. the inverse of the stable argsort of the flattened indices. op-plugin's own test
+// (test/test_custom_ops/test_npu_moe_token_permute_and_unpermute.py) compares the fused op's
+// sorted_indices with argsort of the Megatron golden's, and unpermutes with argsort of the fused
+// ones: the fused unpermute gathers, out[j] = permuted[s[j]]. A slot whose row is at or past
+// `rows` was dropped (num_out_tokens) and contributes nothing.
+struct Slots {
+  at::Tensor row;   // [slots] int64: the permuted row of each slot, `rows` where it was dropped
+  at::Tensor kept;  // [slots] bool: the slot has a row
+};
+
+Slots SlotsOf(const at::Tensor& sorted_indices, int64_t rows, const std::string& op) {
+  const at::Tensor s = sorted_indices.to(at::kLong).reshape(-1);
+  TORCH_CHECK(s.numel() == 0 || s.min().item<int64_t>() >= 0, op,
+              ": sorted_indices holds a negative row");
+  const at::Tensor kept = s < rows;
+  return {at::where(kept, s, at::zeros_like(s)), kept};
+}
+
+// rows[s[j]] for each slot j, zeros for a dropped slot: [slots, H] in the rows' dtype.
+at::Tensor Gather(const at::Tensor& rows, const Slots& slots) {
+  const at::Tensor g = rows.index_select(0, slots.row);
+  return g * slots.kept.unsqueeze(1).to(g.scalar_type());
+}
+
+void RefusePadded(const Args& a, std::size_t i) {
+  TORCH_CHECK(!a.boolean(i), a.op_name(), ": padded_mode is not replayed");
+}
+
+// d tokens[t] = sum over t's topk slots j of grad_permuted[s[j]].
+at::Tensor PermuteGradOf(const at::Tensor& grad, const at::Tensor& sorted_indices, int64_t tokens,
+                         int64_t topk, at::ScalarType out, const std::string& op) {
+  TORCH_CHECK(topk > 0 && sorted_indices.numel() == tokens * topk, op, ": ", sorted_indices.numel(),
+              " sorted_indices for ", tokens, " tokens of topk ", topk);
+  const at::Tensor g = Upcast(grad).reshape({grad.size(0), -1});
+  const at::Tensor per_slot = Gather(g, SlotsOf(sorted_indices, grad.size(0), op));
+  return per_slot.reshape({tokens, topk, -1}).sum(1).to(out);
+}
+
+// d permuted[s[j]] = d out[j / topk] * probs[j]; d probs[j] = <permuted[s[j]], d out[j / topk]>.
+// Without probs the second output is undefined: there is no such gradient (torch_npu returns an
+// uninitialised 0-dim tensor there, which is not compared).
+Stack UnpermuteGradOf(const at::Tensor& grad, const at::Tensor& sorted_indices, int64_t rows,
+                      at::ScalarType out, const std::optional<at::Tensor>& probs,
+                      const std::optional<at::Tensor>& permuted, const std::string& op) {
+  const int64_t topk = probs ? probs->size(-1) : 1;
+  const int64_t slots = sorted_indices.numel();
+  TORCH_CHECK(slots == grad.size(0) * topk, op, ": ", slots, " sorted_indices for ", grad.size(0),
+              " unpermuted tokens of topk ", topk);
+  const Slots s = SlotsOf(sorted_indices, rows, op);
+  at::Tensor g = Upcast(grad).reshape({grad.size(0), 1, -1}).expand({grad.size(0), topk, -1});
+  g = g.reshape({slots, -1});
+  at::Tensor d_slot = probs ? g * Upcast(*probs).reshape({slots, 1}) : g;
+  d_slot = d_slot * s.kept.unsqueeze(1).to(d_slot.scalar_type());
+  const at::Tensor d_permuted =
+      at::zeros({rows, g.size(1)}, g.options()).index_add(0, s.row, d_slot).to(out);
+  if (!probs) return Results({d_permuted, at::Tensor()});
+  TORCH_CHECK(permuted.has_value() && permuted->defined(), op,
+              ": the probabilities' gradient needs permuted_tokens");
+  const at::Tensor per_slot = Gather(Upcast(*permuted).reshape({permuted->size(0), -1}), s);
+  const at::Tensor d_probs = (per_slot * g).sum(1).reshape(probs->sizes());
+  return Results({d_permuted, d_probs.to(probs->scalar_type())});
 }
 
 }  // namespace
 
-// Megatron's permutation: tokens ordered by expert (stable sort of the flattened indices);
-// sorted_indices is that sort's order, row r of the output token sorted_indices[r] / topk.
+// The tokens ordered by expert (a stable sort of the flattened indices), the first
+// num_out_tokens rows kept (all when absent; num_out_tokens <= 0 drops -num_out_tokens, as
+// op-plugin sizes the output); sorted_indices in the fused convention (SlotsOf).
 Stack MoeTokenPermute(const Args& a) {
   const at::Tensor& tokens = a.tensor(0);
   const at::Tensor& indices = a.tensor(1);
   const int64_t num_out = a.optional_i64(2).value_or(0);
-  TORCH_CHECK(!a.boolean(3), a.op_name(), ": padded_mode is not replayed");
+  RefusePadded(a, 3);
   const int64_t topk = TopK(indices);
   const int64_t flat = indices.numel();
   TORCH_CHECK(indices.size(0) == tokens.size(0), a.op_name(), ": ", indices.size(0),
@@ -328,62 +395,69 @@ Stack MoeTokenPermute(const Args& a) {
       at::argsort(indices.reshape(-1).to(at::kLong), /*stable=*/true, 0, false);
   const at::Tensor permuted = tokens.reshape({tokens.size(0), -1})
                                   .index_select(0, order.narrow(0, 0, kept).div(topk, "floor"));
-  return Results({permuted, order.to(at::kInt)});
+  const at::Tensor inverse =
+      at::empty_like(order).index_copy(0, order, at::arange(flat, order.options()));
+  return Results({permuted, inverse.to(at::kInt)});
 }
 
-// The tokens back in their order, the topk copies of each summed, each weighted by probs.
+// out[t] = sum over t's topk slots j of permuted[s[j]] * probs[t, j % topk] (the fused unpermute
+// gathers; op-plugin's golden index_copy's with argsort(s), the same).
 Stack MoeTokenUnpermute(const Args& a) {
   const at::Tensor& permuted = a.tensor(0);
   const at::Tensor& sorted_indices = a.tensor(1);
   const std::optional<at::Tensor> probs = a.optional_tensor(2);
-  TORCH_CHECK(!a.boolean(3), a.op_name(), ": padded_mode is not replayed");
-  const int64_t total = probs ? probs->numel() : sorted_indices.numel();
+  RefusePadded(a, 3);
   const int64_t topk = probs ? probs->size(-1) : 1;
-  TORCH_CHECK(total % topk == 0 && permuted.size(0) <= sorted_indices.numel(), a.op_name(), ": ",
-              permuted.size(0), " permuted rows for ", sorted_indices.numel(), " indices");
+  const int64_t slots = sorted_indices.numel();
+  TORCH_CHECK(topk > 0 && slots % topk == 0 && (!probs || probs->numel() == slots), a.op_name(),
+              ": ", slots, " sorted_indices for probs of ",
+              probs ? probs->sizes() : at::IntArrayRef{});
   const at::Tensor rows = Upcast(permuted).reshape({permuted.size(0), -1});
-  at::Tensor all = at::zeros({total, rows.size(1)}, rows.options())
-                       .index_copy(0, Kept(sorted_indices, permuted.size(0)), rows);
-  all = all.reshape({total / topk, topk, -1});
-  if (probs) all = all * Upcast(*probs).reshape({total / topk, topk, 1});
-  return Results({all.sum(1).to(permuted.scalar_type())});
+  at::Tensor per_slot = Gather(rows, SlotsOf(sorted_indices, permuted.size(0), a.op_name()));
+  per_slot = per_slot.reshape({slots / topk, topk, -1});
+  if (probs) per_slot = per_slot * Upcast(*probs).reshape({slots / topk, topk, 1});
+  return Results({per_slot.sum(1).to(permuted.scalar_type())});
 }
 
-// d tokens: each permuted row's gradient added to its token's.
+// _npu_moe_token_unpermute (op-plugin master): the same, and permuted_tokens handed through for
+// the backward (not a result: it is the input, or nothing, by CANN version; not compared).
+Stack MoeTokenUnpermuteSaving(const Args& a) {
+  Stack out = MoeTokenUnpermute(a);
+  out.emplace_back(a.tensor(0));
+  return out;
+}
+
+// npu_moe_token_permute_grad (op-plugin 26.0.0): tokens, grad, indices, sorted_indices.
 Stack MoeTokenPermuteGrad(const Args& a) {
   const at::Tensor& tokens = a.tensor(0);
-  const at::Tensor& grad = a.tensor(1);
-  const at::Tensor& indices = a.tensor(2);
-  const at::Tensor& sorted_indices = a.tensor(3);
-  TORCH_CHECK(!a.boolean(4), a.op_name(), ": padded_mode is not replayed");
-  const int64_t topk = TopK(indices);
-  const at::Tensor g = Upcast(grad).reshape({grad.size(0), -1});
-  const at::Tensor rows = Kept(sorted_indices, grad.size(0)).div(topk, "floor");
-  const at::Tensor out = at::zeros({tokens.size(0), g.size(1)}, g.options()).index_add(0, rows, g);
-  return Results({out.reshape(tokens.sizes()).to(grad.scalar_type())});
+  RefusePadded(a, 4);
+  return Results({PermuteGradOf(a.tensor(1), a.tensor(3), tokens.size(0), TopK(a.tensor(2)),
+                                a.tensor(1).scalar_type(), a.op_name())
+                      .reshape(tokens.sizes())});
 }
 
-// d permuted_tokens = d out[token] * its prob; d probs[token, j] = <permuted row, d out[token]>.
+// npu_moe_token_permute_grad_v2 (26.1.0 and master): grad, sorted_indices, tokens_size_0,
+// tokens_dtype, num_topK.
+Stack MoeTokenPermuteGradV2(const Args& a) {
+  RefusePadded(a, 5);
+  return Results({PermuteGradOf(a.tensor(0), a.tensor(1), a.i64(2), a.i64(4),
+                                static_cast<at::ScalarType>(a.i64(3)), a.op_name())});
+}
+
+// npu_moe_token_unpermute_grad (26.0.0, 26.1.0): permuted_tokens, grad, sorted_indices, probs.
 Stack MoeTokenUnpermuteGrad(const Args& a) {
   const at::Tensor& permuted = a.tensor(0);
-  const at::Tensor& grad = a.tensor(1);
-  const at::Tensor& sorted_indices = a.tensor(2);
-  const std::optional<at::Tensor> probs = a.optional_tensor(3);
-  TORCH_CHECK(!a.boolean(4), a.op_name(), ": padded_mode is not replayed");
-  const int64_t topk = probs ? probs->size(-1) : 1;
-  const at::Tensor kept = Kept(sorted_indices, permuted.size(0));
-  const at::Tensor g =
-      Upcast(grad).reshape({grad.size(0), -1}).index_select(0, kept.div(topk, "floor"));
-  if (!probs) {
-    return Results({g.to(grad.scalar_type()), at::empty({0}, permuted.options())});
-  }
-  const at::Tensor p = Upcast(*probs).reshape(-1).index_select(0, kept);
-  const at::Tensor d_permuted = g * p.unsqueeze(1);
-  const at::Tensor per_row = (Upcast(permuted).reshape({permuted.size(0), -1}) * g).sum(1);
-  const at::Tensor d_probs =
-      at::zeros({probs->numel()}, per_row.options()).index_copy(0, kept, per_row);
-  return Results({d_permuted.to(grad.scalar_type()),
-                  d_probs.reshape(probs->sizes()).to(probs->scalar_type())});
+  RefusePadded(a, 4);
+  return UnpermuteGradOf(a.tensor(1), a.tensor(2), permuted.size(0), permuted.scalar_type(),
+                         a.optional_tensor(3), permuted, a.op_name());
+}
+
+// npu_moe_token_unpermute_grad_v2 (master): grad, sorted_indices, permuted_tokens_size_0,
+// permuted_tokens_dtype, probs, padded_mode, restore_shape, permuted_tokens.
+Stack MoeTokenUnpermuteGradV2(const Args& a) {
+  RefusePadded(a, 5);
+  return UnpermuteGradOf(a.tensor(0), a.tensor(1), a.i64(2), static_cast<at::ScalarType>(a.i64(3)),
+                         a.optional_tensor(4), a.optional_tensor(7), a.op_name());
 }
 
 }  // namespace parity::oplib::npu

@@ -1,6 +1,11 @@
 // npu_apply_adam and npu_apply_adam_w: one optimizer step on (var, m, v), as CANN's ApplyAdam /
-// ApplyAdamW define it, with the bias corrections 1 - beta1_power and 1 - beta2_power taken from
-// the powers as passed. Computed in float32 for low-precision state, float64 for the golden.
+// ApplyAdamW define it. npu_apply_adam takes the bias corrections 1 - beta1_power and
+// 1 - beta2_power from the powers as passed (op-plugin test/test_base_ops/test_apply_adam.py,
+// _inner_lr_compute); npu_apply_adam_w advances the powers by one step first, 1 - beta1_power *
+// beta1 (both of op-plugin's goldens, test/test_base_ops/test_apply_adam_w.py and
+// test/test_custom_ops/test_npu_apply_adam_w.py: beta1_power_out = beta1_power * beta1), so its
+// callers pass beta ** (step - 1). Computed in float32 for low-precision state, float64 for the
+// golden.
 #include "oplib/npu/kernels.h"
 
 namespace parity::oplib::npu {
@@ -68,8 +73,10 @@ Stack ApplyAdamWOut(const Args& a) {
     TORCH_CHECK(max_grad_norm.has_value(), a.op_name(), ": amsgrad needs max_grad_norm");
     second = at::maximum(max_grad_norm->to(ct), v);
   }
-  const at::Tensor denom = at::sqrt(second / (1 - b2p)) + eps;
-  const at::Tensor var = s.var.to(ct) * (1 - lr * wd) - (m / (1 - b1p)) * lr / denom;
+  // The powers after this step (ApplyAdamW advances them itself).
+  const double b1p_out = b1p * b1, b2p_out = b2p * b2;
+  const at::Tensor denom = at::sqrt(second / (1 - b2p_out)) + eps;
+  const at::Tensor var = s.var.to(ct) * (1 - lr * wd) - (m / (1 - b1p_out)) * lr / denom;
   return WriteBack(s, var, m, v);
 }
 

@@ -55,6 +55,9 @@ TORCH_LIBRARY_IMPL(npu, CompositeExplicitAutograd, m) {
   m.impl("npu_moe_token_unpermute", Boxed<&MoeTokenUnpermute>());
   m.impl("npu_moe_token_permute_grad", Boxed<&MoeTokenPermuteGrad>());
   m.impl("npu_moe_token_unpermute_grad", Boxed<&MoeTokenUnpermuteGrad>());
+  m.impl("_npu_moe_token_unpermute", Boxed<&MoeTokenUnpermuteSaving>());
+  m.impl("npu_moe_token_permute_grad_v2", Boxed<&MoeTokenPermuteGradV2>());
+  m.impl("npu_moe_token_unpermute_grad_v2", Boxed<&MoeTokenUnpermuteGradV2>());
 }
 
 // aten::matmul_backward exists from libtorch 1.13 with nested-tensor kernels only; torch_npu

@@ -1,7 +1,9 @@
 """The simulated NPU's MoE kernels: torch_npu's MoE operators (schemas declared by
 libparity_npu_sim.so, from oplib/npu/torch_npu_schemas.json) given CPU kernels written here,
 apart from the reference library's (oplib/npu/moe.cc): group boundaries walked in Python, the
-tokens' sums by index_add instead of a scatter and a sum, the expert ends by searchsorted.
+tokens' sums by index_add instead of a gather and a sum, the expert ends by searchsorted; the
+token permutation in torch_npu's index convention (sorted_indices maps each routing slot to its
+permuted row), which tests/oplib/test_upstream_goldens.py checks against op-plugin's goldens.
 
 PARITY_NPU_SIM_FAULT plants one of MOE_FAULTS. Import after loading the library."""
 import os
@@ -93,51 +95,87 @@ def grouped_matmul_list(x, weight, bias=None, scale=None, offset=None, antiquant
 
 
 def token_permute(tokens, indices, num_out_tokens=None, padded_mode=False):
+    """torch_npu's convention: sorted_indices[slot] is the permuted row that holds the slot (the
+    inverse of the stable sort), as op-plugin's test_npu_moe_token_permute_and_unpermute.py
+    checks it."""
     topk = 1 if indices.dim() == 1 else indices.shape[1]
     flat = indices.reshape(-1)
     if FAULT == "permute_reverse_ties":
         order = flat.numel() - 1 - torch.sort(flat.flip(0), stable=True).indices
     else:
         order = torch.sort(flat, stable=True).indices
-    keep = order.numel() if not num_out_tokens else min(num_out_tokens, order.numel())
-    return tokens[order[:keep] // topk], order.to(torch.int32)
+    n = order.numel()
+    keep = min(num_out_tokens, n) if num_out_tokens and num_out_tokens > 0 else n + (
+        num_out_tokens or 0)
+    row_of_slot = torch.empty(n, dtype=torch.int32)
+    row_of_slot[order] = torch.arange(n, dtype=torch.int32)
+    return tokens[order[:keep] // topk], row_of_slot
+
+
+def _slots(sorted_indices, rows):
+    """(slot, row) pairs of the slots whose row was kept."""
+    rows_of = sorted_indices.reshape(-1).long()
+    slots = torch.nonzero(rows_of < rows).reshape(-1)
+    return slots, rows_of[slots]
 
 
 def token_unpermute(permuted, sorted_indices, probs=None, padded_mode=False, restore_shape=None):
     topk = 1 if probs is None else probs.shape[-1]
-    slots = sorted_indices[:permuted.shape[0]].long()
-    rows = permuted.float()
+    slots, rows = _slots(sorted_indices, permuted.shape[0])
+    gathered = permuted[rows].float()
     if probs is not None and FAULT != "unpermute_no_probs":
-        rows = rows * probs.reshape(-1)[slots].float().unsqueeze(1)
-    n = (probs.numel() if probs is not None else sorted_indices.numel()) // topk
-    out = torch.zeros(n, permuted.shape[1], dtype=torch.float32)
-    out.index_add_(0, torch.div(slots, topk, rounding_mode="floor"), rows)
+        gathered = gathered * probs.reshape(-1)[slots].float().unsqueeze(1)
+    out = torch.zeros(sorted_indices.numel() // topk, permuted.shape[1], dtype=torch.float32)
+    out.index_add_(0, torch.div(slots, topk, rounding_mode="floor"), gathered)
     return out.to(permuted.dtype)
+
+
+def _permute_grad(grad_permuted, sorted_indices, tokens, topk, dtype):
+    slots, rows = _slots(sorted_indices, grad_permuted.shape[0])
+    out = torch.zeros(tokens, grad_permuted.shape[1], dtype=torch.float32)
+    out.index_add_(0, torch.div(slots, topk, rounding_mode="floor"), grad_permuted[rows].float())
+    if FAULT == "permute_grad_half":
+        out = out * 0.5
+    return out.to(dtype)
 
 
 def token_permute_grad(tokens, grad_permuted, indices, sorted_indices, padded_mode=False):
     topk = 1 if indices.dim() == 1 else indices.shape[1]
-    slots = sorted_indices[:grad_permuted.shape[0]].long()
-    out = torch.zeros(tokens.shape[0], grad_permuted.shape[1], dtype=torch.float32)
-    out.index_add_(0, torch.div(slots, topk, rounding_mode="floor"), grad_permuted.float())
-    if FAULT == "permute_grad_half":
-        out = out * 0.5
-    return out.to(grad_permuted.dtype)
+    return _permute_grad(grad_permuted, sorted_indices, tokens.shape[0], topk, grad_permuted.dtype)
+
+
+def token_permute_grad_v2(grad_permuted, sorted_indices, tokens_size_0, tokens_dtype, num_topk,
+                          padded_mode=False):
+    return _permute_grad(grad_permuted, sorted_indices, tokens_size_0, num_topk, tokens_dtype)
+
+
+def _unpermute_grad(grad, sorted_indices, rows, dtype, probs, permuted):
+    topk = 1 if probs is None else probs.shape[-1]
+    slots, kept_rows = _slots(sorted_indices, rows)
+    g = grad[torch.div(slots, topk, rounding_mode="floor")].float()
+    d_permuted = torch.zeros(rows, grad.shape[1], dtype=torch.float32)
+    if probs is None:
+        d_permuted[kept_rows] = g
+        # torch_npu returns an uninitialised 0-dim tensor where there is no probs' gradient.
+        return d_permuted.to(dtype), torch.empty((), dtype=grad.dtype)
+    weight = probs.reshape(-1)[slots].float().unsqueeze(1)
+    d_permuted[kept_rows] = g if FAULT == "unpermute_grad_no_probs" else g * weight
+    d_probs = torch.zeros(probs.numel(), dtype=torch.float32)
+    d_probs[slots] = (permuted[kept_rows].float() * g).sum(1)
+    return d_permuted.to(dtype), d_probs.reshape(probs.shape).to(probs.dtype)
 
 
 def token_unpermute_grad(permuted, grad, sorted_indices, probs=None, padded_mode=False,
                          restore_shape=None):
-    topk = 1 if probs is None else probs.shape[-1]
-    slots = sorted_indices[:permuted.shape[0]].long()
-    g = grad[torch.div(slots, topk, rounding_mode="floor")].float()
-    if probs is None:
-        return g.to(grad.dtype), torch.empty(0, dtype=permuted.dtype)
-    d_probs = torch.zeros(probs.numel(), dtype=torch.float32)
-    d_probs[slots] = (permuted.float() * g).sum(1)
-    d_permuted = g * probs.reshape(-1)[slots].float().unsqueeze(1)
-    if FAULT == "unpermute_grad_no_probs":
-        d_permuted = g
-    return d_permuted.to(grad.dtype), d_probs.reshape(probs.shape).to(probs.dtype)
+    return _unpermute_grad(grad, sorted_indices, permuted.shape[0], permuted.dtype, probs,
+                           permuted)
+
+
+def token_unpermute_grad_v2(grad, sorted_indices, permuted_tokens_size_0, permuted_tokens_dtype,
+                            probs=None, padded_mode=False, restore_shape=None,
+                            permuted_tokens=None):
+    return _unpermute_grad(grad, sorted_indices, permuted_tokens_size_0, permuted_tokens_dtype,
+                           probs, permuted_tokens)
 
 
 def init_routing(x, row_idx, expert_idx, active_num):
@@ -172,7 +210,8 @@ def finalize_routing(rows, skip1, skip2, bias, scales, src_to_dst, experts, drop
             out += term.float()
     for i in range(n):
         for j in range(k):
-            r = rows[int(src_to_dst[j * n + i])].float()
+            v = int(src_to_dst[j * n + i])
+            r = torch.zeros(rows.shape[-1]) if v == -1 else rows[v].float()  # -1: dropped
             if bias is not None:
                 r = r + bias[int(experts[i, j])].float()
             out[i] += r * (scales[i, j].float() if scales is not None else 1.0)
@@ -186,6 +225,8 @@ for _name, _fn in (("npu_grouped_matmul", grouped_matmul),
                    ("npu_moe_token_unpermute", token_unpermute),
                    ("npu_moe_token_permute_grad", token_permute_grad),
                    ("npu_moe_token_unpermute_grad", token_unpermute_grad),
+                   ("npu_moe_token_permute_grad_v2", token_permute_grad_v2),
+                   ("npu_moe_token_unpermute_grad_v2", token_unpermute_grad_v2),
                    ("npu_moe_init_routing", init_routing),
                    ("npu_moe_compute_expert_tokens", compute_expert_tokens),
                    ("npu_moe_finalize_routing", finalize_routing)):

@@ -15,6 +15,12 @@
 //   fa_scale        npu_fusion_attention forgets the scale
 //   fa_fwd_scale    npu_fusion_attention's forward alone forgets the scale (its grad is right)
 //   fa_sparse       npu_fusion_attention applies no causal mask for sparse_mode 2/3
+//   fa_pse_after_scale  npu_fusion_attention (and its grad) adds pse after the scale,
+//                   scale * q k^T + pse (the API doc example's order, not the kernel's)
+//   fa_nomask_causal    npu_fusion_attention (and its grad) applies sparse_mode 2/3's causal mask
+//                   when no atten_mask is given (torch_npu computes the whole matrix then)
+//   adamw_powers_as_passed  npu_apply_adam_w.out takes the bias corrections from the powers as
+//                   passed, not advanced by one step
 //   fa_grad_softmax npu_fusion_attention_grad drops the softmax correction rowsum(dO * O)
 //   random:SEED     one kernel of the eight (each fused forward and backward) wrong in one way,
 //                   both drawn from SEED (RandomFault below); the choice is printed to stderr as
@@ -168,12 +174,23 @@ at::Tensor RotateBySign(const at::Tensor& x, bool wrong_half) {
   return at::roll(x, d / 2, -1) * sign;
 }
 
+// The rotation of rotary_mode: "half" as above; "interleave" each pair (x0, x1) -> (-x1, x0), as
+// a flip of the pair and a sign. Both are antisymmetric: their transpose is -Rotate.
+at::Tensor Rotate(const at::Tensor& x, const std::string& mode, bool wrong_half) {
+  if (mode == "half") return RotateBySign(x, wrong_half);
+  TORCH_CHECK(mode == "interleave", "npu_sim: rotary_mode '", mode, "' is not simulated");
+  std::vector<int64_t> pairs(x.sizes().begin(), x.sizes().end() - 1);
+  pairs.push_back(x.size(-1) / 2);
+  pairs.push_back(2);
+  const at::Tensor sign = at::tensor({-1.0, 1.0}, x.options());
+  return (x.reshape(pairs).flip(-1) * sign).reshape(x.sizes());
+}
+
 Stack RotaryMul(const Args& a) {
-  TORCH_CHECK(a.str(3) == "half", "npu_sim: rotary_mode 'half' only");
   const at::Tensor x = F32(a.tensor(0));
   at::Tensor y = x * F32(a.tensor(1));
   if (!RandomIs(Kernel::kRotary, "missing")) {
-    y = y + RotateBySign(x, Fault("rotary_half")) * F32(a.tensor(2));
+    y = y + Rotate(x, a.str(3), Fault("rotary_half")) * F32(a.tensor(2));
   }
   return Planted(Kernel::kRotary, Results({y.to(a.tensor(0).scalar_type())}));
 }
@@ -181,11 +198,12 @@ Stack RotaryMul(const Args& a) {
 Stack RotaryMulBackward(const Args& a) {
   const at::Tensor g = F32(a.tensor(0)), x = F32(a.tensor(1)), r1 = F32(a.tensor(2)),
                    r2 = F32(a.tensor(3));
+  const std::string mode = a.str(4);
   // rotate is (x1, x2) -> (-x2, x1); its transpose, (g1, g2) -> (g2, -g1), is -rotate.
   const at::Tensor dx =
-      RandomIs(Kernel::kRotaryGrad, "missing") ? g * r1 : g * r1 - RotateBySign(g * r2, false);
+      RandomIs(Kernel::kRotaryGrad, "missing") ? g * r1 : g * r1 - Rotate(g * r2, mode, false);
   const at::Tensor dr1 = at::sum_to(g * x, r1.sizes());
-  const at::Tensor dr2 = at::sum_to(g * RotateBySign(x, false), r2.sizes());
+  const at::Tensor dr2 = at::sum_to(g * Rotate(x, mode, false), r2.sizes());
   return Planted(Kernel::kRotaryGrad,
                  Results({dx.to(a.tensor(1).scalar_type()), dr1.to(a.tensor(2).scalar_type()),
                           dr2.to(a.tensor(3).scalar_type())}));
@@ -221,10 +239,29 @@ constexpr int64_t kBlock = 16;
 struct Attn {
   int64_t heads = 0;
   std::string layout;
-  std::optional<at::Tensor> mask;  // given atten_mask (sparse_mode 0/1)
+  std::optional<at::Tensor> mask;  // the given atten_mask: without one, no mode masks anything
+  std::optional<at::Tensor> pse;   // (B or 1, N or 1, S1 or 1, S2), in float32
   double scale = 1.0;
   int64_t sparse_mode = 0;
+  int64_t pre = 0, next = 0;  // sparse_mode 4's band
 };
+
+// pse's row for (b, h, i) against keys [j0, j0 + len); empty when there is none.
+at::Tensor PseRow(const Attn& o, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t len) {
+  if (!o.pse) return {};
+  const at::Tensor& p = *o.pse;
+  return p[p.size(0) == 1 ? 0 : b][p.size(1) == 1 ? 0 : h][p.size(2) == 1 ? 0 : i].narrow(0, j0,
+                                                                                          len);
+}
+
+// One query row's scores against a key block: (k q + pse) * scale, torch_npu's order (pse type 1).
+at::Tensor Scores(const Attn& o, const at::Tensor& keys, const at::Tensor& query,
+                  const at::Tensor& pse_row) {
+  at::Tensor s = at::mv(keys, query);
+  if (!pse_row.defined()) return s * o.scale;
+  if (Fault("fa_pse_after_scale")) return s * o.scale + pse_row;
+  return (s + pse_row) * o.scale;
+}
 
 // -> (B, N, S, D)
 at::Tensor Bnsd(const at::Tensor& x, const std::string& layout, int64_t heads) {
@@ -246,12 +283,20 @@ at::Tensor FromBnsd(const at::Tensor& x, const std::string& layout) {
 at::Tensor MaskRow(const Attn& o, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t len,
                    int64_t s1, int64_t s2, bool forward = false) {
   at::Tensor m = at::zeros({len}, at::kBool);
+  // With no atten_mask no mode masks anything (torch_npu's doc, the sparse_mode constraints).
+  if (!o.mask && !Fault("fa_nomask_causal")) return m;
   const bool causal = (o.sparse_mode == 2 || o.sparse_mode == 3) && !Fault("fa_sparse");
   if (causal) {
     const int64_t late = forward && RandomIs(Kernel::kFa, "mask_offset") ? 1 : 0;
     const int64_t shift = (o.sparse_mode == 3 ? s2 - s1 : 0) + late;
     for (int64_t j = 0; j < len; ++j) {
       if (j0 + j > i + shift) m[j] = true;
+    }
+  }
+  if (o.sparse_mode == 4) {  // the band between pre and next tokens, from the bottom-right
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t d = j0 + j - i - (s2 - s1);
+      if (d > o.next || -d > o.pre) m[j] = true;
     }
   }
   if ((o.sparse_mode == 0 || o.sparse_mode == 1) && o.mask) {
@@ -270,9 +315,11 @@ Attn ReadAttn(const Args& a, std::size_t base, std::size_t after_mask, std::size
   o.mask = a.optional_tensor(7 + base);
   o.scale = Fault("fa_scale") ? 1.0 : a.f64(after_mask);
   TORCH_CHECK(a.f64(after_mask + 1) == 1.0, "npu_sim: keep_prob < 1 is not simulated");
-  TORCH_CHECK(!a.optional_tensor(5 + base), "npu_sim: pse is not simulated");
+  if (const std::optional<at::Tensor> pse = a.optional_tensor(5 + base)) o.pse = F32(*pse);
+  o.pre = a.i64(after_mask + 2);
+  o.next = a.i64(after_mask + 3);
   o.sparse_mode = a.i64(sparse);
-  TORCH_CHECK(o.sparse_mode >= 0 && o.sparse_mode <= 3, "npu_sim: sparse_mode ", o.sparse_mode,
+  TORCH_CHECK(o.sparse_mode >= 0 && o.sparse_mode <= 4, "npu_sim: sparse_mode ", o.sparse_mode,
               " is not simulated");
   return o;
 }
@@ -301,7 +348,7 @@ Stack FusionAttention(const Args& a) {
         at::Tensor acc = at::zeros({v.size(3)}, q.options());
         for (int64_t j0 = 0; j0 < S2; j0 += kBlock) {
           const int64_t len = std::min(kBlock, S2 - j0);
-          at::Tensor s = at::mv(kh.narrow(0, j0, len), qh[i]) * o.scale;
+          at::Tensor s = Scores(o, kh.narrow(0, j0, len), qh[i], PseRow(o, b, h, i, j0, len));
           s = s.masked_fill(MaskRow(o, b, h, i, j0, len, S1, S2, /*forward=*/true), -INFINITY);
           const double block_max = s.max().item<double>();
           if (std::isinf(block_max)) continue;
@@ -347,6 +394,7 @@ Stack FusionAttentionGrad(const Args& a) {
   const int64_t B = q.size(0), N = q.size(1), S1 = q.size(2), S2 = k.size(2);
   const int64_t group = N / k.size(1);
   at::Tensor dq = at::zeros_like(q), dk = at::zeros_like(k), dv = at::zeros_like(v);
+  at::Tensor dpse = o.pse ? at::zeros_like(*o.pse) : at::Tensor();
   const bool drop_correction = Fault("fa_grad_softmax") || RandomIs(Kernel::kFaGrad, "missing");
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < N; ++h) {
@@ -357,7 +405,7 @@ Stack FusionAttentionGrad(const Args& a) {
         const double d = drop_correction ? 0.0 : (dy[b][h][i] * out[b][h][i]).sum().item<double>();
         for (int64_t j0 = 0; j0 < S2; j0 += kBlock) {
           const int64_t len = std::min(kBlock, S2 - j0);
-          at::Tensor s = at::mv(kh.narrow(0, j0, len), qh[i]) * o.scale;
+          at::Tensor s = Scores(o, kh.narrow(0, j0, len), qh[i], PseRow(o, b, h, i, j0, len));
           s = s.masked_fill(MaskRow(o, b, h, i, j0, len, S1, S2), -INFINITY);
           const at::Tensor p = at::exp(s - m) / l;
           dv[b][h / group].narrow(0, j0, len).add_(at::outer(p, dy[b][h][i]));
@@ -365,6 +413,13 @@ Stack FusionAttentionGrad(const Args& a) {
           const at::Tensor ds = p * (dp - d) * o.scale;
           dq[b][h][i].add_(at::mv(kh.narrow(0, j0, len).t(), ds));
           dk[b][h / group].narrow(0, j0, len).add_(at::outer(ds, qh[i]));
+          if (dpse.defined()) {  // d/d pse = d/d (q k^T) = ds, or ds / scale when pse is added
+                                 // after
+            const at::Tensor dp_row = Fault("fa_pse_after_scale") ? ds / o.scale : ds;
+            dpse[dpse.size(0) == 1 ? 0 : b][dpse.size(1) == 1 ? 0 : h][dpse.size(2) == 1 ? 0 : i]
+                .narrow(0, j0, len)
+                .add_(dp_row);
+          }
         }
       }
     }
@@ -372,7 +427,31 @@ Stack FusionAttentionGrad(const Args& a) {
   return Planted(Kernel::kFaGrad, Results({FromBnsd(dq, o.layout).to(q_in.scalar_type()),
                                            FromBnsd(dk, o.layout).to(a.tensor(1).scalar_type()),
                                            FromBnsd(dv, o.layout).to(a.tensor(2).scalar_type()),
-                                           at::empty({0}, q_in.options())}));
+                                           dpse.defined() ? dpse.to(a.tensor(6).scalar_type())
+                                                          : at::empty({0}, q_in.options())}));
+}
+
+// ---- npu_apply_adam_w.out: op-plugin's golden (test/test_base_ops/test_apply_adam_w.py) -------
+// m_t = m * beta1 - (beta1 - 1) * g, v_t likewise, the powers advanced one step before the bias
+// corrections; written into var, m and v as the .out overload does.
+Stack ApplyAdamWOut(const Args& a) {
+  const double b1p = a.f64(0), b2p = a.f64(1), lr = a.f64(2), wd = a.f64(3), b1 = a.f64(4),
+               b2 = a.f64(5), eps = a.f64(6);
+  const bool amsgrad = a.optional_bool(9).value_or(false);
+  const bool maximize = a.optional_bool(10).value_or(false);
+  at::Tensor var = a.tensor(11), m = a.tensor(12), v = a.tensor(13);
+  const at::Tensor g = maximize ? -F32(a.tensor(7)) : F32(a.tensor(7));
+  const at::Tensor m_t = F32(m) * b1 - g * (b1 - 1);
+  const at::Tensor v_t = F32(v) * b2 - g * g * (b2 - 1);
+  const bool as_passed = Fault("adamw_powers_as_passed");
+  const double c1 = 1 - (as_passed ? b1p : b1p * b1), c2 = 1 - (as_passed ? b2p : b2p * b2);
+  const at::Tensor second = amsgrad ? at::maximum(F32(*a.optional_tensor(8)), v_t) : v_t;
+  const at::Tensor updated =
+      F32(var) * (1 - lr * wd) - m_t * lr / c1 / (at::sqrt(second / c2) + eps);
+  var.copy_(updated);
+  m.copy_(m_t);
+  v.copy_(v_t);
+  return Results({var, m, v});
 }
 
 // ---- autograd: one node per forward call, as torch_npu's generated autograd kernels ----------
@@ -435,6 +514,7 @@ void WithAutograd(const c10::OperatorHandle& op, Stack* stack,
   variable_list inputs;
   bool needs_grad = false;
   for (std::size_t i : differentiable) {
+    if (!args.at(i).isTensor()) continue;  // an optional input not given (pse): no edge
     inputs.push_back(args.tensor(i));
     needs_grad = needs_grad || args.tensor(i).requires_grad();
   }
@@ -503,7 +583,7 @@ void SwigluAutograd(const c10::OperatorHandle& op, Stack* stack) {
 
 void FusionAttentionAutograd(const c10::OperatorHandle& op, Stack* stack) {
   WithAutograd<&FusionAttention>(
-      op, stack, {0, 1, 2}, "NpuFusionAttentionBackward0",
+      op, stack, {0, 1, 2, 5}, "NpuFusionAttentionBackward0",
       [](const Args& a, const Stack& r) -> SimNode::Backward {
         Stack saved;  // the forward's arguments
         for (std::size_t i = 0; i < a.size(); ++i) {
@@ -523,7 +603,9 @@ void FusionAttentionAutograd(const c10::OperatorHandle& op, Stack* stack) {
                         results[4], results[5], results[6], saved[13],  saved[14],  saved[15],
                         saved[16],  saved[17],  saved[18]};
           Stack out = CallOp("npu::npu_fusion_attention_grad", std::move(args));
-          return {out[0].toTensor(), out[1].toTensor(), out[2].toTensor()};
+          if (!saved[5].isTensor())
+            return {out[0].toTensor(), out[1].toTensor(), out[2].toTensor()};
+          return {out[0].toTensor(), out[1].toTensor(), out[2].toTensor(), out[3].toTensor()};
         };
       });
 }
@@ -548,6 +630,7 @@ TORCH_LIBRARY_IMPL(npu, CPU, m) {
   m.impl("npu_swiglu_backward", oplib::Boxed<&SwigluBackward>());
   m.impl("npu_fusion_attention", oplib::Boxed<&FusionAttention>());
   m.impl("npu_fusion_attention_grad", oplib::Boxed<&FusionAttentionGrad>());
+  m.impl("npu_apply_adam_w.out", oplib::Boxed<&ApplyAdamWOut>());
 }
 
 TORCH_LIBRARY_IMPL(npu, Autograd, m) {

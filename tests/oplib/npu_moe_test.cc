@@ -2,8 +2,9 @@
 // form equals one GEMM per group written out here (rows of x, the inner dimension, lists;
 // cumulative ends and sizes; one output or one per group); low precision is computed in float32
 // and rounded once; the routing ops equal loops written from torch_npu's documented equivalents;
-// the token permutation's _grad ops equal autograd through an aten composition; quantized calls
-// are refused with the reason.
+// the token permutation follows torch_npu's index convention and its _grad ops (every release's
+// form) equal autograd through the upstream golden composition; quantized calls are refused with
+// the reason.
 #include <torch/csrc/autograd/autograd.h>
 
 #include <map>
@@ -215,9 +216,13 @@ TEST_F(NpuMoeTest, RoutingOpsFollowTorchNpusDocumentedEquivalents) {
   }
 }
 
-// Permute then unpermute with the routing probabilities is each token times the sum of its
-// probabilities; the _grad ops are autograd's gradients of the same aten composition.
-TEST_F(NpuMoeTest, TokenPermutationAndItsGradients) {
+// torch_npu's index convention (op-plugin test/test_custom_ops/
+// test_npu_moe_token_permute_and_unpermute.py and its _backward.py): the fused permute's
+// sorted_indices is argsort of Megatron's stable sort order (each slot's permuted row), and the
+// fused unpermute of s equals Megatron's unpermute (index_copy) of argsort(s); the _grad ops of
+// every release form are autograd's gradients of that composition. Permute then unpermute with
+// the routing probabilities is each token times the sum of its probabilities.
+TEST_F(NpuMoeTest, TokenPermutationFollowsTorchNpusConventionAndItsGradients) {
   const int64_t n = 5, topk = 2, h = 3;
   const at::Tensor tokens = at::randn({n, h}, at::kDouble);
   const at::Tensor indices = at::randint(0, 4, {n, topk}, at::kLong);
@@ -225,12 +230,14 @@ TEST_F(NpuMoeTest, TokenPermutationAndItsGradients) {
   const Stack p = Call("npu::npu_moe_token_permute", {tokens, indices});
   const at::Tensor permuted = T(p, 0), sorted = T(p, 1);
   const at::Tensor order = at::argsort(indices.reshape(-1), /*stable=*/true, 0, false);
-  EXPECT_TRUE(at::equal(sorted.to(at::kLong), order));
+  EXPECT_EQ(sorted.scalar_type(), at::kInt);
+  EXPECT_TRUE(at::equal(sorted.to(at::kLong), at::argsort(order, /*stable=*/true, 0, false)));
   EXPECT_TRUE(Close(permuted, tokens.index_select(0, order.div(topk, "floor"))));
   const at::Tensor back = T(Call("npu::npu_moe_token_unpermute", {permuted, sorted, probs}), 0);
   EXPECT_TRUE(Close(back, tokens * probs.sum(1, true)));
 
-  // Autograd through the composition: permute = index_select, unpermute = index_copy, weight, sum.
+  // Autograd through Megatron's composition: permute = index_select by the sort order,
+  // unpermute = index_copy to argsort(s) (= the order), weight, sum.
   const at::Tensor t = tokens.clone().requires_grad_(true);
   const at::Tensor pr = probs.clone().requires_grad_(true);
   const at::Tensor perm = t.index_select(0, order.div(topk, "floor"));
@@ -244,11 +251,31 @@ TEST_F(NpuMoeTest, TokenPermutationAndItsGradients) {
   const Stack ug = Call("npu::npu_moe_token_unpermute_grad", {permuted, dy, sorted, probs});
   EXPECT_TRUE(Close(T(ug, 0), g[0])) << "d permuted_tokens";
   EXPECT_TRUE(Close(T(ug, 1), g[1])) << "d probs";
+  const Stack ug2 = CallNamed("npu::npu_moe_token_unpermute_grad_v2",
+                              {{"grad_unpermuted_tokens", dy},
+                               {"sorted_indices", sorted},
+                               {"permuted_tokens_size_0", n * topk},
+                               {"permuted_tokens_dtype", static_cast<int64_t>(at::kDouble)},
+                               {"probs", probs},
+                               {"permuted_tokens", permuted}});
+  EXPECT_TRUE(Close(T(ug2, 0), g[0])) << "v2: d permuted_tokens";
+  EXPECT_TRUE(Close(T(ug2, 1), g[1])) << "v2: d probs";
   const at::Tensor dperm = at::randn({n * topk, h}, at::kDouble);
   const auto gt = torch::autograd::grad({perm}, {t}, {dperm});
-  const at::Tensor pg =
-      T(Call("npu::npu_moe_token_permute_grad", {tokens, dperm, indices, sorted}), 0);
-  EXPECT_TRUE(Close(pg, gt[0])) << "d tokens";
+  EXPECT_TRUE(
+      Close(T(Call("npu::npu_moe_token_permute_grad", {tokens, dperm, indices, sorted}), 0), gt[0]))
+      << "d tokens";
+  EXPECT_TRUE(Close(T(Call("npu::npu_moe_token_permute_grad_v2",
+                           {dperm, sorted, n, static_cast<int64_t>(at::kDouble), topk}),
+                      0),
+                    gt[0]))
+      << "v2: d tokens";
+  // Without probs there is no probabilities' gradient: undefined (torch_npu's uninitialised
+  // 0-dim tensor there is then not compared).
+  const Stack no_probs =
+      Call("npu::npu_moe_token_unpermute_grad",
+           {permuted, at::randn({n * topk, h}, at::kDouble), sorted, c10::IValue()});
+  EXPECT_FALSE(T(no_probs, 1).defined());
 }
 
 // Through the server's checker, as an agent's call arrives: every MoE op replayed and judged
@@ -292,6 +319,16 @@ TEST_F(NpuMoeTest, TheCheckerReplaysAndJudgesEveryMoeCall) {
        {"", {tokens, at::randn({12, 16}), expert.to(at::kLong), sorted.to(at::kInt)}}},
       {"npu::npu_moe_token_unpermute_grad",
        {"", {at::randn({12, 16}), at::randn({6, 16}), sorted.to(at::kInt), at::rand({6, 2})}}},
+      {"npu::npu_moe_token_permute_grad_v2",
+       {"",
+        {at::randn({12, 16}), sorted.to(at::kInt), int64_t{6}, static_cast<int64_t>(at::kFloat),
+         int64_t{2}}}},
+      {"npu::npu_moe_token_unpermute_grad_v2",
+       {"",
+        {at::randn({6, 16}), sorted.to(at::kInt), int64_t{12}, static_cast<int64_t>(at::kFloat),
+         at::rand({6, 2}), false, none, at::randn({12, 16})}}},
+      {"npu::_npu_moe_token_unpermute",
+       {"", {at::randn({12, 16}), sorted.to(at::kInt), at::rand({6, 2})}}},
   };
   for (const auto& [op, c] : calls) {
     const CallCheck r = (*checker)->Check(Recorded(op, c.overload, c.args));

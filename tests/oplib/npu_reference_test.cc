@@ -171,11 +171,13 @@ Stack Fa(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t 
 }
 
 // npu_fusion_attention_grad with the forward's statistics (softmax_max, softmax_sum), its output
-// (attention_in) and the call's options; softmax_in empty, no dropout, no band.
+// (attention_in) and the call's options; softmax_in empty, no dropout, no band. sparse_mode masks
+// only with an atten_mask (torch_npu's doc: without one the whole matrix is computed).
 Stack FaGrad(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& dy,
              int64_t heads, const std::string& layout, const c10::IValue& pse,
              const c10::IValue& softmax_max, const c10::IValue& softmax_sum,
-             const c10::IValue& attention_in, double scale, int64_t sparse) {
+             const c10::IValue& attention_in, double scale, int64_t sparse,
+             const c10::IValue& mask = {}) {
   return NpuReferenceTest::Call("npu::npu_fusion_attention_grad", {q,
                                                                    k,
                                                                    v,
@@ -184,7 +186,7 @@ Stack FaGrad(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, cons
                                                                    layout,
                                                                    pse,
                                                                    c10::IValue(),
-                                                                   c10::IValue(),
+                                                                   mask,
                                                                    softmax_max,
                                                                    softmax_sum,
                                                                    at::empty({0}, q.options()),
@@ -240,20 +242,26 @@ TEST_F(NpuReferenceTest, FusionAttentionLayoutsGroupsAndSparseModes) {
     EXPECT_TRUE(
         at::allclose(T(r, 2).select(-1, 0), at::exp(s - std::get<0>(s.max(-1, true))).sum(-1)));
   }
+  // Without an atten_mask, no sparse_mode masks anything (torch_npu's doc): the whole matrix.
+  for (int64_t mode : {0, 2, 3, 4}) {
+    EXPECT_TRUE(at::allclose(T(Fa(q, k, v, N, "BNSD", {}, scale, mode, 2, 1), 0),
+                             Attention(q, k, v, scale, c10::nullopt, c10::nullopt), 1e-10, 1e-10))
+        << "sparse_mode " << mode << " without a mask";
+  }
   // Every layout gives the BNSD result, laid out its way.
-  const at::Tensor expected = T(Fa(q, k, v, N, "BNSD", {}, scale, 3), 0);
+  const at::Tensor expected = T(Fa(q, k, v, N, "BNSD", compressed, scale, 3), 0);
   auto bsnd = [](const at::Tensor& x) { return x.transpose(1, 2).contiguous(); };
   auto bsh = [&](const at::Tensor& x) { return bsnd(x).reshape({x.size(0), x.size(2), -1}); };
   auto sbh = [&](const at::Tensor& x) { return bsh(x).transpose(0, 1).contiguous(); };
-  EXPECT_TRUE(
-      at::allclose(T(Fa(bsnd(q), bsnd(k), bsnd(v), N, "BSND", {}, scale, 3), 0), bsnd(expected)));
-  EXPECT_TRUE(
-      at::allclose(T(Fa(bsh(q), bsh(k), bsh(v), N, "BSH", {}, scale, 3), 0), bsh(expected)));
-  EXPECT_TRUE(
-      at::allclose(T(Fa(sbh(q), sbh(k), sbh(v), N, "SBH", {}, scale, 3), 0), sbh(expected)));
+  EXPECT_TRUE(at::allclose(T(Fa(bsnd(q), bsnd(k), bsnd(v), N, "BSND", compressed, scale, 3), 0),
+                           bsnd(expected)));
+  EXPECT_TRUE(at::allclose(T(Fa(bsh(q), bsh(k), bsh(v), N, "BSH", compressed, scale, 3), 0),
+                           bsh(expected)));
+  EXPECT_TRUE(at::allclose(T(Fa(sbh(q), sbh(k), sbh(v), N, "SBH", compressed, scale, 3), 0),
+                           sbh(expected)));
   {  // TND: two sequences of lengths (2, 4) / (5, 4), each its own causal problem
     const at::Tensor tq = R({6, N, D}), tk = R({9, NKV, D}), tv = R({9, NKV, D});
-    const Stack r = Fa(tq, tk, tv, N, "TND", {}, scale, 3, 2147483647, 2147483647, {},
+    const Stack r = Fa(tq, tk, tv, N, "TND", compressed, scale, 3, 2147483647, 2147483647, {},
                        std::vector<int64_t>{2, 6}, std::vector<int64_t>{5, 9});
     auto one = [&](int64_t qs, int64_t ql, int64_t ks, int64_t kl) {
       auto to = [](const at::Tensor& x) { return x.permute({1, 0, 2}).unsqueeze(0); };
@@ -398,9 +406,11 @@ TEST_F(NpuReferenceTest, FusedReferencesEqualAtenCompositionsAtLlmShapes) {
       return Attention(bnsd(in[0]), bnsd(in[1]), bnsd(in[2]), scale, causal, c10::nullopt)
           .transpose(1, 2);
     };
-    const Stack fwd = Fa(q, k, v, N, "BSND", {}, scale, 2);
+    const at::Tensor compressed = at::ones({2048, 2048}, at::kBool).triu(1);  // torch_npu's
+    const Stack fwd = Fa(q, k, v, N, "BSND", compressed, scale, 2);
     EXPECT_TRUE(close(T(fwd, 0), f({q, k, v}))) << "fusion_attention";
-    const Stack g = FaGrad(q, k, v, dy, N, "BSND", {}, T(fwd, 1), T(fwd, 2), T(fwd, 0), scale, 2);
+    const Stack g =
+        FaGrad(q, k, v, dy, N, "BSND", {}, T(fwd, 1), T(fwd, 2), T(fwd, 0), scale, 2, compressed);
     const auto want = autograd(f, {q, k, v}, dy);
     for (int i = 0; i < 3; ++i) {
       EXPECT_TRUE(close(T(g, i), want[i])) << "fusion_attention grad " << i;
@@ -448,8 +458,9 @@ TEST_F(NpuReferenceTest, ApplyAdamWIsOneStepOfLibtorchsAdamW) {
     const at::Tensor grad = R({4, 3});
     param.mutable_grad() = grad.clone();
     opt.step();
-    Call("npu::npu_apply_adam_w.out", {std::pow(b1, step), std::pow(b2, step), lr, wd, b1, b2, eps,
-                                       grad, c10::IValue(), false, false, var, m, v});
+    // The powers before this step: ApplyAdamW advances them itself (op-plugin's goldens).
+    Call("npu::npu_apply_adam_w.out", {std::pow(b1, step - 1), std::pow(b2, step - 1), lr, wd, b1,
+                                       b2, eps, grad, c10::IValue(), false, false, var, m, v});
     EXPECT_TRUE(at::allclose(var, param.detach(), 1e-12, 1e-12)) << "step " << step;
   }
 }
