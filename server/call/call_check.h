@@ -41,7 +41,7 @@ struct CallCheck {
   CheckStatus status = CheckStatus::kUnspecified;
   std::string message;
   // REJECTED: why (INVALID_ARGUMENT, RESOURCE_EXHAUSTED); SKIP of an op the bench cannot
-  // replay: UNIMPLEMENTED; else OK.
+  // replay: UNIMPLEMENTED; else OK. Encoded only on SKIP and REJECTED (verdict_encoder.cc).
   absl::StatusCode error_code = absl::StatusCode::kOk;
   double replay_seconds = 0;
   double compare_seconds = 0;
@@ -60,5 +60,13 @@ struct CallCheck {
   // them (parity.save_error_data, server/replay/call_checker.h), else null.
   std::shared_ptr<const CallValues> values;
 };
+
+// The metric that decided the call's status where no output's did: input_written for a call that
+// changed a read-only argument (an error whatever its outputs say); empty otherwise.
+inline absl::string_view CallFailedMetric(const CallCheck& check) {
+  return check.status == CheckStatus::kError && !check.inputs_written.empty()
+             ? MetricName(Metric::kInputWritten)
+             : absl::string_view();
+}
 
 }  // namespace parity::server

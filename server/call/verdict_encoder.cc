@@ -80,7 +80,10 @@ v1::Verdict DecidedVerdict(const ServerCall& call, CheckStatus status, std::stri
   v.set_op_name(call.id.op_name);
   v.set_status(ToProto(status));
   v.set_message(std::move(message));
-  v.set_error_code(static_cast<int>(code));
+  // The contract (Verdict.error_code): a code says why a call was not checked or was refused;
+  // a call with an outcome (an unknown operator that wrote its input is an error) carries 0.
+  const bool coded = status == CheckStatus::kSkip || status == CheckStatus::kRejected;
+  v.set_error_code(coded ? static_cast<int>(code) : 0);
   return v;
 }
 
@@ -90,6 +93,7 @@ v1::Verdict ToVerdict(const ServerCall& call, const CallCheck& check) {
   v.set_compare_seconds(check.compare_seconds);
   for (const OutputCheck& out : check.outputs) FillOutputVerdict(out, v.add_outputs());
   for (const v1::InputWritten& w : check.inputs_written) *v.add_inputs_written() = w;
+  v.set_failed_metric(std::string(CallFailedMetric(check)));
   return v;
 }
 

@@ -319,6 +319,7 @@ void ApplyInputsWritten(const ServerCall& call, CallCheck* check) {
     check->inputs_written.push_back(w);
   }
   check->status = CheckStatus::kError;
+  check->error_code = absl::StatusCode::kOk;  // an outcome now, not a SKIP's reason
   check->message = check->message.empty() ? what : absl::StrCat(what, "; ", check->message);
 }
 

@@ -174,9 +174,14 @@ nlohmann::json JsonRecord(const CallOrigin& origin, const ServerCall& server_cal
       written.push_back({{"index", w.index()},
                          {"name", w.name()},
                          {"changed_elements", w.changed_elements()},
-                         {"elements", w.elements()}});
+                         {"elements", w.elements()},
+                         {"status", StatusCell(CheckStatus::kError)},
+                         {"failed_metric", std::string(MetricName(Metric::kInputWritten))}});
     }
     j["inputs_written"] = std::move(written);
+  }
+  if (const absl::string_view metric = CallFailedMetric(check); !metric.empty()) {
+    j["failed_metric"] = std::string(metric);
   }
   nlohmann::json outputs = nlohmann::json::array();
   for (const OutputCheck& out : check.outputs) outputs.push_back(OutputRecord(out, standards));
@@ -315,9 +320,10 @@ CallRows RowsOf(const CallOrigin& origin, const ServerCall& call, const CallChec
     in.judgement.status = CheckStatus::kError;
     in.judgement.two_way_status = CheckStatus::kError;
     in.judgement.failed_metric = Metric::kInputWritten;
-    in.judgement.message =
-        absl::StrCat(w.name(), " changed during the call: ", w.changed_elements(), " of ",
-                     w.elements(), " elements");
+    // msprobe's details have no failed-metric column: the Message names it.
+    in.judgement.message = absl::StrCat(MetricName(Metric::kInputWritten), ": ", w.name(),
+                                        " changed during the call: ", w.changed_elements(), " of ",
+                                        w.elements(), " elements");
     const std::string name =
         absl::StrCat(rows.api, rows.backward ? ".backward" : ".forward", ".input.", w.index());
     rows.accuracy_details += CsvRow(AccuracyDetailsRow(name, in));

@@ -84,7 +84,9 @@ class InputWritesTest(unittest.TestCase):
         self.assertEqual([o["status"] for o in gelu["outputs"]], ["pass"], gelu)
         self.assertEqual(gelu["inputs_written"],
                          [{"index": 0, "name": "self", "changed_elements": 16 * 32,
-                           "elements": 64 * 32}], gelu)
+                           "elements": 64 * 32, "status": "error",
+                           "failed_metric": "input_written"}], gelu)
+        self.assertEqual(gelu["failed_metric"], "input_written", gelu)
         self.assertRegex(gelu["message"], r"^inputs\[0\] \(self\) changed during the call: 512 "
                                           r"of 2048 elements \(25%\), an argument aten::gelu "
                                           r"must only read")
@@ -95,6 +97,7 @@ class InputWritesTest(unittest.TestCase):
         self.assertEqual(len(inputs), 2, details)
         self.assertEqual(inputs[0]["API Name"].rsplit(".", 2)[-2:], ["input", "0"])
         self.assertEqual(inputs[0]["Status"], "error")
+        self.assertRegex(inputs[0]["Message"], r"^input_written: self changed during the call")
         results = [row for row in server.rows("accuracy_checking_result")
                    if row["API name"].startswith("Functional.gelu")]
         self.assertEqual(results[0]["Forward Test Success"], "error", results)

@@ -614,13 +614,27 @@ TEST_P(CallCheckerTest, AWrittenReadOnlyArgumentIsAnErrorNamingIt) {
   EXPECT_EQ(StatusText(r.check.outputs[0].judgement.status), "pass");
   ASSERT_EQ(r.verdict.inputs_written_size(), 1);
   EXPECT_EQ(r.verdict.inputs_written(0).changed_elements(), 2u);
+  EXPECT_EQ(r.verdict.failed_metric(), "input_written");
+  EXPECT_EQ(r.verdict.error_code(), 0);
+  EXPECT_EQ(r.verdict.outputs(0).failed_metric(), "");  // the output's own comparison passed
 
+  // An operator the server cannot replay (SKIP, UNIMPLEMENTED) that wrote its input: an error,
+  // and an error carries code 0 (the proto's contract), not the SKIP's 12.
   v1::ApiCall unknown = call;
   unknown.set_op_name("myops::not_registered");
   unknown.set_sequence(call.sequence() + 100);
   r = Check(unknown);
   EXPECT_EQ(StatusText(r.verdict.status()), "error");
   EXPECT_THAT(r.verdict.message(), HasSubstr("unknown operator"));
+  EXPECT_EQ(r.check.error_code, absl::StatusCode::kOk);
+  EXPECT_EQ(r.verdict.error_code(), 0);
+  EXPECT_EQ(r.verdict.failed_metric(), "input_written");
+  unknown.clear_inputs_written();
+  unknown.set_sequence(call.sequence() + 150);
+  r = Check(unknown);
+  EXPECT_EQ(StatusText(r.verdict.status()), "SKIP");
+  EXPECT_EQ(r.verdict.error_code(), 12);
+  EXPECT_EQ(r.verdict.failed_metric(), "");
 
   for (auto [changed, elements, index] :
        {std::tuple<uint64_t, uint64_t, uint32_t>{9, 8, 0}, {0, 8, 0}, {1, 0, 0}, {1, 8, 5}}) {
