@@ -360,7 +360,8 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
       if (i < inputs.size()) ctx->written.push_back(inputs[i]);
     }
     if ((flags & PARITY_CALL_CHECK_INPUTS) != 0) {
-      ctx->read_only = WatchReadOnlyInputs(handle->schema(), inputs, sent);
+      ctx->read_only =
+          WatchReadOnlyInputs(handle->schema(), inputs, sent, &values->unchecked_writes);
     }
   }
   ctx->values = std::move(values);

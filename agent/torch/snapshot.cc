@@ -7,6 +7,7 @@
 
 #include "agent/torch/buffer_pool.h"
 #include "agent/torch/snapshot_cache.h"
+#include "agent/torch/tensor_bits.h"
 #include "common/torch/ivalue_walk.h"
 
 namespace parity::agent {
@@ -48,6 +49,20 @@ at::Tensor PooledCopy(const at::Tensor& d) {
   return out;
 }
 
+// The device compares `copy` with the earlier snapshot of `d`, bit for bit, on its stream: the
+// sender gives the call that snapshot's host copy only if nothing differs. A device without the
+// comparison's kernels (or a dtype without an integer view) copies out as usual.
+void NoteDeviceCandidate(const at::Tensor& d, const at::Tensor& copy, TorchValues& call) {
+  const at::Tensor earlier = EarlierDeviceSnapshot(d);
+  if (!earlier.defined()) return;
+  try {
+    if (at::Tensor changed = DeviceBitsDiffer(copy, earlier); changed.defined()) {
+      call.host_candidates.push_back({copy, earlier, std::move(changed)});
+    }
+  } catch (const std::exception&) {
+  }
+}
+
 }  // namespace
 
 bool HasData(const at::Tensor& t) {
@@ -83,14 +98,12 @@ c10::IValue Snapshot(const c10::IValue& v, TorchValues& call) {
       at::Tensor d = t.detach();  // shares t's storage and version counter
       if (d.is_conj()) d = d.resolve_conj();
       if (d.is_neg()) d = d.resolve_neg();
-      // A tensor unchanged since an earlier snapshot (a weight between optimizer steps, an
-      // activation the next op reads) is not copied again (agent/torch/snapshot_cache.h).
-      at::Tensor host;
-      if (at::Tensor cached = CachedSnapshot(d, &host); cached.defined()) {
-        if (host.defined()) call.host_copies.emplace_back(cached, host);
-        return c10::IValue(cached);
-      }
+      // A host tensor whose bits all equal an earlier snapshot's (a weight between optimizer
+      // steps, an activation the next op reads) is not copied again; on a device the copy is
+      // made there and the copy out of it saved (agent/torch/snapshot_cache.h).
+      if (at::Tensor cached = CachedSnapshot(d); cached.defined()) return c10::IValue(cached);
       at::Tensor copy = PooledCopy(d);
+      if (!d.device().is_cpu()) NoteDeviceCandidate(d, copy, call);
       RememberSnapshot(d, copy);
       return c10::IValue(std::move(copy));
     }
@@ -112,6 +125,7 @@ void MarkDeviceReady(TorchValues& call) {
     event.record(impl.getStream(device));
     call.device_ready.emplace(std::move(event));
   } catch (const std::exception&) {
+    call.host_candidates.clear();  // nothing to wait for: every snapshot is copied out now
     for (auto* values : {&call.inputs, &call.outputs}) {
       for (c10::IValue& v : *values) v = ToHost(v);
     }

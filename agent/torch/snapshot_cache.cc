@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "agent/torch/tensor_bits.h"
 #include "common/torch/ivalue_walk.h"
 
 namespace parity::agent {
@@ -50,7 +51,9 @@ struct Entry {
 
 class Cache {
  public:
-  at::Tensor Find(const at::Tensor& t, at::Tensor* host) {
+  // Host: the snapshot only when every bit of `t` still equals it. Device: the earlier snapshot,
+  // for the device to compare (no hit is counted: the sender decides).
+  at::Tensor Find(const at::Tensor& t) {
     if (!Cacheable(t)) return {};
     const Identity id = IdentityOf(t);
     std::lock_guard<std::mutex> lock(mu_);
@@ -59,16 +62,40 @@ class Cache {
     if (it == entries_.end()) return {};
     Entry& e = it->second;
     const c10::intrusive_ptr<c10::StorageImpl> storage = e.alive.lock();
-    if (storage.get() != id.storage || e.version != t._version() ||
-        (t.device().is_cpu() && !SamplesEqual(t, e.snapshot))) {
-      Erase(it);  // changed: a new snapshot replaces it
+    if (storage.get() != id.storage || e.version != t._version()) {
+      Erase(it);  // written as far as the version counter says: a new snapshot replaces it
       return {};
     }
+    if (t.device().is_cpu()) {
+      // The proof: a whole comparison (a write no hook or counter saw is found here; a sample
+      // of the elements would miss one between them). Under the lock: the entry stays put.
+      stats_.compared_bytes += e.bytes;
+      if (!SameBits(e.snapshot, t)) {
+        ++stats_.changed;
+        Erase(it);
+        return {};
+      }
+      ++stats_.hits;
+      stats_.hit_bytes += e.bytes;
+    }
     lru_.splice(lru_.end(), lru_, e.lru);
-    if (host != nullptr && !e.snapshot.device().is_cpu()) *host = FindHost(e.snapshot);
-    ++stats_.hits;
-    stats_.hit_bytes += e.bytes;
     return e.snapshot;
+  }
+
+  at::Tensor Adopt(const at::Tensor& snapshot, const at::Tensor& earlier) {
+    std::lock_guard<std::mutex> lock(mu_);
+    at::Tensor host = FindHost(earlier);
+    if (!host.defined() || max_bytes_ == 0 || !snapshot.has_storage()) return host;
+    const uint64_t bytes = static_cast<uint64_t>(host.numel()) * host.element_size();
+    ++stats_.host_hits;
+    stats_.host_bytes += bytes;
+    KeepHost(snapshot, host, bytes);
+    return host;
+  }
+
+  void NoteChanged() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.changed;
   }
 
   void Remember(const at::Tensor& t, const at::Tensor& snapshot) {
@@ -107,18 +134,7 @@ class Cache {
         !snapshot.has_storage()) {
       return host;
     }
-    const c10::StorageImpl* key = snapshot.storage().unsafeGetStorageImpl();
-    if (hosts_.count(key) == 0) {
-      HostEntry h(c10::weak_intrusive_ptr<c10::StorageImpl>(
-          c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(
-              snapshot.storage().unsafeGetStorageImpl())));
-      h.host = host;
-      h.bytes = bytes;
-      h.lru = host_lru_.insert(host_lru_.end(), key);
-      hosts_.emplace(key, std::move(h));
-      host_held_ += bytes;
-      while (host_held_ > max_bytes_ && !host_lru_.empty()) EraseHost(host_lru_.front());
-    }
+    KeepHost(snapshot, host, bytes);
     return host;
   }
 
@@ -202,30 +218,19 @@ class Cache {
     return id;
   }
 
-  // 64 evenly spaced elements of a host tensor against its (contiguous) snapshot.
-  static bool SamplesEqual(const at::Tensor& t, const at::Tensor& snapshot) {
-    const int64_t n = t.numel();
-    const std::size_t size = t.element_size();
-    const int64_t samples = std::min<int64_t>(n, 64);
-    const auto* base = static_cast<const char*>(t.data_ptr());
-    const auto* copy = static_cast<const char*>(snapshot.data_ptr());
-    const int64_t dims = t.dim();
-    for (int64_t s = 0; s < samples; ++s) {
-      int64_t flat = samples > 1 ? s * (n - 1) / (samples - 1) : 0;
-      // The element's offset in `t` from its index in the contiguous snapshot.
-      int64_t offset = 0;
-      for (int64_t d = dims - 1; d >= 0; --d) {
-        const int64_t size_d = t.size(d);
-        offset += (flat % size_d) * t.stride(d);
-        flat /= size_d;
-      }
-      const int64_t index = samples > 1 ? s * (n - 1) / (samples - 1) : 0;
-      if (std::memcmp(base + offset * static_cast<int64_t>(size),
-                      copy + index * static_cast<int64_t>(size), size) != 0) {
-        return false;
-      }
-    }
-    return true;
+  // `host` as the host copy of device snapshot `snapshot` (kept while that storage lives).
+  void KeepHost(const at::Tensor& snapshot, const at::Tensor& host, uint64_t bytes) {
+    const c10::StorageImpl* key = snapshot.storage().unsafeGetStorageImpl();
+    if (hosts_.count(key) != 0) return;
+    HostEntry h(c10::weak_intrusive_ptr<c10::StorageImpl>(
+        c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(
+            snapshot.storage().unsafeGetStorageImpl())));
+    h.host = host;
+    h.bytes = bytes;
+    h.lru = host_lru_.insert(host_lru_.end(), key);
+    hosts_.emplace(key, std::move(h));
+    host_held_ += bytes;
+    while (host_held_ > max_bytes_ && !host_lru_.empty()) EraseHost(host_lru_.front());
   }
 
   // The host copy made of a device snapshot that is still alive (its storage not freed and
@@ -304,9 +309,16 @@ Cache& TheCache() {
 
 }  // namespace
 
-at::Tensor CachedSnapshot(const at::Tensor& t, at::Tensor* host) {
-  return TheCache().Find(t, host);
+at::Tensor CachedSnapshot(const at::Tensor& t) {
+  return t.device().is_cpu() ? TheCache().Find(t) : at::Tensor();
 }
+at::Tensor EarlierDeviceSnapshot(const at::Tensor& t) {
+  return t.device().is_cpu() ? at::Tensor() : TheCache().Find(t);
+}
+at::Tensor AdoptHostCopy(const at::Tensor& snapshot, const at::Tensor& earlier) {
+  return TheCache().Adopt(snapshot, earlier);
+}
+void NoteDeviceSnapshotChanged() { TheCache().NoteChanged(); }
 void RememberSnapshot(const at::Tensor& t, const at::Tensor& snapshot) {
   TheCache().Remember(t, snapshot);
 }

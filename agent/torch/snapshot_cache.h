@@ -1,14 +1,20 @@
-// Snapshots of tensors that did not change, made once (issue 54). Parameters between optimizer
+// Snapshots of tensors that did not change, made once (issue 54), and only where that is proven
+// (issue 64: a shortcut on the verdict path is exact or absent). Parameters between optimizer
 // steps and activations that the next op (or the backward) reads again are the same tensors call
-// after call: a tensor with the storage, offset, sizes, strides, dtype and version counter of one
-// snapshotted earlier gets that snapshot again, with no copy on the training thread, and, on an
-// accelerator, no second copy out of the device on the sender thread (its host copy is kept with
-// it). Every top-level operator that writes a tensor forgets its snapshots (the hook tells the
-// cache, captured or not). A host tensor is also compared at 64 evenly spaced elements with its
-// snapshot, so that a write that bypassed the version counter (through `.data`, or a kernel that
-// does not bump it) is seen; a device tensor is not read (reading it would wait for the device), so
-// there the writes the hook sees and the version counter are trusted. Bounded: least recently used
-// snapshots are let go past `max_bytes`. Thread-safe (training threads and the sender thread).
+// after call:
+// - on the host, a tensor with the storage, offset, sizes, strides and dtype of one snapshotted
+//   earlier, whose bits all still equal that snapshot's (a whole-tensor comparison, SameBits),
+//   gets that snapshot again, with no copy, and is sent by the blob id of the earlier send;
+// - on an accelerator, every call still gets a copy made on the device (queued on its stream, so
+//   the training thread never waits), and the device itself compares that copy bit for bit with
+//   the earlier snapshot; the sender, after its wait for the device, gives the call the earlier
+//   snapshot's host copy instead of a second copy out of the device only when no bit differed.
+// So a write no schema, version counter or hook saw (a kernel scribbling over a tensor it should
+// only read, a write through .data or from numpy) never hands a later call stale inputs. Every
+// top-level operator that writes a tensor forgets its snapshots (the hook tells the cache,
+// captured or not), and a moved version counter too: both only save a comparison that would fail.
+// Bounded: least recently used snapshots are let go past `max_bytes`. Thread-safe (training
+// threads and the sender thread).
 #pragma once
 
 #include <cstdint>
@@ -23,16 +29,22 @@ namespace parity::agent {
 // Smaller tensors are copied every time: a copy of a few kilobytes costs less than the lookup.
 inline constexpr uint64_t kSnapshotCacheMinBytes = 4096;
 
-// The snapshot of `t` made earlier, if `t` is unchanged since; else an undefined tensor.
-// Unchanged: no operator that writes its memory ran since (ForgetSnapshotsOf), its version
-// counter did not move, and, on the host, 64 evenly spaced elements still equal the snapshot's.
-// `host`, when given, receives the host copy kept with a device snapshot, if one was made.
-at::Tensor CachedSnapshot(const at::Tensor& t, at::Tensor* host = nullptr);
+// The snapshot of host tensor `t` made earlier, if every bit of `t` still equals it (compared
+// whole, here); else an undefined tensor. Undefined for a device tensor (EarlierDeviceSnapshot).
+at::Tensor CachedSnapshot(const at::Tensor& t);
+// The snapshot of device tensor `t` made earlier (same storage, view and version, not forgotten),
+// for the device to compare with this call's copy; undefined if none.
+at::Tensor EarlierDeviceSnapshot(const at::Tensor& t);
 // Remembers `snapshot` as the copy of `t` (a tensor of at least kSnapshotCacheMinBytes).
 void RememberSnapshot(const at::Tensor& t, const at::Tensor& snapshot);
-// The host copy of a device snapshot: the one made for an earlier call when `snapshot` came from
-// the cache, else a new copy (kept with the snapshot when the cache holds it).
+// The host copy of a device snapshot: the one kept for it (made for an earlier call, or adopted
+// by AdoptHostCopy), else a new copy (kept with the snapshot when the cache holds it).
 at::Tensor HostCopyOf(const at::Tensor& snapshot);
+// Device snapshot `snapshot` was found bit-identical to `earlier` by the device: `earlier`'s host
+// copy, when one is kept, is now `snapshot`'s too, and returned; else undefined (copy it out).
+at::Tensor AdoptHostCopy(const at::Tensor& snapshot, const at::Tensor& earlier);
+// A device comparison found a snapshot's tensor changed behind everything the hook sees.
+void NoteDeviceSnapshotChanged();
 
 // `t`'s memory is written (an operator whose schema marks the argument written, a collective):
 // every snapshot over its storage, through any view, is let go. The version counter alone is
@@ -82,10 +94,12 @@ uint64_t SentBlobOf(const at::Tensor& host_snapshot);
 void RememberSentBlob(const at::Tensor& host_snapshot, uint64_t blob_id);
 
 struct SnapshotCacheStats {
-  uint64_t hits = 0, hit_bytes = 0;        // snapshots given again instead of copied
+  uint64_t hits = 0, hit_bytes = 0;        // host snapshots given again instead of copied
+  uint64_t compared_bytes = 0;             // host bytes compared to prove (or refute) a hit
   uint64_t host_hits = 0, host_bytes = 0;  // device snapshots whose host copy was given again
   uint64_t held_bytes = 0;
   uint64_t forgotten = 0;    // snapshots let go because their tensor was written
+  uint64_t changed = 0;      // snapshots found changed by the comparison, the hook unaware
   uint64_t blobs_named = 0;  // payloads named by the blob id of an earlier call, unread
 };
 SnapshotCacheStats GetSnapshotCacheStats();

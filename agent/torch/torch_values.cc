@@ -72,6 +72,33 @@ class SinkAdapter : public common::BlobSink {
   std::vector<at::Tensor> host_;
 };
 
+// After the wait for the device: the snapshots the device found bit-identical to an earlier one
+// take that one's host copy (where it is still kept); the rest are copied out.
+void ResolveHostCandidates(TorchValues& call) {
+  if (call.host_candidates.empty()) return;
+  at::Tensor changed;  // the call's flags, out of the device in one copy
+  try {
+    std::vector<at::Tensor> flags;
+    for (const TorchValues::HostCandidate& c : call.host_candidates) flags.push_back(c.changed);
+    changed = at::stack(flags).to(at::kCPU);
+  } catch (const std::exception&) {
+    call.host_candidates.clear();  // not proven: copied out
+    return;
+  }
+  const auto* differs = changed.data_ptr<bool>();
+  for (std::size_t k = 0; k < call.host_candidates.size(); ++k) {
+    const TorchValues::HostCandidate& c = call.host_candidates[k];
+    if (differs[k]) {
+      NoteDeviceSnapshotChanged();
+      continue;
+    }
+    if (at::Tensor host = AdoptHostCopy(c.snapshot, c.earlier); host.defined()) {
+      call.host_copies.emplace_back(c.snapshot, std::move(host));
+    }
+  }
+  call.host_candidates.clear();
+}
+
 // Waits, on this (the sender's) thread, for the call's device-side snapshots, then copies them
 // to the host.
 void CopyToHost(TorchValues& call) {
@@ -82,6 +109,7 @@ void CopyToHost(TorchValues& call) {
     const c10::Event& ready = *call.device_ready;
     c10::impl::VirtualGuardImpl impl(ready.device_type());
     ready.block(impl.getStream(c10::Device(ready.device_type(), ready.device_index())));
+    ResolveHostCandidates(call);
     for (auto* values : {&call.inputs, &call.outputs}) {
       for (c10::IValue& v : *values) v = ToHost(v, call);
     }
@@ -106,7 +134,7 @@ c10::IValue ToHost(const c10::IValue& v) {
   return common::MapLeaves(v, [](const c10::IValue& leaf) {
     if (!leaf.isTensor()) return leaf;
     const at::Tensor& t = leaf.toTensor();
-    // A snapshot given again from the cache brings the host copy made for its first call.
+    // A snapshot with a host copy kept (an earlier call's, proven identical) brings it.
     return t.defined() && !t.device().is_cpu() && !t.is_meta() ? c10::IValue(HostCopyOf(t)) : leaf;
   });
 }

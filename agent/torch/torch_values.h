@@ -31,13 +31,25 @@ struct TorchValues {
   struct InputWrite {
     uint32_t index = 0;
     std::string name;
-    int64_t elements = 0;
+    int64_t elements = 0;  // the argument's (input_writes.h: WatchedInput::elements)
     int64_t changed = 0;
+    int64_t member = -1;  // a tensor list's member
     at::Tensor after;
+    at::Tensor before, inside;  // around a written view (WatchedInput)
   };
   std::vector<InputWrite> input_writes;
-  // Device snapshots given again by the snapshot cache with the host copy an earlier call made:
-  // (snapshot, host copy). The sender uses these instead of copying them out again.
+  // What the read-only check did not compare, and why (ApiCall.unchecked_writes).
+  std::vector<std::string> unchecked_writes;
+  // Device snapshots that may hold the bits of an earlier snapshot of the same tensor
+  // (agent/torch/snapshot_cache.h): `changed`, a 0-dim bool the device computes on the training's
+  // stream, says whether any bit differs. The sender resolves them after its wait for the device:
+  // each unchanged one with a kept host copy becomes a pair of `host_copies`.
+  struct HostCandidate {
+    at::Tensor snapshot, earlier, changed;
+  };
+  std::vector<HostCandidate> host_candidates;
+  // (snapshot, host copy): device snapshots the sender gives an earlier call's host copy instead
+  // of copying them out of the device again.
   std::vector<std::pair<at::Tensor, at::Tensor>> host_copies;
 };
 

@@ -193,12 +193,13 @@ const KeyTable<AgentConfig>& AgentTable() {
           "copy reuses memory that is already mapped instead of taking page faults on fresh pages; "
           "and, as much again, the snapshots of tensors that a later call may read unchanged (of 4 "
           "KiB or more: a weight between optimizer steps, an activation the next op or the "
-          "backward reads), with, on an accelerator, their host copies: such a call gets the "
-          "earlier snapshot, with no copy on the training thread and no second copy out of the "
-          "device. A tensor is unchanged when no top-level operator that writes it (by its schema, "
-          "or a collective) ran since, its version counter did not move and, on the host, 64 "
-          "evenly spaced elements still equal the snapshot's; starting capture again forgets every "
-          "snapshot. The agent's host memory is at most three times this plus `queue_max_bytes`. "
+          "backward reads), with, on an accelerator, their host copies. Only what is proven "
+          "unchanged is given again: on the host, a tensor whose every bit still equals its "
+          "earlier snapshot (compared whole) gets that snapshot with no copy; on an accelerator "
+          "every call's copy is made on the device, which compares it bit for bit with the earlier "
+          "one, and the copy out of the device is saved only when nothing differs. Starting "
+          "capture again forgets every snapshot. The agent's host memory is at most three times "
+          "this plus `queue_max_bytes`. "
           "`0` turns pool and snapshot cache off (every tensor copied at every call)"),
       K::Bytes(
           "parity.reuse_bytes", [](C& c) { return &c.parity.reuse_bytes; },

@@ -16,6 +16,7 @@ inline constexpr uint32_t kApiCallInputs = 12;
 inline constexpr uint32_t kApiCallOutputs = 13;
 inline constexpr uint32_t kApiCallKeptBlobIds = 20;
 inline constexpr uint32_t kApiCallInputsWritten = 24;
+inline constexpr uint32_t kApiCallUncheckedWrites = 25;
 
 // message InputWritten
 inline constexpr uint32_t kInputWrittenIndex = 1;

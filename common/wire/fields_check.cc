@@ -15,6 +15,7 @@ PARITY_SAME(kApiCallInputs, v1::ApiCall::kInputsFieldNumber);
 PARITY_SAME(kApiCallOutputs, v1::ApiCall::kOutputsFieldNumber);
 PARITY_SAME(kApiCallKeptBlobIds, v1::ApiCall::kKeptBlobIdsFieldNumber);
 PARITY_SAME(kApiCallInputsWritten, v1::ApiCall::kInputsWrittenFieldNumber);
+PARITY_SAME(kApiCallUncheckedWrites, v1::ApiCall::kUncheckedWritesFieldNumber);
 PARITY_SAME(kInputWrittenIndex, v1::InputWritten::kIndexFieldNumber);
 PARITY_SAME(kInputWrittenName, v1::InputWritten::kNameFieldNumber);
 PARITY_SAME(kInputWrittenChangedElements, v1::InputWritten::kChangedElementsFieldNumber);

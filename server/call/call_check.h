@@ -37,6 +37,9 @@ struct OutputCheck {
 struct CallValues;
 
 // Everything decided about one call.
+inline constexpr std::size_t kMaxUncheckedWrites = 16;
+inline constexpr std::size_t kMaxUncheckedWriteBytes = 1024;
+
 struct CallCheck {
   CheckStatus status = CheckStatus::kUnspecified;
   std::string message;
@@ -56,6 +59,9 @@ struct CallCheck {
   // Read-only arguments the device changed during the call (ApiCall.inputs_written): the call is
   // an error whatever its outputs' comparison says.
   std::vector<v1::InputWritten> inputs_written;
+  // What the agent did not compare of what the call must leave unchanged (ApiCall
+  // .unchecked_writes: at most kMaxUncheckedWrites lines of kMaxUncheckedWriteBytes).
+  std::vector<std::string> unchecked_writes;
   // Its inputs and the three sets of outputs: for a call judged error when the checker keeps
   // them (parity.save_error_data, server/replay/call_checker.h), else null.
   std::shared_ptr<const CallValues> values;

@@ -139,6 +139,7 @@ CallCheck CallPipeline::Check(const CallOrigin& origin, const ServerCall& call,
                          check.compare_seconds);
     metrics_.RankChecked(origin.rank, check.status);
     if (!check.inputs_written.empty()) metrics_.InputsWritten();
+    if (!check.unchecked_writes.empty()) metrics_.UncheckedWrites();
     check.values.reset();  // written: the call's tensors go back now, not after the verdict
     return check;
   } catch (const std::exception& e) {

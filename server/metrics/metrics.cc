@@ -109,6 +109,10 @@ const std::vector<MetricInfo>& MetricCatalogue() {
       {"parity_server_inputs_written_total", "counter", "",
        "Calls that changed an argument their schema marks read-only (each is also an error "
        "of its op): a kernel writing into its input."},
+      {"parity_server_unchecked_writes_total", "counter", "",
+       "Calls whose agent could not compare everything the call must leave unchanged within its "
+       "budget (ApiCall.unchecked_writes: the storage around a large written view); the JSON "
+       "record says what."},
       {"parity_server_result_rows_lost_total", "counter", "reason",
        "Calls whose result rows could not all be written: disk_full (no space or a file size "
        "limit), not_writable (read-only or no permission), io_error. Each file keeps whole rows: "
@@ -156,6 +160,7 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, std::size_t max_op_
       &Build(prometheus::BuildCounter(), "parity_server_agent_dropped_calls_total", registry);
   agent_captured_ = Unlabelled("parity_server_agent_captured_calls_total", registry);
   inputs_written_ = Unlabelled("parity_server_inputs_written_total", registry);
+  unchecked_writes_ = Unlabelled("parity_server_unchecked_writes_total", registry);
   rows_lost_ = &Build(prometheus::BuildCounter(), "parity_server_result_rows_lost_total", registry);
   for (const char* reason : {"disk_full", "not_writable", "io_error"}) {
     rows_lost_->Add({{"reason", reason}});
@@ -228,6 +233,7 @@ void ServerMetrics::MessageBytes(uint64_t bytes) {
 void ServerMetrics::MessageSent() { sent_messages_->Increment(); }
 
 void ServerMetrics::InputsWritten() { inputs_written_->Increment(); }
+void ServerMetrics::UncheckedWrites() { unchecked_writes_->Increment(); }
 
 void ServerMetrics::CallChecked(v1::Phase phase, CheckStatus status, absl::string_view op,
                                 double replay_seconds, double compare_seconds) {

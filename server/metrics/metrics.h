@@ -68,6 +68,8 @@ class ServerMetrics {
   void AgentCaptured(uint64_t delta);
   // A call that changed a read-only argument (ApiCall.inputs_written).
   void InputsWritten();
+  // A call whose agent did not compare all it must leave unchanged (ApiCall.unchecked_writes).
+  void UncheckedWrites();
   // A call judged error and its error data: "saved", "over_budget", "over_op_count", "failed".
   void ErrorData(absl::string_view outcome);
   // A call whose result rows could not all be written: disk_full, not_writable or io_error.
@@ -102,6 +104,7 @@ class ServerMetrics {
   prometheus::Counter* sent_messages_;
   prometheus::Counter* agent_captured_;
   prometheus::Counter* inputs_written_;
+  prometheus::Counter* unchecked_writes_;
   prometheus::Gauge* queue_calls_;
   prometheus::Gauge* queue_bytes_;
   prometheus::Gauge* queue_capacity_calls_;

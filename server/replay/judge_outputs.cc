@@ -293,6 +293,10 @@ void JudgeOutputs(const ServerCall& call, const DecodedCall& decoded, const Repl
 }
 
 void ApplyInputsWritten(const ServerCall& call, CallCheck* check) {
+  for (const std::string& note : call.wire.unchecked_writes()) {
+    if (check->unchecked_writes.size() == kMaxUncheckedWrites) break;
+    check->unchecked_writes.push_back(note.substr(0, kMaxUncheckedWriteBytes));
+  }
   const auto& written = call.wire.inputs_written();
   if (written.empty() || check->status == CheckStatus::kRejected) return;
   std::string what;

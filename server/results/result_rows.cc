@@ -180,6 +180,7 @@ nlohmann::json JsonRecord(const CallOrigin& origin, const ServerCall& server_cal
     }
     j["inputs_written"] = std::move(written);
   }
+  if (!check.unchecked_writes.empty()) j["unchecked_writes"] = check.unchecked_writes;
   if (const absl::string_view metric = CallFailedMetric(check); !metric.empty()) {
     j["failed_metric"] = std::string(metric);
   }

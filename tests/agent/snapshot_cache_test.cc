@@ -1,5 +1,6 @@
-// The snapshot cache (agent/torch/snapshot_cache.h): a tensor unchanged since its last snapshot
-// gets that snapshot again, with no copy; any change the agent can see makes a new one.
+// The snapshot cache (agent/torch/snapshot_cache.h): a tensor whose every bit still equals its
+// last snapshot gets that snapshot again, with no copy; any change, seen by the hook or not, makes
+// a new one.
 #include "agent/torch/snapshot_cache.h"
 
 #include <gtest/gtest.h>
@@ -40,6 +41,7 @@ TEST_F(SnapshotCacheTest, AnUnchangedTensorIsCopiedOnce) {
   const SnapshotCacheStats after = GetSnapshotCacheStats();
   EXPECT_EQ(after.hits - before.hits, 1u);
   EXPECT_EQ(after.hit_bytes - before.hit_bytes, 256u * 256 * 4);
+  EXPECT_EQ(after.compared_bytes - before.compared_bytes, 256u * 256 * 4);  // the proof
   // A view reads other elements (another offset, sizes or strides): its own snapshot.
   const at::Tensor row = Take(w.narrow(0, 1, 128));
   EXPECT_TRUE(at::equal(row, w.narrow(0, 1, 128)));
@@ -63,9 +65,33 @@ TEST_F(SnapshotCacheTest, AWriteBehindTheVersionCounterIsSeenOnTheHost) {
   at::Tensor w = at::randn({128, 128});
   Take(w);
   // `.data` (Megatron's and apex's optimizers write parameters so): the same memory, a version
-  // counter of its own, so w's does not move. The sampled elements differ.
+  // counter of its own, so w's does not move. The comparison finds it.
   w.data().mul_(0.5);
   EXPECT_TRUE(at::equal(Take(w), w));
+}
+
+TEST_F(SnapshotCacheTest, AWriteNoCounterOrSampleSeesIsSeen) {
+  // A kernel that uses a tensor it should only read as scratch (a _foreach_add_ writing into its
+  // `other` list) moves no version counter, and the hook forgets nothing: only comparing every
+  // element finds it. Element 1 of 16384 is where the old 64-element sample (s * (n - 1) / 63)
+  // never looked; the last element, where it did.
+  for (const int64_t where : {int64_t{1}, int64_t{128 * 128 - 1}}) {
+    at::Tensor w = at::randn({128, 128});
+    const at::Tensor first = Take(w);
+    const int64_t version = w._version();
+    const uint64_t changed = GetSnapshotCacheStats().changed;
+    w.data_ptr<float>()[where] += 1.0f;  // behind everything the agent is told
+    ASSERT_EQ(w._version(), version);
+    const at::Tensor second = Take(w);
+    EXPECT_TRUE(at::equal(second, w)) << "element " << where << ": a stale snapshot";
+    EXPECT_FALSE(SameMemory(first, second)) << where;
+    EXPECT_EQ(GetSnapshotCacheStats().changed - changed, 1u) << where;
+    // Of a transposed view too (compared through its strides).
+    const at::Tensor t = w.t();
+    Take(t);
+    w.data_ptr<float>()[where] -= 2.0f;
+    EXPECT_TRUE(at::equal(Take(t), t)) << "transposed, element " << where;
+  }
 }
 
 TEST_F(SnapshotCacheTest, AFreedTensorsAddressTakenByAnotherIsNotItsSnapshot) {

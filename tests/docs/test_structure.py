@@ -31,6 +31,8 @@ EXEMPT = {
     ("common/config/config_keys.cc", "AgentTable"): "data table: one row per agent config key",
     ("server/config/server_keys.cc", "ServerTable"):
         "data table: one row per server config key",
+    ("server/metrics/metrics.cc", "MetricCatalogue"):
+        "data table: one row per metric family the server exports",
     ("common/naming/msprobe_tables.cc", "FunctionalOps"):
         "data table: msprobe's torch.nn.functional APIs and the operators they map to",
 }
