@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/torch/torch_pch.h"
 #include "oplib/support/boxed_kernel.h"
+#include "server/replay/sdpa_compat.h"
 
 namespace parity::server {
 namespace {
@@ -155,6 +156,7 @@ std::vector<std::string> Register() {
     impls->impl("scaled_dot_product_attention", oplib::Boxed<&ScaledDotProductAttention>());
     added.push_back("aten::scaled_dot_product_attention");
   }
+  RegisterMissingSdpaOps(&added);
   return added;  // the libraries stay registered for the life of the process
 }
 

@@ -1,7 +1,8 @@
 // aten operators of newer torch versions that the bench's libtorch may lack, registered on the
 // bench with their decomposition, so that calls from a training on a newer torch replay instead
 // of being SKIP (issue 49; docs/operators.md#a-training-on-another-torch): torch 2.x optimizers'
-// foreach operators and scaled_dot_product_attention.
+// foreach operators and scaled_dot_product_attention, and the attention kernels behind it
+// (server/replay/sdpa_compat.h).
 #pragma once
 
 #include <string>

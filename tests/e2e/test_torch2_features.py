@@ -68,6 +68,45 @@ elif case == "aot_function":
         loss.backward()
         debugger.stop()
         debugger.step()
+elif case.startswith("sdpa_llm"):
+    # An LLM layer's attention as torch 2.x trains it on the CPU: bfloat16, causal, grouped-query
+    # heads (repeated), forward and backward (SDPA's backward runs the CPU flash kernel's backward, which a
+    # torch 1.13 bench lacks: the server replays it by decomposition). ":fault" replaces that
+    # backward with one whose query gradient is 1% off.
+    name = "_scaled_dot_product_flash_attention_for_cpu_backward"
+    if case.endswith(":fault"):
+        def bad_backward(grad_out, q, k, v, out, lse, dropout_p, is_causal, attn_mask=None,
+                         scale=None):
+            f = lambda t: t.float()
+            group = q.shape[1] // k.shape[1]
+            kk, vv = f(k).repeat_interleave(group, 1), f(v).repeat_interleave(group, 1)
+            s = f(q) @ kk.transpose(-1, -2) * (scale or q.shape[-1] ** -0.5)
+            if is_causal:
+                s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+            p = torch.exp(s - lse.unsqueeze(-1))
+            ds = p * (f(grad_out) @ vv.transpose(-1, -2) - (f(grad_out) * f(out)).sum(-1, True))
+            sc = scale or q.shape[-1] ** -0.5
+            dq = ds @ kk * sc * 1.01
+            dk = (ds.transpose(-1, -2) @ f(q) * sc).unflatten(1, (k.shape[1], group)).sum(2)
+            dv = (p.transpose(-1, -2) @ f(grad_out)).unflatten(1, (k.shape[1], group)).sum(2)
+            return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+        lib = torch.library.Library("aten", "IMPL")
+        import warnings
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore")
+            lib.impl(name, bad_backward, "CPU")
+    for step in range(2):
+        debugger.start()
+        q = torch.randn(2, 4, 64, 32, dtype=torch.bfloat16, requires_grad=True)
+        k, v = (torch.randn(2, 2, 64, 32, dtype=torch.bfloat16, requires_grad=True)
+                for _ in range(2))
+        # Grouped-query heads repeated as Hugging Face's Llama does (repeat_kv): SDPA's
+        # enable_gqa takes the math path on the CPU (torch 2.6), whose backward is plain aten.
+        k, v = (t.repeat_interleave(2, dim=1) for t in (k, v))
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        (out.float() * torch.randn(out.shape)).sum().backward()
+        debugger.stop()
+        debugger.step()
 elif case.startswith("sdpa"):
     p = float(case.split(":")[1])
     q, k, v = (torch.randn(2, 4, 16, 8, requires_grad=True) for _ in range(3))
@@ -167,6 +206,40 @@ class Torch2FeaturesTest(unittest.TestCase):
         self.assertEqual(len(sdpa), 1, sorted({r["op"] for r in records}))
         self.assertEqual(sdpa[0]["status"], "pass", sdpa[0])
         self.assertNotIn("drew random numbers", stderr)
+
+    def sdpa_backward(self, records):
+        """The calls of SDPA's CPU kernel's backward (torch 2.2 on; 2.1's is the flash kernel's)."""
+        return [r for r in records if r["op"] in (
+            "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+            "aten::_scaled_dot_product_flash_attention_backward")]
+
+    def test_an_llms_attention_backward_is_checked_by_an_older_server(self):
+        # The real kernels of the training's torch 2.x against the server's decomposition (on
+        # Debian's torch 1.13 the kernels do not exist): bfloat16, causal, grouped-query heads.
+        if not torch2():
+            self.skipTest("SDPA needs torch 2.x: the torch matrix runs this")
+        records, counters, _ = self.train("sdpa_llm")
+        backward = self.sdpa_backward(records)
+        self.assertEqual(len(backward), 2, sorted({r["op"] for r in records}))
+        self.assertEqual([(r["status"], r["message"]) for r in backward], [("pass", "")] * 2)
+        sdpa = [r for r in records if r["op"] == "aten::scaled_dot_product_attention"]
+        self.assertEqual([r["status"] for r in sdpa], ["pass"] * 2, sdpa)
+        self.assertEqual(counters["error"], 0, [r for r in records if r["status"] == "error"])
+        self.assertEqual([r["op"] for r in records if r["status"] == "SKIP"
+                          and "unknown operator" in r["message"]], [])
+
+    def test_a_wrong_attention_backward_is_found(self):
+        if not torch2():
+            self.skipTest("SDPA needs torch 2.x: the torch matrix runs this")
+        if harness.torch_version(harness.PYTHON).startswith("2.1."):
+            self.skipTest("torch 2.1 runs the flash kernel's backward, not the CPU one planted")
+        records, _, _ = self.train("sdpa_llm:fault")
+        backward = self.sdpa_backward(records)
+        self.assertEqual([r["status"] for r in backward], ["error"] * 2, backward)
+        self.assertEqual([o["status"] for o in backward[0]["outputs"]][:3],
+                         ["error", "pass", "pass"], backward[0])
+        self.assertEqual({r["op"] for r in records if r["status"] == "error"},
+                         {backward[0]["op"]})
 
     def test_sdpa_with_dropout_is_a_random_call_never_a_verdict_by_chance(self):
         if not torch2():
