@@ -78,6 +78,8 @@ absl::StatusOr<std::unique_ptr<CallPipeline>> CallPipeline::Create(
         "does (docs/results.md#low-precision-gemms)"));
   }
   PARITY_ASSIGN_OR_RETURN(p->writer_, ResultWriter::Create(options.output_dir, standards));
+  ServerMetrics* lost = &metrics;
+  p->writer_->OnVanished([lost](uint64_t calls) { lost->ResultRowsLost("vanished", calls); });
   if (options.save_error_data) {
     ErrorDataOptions& error_data = options.error_data;
     error_data.path = options.ErrorDataPath();

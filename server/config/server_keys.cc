@@ -288,6 +288,16 @@ const common::KeyTable<ServerConfig>& ServerTable() {
           "[performance.md](performance.md)); a verdict arrives at most this much later. `0`: each "
           "goes as soon as the write before it ends. 0 to 1000")
           .Flag("verdict_hold_ms"),
+      K::Bytes(
+          "parity.max_unsent_verdict_bytes",
+          [](C& c) { return &c.service.max_unsent_verdict_bytes; },
+          "per stream: verdicts checked but not yet written to the agent (its reader behind, or "
+          "gone without closing). Past this the server stops reading the stream's calls until the "
+          "agent reads its verdicts (back-pressure, as when the workers are behind): a stream's "
+          "memory stays bounded whatever its client does. A client must read its verdicts while "
+          "it sends (the agent does, on its own thread); one that sends everything before reading "
+          "anything waits here. Streams waiting so: `parity_server_streams_waiting_for_reader`")
+          .Flag("max_unsent_verdict_bytes"),
       K::Int(
           "parity.shutdown_grace_ms", [](C& c) { return &c.parity.shutdown_grace_ms; }, 0, 3600000,
           "on SIGTERM/SIGINT, how long open streams may take to finish before they are cancelled; "

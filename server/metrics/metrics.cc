@@ -93,6 +93,10 @@ const std::vector<MetricInfo>& MetricCatalogue() {
        "Payload bytes the queue holds before agents are pushed back (parity.queue_max_bytes)."},
       {"parity_server_workers", "gauge", "", "Replay worker threads."},
       {"parity_server_connected_agents", "gauge", "", "Agent streams currently open."},
+      {"parity_server_streams_waiting_for_reader", "gauge", "",
+       "Streams whose calls the server does not read for now: their verdicts not yet written "
+       "are over parity.max_unsent_verdict_bytes (the agent reads them too slowly, or not at "
+       "all)."},
       {"parity_server_replay_seconds", "histogram", "",
        "Time to replay one call (bench and golden)."},
       {"parity_server_compare_seconds", "histogram", "", "Time to compare one call's outputs."},
@@ -115,8 +119,9 @@ const std::vector<MetricInfo>& MetricCatalogue() {
        "record says what."},
       {"parity_server_result_rows_lost_total", "counter", "reason",
        "Calls whose result rows could not all be written: disk_full (no space or a file size "
-       "limit), not_writable (read-only or no permission), io_error. Each file keeps whole rows: "
-       "a failed write is truncated back."},
+       "limit), not_writable (read-only or no permission), io_error; vanished: rows written to a "
+       "result file deleted or replaced while the server ran (it is reopened before the next "
+       "row). Each file keeps whole rows: a failed write is truncated back."},
       {"parity_server_error_data_total", "counter", "outcome",
        "Calls judged error by what became of their error data: saved, over_budget "
        "(parity.error_data_max_bytes), over_op_count (parity.error_data_per_op), failed."},
@@ -145,6 +150,9 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, std::size_t max_op_
       &Build(prometheus::BuildGauge(), "parity_server_queue_capacity_bytes", registry).Add({});
   workers_ = &Build(prometheus::BuildGauge(), "parity_server_workers", registry).Add({});
   agents_ = &Build(prometheus::BuildGauge(), "parity_server_connected_agents", registry).Add({});
+  waiting_for_reader_ =
+      &Build(prometheus::BuildGauge(), "parity_server_streams_waiting_for_reader", registry)
+           .Add({});
   replay_seconds_ = &Build(prometheus::BuildHistogram(), "parity_server_replay_seconds", registry)
                          .Add({}, LatencyBuckets());
   compare_seconds_ = &Build(prometheus::BuildHistogram(), "parity_server_compare_seconds", registry)
@@ -162,7 +170,7 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, std::size_t max_op_
   inputs_written_ = Unlabelled("parity_server_inputs_written_total", registry);
   unchecked_writes_ = Unlabelled("parity_server_unchecked_writes_total", registry);
   rows_lost_ = &Build(prometheus::BuildCounter(), "parity_server_result_rows_lost_total", registry);
-  for (const char* reason : {"disk_full", "not_writable", "io_error"}) {
+  for (const char* reason : {"disk_full", "not_writable", "io_error", "vanished"}) {
     rows_lost_->Add({{"reason", reason}});
   }
   rank_checked_ = &Build(prometheus::BuildCounter(), "parity_server_rank_checked_total", registry);
@@ -303,6 +311,9 @@ void ServerMetrics::QueueDepth(int64_t calls, int64_t bytes) {
 
 void ServerMetrics::AgentConnected() { agents_->Increment(); }
 void ServerMetrics::AgentDisconnected() { agents_->Decrement(); }
+void ServerMetrics::StreamWaitingForReader(int delta) {
+  waiting_for_reader_->Increment(static_cast<double>(delta));
+}
 
 void ServerMetrics::AgentDropped(absl::string_view reason, uint64_t delta) {
   if (delta == 0) return;
@@ -319,8 +330,8 @@ void ServerMetrics::AgentCaptured(uint64_t delta) {
   agent_captured_->Increment(static_cast<double>(delta));
 }
 
-void ServerMetrics::ResultRowsLost(absl::string_view reason) {
-  rows_lost_->Add({{"reason", std::string(reason)}}).Increment();
+void ServerMetrics::ResultRowsLost(absl::string_view reason, uint64_t calls) {
+  rows_lost_->Add({{"reason", std::string(reason)}}).Increment(static_cast<double>(calls));
 }
 
 void ServerMetrics::ErrorData(absl::string_view outcome) {

@@ -62,6 +62,8 @@ class ServerMetrics {
   void QueueDepth(int64_t calls, int64_t bytes);
   void QueueCapacity(int64_t calls, int64_t bytes, int workers);
   void AgentConnected();
+  // A stream stopped (+1) or resumed (-1) reading because its verdicts wait for its reader.
+  void StreamWaitingForReader(int delta);
   void AgentDisconnected();
   // Agent-reported counters are cumulative; pass the increase since the stream's last report.
   void AgentDropped(absl::string_view reason, uint64_t delta);
@@ -72,8 +74,9 @@ class ServerMetrics {
   void UncheckedWrites();
   // A call judged error and its error data: "saved", "over_budget", "over_op_count", "failed".
   void ErrorData(absl::string_view outcome);
-  // A call whose result rows could not all be written: disk_full, not_writable or io_error.
-  void ResultRowsLost(absl::string_view reason);
+  // Calls whose result rows could not all be written: disk_full, not_writable or io_error; or
+  // were written to a result file that then vanished (vanished).
+  void ResultRowsLost(absl::string_view reason, uint64_t calls = 1);
   // A judged call of rank `rank` (calls and errors by rank). Ranks from kMaxRankLabels up share
   // rank="other": each family has at most kMaxRankLabels + 1 series.
   void RankChecked(int32_t rank, CheckStatus status);
@@ -111,6 +114,7 @@ class ServerMetrics {
   prometheus::Gauge* queue_capacity_bytes_;
   prometheus::Gauge* workers_;
   prometheus::Gauge* agents_;
+  prometheus::Gauge* waiting_for_reader_;
   prometheus::Histogram* replay_seconds_;
   prometheus::Histogram* compare_seconds_;
   std::array<prometheus::Counter*, 7> stage_cpu_{};   // by Stage

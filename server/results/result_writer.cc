@@ -52,6 +52,9 @@ class AppendFile {
     ::fchmod(fd_, 0640);
     struct stat st {};
     if (::fstat(fd_, &st) != 0) return Error("stat");
+    device_ = st.st_dev;
+    inode_ = st.st_ino;
+    rows_ = 0;
     if (st.st_size == 0) return false;
     PARITY_ASSIGN_OR_RETURN(const off_t keep, WholeLinesEnd(st.st_size));
     if (keep == st.st_size) return true;
@@ -65,7 +68,7 @@ class AppendFile {
   // limit) is truncated back, so no partial row stays for the next one to be glued onto. The
   // error's code says why: RESOURCE_EXHAUSTED no space (ENOSPC, EDQUOT, EFBIG),
   // PERMISSION_DENIED not writable (EROFS, EACCES, EPERM), DATA_LOSS anything else.
-  absl::Status Append(const std::string& bytes) {
+  absl::Status Append(const std::string& bytes, bool row = true) {
     const off_t before = ::lseek(fd_, 0, SEEK_END);
     const char* p = bytes.data();
     size_t left = bytes.size();
@@ -84,7 +87,22 @@ class AppendFile {
       p += n;
       left -= static_cast<size_t>(n);
     }
+    if (row) ++rows_;
     return absl::OkStatus();
+  }
+
+  // Whether the file's path still names the file this appends to: false once it was deleted,
+  // moved away or replaced (the rows written since went to a file nobody can see).
+  bool StillThere() const {
+    struct stat st {};
+    return ::stat(path_.c_str(), &st) == 0 && st.st_dev == device_ && st.st_ino == inode_;
+  }
+  const std::string& path() const { return path_; }
+  // Rows appended since the file was opened (not its header).
+  uint64_t rows() const { return rows_; }
+  void Close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
   }
 
  private:
@@ -140,6 +158,9 @@ class AppendFile {
 
   std::string path_;
   int fd_ = -1;
+  dev_t device_ = 0;
+  ino_t inode_ = 0;
+  uint64_t rows_ = 0;
 };
 
 // The result rows of one step of a rank, waiting for their backward calls, in the order their
@@ -166,7 +187,53 @@ struct ResultWriter::RankFiles {
   AppendFile precision_details;
   AppendFile jsonl;
   std::vector<std::string> paths;
+  // Each file with the header a new one of it starts with (none for the JSON lines).
+  std::vector<std::pair<AppendFile*, const std::vector<std::string>*>> Files() {
+    return {{&accuracy_result, &ResultHeader(false)},
+            {&accuracy_details, &AccuracyDetailsHeader()},
+            {&precision_result, &ResultHeader(true)},
+            {&precision_details, &PrecisionDetailsHeader()},
+            {&jsonl, nullptr}};
+  }
 };
+
+namespace {
+
+// Opens `file` at `path`, starting a new file with `header` (a CSV's BOM and header row).
+absl::Status OpenWithHeader(AppendFile* file, const std::string& path,
+                            const std::vector<std::string>* header) {
+  PARITY_ASSIGN_OR_RETURN(const bool had_lines, file->Open(path));
+  if (!had_lines && header != nullptr) {
+    PARITY_RETURN_IF_ERROR(file->Append(absl::StrCat(kBom, CsvRow(*header)), /*row=*/false));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ResultWriter::ReopenVanished(int32_t rank, RankFiles* f) {
+  uint64_t lost = 0;
+  std::vector<std::string> vanished;
+  for (auto [file, header] : f->Files()) {
+    if (file->StillThere()) continue;
+    // The details and JSON lines hold a row per call; the result files a row per API and step.
+    lost = std::max(lost, file->rows());
+    vanished.push_back(file->path());
+    const std::string path = file->path();
+    file->Close();
+    std::error_code ec;
+    fs::create_directories(fs::path(path).parent_path(), ec);  // the folder may be gone too
+    PARITY_RETURN_IF_ERROR(OpenWithHeader(file, path, header));
+  }
+  if (vanished.empty()) return absl::OkStatus();
+  if (on_vanished_) on_vanished_(lost);
+  common::LogError(absl::StrCat(
+      "result files of rank ", rank, " were deleted or replaced while the server wrote them: ",
+      absl::StrJoin(vanished, ", "), "; reopened (new files from here on); the rows of ", lost,
+      " calls written to the files that vanished are lost (counted in "
+      "parity_server_result_rows_lost_total{reason=\"vanished\"})"));
+  return absl::OkStatus();
+}
 
 ResultWriter::ResultWriter(std::string dir, const StandardsTable& standards, std::string timestamp)
     : dir_(std::move(dir)), standards_(standards), timestamp_(std::move(timestamp)) {}
@@ -189,11 +256,31 @@ absl::Status ResultWriter::WriteResultsBefore(RankFiles* f, int64_t step) {
     }
     f->pending.erase(f->pending.begin());
     // One write per file and step; a failure loses that step's rows (counted by the caller).
-    for (AppendFile* file : {&f->accuracy_result, &f->precision_result}) {
-      if (absl::Status s = file->Append(rows); !s.ok() && status.ok()) status = s;
-    }
+    if (absl::Status s = AppendResultRows(f, rows); !s.ok() && status.ok()) status = s;
   }
   return status;
+}
+
+absl::Status ResultWriter::AppendResultRows(RankFiles* f, const std::string& rows) {
+  absl::Status status;
+  for (AppendFile* file : {&f->accuracy_result, &f->precision_result}) {
+    if (absl::Status s = file->Append(rows); !s.ok() && status.ok()) status = s;
+  }
+  return status;
+}
+
+absl::Status ResultWriter::WriteOldestRows(RankFiles* f, PendingStep* step) {
+  const std::size_t n = step->apis.size() - kMaxPendingResultRows / 2;
+  std::string rows;
+  for (std::size_t i = 0; i < n; ++i) {
+    const PendingStep::Api& api = step->apis[i];
+    rows += ResultRow(api.name, api.forward, api.backward, api.message);
+    step->by_name.erase(api.name);
+    step->backward_outputs.erase(api.name);
+  }
+  step->apis.erase(step->apis.begin(), step->apis.begin() + static_cast<std::ptrdiff_t>(n));
+  for (auto& [name, index] : step->by_name) index -= n;
+  return AppendResultRows(f, rows);
 }
 
 absl::Status ResultWriter::EndOfStream(int32_t rank) {
@@ -253,10 +340,7 @@ absl::StatusOr<ResultWriter::RankFiles*> ResultWriter::FilesFor(int32_t rank) {
                   const std::vector<std::string>* header, AppendFile* out) -> absl::Status {
     const std::string path =
         (fs::path(dir_) / absl::StrCat(stem, "_", files->timestamp, "_rank", rank, ext)).string();
-    PARITY_ASSIGN_OR_RETURN(const bool had_lines, out->Open(path));
-    if (!had_lines && header != nullptr) {
-      PARITY_RETURN_IF_ERROR(out->Append(absl::StrCat(kBom, CsvRow(*header))));
-    }
+    PARITY_RETURN_IF_ERROR(OpenWithHeader(out, path, header));
     files->paths.push_back(path);
     return absl::OkStatus();
   };
@@ -295,6 +379,7 @@ absl::Status ResultWriter::Write(const CallOrigin& origin, const ServerCall& cal
     return absl::Status(s.code(),
                         absl::StrCat("writing results for rank ", origin.rank, ": ", s.message()));
   };
+  if (absl::Status s = ReopenVanished(origin.rank, f); !s.ok()) return failed(s);
   for (auto [file, row] : {std::pair{&f->accuracy_details, &rows.accuracy_details},
                            std::pair{&f->precision_details, &rows.precision_details},
                            std::pair{&f->jsonl, &rows.json}}) {
@@ -308,7 +393,22 @@ absl::Status ResultWriter::Write(const CallOrigin& origin, const ServerCall& cal
   (rows.backward ? row.backward : row.forward).push_back(rows.status);
   if (row.message.empty()) row.message = rows.message;
   if (absl::Status s = WriteResultsBefore(f, call.id.step - 1); !s.ok()) return failed(s);
+  // A step that never ends (no step() in the training, an inference run) keeps no more than
+  // this: the oldest rows go out as they stand.
+  if (step.apis.size() > kMaxPendingResultRows) {
+    if (absl::Status s = WriteOldestRows(f, &step); !s.ok()) return failed(s);
+  }
   return absl::OkStatus();
+}
+
+std::size_t ResultWriter::PendingRowsForTesting(int32_t rank) const {
+  absl::MutexLock lock(&mu_);
+  auto it = ranks_.find(rank);
+  std::size_t n = 0;
+  if (it != ranks_.end()) {
+    for (const auto& [step, pending] : it->second->pending) n += pending.apis.size();
+  }
+  return n;
 }
 
 std::vector<std::string> ResultWriter::Paths() const {

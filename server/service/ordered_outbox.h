@@ -44,8 +44,8 @@ class OrderedOutbox {
                 Clock::time_point now = Clock::now());
 
   // Takes the next message to write when none is being written: true and `*out` filled (one
-  // message, or a VerdictBatch of those ready), with `*more` telling whether another is ready
-  // behind it (a buffer hint lets gRPC send them together).
+  // message, or a VerdictBatch of those ready), with `*more` telling whether another goes right
+  // behind it (a buffer hint lets gRPC send them together; never when what is left is held).
   // Verdicts held for company (BatchVerdicts' hold) are not taken: false, and `*held_until`
   // (when given) set to the time they go out unless a batch fills first; call again then.
   bool StartWrite(Clock::time_point now, grpc::ByteBuffer* out, bool* more,
@@ -58,10 +58,21 @@ class OrderedOutbox {
   void WriteDone(bool ok);
 
   bool writing() const { return writing_; }
+  // Bytes of the messages completed but not yet handed to a write (ready, or held back behind a
+  // slot still being checked).
+  std::size_t unsent_bytes() const { return unsent_bytes_; }
   // Whether every reserved call has completed (its verdict released, written or not).
   bool drained() const { return next_to_release_ == next_slot_; }
 
  private:
+  // The next write: how many ready messages it takes (0 or 1: the front alone), or, when they
+  // wait for company, until when.
+  struct Plan {
+    std::size_t count = 0;
+    std::optional<Clock::time_point> held_until;
+  };
+  Plan PlanWrite(Clock::time_point now) const;
+
   struct Ready {
     grpc::ByteBuffer message;
     bool verdict = false;     // may go in a VerdictBatch
@@ -69,6 +80,7 @@ class OrderedOutbox {
   };
   std::deque<Ready> ready_;                                        // in order, not yet written
   std::map<uint64_t, std::optional<grpc::ByteBuffer>> completed_;  // out of order, held back
+  std::size_t unsent_bytes_ = 0;
   uint64_t next_slot_ = 0;
   uint64_t next_to_release_ = 0;
   bool writing_ = false;

@@ -27,6 +27,8 @@ struct ServiceOptions {
   uint64_t max_partial_blob_bytes = uint64_t{4} << 30;
   uint64_t max_kept_blob_bytes = uint64_t{8} << 30;  // parity.max_kept_blob_bytes
   uint32_t verdict_hold_ms = 10;                     // parity.verdict_hold_ms
+  // parity.max_unsent_verdict_bytes: a stream's verdicts waiting to be written (its reader behind)
+  uint64_t max_unsent_verdict_bytes = uint64_t{16} << 20;
 
   // Set by the composition root at start, not keys of their own here:
   common::DecodeLimits limits;  // parity.limits.*: one message's tensors

@@ -69,6 +69,12 @@ void StreamReactor::OnWriteDone(bool ok) {
 }
 
 void StreamReactor::OnDone() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (waiting_for_reader_) {
+      if (ServerMetrics* m = context_->metrics()) m->StreamWaitingForReader(-1);
+    }
+  }
   session_.Close();  // gives back the bytes of blobs of no call, and the kept-blob offer
   context_->StreamEnded(session_.origin(), /*counted=*/!refused_);
   delete this;
@@ -133,12 +139,23 @@ void StreamReactor::OnAlarm() {
   ActAndUnlock();
 }
 
-void StreamReactor::ActAndUnlock() {
-  bool read = false, write = false, finish = false, more = false;
-  if (read_ == Read::kWanted && !reads_done()) {
-    read = true;
-    read_ = Read::kReading;
+bool StreamReactor::StartReadLocked() {
+  if (read_ != Read::kWanted || reads_done()) return false;
+  // Memory per stream stays bounded whatever the client does: past the bound of verdicts not yet
+  // written, read nothing more until the client reads (a write completes, and this runs again).
+  const bool behind = outbox_.unsent_bytes() > context_->options().max_unsent_verdict_bytes;
+  if (behind != waiting_for_reader_) {
+    waiting_for_reader_ = behind;
+    if (ServerMetrics* m = context_->metrics()) m->StreamWaitingForReader(behind ? 1 : -1);
   }
+  if (behind) return false;
+  read_ = Read::kReading;
+  return true;
+}
+
+void StreamReactor::ActAndUnlock() {
+  bool write = false, finish = false, more = false;
+  const bool read = StartReadLocked();
   const OrderedOutbox::Clock::time_point now = OrderedOutbox::Clock::now();
   std::optional<OrderedOutbox::Clock::time_point> held_until;
   write = outbox_.StartWrite(now, &out_, &more, &held_until);

@@ -55,6 +55,9 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   void OnAlarm();  // the hold on ready verdicts (parity.verdict_hold_ms) ended
   void EndReading(const absl::Status& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool reads_done() const { return session_.state() >= StreamState::kDraining; }
+  // Whether the wanted read starts now (then it is marked reading): not while the stream's
+  // unsent verdicts are over parity.max_unsent_verdict_bytes.
+  bool StartReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Decides the next actions under mu_, releases it, then starts them.
   void ActAndUnlock() ABSL_UNLOCK_FUNCTION(mu_);
 
@@ -76,6 +79,10 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   // Holds on the next read: the reaction handling a message, and a call parked in the full
   // work queue (released when a worker admits it).
   int holds_ ABSL_GUARDED_BY(mu_) = 0;
+  // A read is wanted but waits: the stream's verdicts not yet written are over
+  // parity.max_unsent_verdict_bytes (its client reads them too slowly, or not at all). Counted
+  // in parity_server_streams_waiting_for_reader while so.
+  bool waiting_for_reader_ ABSL_GUARDED_BY(mu_) = false;
   // Ready verdicts held for company (OrderedOutbox::BatchVerdicts) are written when this alarm
   // fires, unless a write takes them first. One at a time; the stream does not finish while one
   // is set, so its callback never outlives the reactor.

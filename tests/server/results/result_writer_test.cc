@@ -210,6 +210,77 @@ TEST(ResultWriterTest, RestartAppendsToTheNewestFileSetOfTheRank) {
   EXPECT_EQ(Rows(dir + "/accuracy_checking_result_20260202000000_rank1.csv").size(), 2u);
 }
 
+// A result file deleted, or the whole folder removed, or a file replaced (logrotate's copy),
+// while the server writes: noticed before the next row, reopened as a new file with its header,
+// and the calls whose rows went to the vanished file reported lost (issue 65: 8,507 calls
+// checked after an unlink left no record and counted nothing).
+TEST(ResultWriterTest, AFileThatVanishesIsReopenedAndTheLossReported) {
+  namespace fs = std::filesystem;
+  const std::string dir = testing::MakeTempDir("parity_rw_") + "/out";
+  auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20260303000000");
+  ASSERT_TRUE(w.ok());
+  std::vector<uint64_t> reported;
+  (*w)->OnVanished([&reported](uint64_t calls) { reported.push_back(calls); });
+  const CallOrigin origin{0, "", "", ""};
+  auto write = [&](int64_t step) {
+    v1::ApiCall call = SampleCall(v1::PHASE_FORWARD);
+    call.set_step(step);
+    return Write(**w, origin, call, SampleCheck(CheckStatus::kPass));
+  };
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(write(0).ok());
+  const std::string jsonl = dir + "/parity_results_20260303000000_rank0.jsonl";
+  const std::string details = dir + "/accuracy_checking_details_20260303000000_rank0.csv";
+  ASSERT_EQ(Rows(jsonl).size(), 1u);  // one line: the rows are joined by "\n" alone
+  fs::remove(jsonl);
+  ASSERT_TRUE(write(0).ok());
+  EXPECT_THAT(reported, ElementsAre(3u)) << "the three calls in the deleted file";
+  EXPECT_EQ(
+      std::vector<std::string>(absl::StrSplit(testing::ReadAll(jsonl), "\n", absl::SkipEmpty()))
+          .size(),
+      1u)
+      << "the new file holds the call written after the unlink";
+  // The whole folder removed: recreated, every file reopened, each CSV with its header.
+  fs::remove_all(dir);
+  ASSERT_TRUE(write(0).ok());
+  EXPECT_THAT(reported, ElementsAre(3u, 4u));
+  std::vector<std::string> rows = Rows(details);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_TRUE(absl::StartsWith(rows[0], "\xEF\xBB\xBF")) << "a header again";
+  // Replaced by another file at the same path (moved away, a new one put there): the writer's
+  // inode is no longer the path's.
+  fs::rename(details, details + ".1");
+  std::ofstream(details) << "someone else's file\n";
+  ASSERT_TRUE(write(0).ok());
+  EXPECT_EQ(reported.size(), 3u);
+  EXPECT_THAT(testing::ReadAll(details), HasSubstr("someone else's file"))
+      << "appended after what is there, never truncated";
+  // Nothing vanished: nothing reported.
+  ASSERT_TRUE(write(1).ok());
+  EXPECT_EQ(reported.size(), 3u);
+}
+
+// A step that never ends (no step() in the training, an inference run; issue 65: 2 x 20,000
+// calls in step 0 grew the server by 80-89 MiB): every call a new API's row, the rows waiting stay
+// within the bound, the oldest written as they stand, every call's status in some row.
+TEST(ResultWriterTest, AStepThatNeverEndsKeepsABoundedNumberOfRowsWaiting) {
+  const std::string dir = testing::MakeTempDir("parity_rw_");
+  auto w = ResultWriter::Create(dir, StandardsTable::Default(), "20260404000000");
+  ASSERT_TRUE(w.ok());
+  const CallOrigin origin{0, "", "", ""};
+  const std::size_t calls = 3 * kMaxPendingResultRows + 7;
+  for (std::size_t i = 0; i < calls; ++i) {
+    v1::ApiCall call = SampleCall(v1::PHASE_FORWARD);
+    call.set_call_index(i);  // a new API name each: Functional.gelu.{i}
+    ASSERT_TRUE(Write(**w, origin, call, SampleCheck(CheckStatus::kPass)).ok());
+    ASSERT_LE((*w)->PendingRowsForTesting(0), kMaxPendingResultRows);
+  }
+  const std::string result = dir + "/accuracy_checking_result_20260404000000_rank0.csv";
+  EXPECT_GE(Rows(result).size(), 1 + calls - kMaxPendingResultRows) << "written as they stand";
+  ASSERT_TRUE((*w)->EndOfStream(0).ok());
+  EXPECT_EQ(Rows(result).size(), 1 + calls) << "each call's row once, the header first";
+  EXPECT_EQ((*w)->PendingRowsForTesting(0), 0u);
+}
+
 TEST(ResultWriterTest, RestartRemovesALineCutByACrashAndKeepsTheWholeOnes) {
   const std::string dir = testing::MakeTempDir("parity_rw_");
   {

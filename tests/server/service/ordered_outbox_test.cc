@@ -262,6 +262,38 @@ TEST(OrderedOutboxTest, ReadyVerdictsWaitForCompanyWithinTheHold) {
   }
 }
 
+// A write carries gRPC's buffer hint only when the next one goes right behind it: hinted while
+// what is left waits for company, a full batch would sit in gRPC's buffer until the hold ends
+// (issue 65: 129 calls gave (1.08 s, 64), (1.08 s, 64), (1.08 s, 1) with a 1 s hold). Verdicts
+// ready behind full batches, one call still being checked: every full batch goes at once, and the
+// hint is set exactly when the next write is not held.
+TEST(OrderedOutboxTest, NoBufferHintOnAWriteWhoseSuccessorIsHeld) {
+  const OrderedOutbox::Clock::time_point t0{};
+  for (const int ready : {129, 150, 170, 128, 64, 65}) {
+    OrderedOutbox box;
+    box.BatchVerdicts(64, 1 << 20, std::chrono::seconds(1));
+    std::vector<uint64_t> slots;
+    for (int i = 0; i <= ready; ++i) slots.push_back(box.Reserve());  // the last one pending
+    for (int i = 0; i < ready; ++i) box.Complete(slots[i], VerdictMessage(i + 1), t0);
+    grpc::ByteBuffer out;
+    bool more = false;
+    int written = 0;
+    std::optional<OrderedOutbox::Clock::time_point> held_until;
+    while (box.StartWrite(t0, &out, &more, &held_until)) {
+      v1::ServerMessage m;
+      ASSERT_TRUE(common::Parse(out, &m));
+      const int n = m.has_batch() ? m.batch().messages_size() : 1;
+      EXPECT_EQ(n, 64) << ready << ": only full batches go before the hold ends";
+      written += n;
+      box.WriteDone(true);
+      const bool next_goes = written + 64 <= ready;
+      EXPECT_EQ(more, next_goes) << ready << " ready, " << written << " written";
+    }
+    EXPECT_EQ(written, ready / 64 * 64) << ready;
+    EXPECT_EQ(held_until.has_value(), ready % 64 != 0) << ready << ": the rest waits for company";
+  }
+}
+
 TEST(OrderedOutboxTest, WithoutBatchingEveryVerdictGoesAlone) {
   OrderedOutbox box;  // an agent whose Hello does not say it takes batches
   for (uint64_t i = 1; i <= 4; ++i) box.Complete(box.Reserve(), VerdictMessage(i));

@@ -2,6 +2,7 @@
 // sequence numbers, chunk totals and completeness, memory held for chunked tensors (announced
 // sizes reserve nothing; per-stream and server-wide caps; an allocation failure ends only its
 // stream), Hello's fields, and a shutdown that completes whatever the streams are doing.
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -143,13 +144,13 @@ bool Eventually(const std::function<bool()>& done) {
   return true;
 }
 
-// VmSize of this process, in bytes (the address space reserved, which is what a reservation of
-// an announced size would have grown).
-uint64_t VmSizeBytes() {
+// A size of /proc/self/status (VmSize: the address space reserved, which is what a reservation of
+// an announced size would have grown; VmRSS: the memory in use), in bytes.
+uint64_t StatusBytes(const std::string& field) {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("VmSize:", 0) == 0) {
+    if (line.rfind(field + ":", 0) == 0) {
       uint64_t kib = 0;
       std::string digits;
       for (char c : line) {
@@ -159,7 +160,7 @@ uint64_t VmSizeBytes() {
       return kib << 10;
     }
   }
-  ADD_FAILURE() << "no VmSize in /proc/self/status";
+  ADD_FAILURE() << "no " << field << " in /proc/self/status";
   return 0;
 }
 
@@ -234,13 +235,13 @@ TEST_F(StreamContractTest, AnnouncedSizesReserveNoMemory) {
   Start();
   TestStream s(channel_);
   ASSERT_TRUE(s.Hello());
-  const uint64_t before = VmSizeBytes();
+  const uint64_t before = StatusBytes("VmSize");
   for (uint64_t id = 1; id <= 6; ++id) ASSERT_TRUE(s.Send(Chunk(id, 1023ull << 20, 0, "x")));
   // Measured while the stream holds them: reactions run in order, so once the seventh chunk's
   // byte is counted the six before it have been stored.
   ASSERT_TRUE(s.Send(Chunk(7, 1, 0, "y")));
   ASSERT_TRUE(Eventually([&] { return server_->partial_blob_bytes() == 7; }));
-  const uint64_t after = VmSizeBytes();
+  const uint64_t after = StatusBytes("VmSize");
   EXPECT_LT(after, before + (256ull << 20))
       << "VmSize grew by " << ((after - before) >> 20) << " MiB for six one-byte chunks";
   s.SendCall(Relu(1));  // refused: the six are incomplete
@@ -781,6 +782,57 @@ TEST_F(StreamContractTest, AFullVerdictBatchGoesAtOnce) {
   EXPECT_TRUE(s.Close().ok());
   EXPECT_LT(std::chrono::steady_clock::now() - closing, kHold / 2)
       << "the stream's end waited for an alarm nothing needs any more";
+}
+
+// A client that does not read its verdicts (issue 65: 60,000 calls sent, none read, grew the
+// server by about 100 MiB a 20,000 calls): past parity.max_unsent_verdict_bytes of its verdicts
+// not yet written, the server reads none of its calls, whatever the client keeps sending, and
+// counts the stream as waiting for its reader; once the client reads, every call gets its
+// verdict and the stream is read again. What the server took in is bounded by that bound (in
+// verdicts), the work queue and the workers, not by what the client sent.
+TEST_F(StreamContractTest, AClientThatDoesNotReadIsNoLongerRead) {
+  constexpr uint64_t kCalls = 20000;
+  constexpr uint64_t kUnsentBytes = 16 << 10;
+  Start([](server::ServerConfig& c) {
+    c.service.max_unsent_verdict_bytes = kUnsentBytes;
+    c.parity.queue_max_calls = 16;
+    c.parity.workers = 2;
+  });
+  auto metrics = [this] {
+    return prometheus::TextSerializer().Serialize(server_->registry().Collect());
+  };
+  TestStream s(channel_);
+  ASSERT_TRUE(s.Hello());
+  const uint64_t rss_before = StatusBytes("VmRSS");
+  std::atomic<uint64_t> sent{0};
+  std::thread sender([&] {
+    for (uint64_t seq = 1; seq <= kCalls && s.SendCall(Relu(seq)); ++seq) sent = seq;
+    s.WritesDone();
+  });
+  ASSERT_TRUE(Eventually([&] {
+    return absl::StrContains(metrics(), "parity_server_streams_waiting_for_reader 1");
+  })) << "the server kept reading a stream whose client reads nothing";
+  // It stopped before taking in what the client sent: what it read is the bound's verdicts, the
+  // queue's calls and what gRPC's flow-control windows hold, not the client's 20,000 calls; and
+  // this process (server and client) grew by far less than the 6 KB a verdict that unread
+  // verdicts cost before (about 120 MB for these calls).
+  EXPECT_FALSE(HasReceived(kCalls));
+  EXPECT_LT(sent.load(), kCalls) << "the client's sends were not held back";
+  const uint64_t grown = StatusBytes("VmRSS") - std::min(rss_before, StatusBytes("VmRSS"));
+  EXPECT_LT(grown, uint64_t{48} << 20) << "bytes the process grew while the client read none";
+  // The client reads: every call's verdict arrives, in order, and the stream ends cleanly.
+  v1::ServerMessage m;
+  uint64_t next = 1;
+  while (next <= kCalls && s.Read(&m)) {
+    ASSERT_TRUE(m.has_verdict());
+    EXPECT_EQ(m.verdict().sequence(), next++);
+  }
+  sender.join();
+  EXPECT_EQ(next, kCalls + 1);
+  EXPECT_EQ(sent.load(), kCalls);
+  EXPECT_TRUE(s.Close().ok());
+  EXPECT_TRUE(Eventually(
+      [&] { return absl::StrContains(metrics(), "parity_server_streams_waiting_for_reader 0"); }));
 }
 
 // Full batches never wait for the hold, the later ones too: with 150 calls sent and the last
