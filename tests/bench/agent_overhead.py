@@ -191,7 +191,7 @@ def main():
     parser.add_argument("--steps", type=int, default=0,
                         help="training steps of every row (default 30, 6 with --quick)")
     parser.add_argument("--rows", help="only the rows whose name contains one of these "
-                        "comma-separated words (\"no agent\" always runs)")
+                        "comma-separated words, or \";\"-separated (row names hold commas; \"no agent\" always runs)")
     parser.add_argument("--workloads", help=f"comma-separated (default {','.join(WORKLOADS)}; "
                         "mlp with --quick, ctest's smoke run: every row, one workload)")
     parser.add_argument("--plaintext", action="store_true",
@@ -277,7 +277,8 @@ def main():
     for loop in ("once", "msprobe"):
         rows += [(f"{name} [{loop}]", loop, make) for name, make in modes]
     if args.rows:
-        words = args.rows.split(",")
+        # Row names hold commas: ";" separates words when present.
+        words = args.rows.split(";" if ";" in args.rows else ",")
         rows = [r for r in rows if r[0] == "no agent" or any(w in r[0] for w in words)]
     rows = [(name, loop, make, harness.AGENT_LIB) for name, loop, make in rows]
     if args.baseline_agent_lib:
