@@ -59,8 +59,9 @@ bool Resumed() {
   return a != nullptr;
 }
 
-bool StartWith(const std::string* json, const std::string* path, std::string* error) {
-  std::unique_ptr<TorchAgent> agent = TorchAgent::Create(json, path, error);
+bool StartWith(const std::string* json, const std::string* path, std::string* error,
+               uint32_t host_flags = 0) {
+  std::unique_ptr<TorchAgent> agent = TorchAgent::Create(json, path, error, host_flags);
   if (!agent) return false;
   PrepareProcess();
   TorchAgent* a = agent.release();
@@ -294,8 +295,16 @@ __attribute__((constructor)) static void ParityPreloadStart() {
     case Owner::kThisProcess:
       break;
   }
+  // A process without RANK may be a launcher (torch.multiprocessing.spawn's parent, torchrun)
+  // that trains nothing: its session connects at its first operator call, so that a launcher
+  // is never a rank on the server nor an exit line of its own. A one-process training without
+  // RANK connects then too, and checks that call like the rest.
+  const char* rank = std::getenv("RANK");
+  const bool rankless = rank == nullptr || *rank == '\0';
   std::string error;
-  parity::agent::StartFromFile(path, &error);  // errors are logged; the training runs on
+  const std::string config = path;
+  parity::agent::StartWith(nullptr, &config, &error,
+                           rankless ? PARITY_HOST_CONNECT_AT_FIRST_CALL : 0u);  // errors logged
 }
 
 extern "C" void parity_agent_set_api(const char* api) { parity::agent::SetPendingApi(api); }

@@ -41,7 +41,8 @@ TorchAgent::TorchAgent()
 }
 
 std::unique_ptr<TorchAgent> TorchAgent::Create(const std::string* config_json,
-                                               const std::string* config_path, std::string* error) {
+                                               const std::string* config_path, std::string* error,
+                                               uint32_t host_flags) {
   if (parity_transport_abi() != PARITY_TRANSPORT_ABI) {
     const std::string why = "the transport library (" + std::string(parity_transport_version()) +
                             ") speaks ABI " + std::to_string(parity_transport_abi()) +
@@ -52,7 +53,8 @@ std::unique_ptr<TorchAgent> TorchAgent::Create(const std::string* config_json,
     return nullptr;
   }
   char message[1024] = {0};
-  return Adopt([&](const parity_host& host) {
+  return Adopt([&](parity_host& host) {
+    host.flags = host_flags;
     parity_session* s = parity_session_create(config_json ? config_json->c_str() : nullptr,
                                               config_path ? config_path->c_str() : nullptr, &host,
                                               message, sizeof(message));
@@ -62,7 +64,7 @@ std::unique_ptr<TorchAgent> TorchAgent::Create(const std::string* config_json,
 }
 
 std::unique_ptr<TorchAgent> TorchAgent::Adopt(
-    const std::function<parity_session*(const parity_host&)>& make) {
+    const std::function<parity_session*(parity_host&)>& make) {
   std::unique_ptr<TorchAgent> agent(new TorchAgent());
   agent->session_ = make(agent->host_);
   if (agent->session_ == nullptr) return nullptr;

@@ -18,13 +18,15 @@ class TorchAgent {
  public:
   // A session from a config.json's text (`config_json`) or its path; null with the reason in
   // `error` (may be null) on a configuration error, or when the transport library's ABI is not
-  // the one this torch half was built for.
+  // the one this torch half was built for. `host_flags`: PARITY_HOST_* bits (parity/transport.h).
   static std::unique_ptr<TorchAgent> Create(const std::string* config_json,
-                                            const std::string* config_path, std::string* error);
-  // A session made by `make` from this agent's host callbacks (tests: a session from a config
-  // struct, agent/transport/transport_internal.h). Null when `make` returns null.
+                                            const std::string* config_path, std::string* error,
+                                            uint32_t host_flags = 0);
+  // A session made by `make` from this agent's host callbacks, which it may adjust (tests: a
+  // session from a config struct, agent/transport/transport_internal.h). Null when `make`
+  // returns null.
   static std::unique_ptr<TorchAgent> Adopt(
-      const std::function<parity_session*(const parity_host&)>& make);
+      const std::function<parity_session*(parity_host&)>& make);
   ~TorchAgent();  // Close(), then the session is destroyed
   TorchAgent(const TorchAgent&) = delete;
   TorchAgent& operator=(const TorchAgent&) = delete;

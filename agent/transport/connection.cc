@@ -175,6 +175,7 @@ bool Connection::Connect(bool closing) {
   grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
   const std::string target = target_text_;
   if (!WaitForConnected(std::chrono::milliseconds(options_.connect_timeout_ms), closing)) {
+    if (callbacks_.on_wait_over) callbacks_.on_wait_over();
     return AttemptFailed(target, closing || Closing());
   }
   auto live = std::make_unique<Live>();
@@ -279,6 +280,10 @@ bool Connection::Handshake(std::unique_ptr<Live>& c) {
     }
   }
   const v1::ServerInfo& info = reply.server_info();
+  // The address the call reached, known once the server has answered ("ipv4:10.0.0.5:59208":
+  // the same for every rank of the host that reached it, whatever name each was given).
+  peer_ = c->stream->Peer();
+  if (peer_.empty() || peer_.find(',') != std::string::npos) peer_ = target;
   AdoptServerLimits(info);
   common::LogInfo(absl::StrCat("connected to ", target, " (server ", info.server_version(),
                                ", bench ", info.bench_device(), ", rank ", options_.hello.rank(),

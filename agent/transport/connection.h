@@ -95,6 +95,10 @@ class Connection {
     // The session is ending (close(), the process's exit): an attempt already under way when
     // it began gives up once it has failed, and waits at most a second more otherwise.
     std::function<bool()> closing;
+    // The attempt's wait for the channel ran out (connect_timeout_ms) without a connection, on
+    // the sender thread, before the failure is diagnosed (which may take as long again): calls
+    // waiting for the session's first attempt stop waiting here, within connect_timeout_ms.
+    std::function<void()> on_wait_over;
   };
   Connection(LinkOptions options, AgentCounters& counters, Callbacks callbacks);
   ~Connection();
@@ -115,6 +119,9 @@ class Connection {
   void Cancel();
 
   const ServerLimits& limits() const { return limits_; }
+  // The address of the server this stream reached ("ipv4:10.0.0.5:59208"; the configured target
+  // where gRPC does not say). Sender thread only.
+  const std::string& peer() const { return peer_; }
   // The payloads this stream's server keeps; null when either side keeps none.
   SentPayloads* sent() { return sent_.get(); }
   LinkState state() const { return state_.load(); }
@@ -152,6 +159,7 @@ class Connection {
 
   std::shared_ptr<grpc::Channel> channel_;
   std::string target_text_;      // the servers, for log lines
+  std::string peer_;             // the server the last handshake reached
   ServerEndpoint first_server_;  // the first configured server (TLS diagnostics)
   std::shared_ptr<const common::RevocationList> crl_;  // crl.pem: servers refused
   std::unique_ptr<Live> live_;

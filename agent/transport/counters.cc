@@ -1,5 +1,8 @@
 #include "agent/transport/counters.h"
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
 namespace parity::agent {
 
 namespace {
@@ -77,6 +80,49 @@ void AgentCounters::FillStats(v1::AgentStats* stats) const {
   }
   stats->set_lost_in_flight_calls(get(lost_in_flight_));
   stats->set_reconnects(get(reconnects_));
+}
+
+std::vector<std::string> SummaryLines(const Counters& c) {
+  uint64_t dropped = 0;
+  std::string reasons;
+  for (const auto& [reason, n] : c.dropped) {
+    dropped += n;
+    if (n > 0) absl::StrAppend(&reasons, reasons.empty() ? " (" : ", ", reason, " ", n);
+  }
+  if (!reasons.empty()) reasons += ")";
+  std::vector<std::string> lines = {absl::StrCat(
+      "session ended at step ", c.step, ": ", c.captured, " captured, ", c.sent, " sent (",
+      c.sent_bytes, " bytes), ", dropped, " dropped", reasons, ", ", c.lost_in_flight,
+      " lost in flight, ", c.sampled_out, " sampled out; verdicts: ", c.pass, " pass, ", c.warning,
+      " warning, ", c.error, " error, ", c.skip, " skip, ", c.rejected, " rejected; ", c.reconnects,
+      " reconnects",
+      c.unencodable > 0 ? absl::StrCat("; ", c.unencodable, " sent without data") : "",
+      c.reused_bytes > 0
+          ? absl::StrCat("; ", c.reused_bytes, " tensor bytes named again instead of resent")
+          : "",
+      c.unreadable > 0 ? absl::StrCat("; ", c.unreadable, " unreadable server messages") : "",
+      c.compiled_forward + c.compiled_backward > 0
+          ? absl::StrCat("; torch.compile: ", c.compiled_forward, " forward and ",
+                         c.compiled_backward, " backward compiled-region runs, ", c.compiled_calls,
+                         " calls captured inside them (inductor's fused kernels there are not "
+                         "checked: docs/operators.md#torchcompile)")
+          : "",
+      c.blocked_seconds >= 0.001
+          ? absl::StrFormat("; the training waited %.3f s for room in the queue (policy block)",
+                            c.blocked_seconds)
+          : "")};
+  // What was not checked, and why, in words (docs/troubleshooting.md has the remedies).
+  for (int r = 0; r < kDropReasons; ++r) {
+    const auto reason = static_cast<DropReason>(r);
+    auto it = c.dropped.find(DropReasonName(reason));
+    if (it == c.dropped.end() || it->second == 0) continue;
+    // Not sent for want of a server, and nothing ever sent: no server was reached, which the
+    // unreachable line above explains; waiting longer would not have helped.
+    const bool never_reached = reason == DropReason::kDisconnected && c.sent == 0;
+    lines.push_back(absl::StrCat("not checked: ", it->second, " calls (", DropReasonName(reason),
+                                 "): ", never_reached ? kNoServerReached : DropReasonWhy(reason)));
+  }
+  return lines;
 }
 
 }  // namespace parity::agent

@@ -7,6 +7,8 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "common/naming/drop_reasons.h"
 #include "parity/counters.h"
@@ -16,14 +18,21 @@ namespace parity::agent {
 
 // Why a captured call was never written to a stream (common/naming/drop_reasons.h): queue_full (the
 // queue was full under policy drop; under block, a wait timed out, or came after one before the
-// queue drained to half), disconnected (no server to send to), stopped (still queued when the
-// session ended), communication (a communication op: depends on the other ranks, never copied).
+// queue drained to half), disconnected (no server to send to: past the queue's bounds, or still
+// queued at the end), stopped (still queued for a connected server when the session ended),
+// communication (a communication op: depends on the other ranks, never copied).
 #define PARITY_DROP_ENUMERATOR_(name, enumerator, why) enumerator,
 enum class DropReason { PARITY_DROP_REASONS(PARITY_DROP_ENUMERATOR_) };
 #undef PARITY_DROP_ENUMERATOR_
 inline constexpr int kDropReasons = PARITY_DROP_REASON_COUNT;
 const char* DropReasonName(DropReason reason);  // "queue_full", ...
 const char* DropReasonWhy(DropReason reason);   // in words, for the exit line
+// The exit line's words for `disconnected` when nothing at all was sent.
+inline constexpr char kNoServerReached[] = "no server was reached (the reason is logged above)";
+
+// The exit line ("session ended at step N: ...") and one "not checked: N calls (<reason>): ..."
+// line per reason with calls, as the session logs them when it ends.
+std::vector<std::string> SummaryLines(const Counters& c);
 
 class AgentCounters {
  public:

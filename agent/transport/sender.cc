@@ -84,6 +84,11 @@ Sender::Sender(SenderOptions options, AgentCounters& counters,
     return stopping_;
   };
   callbacks.closing = [this] { return closing_.load(); };
+  // Calls waiting for the first attempt (policy block) wait for its connection only, not for the
+  // diagnosis of its failure: at most connect_timeout_ms, as configuration.md says.
+  callbacks.on_wait_over = [this] {
+    if (first_attempt_.exchange(false)) queue_.Wake();
+  };
   conn_ = std::make_unique<Connection>(options_.link, counters_, std::move(callbacks));
 }
 
@@ -94,65 +99,6 @@ void Sender::Start() {
   if (started_) return;
   started_ = true;
   thread_ = std::thread([this] { Run(); });
-}
-
-PushResult Sender::Push(std::unique_ptr<CapturedCall> call) {
-  const uint64_t bytes = call->bytes;
-  // Counted before it is visible to the sender thread, which may finish it at once.
-  pending_.fetch_add(1);
-  PushResult r;
-  if (options_.policy == common::QueuePolicy::kBlock && shedding_.load(std::memory_order_relaxed)) {
-    const bool drained = queue_.AtMostHalfFull();
-    if ((drained || ServerMovesAgain()) && shedding_.exchange(false)) {
-      common::LogInfo(
-          absl::StrCat("policy block: ",
-                       drained ? "the server caught up (the agent's queue drained to half)"
-                               : absl::StrCat("the server takes calls again (", ReArmCalls(),
-                                              " since the wait ran out), at its own pace"),
-                       "; calls wait for room again"));
-    }
-  }
-  if (WouldWait()) {
-    // Wait for room, but only while the server is there to make room, or may be: during the
-    // first connection attempt (at most connect_timeout_ms), so that a training that starts
-    // with its server does not lose its first calls to the connection's set-up.
-    const auto start = std::chrono::steady_clock::now();
-    r = queue_.PushWait(std::move(call), bytes,
-                        std::chrono::milliseconds(options_.block_timeout_ms),
-                        [this] { return counters_.connected() || first_attempt_.load(); });
-    counters_.Spent(
-        AgentCounters::Cost::kBlocked,
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    // The breaker: a server that took no call for a whole block_timeout_ms is not keeping up.
-    // Waiting that long again for every call would stall the training (and, through its
-    // collectives, every other rank) indefinitely; one wait per congestion is the bound.
-    if (r == PushResult::kTimedOut && !shedding_.load()) {
-      taken_at_trip_.store(taken_.load());
-    }
-    if (r == PushResult::kTimedOut && !shedding_.exchange(true)) {
-      common::LogWarning(absl::StrCat(
-          "policy block: the server took no call for ", options_.block_timeout_ms,
-          " ms (parity.block_timeout_ms); dropping calls, counted as queue_full, until it takes ",
-          ReArmCalls(),
-          " calls again or the agent's queue has drained to half, so that the "
-          "training does not wait again meanwhile"));
-    }
-  } else {
-    r = queue_.TryPush(std::move(call), bytes);
-  }
-  if (r != PushResult::kOk) pending_.fetch_sub(1);
-  return r;
-}
-
-uint64_t Sender::ReArmCalls() const {
-  return std::clamp<uint64_t>(options_.queue_max_calls / 4, 16, 256);
-}
-
-bool Sender::ServerMovesAgain() const {
-  if (taken_.load() - taken_at_trip_.load() < ReArmCalls()) return false;
-  const int64_t since_ns =
-      std::chrono::steady_clock::now().time_since_epoch().count() - last_take_ns_.load();
-  return since_ns < int64_t{options_.block_timeout_ms} * 500'000;  // half, in ns
 }
 
 bool Sender::Waiting(std::chrono::milliseconds d) {
@@ -203,6 +149,7 @@ bool Sender::Reconnect(double* backoff_ms) {
     // find the connection, not a moment with neither.
     if (ever_connected_) counters_.Reconnected();
     ever_connected_ = true;
+    if (options_.policy == common::QueuePolicy::kBlock) UseHostBreakerOf(conn_->peer());
     counters_.SetConnected(true);
   }
   if (first_attempt_.exchange(false) || connected) queue_.Wake();  // blocked pushers re-check
@@ -230,6 +177,10 @@ bool Sender::Reconnect(double* backoff_ms) {
 }
 
 void Sender::RunOnce(std::chrono::steady_clock::time_point* last_stats, double* backoff_ms) {
+  if (options_.connect_at_first_call && !pushed_.load()) {
+    Waiting(std::chrono::seconds(1));  // until the first Push (or Close) signals
+    return;
+  }
   if (!conn_->connected() && !Reconnect(backoff_ms)) return;
   if (conn_->StreamDone()) {
     // The server ended the stream (or died): count what it never answered, then reconnect now
@@ -249,7 +200,15 @@ void Sender::RunOnce(std::chrono::steady_clock::time_point* last_stats, double* 
     last_take_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count());
     const std::size_t written = SendCalls(calls);
     if (written < calls.size()) {
-      counters_.Dropped(DropReason::kDisconnected, calls.size() - written);
+      // The stream failed under them: the server went (disconnected), or the end of the session
+      // cancelled it once the flush ran out (stopped).
+      bool stopping = false;
+      {
+        absl::MutexLock lock(&mu_);
+        stopping = stopping_;
+      }
+      counters_.Dropped(stopping ? DropReason::kStopped : DropReason::kDisconnected,
+                        calls.size() - written);
       Disconnect(false);
     }
     // Written or counted as dropped: only now may Flush() consider them done.
@@ -465,6 +424,11 @@ void Sender::Close() {
     cv_.SignalAll();
   }
   const bool flushed = Flush(std::chrono::milliseconds(options_.flush_timeout_ms));
+  // What is still queued now was not sent because no server was connected (never reached, or
+  // gone), or, with one connected, because the flush ran out: the two reasons the exit line and
+  // docs/troubleshooting.md#why-a-call-was-not-checked tell apart.
+  const DropReason left_over =
+      counters_.connected() ? DropReason::kStopped : DropReason::kDisconnected;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
@@ -477,7 +441,9 @@ void Sender::Close() {
   thread_.join();
   const uint64_t cleared = queue_.Clear();
   pending_.fetch_sub(cleared);
-  counters_.Dropped(DropReason::kStopped, cleared);
+  counters_.Dropped(left_over, cleared);
+  absl::MutexLock lock(&breaker_mu_);
+  breaker_.reset();  // this rank's trip is over; the host's segment goes with the first close
 }
 
 }  // namespace parity::agent

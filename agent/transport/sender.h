@@ -3,7 +3,8 @@
 // connection (agent/transport/connection.h: channel, TLS, handshake, the server's limits), reports
 // the counters, and reconnects with capped, jittered exponential back-off. Verdicts arrive on
 // gRPC's callback threads (agent/transport/check_stream.h says why the stream is a
-// ClientBidiReactor).
+// ClientBidiReactor). The training threads' side (Push, the wait for room, the breaker) is in
+// sender_push.cc.
 #pragma once
 
 #include <atomic>
@@ -19,6 +20,7 @@
 #include "agent/transport/captured_call.h"
 #include "agent/transport/connection.h"
 #include "agent/transport/counters.h"
+#include "agent/transport/host_breaker.h"
 #include "common/config/config.h"
 #include "parity/v1/parity.pb.h"
 
@@ -47,6 +49,9 @@ struct SenderOptions {
   uint32_t flush_timeout_ms = 0;
   bool wait_for_server_at_exit = false;
   bool checksum = false;
+  // Connect when the first call is pushed, not at Start(): a process that may capture nothing
+  // (a launcher of spawned ranks) never says Hello (PARITY_HOST_CONNECT_AT_FIRST_CALL).
+  bool connect_at_first_call = false;
   LinkOptions link;  // the Connection's: server, TLS, timeouts, limits, this process's Hello
   // Runs first on the sender thread (the torch half's work there is never captured).
   std::function<void()> enter_thread;
@@ -88,6 +93,8 @@ class Sender {
   // joins. What is still queued is dropped as stopped. Idempotent.
   void Close();
   uint64_t queue_depth() const { return queue_.size(); }
+  // Whether the sender waits for a first call before it connects (connect_at_first_call).
+  bool connect_pending() const { return options_.connect_at_first_call && !pushed_.load(); }
 
  private:
   void Run();
@@ -111,6 +118,18 @@ class Sender {
   // the last of them within half a block_timeout_ms: it moves again, at whatever pace.
   bool ServerMovesAgain() const;
   uint64_t ReArmCalls() const;
+  // Policy block: the queue drained to half, or the server moves again: calls wait again.
+  void ReArmIfTheServerMoves();
+  // Policy block: waits for room (see Push); a wait that ran out, or another rank's trip, trips.
+  PushResult PushWaiting(std::unique_ptr<CapturedCall> call, uint64_t bytes);
+  // Calls are dropped without waiting from now on; `own`: this rank's wait ran out.
+  void Trip(bool own);
+  // The ranks of this host that stream to the same server share their breakers' trips
+  // (agent/transport/host_breaker.h): whether another one's is tripped, this one's set, and the
+  // segment of the server just connected to.
+  bool OtherRankTripped();
+  void SetHostTripped(bool tripped);
+  void UseHostBreakerOf(const std::string& server);
   void OnStreamEnd();
   // Waits `d`, or until stopping (false) or a retry is asked for (true).
   bool Waiting(std::chrono::milliseconds d);
@@ -137,6 +156,7 @@ class Sender {
   // Calls pushed and not yet written or dropped (queued, or in the sender's hands).
   std::atomic<uint64_t> pending_{0};
   std::atomic<bool> first_attempt_{true};  // the first connection attempt has not ended yet
+  std::atomic<bool> pushed_{false};        // a call was pushed (connect_at_first_call)
   // Policy block: a wait timed out, and since, the queue has not drained to half nor has the
   // server taken ReArmCalls() calls (ServerMovesAgain()).
   std::atomic<bool> shedding_{false};
@@ -149,6 +169,9 @@ class Sender {
   std::atomic<bool> retry_now_{false};
   std::atomic<bool> last_attempt_{false};
   std::atomic<bool> refused_{false};  // the server refused this agent; capture stopped
+  absl::Mutex breaker_mu_;
+  std::unique_ptr<HostBreaker> breaker_ ABSL_GUARDED_BY(breaker_mu_);  // null: not shared
+  std::string breaker_server_ ABSL_GUARDED_BY(breaker_mu_);
 };
 
 }  // namespace parity::agent

@@ -11,7 +11,6 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "agent/transport/sender.h"
 #include "common/base/log.h"
@@ -99,6 +98,7 @@ void Session::Start() {
       world = rank_ + 1;
     }
     SenderOptions options = SenderOptionsFor(config_, framework_version_, device_type_);
+    options.connect_at_first_call = (host_.flags & PARITY_HOST_CONNECT_AT_FIRST_CALL) != 0;
     options.on_refused = [this](const std::string& why) { OnRefused(why); };
     options.enter_thread = [this] {
       if (host_.enter_agent_thread != nullptr) host_.enter_agent_thread(host_.ctx);
@@ -111,9 +111,17 @@ void Session::Start() {
         std::move(options), counters_, [this](const v1::Verdict& v) { OnVerdict(v); },
         [this] { return names_.step(); });
     sender_->Start();
-    common::LogInfo(absl::StrCat("capturing on rank ", rank_, "; server ", config_.host, ":",
-                                 config_.port,
-                                 config_.parity.plaintext ? " (plaintext)" : " (TLS)"));
+    const std::string server = absl::StrCat(config_.host, ":", config_.port,
+                                            config_.parity.plaintext ? " (plaintext)" : " (TLS)");
+    if (sender_->connect_pending()) {
+      // A launcher of spawned ranks runs no operator: it never connects, and ends silently.
+      common::LogInfo(absl::StrCat("no RANK in this process: it checks its calls as rank ", rank_,
+                                   " of ", world, ", connecting to server ", server,
+                                   " at its first operator call (a launcher of "
+                                   "spawned ranks, which runs none, never connects)"));
+    } else {
+      common::LogInfo(absl::StrCat("capturing on rank ", rank_, "; server ", server));
+    }
   }
   if (!rank_selected_) return;
   forward_ended_.store(false);
@@ -254,49 +262,9 @@ void Session::LogSummary() {
     summarised_ = true;
   }
   const Counters c = GetCounters();
-  uint64_t dropped = 0;
-  std::string reasons;
-  for (const auto& [reason, n] : c.dropped) {
-    dropped += n;
-    if (n > 0) absl::StrAppend(&reasons, reasons.empty() ? " (" : ", ", reason, " ", n);
-  }
-  if (!reasons.empty()) reasons += ")";
-  common::LogInfo(absl::StrCat(
-      "session ended at step ", c.step, ": ", c.captured, " captured, ", c.sent, " sent (",
-      c.sent_bytes, " bytes), ", dropped, " dropped", reasons, ", ", c.lost_in_flight,
-      " lost in flight, ", c.sampled_out, " sampled out; verdicts: ", c.pass, " pass, ", c.warning,
-      " warning, ", c.error, " error, ", c.skip, " skip, ", c.rejected, " rejected; ", c.reconnects,
-      " reconnects",
-      c.unencodable > 0 ? absl::StrCat("; ", c.unencodable, " sent without data") : "",
-      c.reused_bytes > 0
-          ? absl::StrCat("; ", c.reused_bytes, " tensor bytes named again instead of resent")
-          : "",
-      c.unreadable > 0 ? absl::StrCat("; ", c.unreadable, " unreadable server messages") : "",
-      c.compiled_forward + c.compiled_backward > 0
-          ? absl::StrCat("; torch.compile: ", c.compiled_forward, " forward and ",
-                         c.compiled_backward, " backward compiled-region runs, ", c.compiled_calls,
-                         " calls captured inside them (inductor's fused kernels there are not "
-                         "checked: docs/operators.md#torchcompile)")
-          : "",
-      c.blocked_seconds >= 0.001
-          ? absl::StrFormat("; the training waited %.3f s for room in the queue (policy block)",
-                            c.blocked_seconds)
-          : ""));
-  // What was not checked, and why, in words (docs/troubleshooting.md has the remedies).
-  for (int r = 0; r < kDropReasons; ++r) {
-    const char* reason = DropReasonName(static_cast<DropReason>(r));
-    auto it = c.dropped.find(reason);
-    if (it != c.dropped.end() && it->second > 0) {
-      // Still queued at the end with nothing ever sent: no server was reached, which the
-      // unreachable line above explains; waiting longer would not have helped.
-      const bool never_reached = static_cast<DropReason>(r) == DropReason::kStopped && c.sent == 0;
-      common::LogInfo(absl::StrCat(
-          "not checked: ", it->second, " calls (", reason, "): ",
-          never_reached ? "still queued when the session ended: no server was reached (the "
-                          "reason is logged above)"
-                        : DropReasonWhy(static_cast<DropReason>(r))));
-    }
-  }
+  // A session that waited for its first call and got none (a launcher): it was never a rank.
+  if (sender_ && sender_->connect_pending() && c.captured == 0) return;
+  for (const std::string& line : SummaryLines(c)) common::LogInfo(line);
 }
 
 void Session::NameCall(const parity_call_site& site, const std::string& op,

@@ -8,6 +8,7 @@
 #include "agent/transport/sender.h"
 #include "gtest/gtest.h"
 #include "tests/agent/agent_testing.h"
+#include "tests/testing/tls_peer.h"
 
 namespace parity::agent {
 namespace {
@@ -88,6 +89,43 @@ TEST(ConnectionTest, APortThatIsNotAParityServerIsUnreachable) {
   EXPECT_FALSE(link.connection.Connect(false));
   EXPECT_EQ(link.connection.state(), LinkState::kUnreachable);
   ::close(fd);
+}
+
+// The session's first attempt holds the training's calls (policy block) for at most
+// connect_timeout_ms: the attempt says its wait is over before it diagnoses the failure, which
+// takes up to connect_timeout_ms again. Against a port that accepts TCP and never speaks (a
+// stopped server) and a TLS server that completes the handshake and then says nothing, the
+// callback comes while the link is still not connected (no diagnosis yet), and the attempt then
+// ends unreachable with its diagnosis. (session_test.cc: the training's calls, from a full queue.)
+TEST(ConnectionTest, AnAttemptSaysItsWaitIsOverBeforeItDiagnosesTheFailure) {
+  parity::testing::TlsPeerPki pki;
+  parity::testing::LoopbackPeer listen_only(/*accept=*/false, nullptr);
+  parity::testing::LoopbackPeer tls_then_silent(/*accept=*/true, [&](int fd, int) {
+    parity::testing::ServeTls(pki, /*refuse_alpn=*/false, fd, /*linger_ms=*/60000);
+  });
+  for (const int port : {listen_only.port(), tls_then_silent.port()}) {
+    SCOPED_TRACE(port == listen_only.port() ? "listen-only port" : "TLS, then silent");
+    common::AgentConfig config = Config(port);
+    config.parity.plaintext = false;
+    config.tls_path = pki.agent_dir;
+    config.parity.connect_timeout_ms = 300;
+    AgentCounters counters;
+    int wait_over = 0;
+    LinkState state_at_wait_over = LinkState::kConnected;
+    std::unique_ptr<Connection> connection;
+    Connection::Callbacks callbacks;
+    callbacks.on_verdict = [](const v1::Verdict&) {};
+    callbacks.on_wait_over = [&] {
+      ++wait_over;
+      state_at_wait_over = connection->state();
+    };
+    connection = std::make_unique<Connection>(SenderOptionsFor(config, "torch test", "cpu").link,
+                                              counters, callbacks);
+    EXPECT_FALSE(connection->Connect(/*closing=*/false));
+    EXPECT_EQ(wait_over, 1);
+    EXPECT_EQ(state_at_wait_over, LinkState::kNotConnected) << "diagnosed before the wait ended";
+    EXPECT_EQ(connection->state(), LinkState::kUnreachable);
+  }
 }
 
 }  // namespace

@@ -246,6 +246,7 @@ class AgentEndToEndTest(unittest.TestCase):
             self.assertEqual(r.stderr.count(f"as rank {rank} of 2: its agent starts now"), 1,
                              r.stderr)
             self.assertEqual(r.stderr.count(f"started by rank {rank}'s training"), 1, r.stderr)
+        self.assert_one_session_per_rank(r.stderr, server)
         records = server.records()
         by_rank = {rank: {x["run_id"] for x in records if x["rank"] == rank} for rank in (0, 1)}
         self.assertEqual([len(by_rank[0]), len(by_rank[1])], [1, 1], by_rank)
@@ -254,6 +255,41 @@ class AgentEndToEndTest(unittest.TestCase):
             self.assertEqual(ops.count("aten::gelu"), 2, ops)  # both steps, from the rank itself
             self.assertTrue(glob.glob(os.path.join(
                 server.out, f"accuracy_checking_result_*_rank{rank}.csv")), rank)
+
+    def assert_one_session_per_rank(self, stderr, server, world=2):
+        # The launcher (no RANK) waits for its first operator call to connect, and runs none:
+        # it is no third session, neither in the training's output (its own "rank 0 of 1" with
+        # "0 captured") nor on the server (issue 65).
+        self.assertEqual(stderr.count("session ended at step"), world, stderr)
+        self.assertNotRegex(stderr, r": 0 captured")
+        self.assertIn("a launcher of spawned ranks, which runs none, never connects", stderr)
+        log = server.read_log()
+        hellos = re.findall(r"agent connected: rank (\d+) of (\d+)", log)
+        self.assertEqual(sorted(hellos), [(str(r), str(world)) for r in range(world)], log)
+
+    def test_ld_preload_under_torchrun_starts_one_session_per_rank(self):
+        # torchrun's ranks carry RANK and start their agents at once; torchrun itself (no RANK)
+        # never connects.
+        server = harness.Server(self.dir, None)
+        try:
+            config = harness.agent_config(os.path.join(self.dir, "config.json"), server.port,
+                                          policy="block")
+            r = harness.run([harness.PYTHON, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                             "--master_port", str(harness.free_port()),
+                             # (torch 1.13's torchrun needs them set; stderr is left alone)
+                             "--redirects=1", "--tee=1", f"--log_dir={self.dir}/launch",
+                             os.path.join(os.path.dirname(__file__), "torchrun_ranks.py")],
+                            env={"LD_PRELOAD": harness.AGENT_LIB, "PARITY_CONFIG": config,
+                                 "RANK": None, "WORLD_SIZE": None, "LOCAL_RANK": None,
+                                 "PARITY_AGENT_OWNER": None})
+            self.assertEqual(r.returncode, 0, r.stderr)
+        finally:
+            server.stop()
+        self.assert_one_session_per_rank(r.stderr, server)
+        records = server.records()
+        for rank in (0, 1):
+            ops = [x["op"] for x in records if x["rank"] == rank]
+            self.assertEqual(ops.count("aten::gelu"), 2, ops)
 
     def test_ld_preload_delivers_at_exit_to_a_server_that_comes_up_late(self):
         # The agent is not connected when the training loop ends: its exit path must still

@@ -65,7 +65,14 @@ typedef struct parity_host {
   /* Runs first on each thread the library starts that calls back into the host (the sender,
    * which encodes values): the host's work there is never captured. */
   void (*enter_agent_thread)(void* ctx);
+  /* Added in ABI 1 after `enter_agent_thread` (a host's older struct ends before it, read as 0):
+   * PARITY_HOST_* bits. */
+  uint32_t flags;
 } parity_host;
+/* The session connects when it captures its first call, not when it starts, and says nothing at
+ * its end if it captured none: the zero-code agent of a process without RANK, which may be the
+ * launcher of a spawned training (torch.multiprocessing.spawn, torchrun) and run no operator. */
+#define PARITY_HOST_CONNECT_AT_FIRST_CALL 1u
 
 /* A session from the text of a config.json (msprobe's keys, and Parity's "parity" section), or
  * from the file at `config_path` (config_json null). Null on a configuration error, with the
