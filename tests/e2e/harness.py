@@ -231,3 +231,41 @@ def first_error(records):
     errors = sorted((r for r in records if r["status"] == "error"),
                     key=lambda r: (r["step"], r["sequence"]))
     return errors[0] if errors else None
+
+
+def train_as_ranks(prefix, runs, command, fault_of):
+    """Trains each of `runs` against one server (policy block), run i as RANK i, with
+    PARITY_NPU_SIM_FAULT set to fault_of(run) ("" for none): the fault suites' set-up.
+    `command(config, run)` is the training's command line. Returns (workdir, records by rank,
+    the server's log, {run: the end of its stderr} for the runs that failed)."""
+    workdir = tempdir(prefix)
+    server = Server(workdir, None)
+    failures = {}
+    try:
+        config = agent_config(os.path.join(workdir, "config.json"), server.port, policy="block",
+                              flush_timeout_ms=300000)
+        for rank, one in enumerate(runs):
+            r = run(command(config, one),
+                    env={"RANK": str(rank), "PARITY_NPU_SIM_FAULT": fault_of(one) or ""})
+            if r.returncode != 0:
+                failures[one] = r.stderr[-2000:]
+    finally:
+        server.stop()
+    by_rank = {}
+    for record in server.records():
+        by_rank.setdefault(record["rank"], []).append(record)
+    return workdir, by_rank, server.read_log(), failures
+
+
+def first_error_key(records):
+    """(op, phase, step) of the earliest error among `records`, or None."""
+    first = first_error(records)
+    return (first["op"], first["phase"], first["step"]) if first else None
+
+
+def suite_row(name, width, calls, records, count_width):
+    """One line of a fault suite's table: the run, its calls of interest, its errors, its first."""
+    first = first_error_key(records)
+    errors = sum(1 for r in records if r["status"] == "error")
+    return (f"{name:{width}} {calls:{count_width}} {errors:6}  "
+            f"{' '.join(map(str, first)) if first else '-'}")

@@ -52,6 +52,14 @@ debugger.close()
 print("COUNTERS " + json.dumps(parity.counters()), flush=True)
 """
 
+def run_launcher(config, *args):
+    """A launcher without RANK (mp.spawn's parent, torchrun) under the zero-code agent."""
+    return harness.run([harness.PYTHON, *args],
+                       env={"LD_PRELOAD": harness.AGENT_LIB, "PARITY_CONFIG": config,
+                            "RANK": None, "WORLD_SIZE": None, "LOCAL_RANK": None,
+                            "PARITY_AGENT_OWNER": None})
+
+
 class AgentEndToEndTest(unittest.TestCase):
     def setUp(self):
         self.dir = harness.tempdir("parity_e2e_")
@@ -233,12 +241,8 @@ class AgentEndToEndTest(unittest.TestCase):
         try:
             config = harness.agent_config(os.path.join(self.dir, "config.json"), server.port,
                                           policy="block")
-            r = harness.run([harness.PYTHON, os.path.join(os.path.dirname(__file__),
-                                                          "spawn_ranks.py"),
-                             str(harness.free_port())],
-                            env={"LD_PRELOAD": harness.AGENT_LIB, "PARITY_CONFIG": config,
-                                 "RANK": None, "WORLD_SIZE": None, "LOCAL_RANK": None,
-                                 "PARITY_AGENT_OWNER": None})
+            r = run_launcher(config, os.path.join(os.path.dirname(__file__), "spawn_ranks.py"),
+                             str(harness.free_port()))
             self.assertEqual(r.returncode, 0, r.stderr)
         finally:
             server.stop()
@@ -274,14 +278,11 @@ class AgentEndToEndTest(unittest.TestCase):
         try:
             config = harness.agent_config(os.path.join(self.dir, "config.json"), server.port,
                                           policy="block")
-            r = harness.run([harness.PYTHON, "-m", "torch.distributed.run", "--nproc_per_node=2",
+            r = run_launcher(config, "-m", "torch.distributed.run", "--nproc_per_node=2",
                              "--master_port", str(harness.free_port()),
                              # (torch 1.13's torchrun needs them set; stderr is left alone)
                              "--redirects=1", "--tee=1", f"--log_dir={self.dir}/launch",
-                             os.path.join(os.path.dirname(__file__), "torchrun_ranks.py")],
-                            env={"LD_PRELOAD": harness.AGENT_LIB, "PARITY_CONFIG": config,
-                                 "RANK": None, "WORLD_SIZE": None, "LOCAL_RANK": None,
-                                 "PARITY_AGENT_OWNER": None})
+                             os.path.join(os.path.dirname(__file__), "torchrun_ranks.py"))
             self.assertEqual(r.returncode, 0, r.stderr)
         finally:
             server.stop()

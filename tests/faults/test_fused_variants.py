@@ -30,32 +30,18 @@ STEPS = 2
 class FusedVariantsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = harness.tempdir("parity_fused_variants_")
         cls.runs = [(None, 0, "float32"), (None, 1, "float32"), (None, 0, "bfloat16")]
         cls.runs += [(fault, 0, "float32") for fault in sorted(EXPECTED)]
-        server = harness.Server(cls.dir, None)
-        cls.failures = {}
-        try:
-            config = harness.agent_config(os.path.join(cls.dir, "config.json"), server.port,
-                                          policy="block", flush_timeout_ms=300000)
-            for rank, (fault, seed, dtype) in enumerate(cls.runs):
-                env = {"RANK": str(rank), "PARITY_NPU_SIM_FAULT": fault or ""}
-                r = harness.run([harness.PYTHON, TRAIN, "--config", config, "--npu-sim", SIM,
-                                 "--steps", str(STEPS), "--seed", str(seed), "--dtype", dtype],
-                                env=env)
-                if r.returncode != 0:
-                    cls.failures[(fault, seed, dtype)] = r.stderr[-2000:]
-        finally:
-            server.stop()
-        cls.by_rank = {}
-        for record in server.records():
-            cls.by_rank.setdefault(record["rank"], []).append(record)
+        cls.dir, cls.by_rank, _, cls.failures = harness.train_as_ranks(
+            "parity_fused_variants_", cls.runs,
+            lambda config, run: [harness.PYTHON, TRAIN, "--config", config, "--npu-sim", SIM,
+                                 "--steps", str(STEPS), "--seed", str(run[1]), "--dtype", run[2]],
+            lambda run: run[0])
         print("\n" + cls._render(), file=sys.stderr)
 
     @classmethod
     def _first(cls, rank):
-        first = harness.first_error(cls.by_rank.get(rank, []))
-        return (first["op"], first["phase"], first["step"]) if first else None
+        return harness.first_error_key(cls.by_rank.get(rank, []))
 
     @classmethod
     def _render(cls):
@@ -63,12 +49,9 @@ class FusedVariantsTest(unittest.TestCase):
                  f"{'run':28} {'fused calls':>11} {'errors':>6}  first error"]
         for rank, (fault, seed, dtype) in enumerate(cls.runs):
             records = cls.by_rank.get(rank, [])
-            fused = [r for r in records if r["op"] in FUSED]
-            errors = [r for r in records if r["status"] == "error"]
-            first = cls._first(rank)
+            fused = sum(1 for r in records if r["op"] in FUSED)
             name = fault or f"clean ({dtype}, seed {seed})"
-            lines.append(f"{name:28} {len(fused):11} {len(errors):6}  "
-                         f"{' '.join(map(str, first)) if first else '-'}")
+            lines.append(harness.suite_row(name, 28, fused, records, 11))
         return "\n".join(lines)
 
     def test_every_run_trained(self):

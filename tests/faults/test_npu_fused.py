@@ -86,28 +86,14 @@ class SchemaFidelityTest(unittest.TestCase):
 class NpuFusedSuiteTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = harness.tempdir("parity_npu_fused_")
         cls.runs = [(None, "fp32", 0), (None, "fp32", 1), (None, "bf16", 0)]
         cls.runs += [(name, "fp32", 0) for name in sorted(npu_fused_faults.FAULTS)]
-        server = harness.Server(cls.dir, None)
-        cls.failures = {}
-        try:
-            config = harness.agent_config(os.path.join(cls.dir, "config.json"), server.port,
-                                          policy="block", flush_timeout_ms=300000)
-            for rank, (fault, precision, seed) in enumerate(cls.runs):
-                env = {"RANK": str(rank), "PARITY_NPU_SIM_FAULT": fault or ""}
-                r = harness.run([harness.PYTHON, TRAIN, "--config", config, "--fused",
-                                 "--npu-sim", SIM, "--steps", str(STEPS), "--seed", str(seed),
-                                 "--autocast", "bf16" if precision == "bf16" else "none"],
-                                env=env)
-                if r.returncode != 0:
-                    cls.failures[(fault, precision, seed)] = r.stderr[-2000:]
-        finally:
-            server.stop()
-        cls.server_log = server.read_log()
-        cls.by_rank = {}
-        for record in server.records():
-            cls.by_rank.setdefault(record["rank"], []).append(record)
+        cls.dir, cls.by_rank, cls.server_log, cls.failures = harness.train_as_ranks(
+            "parity_npu_fused_", cls.runs,
+            lambda config, run: [harness.PYTHON, TRAIN, "--config", config, "--fused",
+                                 "--npu-sim", SIM, "--steps", str(STEPS), "--seed", str(run[2]),
+                                 "--autocast", "bf16" if run[1] == "bf16" else "none"],
+            lambda run: run[0])
         print("\n" + cls._render(), file=sys.stderr)
         cls._report()
 

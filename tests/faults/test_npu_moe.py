@@ -47,28 +47,14 @@ MOE_OPS = {GMM, "npu::npu_moe_token_permute", "npu::npu_moe_token_unpermute",
 class NpuMoeSuiteTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = harness.tempdir("parity_npu_moe_")
         cls.runs = [(None, 0), (None, 1), ("bfloat16", 0)]
         cls.runs += [(name, 0) for name in sorted(EXPECTED)]
-        server = harness.Server(cls.dir, None)
-        cls.failures = {}
-        try:
-            config = harness.agent_config(os.path.join(cls.dir, "config.json"), server.port,
-                                          policy="block", flush_timeout_ms=300000)
-            for rank, (fault, seed) in enumerate(cls.runs):
-                planted = fault if fault in EXPECTED else ""
-                env = {"RANK": str(rank), "PARITY_NPU_SIM_FAULT": planted}
-                r = harness.run([harness.PYTHON, TRAIN, "--config", config, "--npu-sim", SIM,
-                                 "--steps", str(STEPS), "--seed", str(seed),
-                                 "--dtype", "bfloat16" if fault == "bfloat16" else "float32"],
-                                env=env)
-                if r.returncode != 0:
-                    cls.failures[(fault, seed)] = r.stderr[-2000:]
-        finally:
-            server.stop()
-        cls.by_rank = {}
-        for record in server.records():
-            cls.by_rank.setdefault(record["rank"], []).append(record)
+        cls.dir, cls.by_rank, _, cls.failures = harness.train_as_ranks(
+            "parity_npu_moe_", cls.runs,
+            lambda config, run: [harness.PYTHON, TRAIN, "--config", config, "--npu-sim", SIM,
+                                 "--steps", str(STEPS), "--seed", str(run[1]), "--dtype",
+                                 "bfloat16" if run[0] == "bfloat16" else "float32"],
+            lambda run: run[0] if run[0] in EXPECTED else "")
         print("\n" + cls._render(), file=sys.stderr)
         caught = sum(cls._caught(rank) for rank in range(len(cls.runs))
                      if cls.runs[rank][0] in EXPECTED)
@@ -76,8 +62,7 @@ class NpuMoeSuiteTest(unittest.TestCase):
 
     @classmethod
     def _first(cls, rank):
-        first = harness.first_error(cls.by_rank.get(rank, []))
-        return (first["op"], first["phase"], first["step"]) if first else None
+        return harness.first_error_key(cls.by_rank.get(rank, []))
 
     @classmethod
     def _caught(cls, rank):
@@ -99,12 +84,9 @@ class NpuMoeSuiteTest(unittest.TestCase):
                  f"{'run':24} {'npu calls':>9} {'errors':>6}  first error"]
         for rank, (fault, seed) in enumerate(cls.runs):
             records = cls.by_rank.get(rank, [])
-            npu = [r for r in records if r["op"].startswith("npu::")]
-            errors = [r for r in records if r["status"] == "error"]
-            first = cls._first(rank)
+            npu = sum(1 for r in records if r["op"].startswith("npu::"))
             name = fault if fault in EXPECTED else f"clean ({fault or 'float32'}, seed {seed})"
-            lines.append(f"{name:24} {len(npu):9} {len(errors):6}  "
-                         f"{' '.join(map(str, first)) if first else '-'}")
+            lines.append(harness.suite_row(name, 24, npu, records, 9))
         return "\n".join(lines)
 
     def test_every_run_trained(self):
