@@ -132,6 +132,14 @@ std::string OpStart(const std::string& config_json) {
   return Start(config_json, &error) ? "" : error;
 }
 
+// The problems a config.json text has, as start() would report them ("" when none).
+std::string OpCheckConfig(const std::string& config_json, const std::string& source) {
+  char message[8192] = {0};
+  return parity_config_check(config_json.c_str(), source.c_str(), message, sizeof(message)) != 0
+             ? ""
+             : std::string(message);
+}
+
 std::string OpStep() {
   std::string error;
   return parity::agent::Step(&error) ? "" : error;
@@ -212,6 +220,7 @@ TORCH_LIBRARY(parity, m) {
   m.def("counters() -> str", &parity::agent::OpCounters);
   m.def("is_started() -> bool", &parity::agent::OpIsStarted);
   m.def("config_keys() -> str", &parity::agent::OpConfigKeys);
+  m.def("check_config(str config_json, str source) -> str", &parity::agent::OpCheckConfig);
   m.def("build_info() -> str", &parity::agent::OpBuildInfo);
   m.def("use_explicit_steps() -> ()", &parity::agent::OpExplicitSteps);
   m.def("set_step(int step) -> ()", &parity::agent::OpSetStep);

@@ -16,6 +16,7 @@
 #include "common/base/log.h"
 #include "common/naming/naming.h"
 #include "common/naming/operator_catalogue.h"
+#include "common/transport/tls.h"
 
 namespace parity::agent {
 namespace {
@@ -49,6 +50,18 @@ std::string OpOfApiName(const std::string& api) {
 absl::StatusOr<std::unique_ptr<Session>> Session::Create(common::AgentConfig config,
                                                          const parity_host& host) {
   if (absl::Status s = common::ValidateAgentConfig(config); !s.ok()) return s;
+  // Unusable TLS files are a configuration error like any other (the training is told at
+  // start, not left running unchecked with one log line). Files that go after the start are
+  // the link's to report (kUndeliverable).
+  if (!config.parity.plaintext) {
+    absl::StatusOr<common::ChannelTls> tls =
+        common::LoadChannelTls(config.tls_path, config.parity.tls_key_password_file);
+    if (!tls.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor.tls_path: ", tls.status().message(),
+                       " (or set parity.plaintext: true for a server without TLS)"));
+    }
+  }
   if (!config.parity.operator_catalogue.empty()) {
     if (absl::Status s = common::AddToOperatorCatalogue(config.parity.operator_catalogue);
         !s.ok()) {

@@ -114,6 +114,28 @@ const char* parity_config_keys_json(void) {
   return keys.c_str();
 }
 
+int parity_config_check(const char* config_json, const char* source, char* error,
+                        size_t error_size) {
+  using namespace parity;  // NOLINT(build/namespaces)
+  return Guarded("parity_config_check", 0, [&] {
+    absl::StatusOr<common::Parsed<common::AgentConfig>> parsed = common::ParseAgentConfig(
+        config_json != nullptr ? config_json : "", source != nullptr ? source : "config");
+    absl::Status status = parsed.status();
+    if (parsed.ok()) {
+      for (const std::string& w : parsed->warnings) common::LogWarning(w);
+      parity_host h{};
+      h.size = sizeof(h);
+      status = agent::Session::Create(std::move(parsed->config), h).status();
+      if (!status.ok()) {  // as the parser's messages do, name the file
+        status = absl::InvalidArgumentError(
+            absl::StrCat(source != nullptr ? source : "config", ": ", status.message()));
+      }
+    }
+    if (!status.ok()) agent::CopyError(std::string(status.message()), error, error_size);
+    return status.ok() ? 1 : 0;
+  });
+}
+
 parity_session* parity_session_create(const char* config_json, const char* config_path,
                                       const parity_host* host, char* error, size_t error_size) {
   using namespace parity;  // NOLINT(build/namespaces)

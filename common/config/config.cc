@@ -3,11 +3,13 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <openssl/sha.h>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -48,10 +50,33 @@ absl::StatusOr<nlohmann::json> ParseJson(absl::string_view text, absl::string_vi
   }
 }
 
+namespace {
+
+// "tensor.port: ..." ending " (line 7)" when the message names a key of the file and the
+// reader has not already placed it.
+std::string WithLine(const ConfigIssues& issues, const std::string& message) {
+  const std::size_t colon = message.find(": ");
+  if (colon == std::string::npos) return message;
+  const std::size_t placed = message.rfind(" (line ");
+  if (placed != std::string::npos && absl::EndsWith(message, ")") &&
+      message.find_first_not_of("0123456789", placed + 7) == message.size() - 1) {
+    return message;
+  }
+  auto it = issues.lines.find(message.substr(0, colon));
+  if (it == issues.lines.end()) return message;
+  return absl::StrCat(message, " (line ", it->second, ")");
+}
+
+}  // namespace
+
 absl::Status Summarise(const ConfigIssues& issues, absl::string_view source) {
   if (issues.errors.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      source, ": ", issues.errors.size(), " error(s):\n  ", absl::StrJoin(issues.errors, "\n  ")));
+  // Every problem at once: the warnings too (a mistyped key is often why a value is missing).
+  std::vector<std::string> lines;
+  for (const std::string& e : issues.errors) lines.push_back(WithLine(issues, e));
+  for (const std::string& w : issues.warnings) lines.push_back("also: " + WithLine(issues, w));
+  return absl::InvalidArgumentError(absl::StrCat(source, ": ", issues.errors.size(),
+                                                 " error(s):\n  ", absl::StrJoin(lines, "\n  ")));
 }
 
 absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
@@ -231,13 +256,31 @@ absl::StatusOr<Parsed<AgentConfig>> ParseAgentConfig(absl::string_view json_text
   if (!doc.ok()) return doc.status();
   Parsed<AgentConfig> out;
   ConfigIssues issues;
+  issues.lines = KeyLines(json_text);
   if (!doc->contains("tensor")) {
     issues.errors.push_back("tensor: section missing: it holds host, port and tls_path");
   }
   AgentTable().Read(*doc, out.config, issues);
-  if (issues.errors.empty()) {
-    absl::Status v = ValidateAgentConfig(out.config);
-    if (!v.ok()) issues.errors.push_back(std::string(v.message()));
+  // The cross-field rules too, every problem at once: but not again for a key already in error
+  // (its value was left at its default: "required" would only repeat it).
+  std::set<std::string> wrong;
+  for (const std::string& e : issues.errors) wrong.insert(e.substr(0, e.find_first_of(" :")));
+  if (absl::Status v = ValidateAgentConfig(out.config); !v.ok()) {
+    for (absl::string_view e : absl::StrSplit(v.message(), "\n  ")) {
+      const std::string key(e.substr(0, e.find_first_of(" :,")));
+      const std::string section = key.substr(0, key.find('.'));
+      if (wrong.count(key) == 0 && wrong.count(section) == 0) issues.errors.emplace_back(e);
+    }
+  }
+  const nlohmann::json* tensor = doc->contains("tensor") ? &(*doc)["tensor"] : nullptr;
+  const bool tls_path_given = tensor != nullptr && tensor->is_object() &&
+                              tensor->contains("tls_path") && (*tensor)["tls_path"].is_string() &&
+                              !(*tensor)["tls_path"].get<std::string>().empty();
+  if (out.config.parity.plaintext && tls_path_given) {
+    issues.warnings.push_back(WithLine(
+        issues,
+        "parity.plaintext: true, so tensor.tls_path is not used: the agent connects without TLS, "
+        "and a server that has TLS refuses every call (drop one of the two)"));
   }
   if (absl::Status s = Summarise(issues, source); !s.ok()) return s;
   out.warnings = std::move(issues.warnings);

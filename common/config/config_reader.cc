@@ -22,6 +22,49 @@ std::string TypeName(const nlohmann::json& v) {
 
 }  // namespace
 
+std::map<std::string, int> KeyLines(absl::string_view text) {
+  struct Frame {
+    bool object = false;
+    bool expect_key = false;
+    std::string key;
+  };
+  std::map<std::string, int> lines;
+  // A config on one line (made in code: a merged dict, a command line) has no lines to name.
+  if (text.find('\n') == absl::string_view::npos) return lines;
+  std::vector<Frame> stack;
+  int line = 1;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+    } else if (c == '"') {
+      const int at = line;
+      std::string s;
+      for (++i; i < text.size() && text[i] != '"'; ++i) {
+        if (text[i] == '\\' && i + 1 < text.size()) ++i;
+        s.push_back(text[i]);
+      }
+      if (stack.empty() || !stack.back().object || !stack.back().expect_key) continue;
+      stack.back().key = s;
+      stack.back().expect_key = false;
+      std::string path;
+      bool in_list = false;
+      for (const Frame& f : stack) {
+        in_list = in_list || !f.object;
+        absl::StrAppend(&path, path.empty() ? "" : ".", f.key);
+      }
+      if (!in_list) lines.emplace(path, at);
+    } else if (c == '{' || c == '[') {
+      stack.push_back({c == '{', c == '{', ""});
+    } else if ((c == '}' || c == ']') && !stack.empty()) {
+      stack.pop_back();
+    } else if (c == ',' && !stack.empty() && stack.back().object) {
+      stack.back().expect_key = true;
+    }
+  }
+  return lines;
+}
+
 std::string Quote(const nlohmann::json& value) {
   std::string s =
       value.dump(-1, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
@@ -45,14 +88,27 @@ std::string Where(const ConfigIssues& issues, const std::string& path) {
   return it == issues.flags.end() ? path : absl::StrCat(it->second, " (", path, ")");
 }
 
+// " (line 7)": where the key (or the list holding the item) is in the file; "" when unknown
+// or given on the command line.
+std::string LineOf(const ConfigIssues& issues, const std::string& path) {
+  const std::string key = path.substr(0, path.find('['));
+  if (issues.flags.count(key) != 0) return "";
+  auto line = issues.lines.find(key);
+  return line == issues.lines.end() ? "" : absl::StrCat(" (line ", line->second, ")");
+}
+
 }  // namespace
 
 void ConfigReader::Error(absl::string_view key, absl::string_view message) {
-  issues_->errors.push_back(absl::StrCat(Where(*issues_, Path(key)), ": ", message));
+  const std::string path = Path(key);
+  issues_->errors.push_back(
+      absl::StrCat(Where(*issues_, path), ": ", message, LineOf(*issues_, path)));
 }
 
 void ConfigReader::Warning(absl::string_view key, absl::string_view message) {
-  issues_->warnings.push_back(absl::StrCat(Where(*issues_, Path(key)), ": ", message));
+  const std::string path = Path(key);
+  issues_->warnings.push_back(
+      absl::StrCat(Where(*issues_, path), ": ", message, LineOf(*issues_, path)));
 }
 
 bool ConfigReader::Has(absl::string_view key) const {

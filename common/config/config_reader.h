@@ -21,7 +21,13 @@ struct ConfigIssues {
   // Keys whose value came from a command-line flag, by path ("parity.workers" -> "--workers"):
   // their messages name the flag too.
   std::map<std::string, std::string> flags;
+  // The line of each key in the file ("tensor.port" -> 7; KeyLines()): messages name it.
+  std::map<std::string, int> lines;
 };
+
+// The 1-based line of every object key of a JSON text, by dotted path ("tensor.port"; keys
+// inside lists are left out). A scan of the text alone: for a text nlohmann::json parsed.
+std::map<std::string, int> KeyLines(absl::string_view text);
 
 // Reads the members of one JSON object. Each getter marks its key as known, leaves the output
 // untouched when the key is absent, and records an error naming "prefix.key" when the value has

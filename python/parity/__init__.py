@@ -16,6 +16,7 @@ with ``torch.ops.load_library``. Nothing here raises into the training loop exce
 """
 
 import atexit
+import copy
 import difflib
 import json
 import os
@@ -228,17 +229,32 @@ class PrecisionDebugger:
                  step=None, **overrides):
         if self._initialized:
             return  # msprobe's singleton: the first construction's configuration stays
-        config = {}
+        config, text = {}, None
         if config_path is None:
             config_path = os.environ.get("PARITY_CONFIG")
         if config_path is not None:
-            with open(config_path, encoding="utf-8") as f:
-                config = json.load(f)
+            try:
+                with open(config_path, encoding="utf-8") as f:
+                    text = f.read()
+                config = json.loads(text)
+            except OSError as e:
+                raise ValueError(f"Parity configuration: {config_path}: {e.strerror}") from e
+            except ValueError:
+                config = None  # the agent's reader names the file, line and column below
         for key, value in (("task", task), ("dump_path", dump_path), ("level", level),
                            ("step", step)):
             if value is not None:
                 overrides[key] = value
         self._ops = load_agent()
+        # The configuration is checked here, by the agent's own reader, as start() will read it:
+        # every problem at once, with the file and its lines (a keyword argument has no line).
+        if config is None or not overrides:
+            error = self._ops.check_config(text or "{}", config_path or "config")
+        else:
+            error = self._ops.check_config(json.dumps(_merge(copy.deepcopy(config), overrides)),
+                                           f"{config_path or 'config'} with the keyword arguments")
+        if error:
+            raise ValueError("Parity configuration: " + error)
         self._config = _merge(config, overrides)
         # `seed` / `is_deterministic`: Parity's keys (msprobe 8.1.1's PrecisionDebugger reads
         # neither and seeds nothing; its run_ut seeds), applied when the config names either,

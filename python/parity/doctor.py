@@ -64,49 +64,66 @@ def check_agent():
     return parity
 
 
-def load_config(path):
+def load_config(path, parity):
+    """The config as the agent reads it: the agent's own reader and checks (the same errors,
+    the same words as start()), then what the other checks need from it."""
     try:
         with open(path, encoding="utf-8") as f:
-            config = json.load(f)
-    except (OSError, ValueError) as e:
-        report(False, "config", f"{path}: {e}")
+            text = f.read()
+    except OSError as e:
+        report(False, "config", f"{path}: {e.strerror}")
         return None
+    if parity is None:
+        report(False, "config", f"{path}: not checked: the agent did not load (above)")
+        return None
+    error = parity.load_agent().check_config(text, path)
+    if error:
+        report(False, "config", error)
+        return None
+    config = json.loads(text)  # valid: the agent read it
     tensor = config.get("tensor", {})
-    parity_section = config.get("parity", {})
-    host, port = tensor.get("host"), tensor.get("port")
-    if not host or not isinstance(port, int) or port <= 0:
-        report(False, "config", f"{path}: tensor.host and tensor.port must name the server "
-               f"(found host {host!r}, port {port!r})")
-        return None
-    plaintext = bool(parity_section.get("plaintext"))
-    tls_path = tensor.get("tls_path", "")
-    report(True, "config", f"{path}: server {host}:{port}, "
-           + ("plaintext" if plaintext else f"TLS files in {tls_path or '(tls_path unset)'}"))
+    plaintext = bool(config.get("parity", {}).get("plaintext"))
+    report(True, "config", f"{path}: server {tensor.get('host')}:{tensor.get('port')}, "
+           + ("plaintext" if plaintext
+              else f"TLS files in {tensor.get('tls_path') or '(tls_path unset: ./)'}"))
     return config
 
 
+def guarded(what, check, *args):
+    """Runs one check; an exception is that check's failure, never the doctor's traceback."""
+    try:
+        return check(*args)
+    except Exception as e:  # pylint: disable=broad-except
+        return report(False, what, f"{type(e).__name__}: {e}")
+
+
 def check_tls(config, base_dir):
+    """The TLS files as the agent uses them (its reader already found ca.crt): ca.crt, and
+    client.crt with client.key for mutual TLS when both are there."""
     tensor = config.get("tensor", {})
-    if config.get("parity", {}).get("plaintext"):
-        report(None, "TLS", "plaintext: no certificates used")
+    tls_path = tensor.get("tls_path", "./")  # msprobe's default, as the agent's
+    if config.get("parity", {}).get("plaintext") or tls_path == "":
+        report(None, "TLS", "plaintext: no certificates used" if tls_path else
+               "tls_path is empty: plaintext, as msprobe meant it (the agent warns)")
         return True
-    tls_path = tensor.get("tls_path", "")
-    if not tls_path:
-        return report(False, "TLS", "tensor.tls_path is empty and parity.plaintext is not set")
     if not os.path.isabs(tls_path):
         tls_path = os.path.join(base_dir, tls_path)
     ca = os.path.join(tls_path, "ca.crt")
     cert, key = os.path.join(tls_path, "client.crt"), os.path.join(tls_path, "client.key")
-    for f in (ca, cert, key):
+    mutual = os.path.exists(cert) or os.path.exists(key)
+    for f in (ca, cert, key) if mutual else (ca,):
         if not os.access(f, os.R_OK):
             return report(False, "TLS", f"{f} is missing or unreadable (docs/tls.md)")
     try:
         context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca)
-        context.load_cert_chain(cert, key)
+        if mutual:
+            context.load_cert_chain(cert, key)
     except (ssl.SSLError, OSError) as e:
         return report(False, "TLS", f"{tls_path}: {e} (a certificate and a key that do not match, "
                       "or an encrypted key: parity.tls_key_password_file)")
-    report(True, "TLS", f"{tls_path}: ca.crt, client.crt and client.key load and match")
+    report(True, "TLS", f"{tls_path}: " + ("ca.crt, client.crt and client.key load and match"
+                                           if mutual else "ca.crt loads (no client certificate: a "
+                                           "server whose tls_path has a ca.crt refuses it)"))
     return context
 
 
@@ -216,19 +233,20 @@ def main(argv=None):
                         help="the training's config.json (default: $PARITY_CONFIG)")
     parser.add_argument("--timeout", type=float, default=60, help="seconds to wait for the verdict")
     args = parser.parse_args(argv)
-    torch = check_torch()
-    parity = check_agent() if torch is not None else None
+    torch = guarded("torch", check_torch)
+    parity = guarded("agent", check_agent) if torch else None
     config = None
     if args.config:
-        config = load_config(args.config)
+        config = guarded("config", load_config, args.config, parity or None)
     else:
         report(None, "config", "none given (--config): the server is not checked")
-    if config is not None:
-        tls = check_tls(config, os.getcwd())  # the agent reads a relative tls_path so
+    if config:
+        tls = guarded("TLS", check_tls, config, os.getcwd())  # the agent reads tls_path so
         tls_ok = tls is not False
-        reachable = check_reachable(config, tls if isinstance(tls, ssl.SSLContext) else None)
-        if parity is not None and tls_ok and reachable:
-            check_one_call(parity, torch, args.config, args.timeout)
+        reachable = guarded("server", check_reachable, config,
+                            tls if isinstance(tls, ssl.SSLContext) else None)
+        if parity and tls_ok and reachable:
+            guarded("one call judged", check_one_call, parity, torch, args.config, args.timeout)
     failed = sum(1 for r in RESULTS if r is False)
     print(f"parity doctor: {'every check passed' if not failed else f'{failed} check(s) failed'}")
     return 1 if failed else 0

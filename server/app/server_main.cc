@@ -117,7 +117,12 @@ int main(int argc, char** argv) {
   if (!line.ok()) return Fail(line.status());
   if (PrintedAnInfoPage(*line)) return 0;
   auto parsed = parity::server::LoadConfiguration(*line);
-  if (!parsed.ok()) return Fail(parsed.status());
+  if (!parsed.ok()) {
+    // Whatever is wrong (a key, a file that cannot be read): with --check_config, exit 2 as
+    // documented (docs/configuration.md); else the start failed (1).
+    const int failed = Fail(parsed.status());
+    return line->check_config ? 2 : failed;
+  }
   const parity::server::ServerConfig& config = parsed->config;
   parity::common::LogLevel level = parity::common::LogLevel::kInfo;
   parity::common::ParseLogLevel(config.parity.log_level, &level);  // a checked choice

@@ -23,6 +23,11 @@ void CheckServerFields(const ServerConfig& c, std::vector<std::string>& errors) 
     errors.push_back(absl::StrCat("parity.metrics_port: must be -1 (off) or 0..65535, got ",
                                   c.parity.metrics_port));
   }
+  if (c.port > 0 && c.parity.metrics_port == c.port) {
+    errors.push_back(absl::StrCat("parity.metrics_port: the same port as run_ut.port (", c.port,
+                                  "): the metrics need a port of their own (0: any free one, "
+                                  "-1: none)"));
+  }
   if (c.parity.max_message_bytes < 4096 || c.parity.max_message_bytes > (uint64_t{1} << 31) - 1) {
     errors.push_back("parity.max_message_bytes: must be between 4KiB and 2GiB-1");
   }
@@ -59,6 +64,7 @@ absl::StatusOr<common::Parsed<ServerConfig>> ParseServerConfig(
     doc = *std::move(parsed);
   }
   ConfigIssues issues;
+  issues.lines = common::KeyLines(json_text);
   common::ApplyFlags(ServerTable(), flags, "parity-server --help", doc, issues);
   common::Parsed<ServerConfig> out;
   ServerTable().Read(doc, out.config, issues);

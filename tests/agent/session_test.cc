@@ -766,13 +766,40 @@ TEST(SessionTest, CloseIsBoundedByTheFlushTimeoutWhenTheServerIsGone) {
   ExpectEveryCallAccountedFor(c);
 }
 
-// Nothing can be delivered (a tls_path without ca.crt): the end of the session does not wait.
+// A tls_path that cannot be used is a configuration error: the session is not created, and
+// the message names the key and what is missing.
+TEST(SessionTest, UnusableTlsFilesAreAConfigurationError) {
+  common::AgentConfig config = Config(UnusedPort());
+  config.parity.plaintext = false;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/nonexistent/parity-tls", "not a directory"},
+      {parity::testing::MakeTempDir("parity_no_ca_"), "ca.crt"}};
+  for (const auto& [dir, why] : cases) {
+    config.tls_path = dir;
+    parity_host host{};
+    host.size = sizeof(host);
+    absl::StatusOr<std::unique_ptr<Session>> session = Session::Create(config, host);
+    ASSERT_FALSE(session.ok()) << dir;
+    EXPECT_THAT(
+        std::string(session.status().message()),
+        ::testing::AllOf(::testing::StartsWith("tensor.tls_path: "), ::testing::HasSubstr(why),
+                         ::testing::HasSubstr("parity.plaintext")))
+        << session.status();
+  }
+}
+
+// Nothing can be delivered (ca.crt gone after the session was made): the end of the session
+// does not wait.
 TEST(SessionTest, CloseDoesNotWaitWhenNothingCanBeDelivered) {
   common::AgentConfig config = Config(UnusedPort());
   config.parity.plaintext = false;
-  config.tls_path = parity::testing::MakeTempDir("parity_no_ca_");
+  parity::testing::TlsPeerPki pki;
+  config.tls_path = pki.agent_dir;
   config.parity.flush_timeout_ms = 60000;
-  auto agent = StartAgent(config);
+  auto agent = MakeAgent(config);
+  ASSERT_NE(agent, nullptr);
+  std::filesystem::remove(pki.agent_dir + "/ca.crt");
+  agent->Start();
   torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
   TrainStep(w, torch::randn({3, 4}));
   const std::chrono::milliseconds took = TimeOf([&] { agent->Close(); });

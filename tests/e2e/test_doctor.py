@@ -4,6 +4,7 @@ port, a client certificate from another CA, the wrong ca.crt, a plaintext config
 server; and the right setup, every check passing. Before, its server line checked TCP only (the
 metrics port passed, and the agent then blamed the client certificate) and its TLS line said
 "load and match" for certificates the server would refuse."""
+import json
 import os
 import shutil
 import subprocess
@@ -76,6 +77,67 @@ class DoctorTest(unittest.TestCase):
                 self.assertNotIn("Handshake failed", r.stdout + r.stderr)
                 self.assertEqual(r.stdout.count("[FAIL]"), 1, r.stdout)
 
+    def test_the_doctor_fails_exactly_where_the_agent_fails(self):
+        # Every config the agent refuses (tests/data/bad_agent_configs, also read by the C++
+        # config tests): the doctor fails on it with the agent's own words and no traceback, and
+        # PrecisionDebugger(config_path=...) raises the same words at construction (issue 66:
+        # the doctor passed `"rank": "0"` and scope with list, and crashed on four others).
+        corpus = os.path.join(harness.ROOT, "tests", "data", "bad_agent_configs")
+        with open(os.path.join(corpus, "expected.json")) as f:
+            expected = {k: v for k, v in json.load(f).items() if not k.startswith("_")}
+        env = {"PYTHONPATH": os.path.join(harness.ROOT, "python")}
+        raised = harness.run([harness.PYTHON, "-c", CONSTRUCT_EACH, corpus, *sorted(expected)],
+                             env=env)
+        self.assertEqual(raised.returncode, 0, raised.stderr)
+        raised = json.loads(raised.stdout.splitlines()[-1])
+        for name, want in sorted(expected.items()):
+            with self.subTest(name):
+                r = harness.run([harness.PYTHON, "-m", "parity.doctor", "--config",
+                                 os.path.join(corpus, name)], env=env)
+                self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+                self.assertNotIn("Traceback", r.stdout + r.stderr)
+                self.assertIn("[FAIL] config: ", r.stdout)
+                self.assertIn("check(s) failed", r.stdout)
+                for words in want["says"]:
+                    self.assertIn(words, r.stdout)
+                    self.assertIn(words, raised[name] or "(constructed without an error)")
+
+    def test_a_config_the_agent_takes_passes_the_doctors_config_line(self):
+        # msprobe's empty tls_path (plaintext, with the agent's warning) and a tls_path holding
+        # only ca.crt (TLS without a client certificate) are the agent's to take: so the doctor's.
+        only_ca = os.path.join(self.dir, "only_ca")
+        os.makedirs(only_ca, exist_ok=True)
+        shutil.copy(os.path.join(self.client_tls, "ca.crt"), only_ca)
+        for name, tls_path in (("empty", ""), ("only_ca", only_ca)):
+            with self.subTest(name):
+                path = os.path.join(self.dir, f"takes_{name}.json")
+                with open(path, "w") as f:
+                    json.dump({"task": "tensor", "tensor": {
+                        "online_run_ut": True, "host": "127.0.0.1", "port": self.server.port,
+                        "tls_path": tls_path}}, f)
+                r = harness.run([harness.PYTHON, "-m", "parity.doctor", "--config", path,
+                                 "--timeout", "30"],
+                                env={"PYTHONPATH": os.path.join(harness.ROOT, "python")})
+                self.assertIn("[ok  ] config:", r.stdout, r.stdout + r.stderr)
+                self.assertNotIn("[FAIL] TLS", r.stdout)
+                self.assertNotIn("Traceback", r.stdout + r.stderr)
+
+
+# Constructs PrecisionDebugger on each config named in argv[2:] (in argv[1]) and prints, as one
+# JSON line, what each construction raised (null: nothing).
+CONSTRUCT_EACH = r"""
+import json, os, sys
+import parity
+out = {}
+for name in sys.argv[2:]:
+    parity.PrecisionDebugger._instance = None
+    try:
+        parity.PrecisionDebugger(config_path=os.path.join(sys.argv[1], name))
+        out[name] = None
+    except ValueError as e:
+        out[name] = str(e)
+print(json.dumps(out))
+"""
 
 if __name__ == "__main__":
     unittest.main()

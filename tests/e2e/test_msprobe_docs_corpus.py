@@ -157,11 +157,12 @@ AGENT_SAYS = {
     "run_ut": '"run_ut" is the benchmark server\'s task',
     "tensor": "tensor.host: the benchmark server's address is required",
 }
+# Refused where msprobe refuses a config: at PrecisionDebugger(config_path=...), before the
+# training's first step (issue 66: it was at the first start()).
 START = r"""
 import sys, torch, parity
-debugger = parity.PrecisionDebugger(config_path=sys.argv[1])
 try:
-    debugger.start()
+    parity.PrecisionDebugger(config_path=sys.argv[1])
 except ValueError as e:
     print("REFUSED " + str(e))
 torch.ones(2).add(1)  # the training goes on

@@ -79,6 +79,7 @@ class SeedAllTest(unittest.TestCase):
             path = os.path.join(folder, f"config{len(extra)}.json")
             config = {"task": "tensor", "level": "L1", "step": [],
                       "tensor": {"online_run_ut": True, "host": "127.0.0.1", "port": 1},
+                      "parity": {"plaintext": True},  # checked at construction, as start() would
                       **extra}
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(config, f)

@@ -44,6 +44,12 @@ PARITY_TRANSPORT_API void parity_log(int level, const char* message);
  * ..., "default": ...}, ...]; "default": the effective value of a config with nothing set, "" if
  * none); a static string. */
 PARITY_TRANSPORT_API const char* parity_config_keys_json(void);
+/* Whether a config.json text would make a session, by the same reader and the same checks
+ * (its TLS files, its operator catalogue) with the same words: 1 if so; else 0 with every
+ * problem in `error` (error_size bytes, NUL-terminated). `source` names the text in messages
+ * (its path). Starts nothing, connects nowhere; warnings (unknown keys) are logged. */
+PARITY_TRANSPORT_API int parity_config_check(const char* config_json, const char* source,
+                                             char* error, size_t error_size);
 
 /* ---- the session ------------------------------------------------------------------------ */
 typedef struct parity_session parity_session;

@@ -1,6 +1,9 @@
 #include "common/config/config.h"
 
 #include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -213,9 +216,10 @@ TEST(AgentConfigTest, UnknownAndIgnoredKeysAreWarnings) {
                  "data_mode": ["all"], "prot": 5},
       "parity": {"fail_fats": true}})");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
-  EXPECT_THAT(parsed->warnings, Contains("colour: unknown key, ignored"));
-  EXPECT_THAT(parsed->warnings, Contains("tensor.prot: unknown key, ignored"));
-  EXPECT_THAT(parsed->warnings, Contains("parity.fail_fats: unknown key, ignored"));
+  // Each with the line the key is on.
+  EXPECT_THAT(parsed->warnings, Contains("colour: unknown key, ignored (line 1)"));
+  EXPECT_THAT(parsed->warnings, Contains("tensor.prot: unknown key, ignored (line 3)"));
+  EXPECT_THAT(parsed->warnings, Contains("parity.fail_fats: unknown key, ignored (line 4)"));
   EXPECT_THAT(parsed->warnings, Contains(HasSubstr("tensor.data_mode: ignored")));
   EXPECT_THAT(parsed->warnings, Contains(HasSubstr("level: Parity checks every")));
 }
@@ -242,6 +246,57 @@ TEST(AgentConfigTest, MalformedJsonNamesLineAndColumn) {
   EXPECT_THAT(parsed.status().message(), HasSubstr("invalid JSON"));
   EXPECT_FALSE(ParseAgentConfig("[1, 2]").ok());
   EXPECT_FALSE(ParseAgentConfig("").ok());
+}
+
+// The corpus of configs the agent refuses (tests/data/bad_agent_configs, shared with the
+// doctor's test): each parse-stage one is refused by the reader with its words, the file named.
+TEST(AgentConfigTest, TheSharedCorpusOfBadConfigsIsRefusedWithItsWords) {
+  const std::string dir = std::string(PARITY_SOURCE_DIR) + "/tests/data/bad_agent_configs/";
+  std::ifstream index(dir + "expected.json");
+  ASSERT_TRUE(index) << dir;
+  const nlohmann::json expected = nlohmann::json::parse(index);
+  int parsed_ones = 0;
+  for (const auto& [file, want] : expected.items()) {
+    if (file.front() == '_' || want["stage"] != "parse") continue;
+    ++parsed_ones;
+    auto parsed = LoadAgentConfig(dir + file);
+    ASSERT_FALSE(parsed.ok()) << file;
+    for (const auto& says : want["says"]) {
+      EXPECT_THAT(std::string(parsed.status().message()), HasSubstr(says.get<std::string>()))
+          << file;
+    }
+  }
+  EXPECT_GE(parsed_ones, 10);
+}
+
+// Every problem at once: a mistyped key is named with the errors it explains, with its line.
+TEST(AgentConfigTest, UnknownKeysAreNamedWithTheErrorsAndLinesAreGiven) {
+  auto parsed = ParseAgentConfig(
+      "{\n  \"task\": \"tensor\",\n  \"tensor\": {\"online_run_ut\": true, \"host\": \"h\",\n"
+      "    \"prot\": 59208},\n  \"parity\": {\"plaintext\": true}\n}",
+      "c.json");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(parsed.status().message(),
+              AllOf(HasSubstr("c.json: 1 error(s)"), HasSubstr("tensor.port: the benchmark"),
+                    HasSubstr("also: tensor.prot: unknown key, ignored (line 4)")));
+  // On one line (a config made in code) no line is named.
+  parsed = ParseAgentConfig(R"({"task": "tensor", "tensor": {"host": "h", "prot": 1}})");
+  EXPECT_THAT(parsed.status().message(), Not(HasSubstr("(line")));
+}
+
+// parity.plaintext with a tls_path given: the files are not used, and a TLS server refuses
+// every call: said once, at start.
+TEST(AgentConfigTest, PlaintextWithATlsPathIsAWarning) {
+  auto parsed = ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,
+      "host": "h", "port": 1, "tls_path": "./certs"}, "parity": {"plaintext": true}})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_THAT(parsed->warnings,
+              Contains(AllOf(HasSubstr("parity.plaintext: true, so tensor.tls_path is not used"),
+                             HasSubstr("(line 2)"))));
+  parsed = ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,
+      "host": "h", "port": 1}, "parity": {"plaintext": true}})");
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_THAT(parsed->warnings, Not(Contains(HasSubstr("parity.plaintext"))));
 }
 
 TEST(AgentConfigTest, LoadReportsMissingFile) {
