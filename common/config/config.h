@@ -90,6 +90,7 @@ struct AgentConfig {
   std::vector<int64_t> step;  // empty = every step
   int64_t seed = 1234;
   bool is_deterministic = false;
+  bool enable_dataloader = false;  // the Python front end's: the DataLoader drives start/stop/step
   std::vector<std::string> scope;  // [start, end] range of API names, or empty
   std::vector<std::string> list;   // substrings of API names, or empty
   bool online_run_ut = true;

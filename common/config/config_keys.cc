@@ -35,6 +35,11 @@ const char kPlaintextWarning[] =
     "anyone on the path can read or alter it. Point tls_path at the certificates for mutual TLS "
     "(docs/tls.md), or set parity.plaintext to true to say that plaintext is meant";
 
+const char kPrecisionHelp[] =
+    "not a key of msprobe's config.json (its `statistics` section's `precision` is the "
+    "statistics' high/low; the 14 decimals of its run_ut CSVs come from its own "
+    "api_accuracy_checker/config.yaml): accepted, no effect; Parity writes 14 decimals";
+
 std::vector<std::string> LogLevels() { return {"debug", "info", "warning", "error"}; }
 
 const char* const kOtherTaskSections[] = {"statistics", "overflow_check", "free_benchmark",
@@ -102,13 +107,21 @@ const KeyTable<AgentConfig>& AgentTable() {
       K::Bool(
           "is_deterministic", [](C& c) { return &c.is_deterministic; },
           "`seed_all`'s `mode`: `torch.use_deterministic_algorithms`, `HCCL_DETERMINISTIC`"),
-      K::Ignored({"enable_dataloader", "acl_config", "framework", "async_dump"},
+      K::Bool(
+          "enable_dataloader", [](C& c) { return &c.enable_dataloader; },
+          "msprobe's: the training's `torch.utils.data.DataLoader` drives the session, so that "
+          "the script calls none of `start()`, `stop()`, `step()` (msprobe 8.1.1's "
+          "`_iter_tracer`, msprobe/pytorch/debugger/precision_debugger.py): each batch fetched "
+          "after the first ends the step (`stop()`, `step()`) and the next begins once it is "
+          "fetched (`start()`); the `step` list selects steps as usual and the session ends after "
+          "its last. While on, the script's own `start()` and `stop()` are skipped with a note, "
+          "as msprobe skips them. The Python front end's (`PrecisionDebugger`); the LD_PRELOAD and "
+          "C++ agents count steps from `optimizer.step()` and ignore it"),
+      K::Ignored({"acl_config", "framework", "async_dump"},
                  "msprobe dump option with no meaning for online checking"),
       K::AcceptedEach(kOtherTaskSections, "another msprobe task's section"),
       K::Accepted("run_ut", "the server's section (one file may serve both sides)"),
-      K::Accepted("precision",
-                  "msprobe's decimals in its result files; Parity writes 14, msprobe's "
-                  "default"),
+      K::Accepted("precision", config_internal::kPrecisionHelp),
       K::StringList(
           "tensor.scope", [](C& c) { return &c.scope; },
           "check only the calls from the first matching `start` through the first matching `end`, "

@@ -14,6 +14,8 @@ namespace parity::common::config_internal {
 extern const char kNfsHelp[];
 // tls_path empty without parity.plaintext.
 extern const char kPlaintextWarning[];
+// The top-level `precision` key, on either side.
+extern const char kPrecisionHelp[];
 std::vector<std::string> LogLevels();
 // Keys of other msprobe tasks that may share one file with this side's keys.
 extern const char* const kOtherTaskSections[5];

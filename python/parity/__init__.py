@@ -202,6 +202,35 @@ def _note_once(key, text):
         print(f"[parity] {text}", file=sys.stderr, flush=True)
 
 
+def _drive_from_dataloader():
+    """msprobe's enable_dataloader (its _iter_tracer, msprobe 8.1.1
+    pytorch/debugger/precision_debugger.py): every DataLoader iterator's __next__ ends the step
+    begun by the previous batch (stop, step) and starts the next once the batch is fetched, so
+    that the DataLoader's own work (collation, pinning) is never captured. The script's own
+    start() and stop() are skipped meanwhile; after the last batch (StopIteration) they work
+    again, as in msprobe."""
+    from torch.utils.data import dataloader  # pylint: disable=import-outside-toplevel
+    original = dataloader._BaseDataLoaderIter.__next__  # pylint: disable=protected-access
+    if getattr(original, "_parity_drives", False):
+        return
+
+    def __next__(iterator, *args, **kwargs):
+        debugger = PrecisionDebugger._instance  # pylint: disable=protected-access
+        if debugger is None or not debugger._initialized:  # pylint: disable=protected-access
+            return original(iterator, *args, **kwargs)
+        debugger._dataloader_driving = False  # pylint: disable=protected-access
+        if debugger._started:  # pylint: disable=protected-access
+            debugger.stop()
+            debugger.step()
+        batch = original(iterator, *args, **kwargs)
+        debugger.start()
+        debugger._dataloader_driving = True  # pylint: disable=protected-access
+        return batch
+
+    __next__._parity_drives = True
+    dataloader._BaseDataLoaderIter.__next__ = __next__  # pylint: disable=protected-access
+
+
 class PrecisionDebugger:
     """msprobe's PrecisionDebugger API on Parity's agent: one checking session per process.
 
@@ -270,7 +299,10 @@ class PrecisionDebugger:
         self._module_dump = None  # the module_dump() region that started capturing, if any
         self._call_site = None  # the mode naming torch calls (parity.api_names "call_site")
         self._step = 0  # the training's step, counted from here as msprobe counts it
+        self._dataloader_driving = False  # enable_dataloader: the DataLoader starts and stops
         self._initialized = True
+        if self._config.get("enable_dataloader"):
+            _drive_from_dataloader()
 
     @classmethod
     def _get(cls):
@@ -284,6 +316,10 @@ class PrecisionDebugger:
         """Starts capturing, or resumes after stop(). With a model (a module, or a list of
         modules: Megatron's model chunks), results name module paths."""
         self = cls._get()
+        if self._dataloader_driving:
+            _note_once("dataloader_start", "start(): enable_dataloader is on, so the DataLoader "
+                       "starts and stops the session: this call is skipped, as msprobe skips it")
+            return
         if token_range is not None:
             _note_once("token_range", "start(token_range=...): msprobe's token window for "
                        "inference dumps has no meaning for online checking: every call of the "
@@ -341,6 +377,10 @@ class PrecisionDebugger:
     def stop(cls):
         """Pauses capturing and returns at once: nothing waits for the server."""
         self = cls._get()
+        if self._dataloader_driving:
+            _note_once("dataloader_stop", "stop(): enable_dataloader is on, so the DataLoader "
+                       "starts and stops the session: this call is skipped, as msprobe skips it")
+            return
         self._ops.stop()
         self._capturing = False
         self._leave_call_site()

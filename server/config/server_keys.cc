@@ -55,9 +55,7 @@ const common::KeyTable<ServerConfig>& ServerTable() {
                    "enable_dataloader", "acl_config", "framework", "async_dump", "tensor"},
                   "the agent's key (one file may serve both sides)"),
       K::AcceptedEach(kOtherTaskSections, "another msprobe task's section"),
-      K::Accepted("precision",
-                  "msprobe's decimals in its result files; Parity writes 14, msprobe's "
-                  "default"),
+      K::Accepted("precision", common::config_internal::kPrecisionHelp),
       K::StringList(
           "run_ut.white_list", [](C& c) { return &c.check.white_list; },
           "the server checks only the calls these names select ([any form](migration.md#names): "
@@ -73,7 +71,9 @@ const common::KeyTable<ServerConfig>& ServerTable() {
           "run_ut.error_data_path", [](C& c) { return &c.check.error_data_path; },
           "where `ut_error_data{ts}/` goes: the inputs and outputs of every call judged error, and "
           "a manifest ([results.md](results.md#error-data-and-the-reproducer)); a relative path is "
-          "under `parity.output_dir`")
+          "under `parity.output_dir`. msprobe's online run_ut ignores this key (its doc 08, "
+          "accuracy_checker_online_PyTorch.md: only the offline run_ut's `-save_error_data` "
+          "saves); Parity's server uses it, and saves by default (`parity.save_error_data`)")
           .Flag("error_data_path"),
       K::Custom(
           "run_ut.is_online", KeyKind::kBool,
@@ -124,7 +124,10 @@ const common::KeyTable<ServerConfig>& ServerTable() {
           "(mutual TLS); `\"\"`: plaintext, as in msprobe, with a warning")
           .DocsDefault("`\"./\"` (msprobe's default)")
           .Flag("tls_path"),
-      K::Ignored("run_ut.precision", "Parity always writes 14 decimals, like msprobe's default"),
+      K::Ignored("run_ut.precision",
+                 "not an msprobe key (its RunUTConfig, msprobe/pytorch/pt_config.py, has none; "
+                 "the 14 decimals of its CSVs come from api_accuracy_checker/config.yaml): "
+                 "Parity always writes 14 decimals"),
       K::String(
           "parity.output_dir", [](C& c) { return &c.check.output_dir; },
           "where the CSV files and the JSON-lines record go")

@@ -111,6 +111,33 @@ debugger.close()
 '''
 
 
+# msprobe's enable_dataloader (its doc 02, config_introduction.md: "start, stop and step may be
+# left out"; the training must load its data through torch.utils.data.DataLoader): the script
+# calls none of them.
+DATALOADER = r'''
+import sys
+import torch
+from parity import PrecisionDebugger
+class Numbers(torch.utils.data.Dataset):
+    def __len__(self): return 8
+    def __getitem__(self, i): return torch.full((4,), float(i))
+debugger = PrecisionDebugger(config_path=sys.argv[1])
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for i, batch in enumerate(torch.utils.data.DataLoader(Numbers(), batch_size=2)):
+    loss = torch.tanh(model(batch)).sum()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    if i == 0:
+        debugger.start()  # skipped while the DataLoader drives, as msprobe skips it
+        debugger.stop()
+debugger.flush(120)
+print("TRAINED", flush=True)
+'''
+
+
 class MsprobeApiTest(unittest.TestCase):
     def train(self, mode, steps, env=None, server_args=()):
         with tempfile.TemporaryDirectory() as work:
@@ -148,9 +175,9 @@ class MsprobeApiTest(unittest.TestCase):
                      "start(token_range=...)"):
             self.assertIn(note, run.stderr)
 
-    def run_script(self, text, tensor=None):
+    def run_script(self, text, tensor=None, top=None):
         """`text` against a fresh server (the agent config's tensor section updated with
-        `tensor`); (the finished process, the server's records)."""
+        `tensor`, its top level with `top`); (the finished process, the server's records)."""
         with tempfile.TemporaryDirectory() as work:
             server = harness.Server(work)
             try:
@@ -161,12 +188,33 @@ class MsprobeApiTest(unittest.TestCase):
                     c["tensor"].update(tensor)
                     with open(config, "w", encoding="utf-8") as f:
                         json.dump(c, f)
+                if top:
+                    with open(config, encoding="utf-8") as f:
+                        c = json.load(f)
+                    c.update(top)
+                    with open(config, "w", encoding="utf-8") as f:
+                        json.dump(c, f)
                 run = harness.run([harness.PYTHON, script, config],
                                   env={"PYTHONPATH": os.path.join(harness.ROOT, "python")})
             finally:
                 server.stop()
             self.assertEqual(run.returncode, 0, run.stdout[-2000:] + run.stderr[-4000:])
             return run, server.records()
+
+    def test_enable_dataloader_drives_start_stop_and_step(self):
+        # Batch i is step i; the config's step list [1, 2] selects batches 1 and 2 (issue 66:
+        # Parity listed the key as an ignored dump option and checked nothing). The DataLoader's
+        # own collation runs between stop() and start(): never captured.
+        run, records = self.run_script(DATALOADER, top={"enable_dataloader": True,
+                                                        "step": [1, 2]})
+        self.assertIn("TRAINED", run.stdout)
+        self.assertEqual({r["step"] for r in records}, {1, 2}, run.stderr[-3000:])
+        for step in (1, 2):
+            forward = [r["op"] for r in records if r["step"] == step and r["phase"] == "forward"]
+            self.assertEqual(forward.count("aten::tanh"), 1, forward)
+        self.assertNotIn("aten::stack", [r["op"] for r in records])
+        self.assertIn("start(): enable_dataloader is on", run.stderr)
+        self.assertIn("stop(): enable_dataloader is on", run.stderr)
 
     def test_tensor_list_selects_by_msprobes_api_and_its_own_counter(self):
         # msprobe counts each API name apart: "Tensor.matmul.0.forward" is the first

@@ -203,5 +203,72 @@ class MsprobeOwnCodeTest(unittest.TestCase):
                     self.assertGreater(agree["error"], 0)
 
 
+# docs/migration.md's claims about msprobe, read from msprobe 8.1.1's own source files (parsed,
+# not imported: its run_ut needs twisted): each quoted function or class as its file has it.
+SOURCES = r"""
+import ast, json, os, sys
+import msprobe
+root = os.path.dirname(msprobe.__file__)
+def source(relative, *names):
+    path = os.path.join(root, *relative.split("/"))
+    text = open(path, encoding="utf-8").read()
+    node = ast.parse(text)
+    for name in names:
+        node = next(n for n in ast.walk(node) if getattr(n, "name", None) == name)
+    return ast.get_source_segment(text, node)
+print(json.dumps({
+    "RunUTConfig": source("pytorch/pt_config.py", "RunUTConfig", "__init__"),
+    "_iter_tracer": source("pytorch/debugger/precision_debugger.py", "_iter_tracer"),
+    "_param_warning": source("pytorch/debugger/precision_debugger.py", "_param_warning"),
+    "do_save_error_data": source("pytorch/api_accuracy_checker/run_ut/run_ut.py",
+                                 "do_save_error_data"),
+    "UT_ERROR_DATA_DIR": open(os.path.join(root, "pytorch", "api_accuracy_checker", "run_ut",
+                                           "run_ut.py"), encoding="utf-8").read(),
+    "config_yaml": open(os.path.join(root, "pytorch", "api_accuracy_checker", "config.yaml"),
+                        encoding="utf-8").read(),
+    "docs_08": open(os.path.join(root, "docs", "08.accuracy_checker_online_PyTorch.md"),
+                    encoding="utf-8").read(),
+}))
+"""
+
+
+@unittest.skipUnless(msprobe_available(), "msprobe 8.1.1 not installed: scripts/msprobe-venv.sh")
+class MigrationClaimsTest(unittest.TestCase):
+    """What docs/migration.md says msprobe does, against msprobe's code (issue 66, item 8)."""
+
+    @classmethod
+    def setUpClass(cls):
+        r = subprocess.run([MSPROBE_PYTHON, "-c", SOURCES], capture_output=True, text=True,
+                           check=True)
+        cls.src = json.loads(r.stdout)
+
+    def test_run_ut_has_no_precision_key_its_decimals_are_its_config_yaml(self):
+        self.assertNotIn("precision", self.src["RunUTConfig"])
+        self.assertIn("precision: 14", self.src["config_yaml"])
+
+    def test_enable_dataloader_drives_start_stop_and_step_from_next(self):
+        self.assertIn("enable_dataloader", self.src["_param_warning"])
+        self.assertIn("_BaseDataLoaderIter.__next__", self.src["_param_warning"])
+        tracer = self.src["_iter_tracer"]
+        for call in ("debugger_instance.stop()", "debugger_instance.step()",
+                     "debugger_instance.start()", "first_start"):
+            self.assertIn(call, tracer)
+        # stop() and step() before the batch is fetched, start() after: as Parity does.
+        self.assertLess(tracer.index("stop()"), tracer.index("func(*args, **kwargs)"))
+        self.assertLess(tracer.index("func(*args, **kwargs)"), tracer.index("start()"))
+
+    def test_online_error_data_path_has_no_effect_and_offline_names_are_not_paritys(self):
+        self.assertIn("在线预检模式下该参数不生效", self.src["docs_08"])
+        saved = self.src["do_save_error_data"]
+        for name in (".forward.input", ".forward.output.bench", ".forward.output.device",
+                     ".backward.output.bench"):
+            self.assertIn(name, saved)
+        self.assertIn("UT_ERROR_DATA_DIR = 'ut_error_data'", self.src["UT_ERROR_DATA_DIR"])
+        with open(os.path.join(harness.ROOT, "docs", "migration.md"), encoding="utf-8") as f:
+            migration = f.read()
+        self.assertIn("{api}.forward.input.{i}.pt", migration)
+        self.assertNotIn("msprobe-style error data", migration)
+
+
 if __name__ == "__main__":
     unittest.main()
