@@ -43,7 +43,8 @@ const char kPrecisionHelp[] =
 std::vector<std::string> LogLevels() { return {"debug", "info", "warning", "error"}; }
 
 const char* const kOtherTaskSections[] = {"statistics", "overflow_check", "free_benchmark",
-                                          "grad_probe", "structure"};
+                                          "grad_probe", "structure",      "diff_check",
+                                          "nan_check"};
 
 }  // namespace config_internal
 
@@ -61,10 +62,11 @@ const KeyTable<AgentConfig>& AgentTable() {
           "task", KeyKind::kString,
           [](ConfigReader& r, const std::string& n, C& c) {
             r.String(n, &c.task);
-            if (c.task == "run_ut") {
-              r.Error(n,
-                      "\"run_ut\" is the benchmark server's task; the agent's config needs "
-                      "\"task\": \"tensor\" with a \"tensor\" section");
+            if (c.task == "run_ut" || c.task == "acc_check") {
+              r.Error(n, absl::StrCat("\"", c.task,
+                                      "\" is the benchmark server's task (acc_check: msprobe "
+                                      "26.x's name for run_ut); the agent's config needs "
+                                      "\"task\": \"tensor\" with a \"tensor\" section"));
             } else if (c.task != "tensor") {
               r.Error(n, absl::StrCat("Parity's agent runs msprobe's \"tensor\" task with "
                                       "online_run_ut; got \"",
@@ -117,10 +119,11 @@ const KeyTable<AgentConfig>& AgentTable() {
           "its last. While on, the script's own `start()` and `stop()` are skipped with a note, "
           "as msprobe skips them. The Python front end's (`PrecisionDebugger`); the LD_PRELOAD and "
           "C++ agents count steps from `optimizer.step()` and ignore it"),
-      K::Ignored({"acl_config", "framework", "async_dump"},
+      K::Ignored({"acl_config", "framework", "async_dump", "extra_info"},
                  "msprobe dump option with no meaning for online checking"),
       K::AcceptedEach(kOtherTaskSections, "another msprobe task's section"),
       K::Accepted("run_ut", "the server's section (one file may serve both sides)"),
+      K::Accepted("acc_check", "the server's section under msprobe 26.x's name for run_ut"),
       K::Accepted("precision", config_internal::kPrecisionHelp),
       K::StringList(
           "tensor.scope", [](C& c) { return &c.scope; },
@@ -195,6 +198,7 @@ const KeyTable<AgentConfig>& AgentTable() {
       K::Ignored("tensor.data_mode", "Parity always captures inputs at entry and outputs at exit"),
       K::Ignored("tensor.file_format", "Parity writes no dump files"),
       K::Ignored("tensor.summary_mode", "Parity writes no dump files"),
+      K::Ignored("tensor.bench_path", "msprobe 26.x's dump comparison path: Parity writes no dump"),
       K::Bytes(
           "parity.queue_max_bytes", [](C& c) { return &c.parity.queue_max_bytes; },
           "memory the send queue may hold; snapshots of accelerator tensors stay in device memory "

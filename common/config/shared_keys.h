@@ -17,8 +17,9 @@ extern const char kPlaintextWarning[];
 // The top-level `precision` key, on either side.
 extern const char kPrecisionHelp[];
 std::vector<std::string> LogLevels();
-// Keys of other msprobe tasks that may share one file with this side's keys.
-extern const char* const kOtherTaskSections[5];
+// Keys of other msprobe tasks that may share one file with this side's keys (msprobe 8.x's,
+// and 26.x's diff_check and nan_check).
+extern const char* const kOtherTaskSections[7];
 
 // tls_path on either side: "" is msprobe's way of asking for plaintext, taken with a warning.
 template <typename Config>

@@ -1,10 +1,14 @@
 #include "server/config/server_config.h"
 
+#include <map>
+#include <string>
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "common/config/config_table.h"
 
 namespace parity::server {
@@ -54,6 +58,34 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   return absl::InvalidArgumentError(absl::StrJoin(errors, "\n  "));
 }
 
+namespace {
+
+// msprobe 26.x renamed the run_ut task and section to acc_check (mindstudio-probe 26.x's
+// ACCCheckConfig: white_list, black_list, error_data_path; no online keys). A file with an
+// acc_check section and no run_ut one is read as if it were run_ut's, its lines and messages
+// keeping acc_check's name; both sections in one file are an error. True when it was.
+bool ReadAccCheckAsRunUt(nlohmann::json& doc, ConfigIssues& issues) {
+  if (!doc.contains("acc_check")) return false;
+  if (doc.contains("run_ut")) {
+    issues.errors.push_back(
+        "run_ut, acc_check: one server section, under either name (acc_check is msprobe 26.x's "
+        "name for run_ut), not both");
+    return false;
+  }
+  doc["run_ut"] = doc["acc_check"];
+  doc.erase("acc_check");
+  std::map<std::string, int> renamed;
+  for (const auto& [path, line] : issues.lines) {
+    if (absl::StartsWith(path, "acc_check.") || path == "acc_check") {
+      renamed.emplace("run_ut" + path.substr(std::string("acc_check").size()), line);
+    }
+  }
+  issues.lines.insert(renamed.begin(), renamed.end());
+  return true;
+}
+
+}  // namespace
+
 absl::StatusOr<common::Parsed<ServerConfig>> ParseServerConfig(
     absl::string_view json_text, absl::string_view source,
     const std::vector<common::FlagValue>& flags) {
@@ -65,10 +97,16 @@ absl::StatusOr<common::Parsed<ServerConfig>> ParseServerConfig(
   }
   ConfigIssues issues;
   issues.lines = common::KeyLines(json_text);
+  const bool acc_check = ReadAccCheckAsRunUt(doc, issues);
   common::ApplyFlags(ServerTable(), flags, "parity-server --help", doc, issues);
   common::Parsed<ServerConfig> out;
   ServerTable().Read(doc, out.config, issues);
   if (issues.errors.empty()) CheckServerFields(out.config, issues.errors);
+  if (acc_check) {  // the messages name the section the file has
+    for (auto* list : {&issues.errors, &issues.warnings}) {
+      for (std::string& m : *list) m = absl::StrReplaceAll(m, {{"run_ut.", "acc_check."}});
+    }
+  }
   if (absl::Status s = common::Summarise(issues, source); !s.ok()) return s;
   out.warnings = std::move(issues.warnings);
   return out;

@@ -45,15 +45,19 @@ const common::KeyTable<ServerConfig>& ServerTable() {
               r.Error(n,
                       "\"tensor\" is the agent's task; the server's config needs "
                       "\"task\": \"run_ut\" with a \"run_ut\" section");
-            } else if (c.task != "run_ut") {
-              r.Error(n, absl::StrCat("the server runs msprobe's \"run_ut\" task, got \"", c.task,
-                                      "\""));
+            } else if (c.task != "run_ut" && c.task != "acc_check") {
+              r.Error(n, absl::StrCat("the server runs msprobe's \"run_ut\" task (\"acc_check\" "
+                                      "in msprobe 26.x), got \"",
+                                      c.task, "\""));
             }
           },
-          nullptr, "must be `\"run_ut\"`"),
-      K::Accepted({"dump_path", "rank", "step", "level", "seed", "is_deterministic",
-                   "enable_dataloader", "acl_config", "framework", "async_dump", "tensor"},
-                  "the agent's key (one file may serve both sides)"),
+          nullptr,
+          "must be `\"run_ut\"`, or msprobe 26.x's `\"acc_check\"` (its `acc_check` section is "
+          "read as the `run_ut` section: [migration.md](migration.md#msprobe-26x))"),
+      K::Accepted(
+          {"dump_path", "rank", "step", "level", "seed", "is_deterministic", "enable_dataloader",
+           "acl_config", "framework", "async_dump", "extra_info", "tensor"},
+          "the agent's key (one file may serve both sides)"),
       K::AcceptedEach(kOtherTaskSections, "another msprobe task's section"),
       K::Accepted("precision", common::config_internal::kPrecisionHelp),
       K::StringList(

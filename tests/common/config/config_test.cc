@@ -238,6 +238,19 @@ TEST(AgentConfigTest, RejectsServerTaskMissingSectionAndBadStructure) {
   EXPECT_THAT(parsed.status().message(), HasSubstr("set one of them, not both"));
 }
 
+// msprobe 26.x's names: acc_check is the server's task (its section may share the file), its
+// new task sections and keys are accepted like the other dump options.
+TEST(AgentConfigTest, Msprobe26sNamesAreKnown) {
+  auto parsed = ParseAgentConfig(R"({"task": "acc_check", "acc_check": {}})");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(parsed.status().message(), HasSubstr("\"acc_check\" is the benchmark server's task"));
+  parsed = ParseAgentConfig(R"({"task": "tensor", "extra_info": true, "acc_check": {},
+      "diff_check": {}, "nan_check": {}, "tensor": {"online_run_ut": true, "host": "h",
+      "port": 1, "bench_path": "./b"}, "parity": {"plaintext": true}})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_THAT(parsed->warnings, Not(Contains(HasSubstr("unknown key"))));
+}
+
 TEST(AgentConfigTest, MalformedJsonNamesLineAndColumn) {
   auto parsed = ParseAgentConfig("{\n  \"task\": \"tensor\",\n  \"step\": [0,,]\n}", "cfg.json");
   ASSERT_FALSE(parsed.ok());

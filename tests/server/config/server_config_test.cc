@@ -36,6 +36,29 @@ TEST(ServerConfigTest, AcceptsMsprobeConfigAsIs) {
   EXPECT_THAT(parsed->warnings, IsEmpty());
 }
 
+// msprobe 26.x's acc_check (its shipped config.json's section, mindstudio-probe 26.2.0: white_list,
+// black_list, error_data_path), with the online keys Parity needs: read as run_ut, the keys that
+// carry over with their meaning, anything else named under acc_check's name and line.
+TEST(ServerConfigTest, Msprobe26sAccCheckIsReadAsRunUt) {
+  auto parsed = ParseServerConfig(
+      "{\n  \"task\": \"acc_check\",\n  \"acc_check\": {\n    \"white_list\": [\"relu\"],\n"
+      "    \"black_list\": [],\n    \"error_data_path\": \"./errors\",\n"
+      "    \"port\": 59208, \"tls_path\": \"./certs\",\n    \"precheck_mode\": \"fast\"\n  }\n}",
+      "msprobe26.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_THAT(parsed->config.check.white_list, ElementsAre("relu"));
+  EXPECT_EQ(parsed->config.check.error_data_path, "./errors");
+  EXPECT_EQ(parsed->config.port, 59208);
+  EXPECT_EQ(parsed->config.tls_path, "./certs");
+  EXPECT_THAT(parsed->warnings, Contains("acc_check.precheck_mode: unknown key, ignored (line 8)"));
+  auto bad = ParseServerConfig(R"({"task": "acc_check", "acc_check": {"port": "x"}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("acc_check.port: expected an integer"));
+  auto both = ParseServerConfig(R"({"task": "run_ut", "run_ut": {}, "acc_check": {}})");
+  ASSERT_FALSE(both.ok());
+  EXPECT_THAT(both.status().message(), HasSubstr("run_ut, acc_check: one server section"));
+}
+
 TEST(ServerConfigTest, ReadsParitySectionAndLimits) {
   auto parsed = ParseServerConfig(R"({"task": "run_ut", "run_ut": {"port": 0, "tls_path": "t"},
       "parity": {"output_dir": "/tmp/out", "metrics_port": -1, "workers": 2, "intra_op_threads": 3,
