@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs a built parity-server as a systemd service on this host.
 #   deploy/install-server.sh [BUILD_DIR] [PREFIX]     (defaults: build, /usr/local)
-# Then put the certificates in /etc/parity/tls (server.crt, server.key, and ca.crt for mutual
-# TLS; deploy/gen-certs.sh makes throw-away ones), check the configuration, and start:
+# Then install the certificates readable by the service's user (deploy/install-certs.sh DIR:
+# server.crt, server.key, and ca.crt for mutual TLS; deploy/gen-certs.sh makes throw-away ones),
+# check the configuration, and start:
 #   sudo -u parity /usr/local/bin/parity-server --config=/etc/parity/server.json --check_config
 #   sudo systemctl enable --now parity-server
 # Re-running upgrades the binary and the unit; an existing /etc/parity/server.json is kept.
@@ -30,4 +31,4 @@ fi
 $SUDO install -D -m 0644 -t "$prefix/share/doc/parity" docs/*.md
 $SUDO systemctl daemon-reload 2>/dev/null || true
 echo "install-server: installed $prefix/bin/parity-server, parity-repro and parity-server.service"
-echo "  next: certificates in /etc/parity/tls, then: sudo systemctl enable --now parity-server"
+echo "  next: deploy/install-certs.sh CERT_DIR, then: sudo systemctl enable --now parity-server"

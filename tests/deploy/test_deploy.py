@@ -176,6 +176,45 @@ class StaticChecksTest(unittest.TestCase):
         self.assertIn("run_ut.port", r.stderr)
 
 
+class CertificatesTest(unittest.TestCase):
+    @unittest.skipUnless(os.geteuid() == 0 and shutil.which("runuser"),
+                         "needs root to hand the files to an unprivileged user")
+    def test_installed_certificates_are_readable_by_the_service_user(self):
+        # docs/deploy.md's systemd steps as an operator runs them, with `nobody` for the service
+        # user: copied with cp, the files stay root's and the server's check fails naming one;
+        # installed with deploy/install-certs.sh, the same check as that user passes (issue 66).
+        work = harness.tempdir("parity_certs_")
+        os.chmod(work, 0o755)
+        server_tls, _ = harness.make_certs(os.path.join(work, "made"))
+        output = os.path.join(work, "results")
+        os.makedirs(output)
+        os.chmod(output, 0o777)
+
+        def check_as_nobody(tls_path):
+            return subprocess.run(["runuser", "-u", "nobody", "--", harness.SERVER,
+                                   f"--config={os.path.join(DEPLOY, 'server.json')}",
+                                   f"--tls_path={tls_path}", f"--output_dir={output}",
+                                   "--check_config"],
+                                  capture_output=True, text=True, check=False, timeout=60)
+
+        copied = os.path.join(work, "copied")
+        os.makedirs(copied)
+        for f in os.listdir(server_tls):
+            shutil.copy(os.path.join(server_tls, f), copied)
+            os.chmod(os.path.join(copied, f), 0o600)  # as gen-certs.sh writes them
+        r = check_as_nobody(copied)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn(f"PERMISSION_DENIED: {copied}/server.", r.stdout + r.stderr)
+        installed = os.path.join(work, "tls")
+        r = subprocess.run([os.path.join(DEPLOY, "install-certs.sh"), server_tls, installed,
+                            "nobody"], capture_output=True, text=True, check=False)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(os.stat(os.path.join(installed, "server.key")).st_mode & 0o777, 0o600)
+        r = check_as_nobody(installed)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("configuration OK", r.stdout)
+
+
 class PrometheusTest(unittest.TestCase):
     @unittest.skipUnless(shutil.which("prometheus"), "Debian's prometheus is not installed")
     def test_scraped_counters_agree_with_the_result_csvs(self):
