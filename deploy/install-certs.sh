@@ -17,7 +17,11 @@ done
 group=$(id -gn "$user")
 $SUDO install -d -m 0750 -o "$user" -g "$group" "$dest"
 $SUDO install -m 0600 -o "$user" -g "$group" "$src/server.key" "$dest/server.key"
+installed="server.key"
 for f in server.crt ca.crt crl.pem; do
-  if [[ -e "$src/$f" ]]; then $SUDO install -m 0644 -o "$user" -g "$group" "$src/$f" "$dest/$f"; fi
+  if [[ -e "$src/$f" ]]; then
+    $SUDO install -m 0644 -o "$user" -g "$group" "$src/$f" "$dest/$f"
+    installed+=" $f"
+  fi
 done
-echo "install-certs: $(cd "$src" && ls server.crt server.key ca.crt crl.pem 2>/dev/null | tr '\n' ' ')-> $dest (owner $user)"
+echo "install-certs: $installed -> $dest (owner $user)"
