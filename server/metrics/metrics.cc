@@ -6,6 +6,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/results/error_data.h"
@@ -187,6 +188,14 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, std::size_t max_op_
   for (const char* reason : kDropReasons) {
     agent_dropped_->Add({{"reason", reason}});
   }
+  // Every status a stream can end with but OK: the first failure is an increase from 0, which
+  // alerts see (a series born at 1 is not).
+  for (int code = 1; code <= 16; ++code) {
+    stream_errors_->Add({{"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}});
+  }
+  // An op's series is born at its first error; "other" (the ops past the label cap) exists from
+  // start-up, so the family does.
+  op_errors_->Add({{"op", "other"}});
 }
 
 ServerMetrics::~ServerMetrics() = default;
@@ -275,21 +284,24 @@ prometheus::Counter& ServerMetrics::OpErrors(absl::string_view op) {
   return *c;
 }
 
-void ServerMetrics::RankChecked(int32_t rank, CheckStatus status) {
+std::pair<prometheus::Counter*, prometheus::Counter*> ServerMetrics::RankSeries(int32_t rank) {
   const int32_t key = rank >= 0 && rank < kMaxRankLabels ? rank : kMaxRankLabels;
-  std::pair<prometheus::Counter*, prometheus::Counter*> series;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = rank_counters_.find(key);
-    if (it == rank_counters_.end()) {
-      const std::string label = key == kMaxRankLabels ? "other" : absl::StrCat(key);
-      it = rank_counters_
-               .emplace(key, std::make_pair(&rank_checked_->Add({{"rank", label}}),
-                                            &rank_errors_->Add({{"rank", label}})))
-               .first;
-    }
-    series = it->second;
+  absl::MutexLock lock(&mu_);
+  auto it = rank_counters_.find(key);
+  if (it == rank_counters_.end()) {
+    const std::string label = key == kMaxRankLabels ? "other" : absl::StrCat(key);
+    it = rank_counters_
+             .emplace(key, std::make_pair(&rank_checked_->Add({{"rank", label}}),
+                                          &rank_errors_->Add({{"rank", label}})))
+             .first;
   }
+  return it->second;
+}
+
+void ServerMetrics::RankSeen(int32_t rank) { RankSeries(rank); }
+
+void ServerMetrics::RankChecked(int32_t rank, CheckStatus status) {
+  const std::pair<prometheus::Counter*, prometheus::Counter*> series = RankSeries(rank);
   series.first->Increment();
   if (status == CheckStatus::kError) series.second->Increment();
 }

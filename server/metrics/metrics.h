@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -80,6 +81,9 @@ class ServerMetrics {
   // A judged call of rank `rank` (calls and errors by rank). Ranks from kMaxRankLabels up share
   // rank="other": each family has at most kMaxRankLabels + 1 series.
   void RankChecked(int32_t rank, CheckStatus status);
+  // An agent of rank `rank` said Hello: its two series exist from then on, at zero (the rank
+  // families' labels are known only then; every other family exists from start-up).
+  void RankSeen(int32_t rank);
   static constexpr int32_t kMaxRankLabels = 4096;
 
   static absl::string_view VerdictLabel(CheckStatus s);  // "pass", "warning", ...
@@ -87,6 +91,8 @@ class ServerMetrics {
 
  private:
   prometheus::Counter& OpErrors(absl::string_view op);
+  // The (checked, errors) series of a rank, made at the first use.
+  std::pair<prometheus::Counter*, prometheus::Counter*> RankSeries(int32_t rank);
   // The series of a family for one label set, resolved once: calls index these instead of
   // looking labels up in the family on every call.
   static prometheus::Counter& Cached(std::atomic<prometheus::Counter*>& slot,

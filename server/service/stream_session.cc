@@ -230,6 +230,7 @@ absl::Status StreamSession::OnHello(const v1::Hello& hello) {
   hello_ = true;
   context_->NoteConfigDigest(hello.run_id(), hello.rank(), hello.config_digest());
   origin_.rank = hello.rank();
+  if (ServerMetrics* m = context_->metrics()) m->RankSeen(hello.rank());
   origin_.run_id = hello.run_id();
   origin_.hostname = hello.hostname();
   origin_.framework = hello.framework_version();

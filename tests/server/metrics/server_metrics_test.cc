@@ -72,6 +72,26 @@ TEST(ServerMetricsTest, OpLabelsAreBoundedAndAgentReasonsClosed) {
   EXPECT_THAT(text, HasSubstr("parity_server_agent_dropped_calls_total{reason=\"other\"} 2"));
 }
 
+// Every family from start-up (issue 66): each stream-ending code at zero, the op family through
+// its "other" series; a rank's two series from its Hello, at zero.
+TEST(ServerMetricsTest, FamiliesExistBeforeTheirFirstEvent) {
+  prometheus::Registry registry;
+  ServerMetrics m(registry);
+  std::string text = Scrape(registry);
+  EXPECT_THAT(text, HasSubstr("parity_server_stream_errors_total{code=\"UNAUTHENTICATED\"} 0"));
+  EXPECT_THAT(text, HasSubstr("parity_server_stream_errors_total{code=\"INVALID_ARGUMENT\"} 0"));
+  EXPECT_THAT(text, Not(HasSubstr("code=\"OK\"")));
+  EXPECT_THAT(text, HasSubstr("parity_server_op_errors_total{op=\"other\"} 0"));
+  EXPECT_THAT(text, Not(HasSubstr("parity_server_rank_checked_total{")));
+  m.RankSeen(7);
+  text = Scrape(registry);
+  EXPECT_THAT(text, HasSubstr("parity_server_rank_checked_total{rank=\"7\"} 0"));
+  EXPECT_THAT(text, HasSubstr("parity_server_rank_errors_total{rank=\"7\"} 0"));
+  m.StreamError("UNAUTHENTICATED");
+  EXPECT_THAT(Scrape(registry),
+              HasSubstr("parity_server_stream_errors_total{code=\"UNAUTHENTICATED\"} 1"));
+}
+
 // Which ranks fail, within a bound a 4,096-rank run stays under: ranks from kMaxRankLabels up
 // share rank="other".
 TEST(ServerMetricsTest, RankLabelsSayWhichRanksFailWithinABound) {
