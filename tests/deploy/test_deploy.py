@@ -209,6 +209,121 @@ class StaticChecksTest(unittest.TestCase):
         self.assertIn("run_ut.port", r.stderr)
 
 
+DOCKERFILE = os.path.join(DEPLOY, "container", "Dockerfile")
+BASE_LIBRARIES = {"libc6", "libgcc-s1", "libstdc++6"}  # in debian:bookworm-slim itself
+
+
+def dockerfile_stages():
+    """[(FROM line, [instructions with their continuation lines joined])] of the Dockerfile."""
+    with open(DOCKERFILE, encoding="utf-8") as f:
+        text = re.sub(r"\\\n", " ", f.read())
+    stages = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("FROM "):
+            stages.append((line, []))
+        else:
+            stages[-1][1].append(line)
+    return stages
+
+
+def apt_packages(instructions):
+    packages = []
+    for ins in instructions:
+        m = re.search(r"apt-get install -y --no-install-recommends (.*?)(&&|$)", ins)
+        if m:
+            packages += m.group(1).split()
+    return packages
+
+
+class ContainerImageTest(unittest.TestCase):
+    """deploy/container/Dockerfile, step by step where no image can be built (no daemon, no
+    registry here): its build stage's packages are the ones this machine builds with, its targets
+    exist, what it copies is what the build makes, its runtime packages hold every library the
+    binaries are linked against, and its entrypoint, user and ports are what the Kubernetes
+    manifest relies on (issue 66)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.stages = dockerfile_stages()
+        cls.build_stage, cls.runtime = cls.stages[0][1], cls.stages[-1][1]
+
+    def test_two_stages_on_bookworm(self):
+        self.assertEqual([f for f, _ in self.stages],
+                         ["FROM debian:bookworm AS build", "FROM debian:bookworm-slim"])
+
+    def test_the_build_stage_builds_with_this_machines_packages_and_targets(self):
+        deps = subprocess.run([os.path.join(DEPLOY, "install-deps.sh"), "--print"],
+                              capture_output=True, text=True, check=True).stdout.split()
+        self.assertEqual(set(apt_packages(self.build_stage)) - set(deps) - {"git"}, set())
+        targets = subprocess.run(["cmake", "--build", harness.BUILD, "--target", "help"],
+                                 capture_output=True, text=True, check=True).stdout
+        build = [i for i in self.build_stage if "cmake --build" in i][0]
+        wanted = re.search(r"--target (.*)", build).group(1).split()
+        self.assertEqual(len(wanted), 3)
+        for target in wanted:
+            self.assertRegex(targets, rf"(?m)^(\.\.\. )?{re.escape(target)}(:|$| )")
+        self.assertIn("-DPARITY_BUILD_TESTS=OFF", " ".join(self.build_stage))
+
+    def test_what_the_image_copies_is_what_the_build_makes(self):
+        copies = [i.split()[2:-1] for i in self.runtime if i.startswith("COPY --from=build")]
+        self.assertTrue(copies)
+        for sources in copies:
+            for source in sources:
+                self.assertTrue(source.startswith("/build/"), source)
+                self.assertTrue(os.path.exists(os.path.join(harness.BUILD, source[7:])), source)
+
+    def test_the_runtime_packages_hold_every_linked_library(self):
+        runtime = set(apt_packages(self.runtime))
+        needed = set()
+        for binary in ("server/parity-server", "server/parity-repro",
+                       "server/libparity_npu_reference.so"):
+            path = os.path.join(harness.BUILD, binary)
+            names = re.findall(r"\(NEEDED\).*\[(.*)\]",
+                               subprocess.run(["readelf", "-d", path], capture_output=True,
+                                              text=True, check=True).stdout)
+            resolved = dict(re.findall(r"^\s*(\S+) => (\S+)",
+                                       subprocess.run(["ldd", path], capture_output=True,
+                                                      text=True, check=True).stdout, re.M))
+            for name in names:
+                if name not in resolved:  # the dynamic loader itself (libc6's)
+                    self.assertTrue(name.startswith("ld-linux"), name)
+                    continue
+                real = os.path.realpath(resolved[name])
+                # Debian's merged /usr: dpkg knows a library by either of its paths.
+                for candidate in (real, re.sub(r"^/usr/lib/", "/lib/", real)):
+                    owner = subprocess.run(["dpkg", "-S", candidate], capture_output=True,
+                                           text=True, check=False)
+                    if owner.returncode == 0:
+                        break
+                self.assertEqual(owner.returncode, 0, f"no package holds {real}")
+                needed.add(owner.stdout.split(":")[0])
+        self.assertEqual(needed - runtime - BASE_LIBRARIES, set(), "linked, not installed")
+        self.assertEqual(runtime - needed, set(), "installed, not linked")
+
+    def test_the_manifest_runs_the_images_entrypoint_as_its_user_on_its_ports(self):
+        entry = [i for i in self.runtime if i.startswith("ENTRYPOINT")][0]
+        self.assertEqual(json.loads(entry[len("ENTRYPOINT"):]), ["/usr/local/bin/parity-server"])
+        self.assertTrue(any(i.startswith("COPY --from=build /build/server/parity-server")
+                            and i.endswith(" /usr/local/bin/") for i in self.runtime))
+        user = [i.split()[1] for i in self.runtime if i.startswith("USER")][0]
+        exposed = {int(p) for i in self.runtime if i.startswith("EXPOSE") for p in i.split()[1:]}
+        with open(os.path.join(DEPLOY, "k8s", "parity-server.yaml"), encoding="utf-8") as f:
+            sts = [d for d in yaml.safe_load_all(f) if d and d["kind"] == "StatefulSet"][0]
+        pod = sts["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        self.assertNotIn("command", container)  # the entrypoint is the server
+        self.assertEqual(str(pod["securityContext"]["runAsUser"]), user)
+        self.assertEqual({p["containerPort"] for p in container["ports"]}, exposed)
+        with open(os.path.join(harness.ROOT, "docs", "deploy.md"), encoding="utf-8") as f:
+            docs = f.read()
+        build = re.search(r"docker build -f deploy/container/Dockerfile -t (\S+) \.", docs)
+        self.assertIsNotNone(build, "docs/deploy.md says how to build the image")
+        self.assertEqual(container["image"], build.group(1))
+
+
 class CertificatesTest(unittest.TestCase):
     @unittest.skipUnless(os.geteuid() == 0 and shutil.which("runuser"),
                          "needs root to hand the files to an unprivileged user")
