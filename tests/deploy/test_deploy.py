@@ -278,9 +278,8 @@ class ContainerImageTest(unittest.TestCase):
     def test_the_runtime_packages_hold_every_linked_library(self):
         runtime = set(apt_packages(self.runtime))
         needed = set()
-        for binary in ("server/parity-server", "server/parity-repro",
-                       "server/libparity_npu_reference.so"):
-            path = os.path.join(harness.BUILD, binary)
+        for binary in ("parity-server", "parity-repro", "libparity_npu_reference.so"):
+            path = os.path.join(harness.BUILD, "server", binary)  # build outputs
             names = re.findall(r"\(NEEDED\).*\[(.*)\]",
                                subprocess.run(["readelf", "-d", path], capture_output=True,
                                               text=True, check=True).stdout)

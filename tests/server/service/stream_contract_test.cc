@@ -819,7 +819,9 @@ TEST_F(StreamContractTest, AClientThatDoesNotReadIsNoLongerRead) {
   EXPECT_FALSE(HasReceived(kCalls));
   EXPECT_LT(sent.load(), kCalls) << "the client's sends were not held back";
   const uint64_t grown = StatusBytes("VmRSS") - std::min(rss_before, StatusBytes("VmRSS"));
+#if !defined(__SANITIZE_ADDRESS__)  // its quarantine keeps freed memory: 300 MB here, whatever
   EXPECT_LT(grown, uint64_t{48} << 20) << "bytes the process grew while the client read none";
+#endif
   // The client reads: every call's verdict arrives, in order, and the stream ends cleanly.
   v1::ServerMessage m;
   uint64_t next = 1;
