@@ -14,6 +14,7 @@ Environment (all optional):
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -54,14 +55,49 @@ def torch_cmake_args(info):
     return [f"-DCMAKE_PREFIX_PATH={info['cmake_prefix_path']}", "-DPARITY_PYTHON_TORCH="]
 
 
-def progress(message):
-    """pip shows a build's output only with -v: a line on the terminal too, where there is one."""
-    print("parity: " + message, flush=True)
+PROGRESS_SECONDS = 5  # a progress line at most this often while the agent builds
+
+
+def progress(message, log=None):
+    """pip shows a build's output only with -v (stdout and stderr alike): the line goes to stderr
+    for it, to the terminal where there is one, and to `log` (a file beside the build, named in
+    the first line) for a pip run whose output goes nowhere (nohup, CI)."""
+    print("parity: " + message, file=sys.stderr, flush=True)
     try:
         with open("/dev/tty", "w", encoding="utf-8") as tty:
             tty.write("parity: " + message + "\n")
     except OSError:
         pass
+    if log:
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(time.strftime("%H:%M:%S ") + message + "\n")
+
+
+def build_with_progress(args, log):
+    """Runs the build, its output on stdout (pip -v shows the compiler's lines), and says how far
+    it is every PROGRESS_SECONDS from ninja's or make's "[n/N]" / "[ p%]" counters, then the
+    last count reached. Returns (steps run, steps in all); (0, 0) when there was nothing to do."""
+    start = last = time.monotonic()
+    done = total = 0
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            errors="replace")
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        m = re.match(r"\[(\d+)/(\d+)\]", line) or re.match(r"\[\s*(\d+)%\]", line)
+        if m:
+            done, total = (int(m.group(1)), int(m.group(2))) if m.lastindex == 2 else \
+                (int(m.group(1)), 100)
+        now = time.monotonic()
+        if m and now - last >= PROGRESS_SECONDS:
+            last = now
+            progress(f"building the agent: {done}/{total} steps, {now - start:.0f} s", log)
+    if proc.wait() != 0:
+        raise subprocess.CalledProcessError(proc.returncode, args)
+    if total:
+        progress(f"building the agent: {done}/{total} steps, {time.monotonic() - start:.0f} s", log)
+    else:
+        progress("building the agent: up to date", log)
+    return done, total
 
 
 class BuildAgent(build_py):
@@ -90,17 +126,20 @@ class BuildAgent(build_py):
                 else []
         args += ["-DPARITY_AGENT_PACKAGE_RPATH=ON"]  # no build folder in the installed RUNPATH
         args += shlex.split(os.environ.get("PARITY_CMAKE_ARGS", ""))
+        os.makedirs(build, exist_ok=True)
+        log = os.path.join(build, "progress.log")
         progress(f"building the agent against torch {info['torch']} (C++11 ABI "
                  f"{int(info['cxx11_abi'])}) in {build}: "
                  + ("the torch half only" if transport else "both halves") +
-                 f", on {os.cpu_count() or 1} cores (pip -v shows the compiler's progress)")
+                 f", on {os.cpu_count() or 1} cores; a line every {PROGRESS_SECONDS} s here and "
+                 f"in {log} (pip -v shows the compiler's lines too)", log)
         start = time.monotonic()
         print("parity: " + " ".join(args), flush=True)
         subprocess.run(args, check=True)
         targets = ["parity_agent"] + ([] if transport else ["parity_transport"])
-        subprocess.run(["cmake", "--build", build, "--target", *targets, "--parallel",
-                        str(os.cpu_count() or 1)], check=True)
-        progress(f"built in {time.monotonic() - start:.0f} s")
+        build_with_progress(["cmake", "--build", build, "--target", *targets, "--parallel",
+                             str(os.cpu_count() or 1)], log)
+        progress(f"built in {time.monotonic() - start:.0f} s", log)
         # An editable install (pip install -e) imports the package from this folder: the
         # libraries go beside its sources (.gitignore keeps them out of the checkout's history).
         out = os.path.join(HERE, "parity") if getattr(self, "editable_mode", False) \

@@ -58,7 +58,7 @@ class PipInstallTest(unittest.TestCase):
                                                    "libparity_transport.so")
         env["PARITY_PIP_BUILD_DIR"] = os.path.join(harness.BUILD, "pip-torch-half")
         cls.install = subprocess.run(
-            [cls.python, "-m", "pip", "install", "--no-build-isolation", "--no-index",
+            [cls.python, "-m", "pip", "install", "-v", "--no-build-isolation", "--no-index",
              os.path.join(harness.ROOT, "python")], env=env, capture_output=True, text=True,
             timeout=1200, check=False, cwd=cls.tmp.name)
         cls.site = glob.glob(os.path.join(cls.venv, "lib", "python*", "site-packages", "parity"))
@@ -77,6 +77,23 @@ class PipInstallTest(unittest.TestCase):
         self.assertEqual(self.install.returncode, 0,
                          self.install.stdout[-3000:] + self.install.stderr[-3000:])
         self.assertEqual(len(self.site), 1)
+
+    def test_the_build_says_how_far_it_is_and_where_to_follow_it(self):
+        # Issue 66: pip printed "Building wheel ... still running" for minutes, and the agent's
+        # lines went to /dev/tty only. Now pip -v shows them, with the build's counters, and a
+        # file beside the build holds them for a pip whose output goes nowhere.
+        if os.environ.get("PARITY_TEST_AGENT_LIB"):
+            self.skipTest("installed by the torch matrix")
+        out = self.install.stdout + self.install.stderr
+        self.assertIn("parity: building the agent against torch", out)
+        self.assertRegex(out, r"parity: building the agent: (\d+/\d+ steps, \d+ s|up to date)")
+        self.assertRegex(out, r"parity: built in \d+ s")
+        log = os.path.join(harness.BUILD, "pip-torch-half", "progress.log")
+        self.assertIn(f"in {log}", out)
+        with open(log, encoding="utf-8") as f:
+            logged = f.read()
+        self.assertRegex(logged, r"building the agent: (\d+/\d+ steps|up to date)")
+        self.assertIn("built in", logged)
 
     def test_the_package_holds_both_halves_and_the_agent_finds_its_transport(self):
         files = sorted(os.listdir(self.site[0]))
