@@ -27,6 +27,7 @@
 #include "common/base/log.h"
 #include "common/base/status_macros.h"
 #include "common/config/config.h"
+#include "common/transport/client_certificates.h"
 #include "common/transport/net.h"
 #include "common/transport/openssl_util.h"
 
@@ -266,15 +267,19 @@ absl::StatusOr<ServerTls> LoadServerTls(const std::string& tls_path,
     PARITY_ASSIGN_OR_RETURN(std::string ca, ReadPem(tls_path, kCaFile));
     PARITY_ASSIGN_OR_RETURN(std::string ca_described,
                             CheckCertificatePem(ca, absl::StrCat(tls_path, "/", kCaFile)));
-    options.pem_root_certs = ca;
-    // Mutual TLS: a client without a certificate signed by the CA never gets a stream.
-    options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    options.pem_root_certs = ca;  // the CAs the handshake names to the client
+    // Mutual TLS: a client without a certificate signed by the CA never gets a stream. The
+    // handshake asks for the certificate and lets it finish; the Check stream verifies it
+    // (ClientCertificates) and refuses the client with the reason, counted by cause with its
+    // address: a handshake refusal told neither side why, nor the server who.
+    options.client_certificate_request = GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_BUT_DONT_VERIFY;
     out.mutual = true;
     out.description =
         absl::StrCat("mutual TLS: ", described, "; clients verified by ", ca_described);
     PARITY_ASSIGN_OR_RETURN(out.crl, RevocationList::Load(tls_path, ca));
     if (out.crl)
       absl::StrAppend(&out.description, "; revoked clients listed in ", out.crl->description());
+    PARITY_ASSIGN_OR_RETURN(out.clients, ClientCertificates::Create(ca, out.crl));
   } else {
     if (Exists(tls_path, kCrlFile)) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -59,12 +59,17 @@ class RevocationList {
 absl::StatusOr<std::string> ReadPrivateKey(const std::string& path,
                                            const std::string& password_file);
 
+class ClientCertificates;  // common/transport/client_certificates.h
+
 struct ServerTls {
   std::shared_ptr<grpc::ServerCredentials> credentials;
   bool mutual = false;      // ca.crt present: clients must present a certificate signed by it
   std::string description;  // one line for the start-up log
   // crl.pem: streams from a client whose certificate it revokes are refused (UNAUTHENTICATED).
   std::shared_ptr<const RevocationList> crl;
+  // Mutual TLS: the handshake asks every client for a certificate and finishes whatever it
+  // shows; the Check stream refuses one these reject, with the reason (crl.pem included).
+  std::shared_ptr<const ClientCertificates> clients;
 };
 
 // server.crt + server.key (required; the key may be passphrase-protected: ReadPrivateKey);

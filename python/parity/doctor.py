@@ -14,6 +14,7 @@ import os
 import socket
 import ssl
 import sys
+import tempfile
 import time
 
 RESULTS = []
@@ -207,7 +208,42 @@ def check_reachable(config, tls_context=None):
                   + (" over mutual TLS" if tls_context is not None else " (plaintext)"))
 
 
+def agent_said(log_text):
+    """The agent's own reason for a call that got no verdict, from its log lines."""
+    for marker in ("refused the stream: ", "unreachable: ", "not started: "):
+        for line in log_text.splitlines():
+            if marker in line:
+                return line[line.index(marker):]
+    return ""
+
+
 def check_one_call(parity, torch, config_path, timeout_s):
+    # The agent logs to this process's stderr: kept (and shown again) to quote its reason.
+    with tempfile.TemporaryFile(mode="w+") as log:
+        saved = os.dup(2)
+        sys.stderr.flush()
+        os.dup2(log.fileno(), 2)
+        try:
+            counters, waited = one_call(parity, torch, config_path, timeout_s)
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        log.seek(0)
+        text = log.read()
+    sys.stderr.write(text)
+    if counters["verdicts"] >= 1 and counters["pass"] >= 1:
+        return report(True, "one call judged", f"aten::add: pass in {waited:.1f} s")
+    said = agent_said(text)
+    return report(False, "one call judged",
+                  f"{counters['captured']} captured, {counters['sent']} sent, "
+                  f"{counters['verdicts']} verdicts ({counters['pass']} pass, "
+                  f"{counters['rejected']} rejected), dropped {counters['dropped']}"
+                  + (f"; the agent: {said}" if said else "; the agent's log above says why")
+                  + " (docs/troubleshooting.md)")
+
+
+def one_call(parity, torch, config_path, timeout_s):
     debugger = parity.PrecisionDebugger(config_path, step=[], rank=[], list=[], scope=[])
     debugger.start()
     torch.add(torch.ones(4), torch.arange(4.0))
@@ -216,14 +252,7 @@ def check_one_call(parity, torch, config_path, timeout_s):
     debugger.flush(timeout_s)
     waited = time.monotonic() - start
     debugger.close()
-    counters = parity.counters()  # after close(): what the session ended with, as its exit line
-    if counters["verdicts"] >= 1 and counters["pass"] >= 1:
-        return report(True, "one call judged", f"aten::add: pass in {waited:.1f} s")
-    return report(False, "one call judged",
-                  f"{counters['captured']} captured, {counters['sent']} sent, "
-                  f"{counters['verdicts']} verdicts ({counters['pass']} pass, "
-                  f"{counters['rejected']} rejected), dropped {counters['dropped']}; the agent's "
-                  "log above says why (docs/troubleshooting.md)")
+    return parity.counters(), waited  # after close(): what the session ended with
 
 
 def main(argv=None):

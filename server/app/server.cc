@@ -20,6 +20,7 @@
 #include "common/naming/operator_catalogue.h"
 #include "common/naming/selection.h"
 #include "common/torch/generator_read.h"
+#include "common/transport/client_certificates.h"
 #include "common/transport/grpc_tuning.h"
 #include "common/transport/tls.h"
 #include "server/check/call_pipeline.h"
@@ -49,7 +50,8 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(const ServerC
   PARITY_RETURN_IF_ERROR(ValidateServerConfig(config));
   std::unique_ptr<ParityServer> s(new ParityServer(config));
   // Transport security first: a missing certificate must never turn into plaintext.
-  PARITY_ASSIGN_OR_RETURN(std::shared_ptr<const common::RevocationList> crl, s->InitSecurity());
+  PARITY_ASSIGN_OR_RETURN(std::shared_ptr<const common::ClientCertificates> clients,
+                          s->InitSecurity());
   PARITY_RETURN_IF_ERROR(s->InitOperators(/*load_libraries=*/!handler));
   s->registry_ = std::make_shared<prometheus::Registry>();
   s->metrics_ = std::make_unique<ServerMetrics>(*s->registry_);
@@ -64,12 +66,12 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(const ServerC
   }
   s->InitWorkers();
   s->service_ =
-      std::make_unique<CheckService>(s->MakeServiceOptions(std::move(crl)), std::move(handler),
+      std::make_unique<CheckService>(s->MakeServiceOptions(std::move(clients)), std::move(handler),
                                      s->queue_.get(), s->metrics_.get());
   return s;
 }
 
-absl::StatusOr<std::shared_ptr<const common::RevocationList>> ParityServer::InitSecurity() {
+absl::StatusOr<std::shared_ptr<const common::ClientCertificates>> ParityServer::InitSecurity() {
   const ServerOptions& o = config_.parity;
   host_ = config_.host.empty() ? (o.plaintext ? "127.0.0.1" : "0.0.0.0") : config_.host;
   if (o.plaintext) {
@@ -81,13 +83,13 @@ absl::StatusOr<std::shared_ptr<const common::RevocationList>> ParityServer::Init
     }
     credentials_ = grpc::InsecureServerCredentials();
     tls_description_ = "plaintext (explicit parity.plaintext)";
-    return std::shared_ptr<const common::RevocationList>();
+    return std::shared_ptr<const common::ClientCertificates>();
   }
   PARITY_ASSIGN_OR_RETURN(common::ServerTls tls,
                           common::LoadServerTls(config_.tls_path, o.tls_key_password_file));
   credentials_ = tls.credentials;
   tls_description_ = tls.description;
-  return tls.crl;
+  return tls.clients;
 }
 
 absl::Status ParityServer::InitOperators(bool load_libraries) {
@@ -150,7 +152,8 @@ void ParityServer::InitWorkers() {
   metrics->QueueCapacity(o.queue_max_calls, static_cast<int64_t>(o.queue_max_bytes), workers_);
 }
 
-ServiceOptions ParityServer::MakeServiceOptions(std::shared_ptr<const common::RevocationList> crl) {
+ServiceOptions ParityServer::MakeServiceOptions(
+    std::shared_ptr<const common::ClientCertificates> clients) {
   const ServerOptions& o = config_.parity;
   ServiceOptions service = config_.service;
   service.limits = o.limits;
@@ -166,7 +169,7 @@ ServiceOptions ParityServer::MakeServiceOptions(std::shared_ptr<const common::Re
   info.set_golden_enabled(config_.check.checker.golden);
   info.set_torch_version(common::TorchVersion());
   info.set_kept_blob_bytes(o.kept_blob_bytes);
-  service.crl = std::move(crl);
+  service.clients = std::move(clients);
   // A rank's result rows wait for its backward calls; a stream's end writes them.
   service.on_stream_end = [this](const CallOrigin& origin) {
     if (pipeline_) pipeline_->EndOfStream(origin);

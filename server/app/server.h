@@ -57,13 +57,14 @@ class ParityServer {
 
  private:
   explicit ParityServer(ServerConfig config);
-  // Create's steps, in order: the host and credentials (the CRL of mutual TLS, if any); the
-  // standards and the operator libraries; the metrics; the call pipeline (absent with a test's
-  // handler); workers, threads and the queue; the service's options.
-  absl::StatusOr<std::shared_ptr<const common::RevocationList>> InitSecurity();
+  // Create's steps, in order: the host and credentials (mutual TLS: the client certificates'
+  // verifier, crl.pem in it); the standards and the operator libraries; the metrics; the call
+  // pipeline (absent with a test's handler); workers, threads and the queue; the service's
+  // options.
+  absl::StatusOr<std::shared_ptr<const common::ClientCertificates>> InitSecurity();
   absl::Status InitOperators(bool load_libraries);
   void InitWorkers();
-  ServiceOptions MakeServiceOptions(std::shared_ptr<const common::RevocationList> crl);
+  ServiceOptions MakeServiceOptions(std::shared_ptr<const common::ClientCertificates> clients);
 
   ServerConfig config_;
   std::string host_;

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/transport/client_certificates.h"
 #include "server/results/error_data.h"
 
 #ifndef PARITY_VERSION
@@ -86,6 +87,11 @@ const std::vector<MetricInfo>& MetricCatalogue() {
        "gRPC messages sent to agents (a VerdictBatch of several verdicts counts once)."},
       {"parity_server_stream_errors_total", "counter", "code",
        "Agent streams ended with an error status, by gRPC code."},
+      {"parity_server_tls_refusals_total", "counter", "cause",
+       "Agent streams refused for their client certificate (mutual TLS), by cause: "
+       "no_client_certificate, unknown_ca (not signed by the server's ca.crt), expired, "
+       "not_yet_valid, not_a_client_certificate (its extended key usage), revoked (crl.pem), "
+       "unverified (any other failure). Each refusal is also logged, naming the peer."},
       {"parity_server_queue_calls", "gauge", "", "Calls waiting for or in replay."},
       {"parity_server_queue_bytes", "gauge", "", "Payload bytes of the calls in the queue."},
       {"parity_server_queue_capacity_calls", "gauge", "",
@@ -143,6 +149,7 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, std::size_t max_op_
   sent_messages_ = Unlabelled("parity_server_messages_sent_total", registry);
   stream_errors_ =
       &Build(prometheus::BuildCounter(), "parity_server_stream_errors_total", registry);
+  tls_refusals_ = &Build(prometheus::BuildCounter(), "parity_server_tls_refusals_total", registry);
   queue_calls_ = &Build(prometheus::BuildGauge(), "parity_server_queue_calls", registry).Add({});
   queue_bytes_ = &Build(prometheus::BuildGauge(), "parity_server_queue_bytes", registry).Add({});
   queue_capacity_calls_ =
@@ -171,16 +178,24 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, std::size_t max_op_
   inputs_written_ = Unlabelled("parity_server_inputs_written_total", registry);
   unchecked_writes_ = Unlabelled("parity_server_unchecked_writes_total", registry);
   rows_lost_ = &Build(prometheus::BuildCounter(), "parity_server_result_rows_lost_total", registry);
-  for (const char* reason : {"disk_full", "not_writable", "io_error", "vanished"}) {
-    rows_lost_->Add({{"reason", reason}});
-  }
   rank_checked_ = &Build(prometheus::BuildCounter(), "parity_server_rank_checked_total", registry);
   rank_errors_ = &Build(prometheus::BuildCounter(), "parity_server_rank_errors_total", registry);
   error_data_ = &Build(prometheus::BuildCounter(), "parity_server_error_data_total", registry);
+  AddKnownSeries();
+}
+
+// Known series start at zero so that rate() and alerts see them before the first event: every
+// family has one from start-up but the two labelled by rank (RankSeen).
+void ServerMetrics::AddKnownSeries() {
+  for (const char* reason : {"disk_full", "not_writable", "io_error", "vanished"}) {
+    rows_lost_->Add({{"reason", reason}});
+  }
   for (const char* outcome : kErrorDataOutcomeNames) {
     error_data_->Add({{"outcome", outcome}});
   }
-  // Known series start at zero so that rate() and alerts see them before the first event.
+  for (const std::string& cause : common::ClientCertificateRefusalNames()) {
+    tls_refusals_->Add({{"cause", cause}});
+  }
   for (const char* phase : {"forward", "backward"}) {
     received_->Add({{"phase", phase}});
     for (const char* verdict : kVerdicts) checked_->Add({{"phase", phase}, {"verdict", verdict}});
@@ -304,6 +319,10 @@ void ServerMetrics::RankChecked(int32_t rank, CheckStatus status) {
   const std::pair<prometheus::Counter*, prometheus::Counter*> series = RankSeries(rank);
   series.first->Increment();
   if (status == CheckStatus::kError) series.second->Increment();
+}
+
+void ServerMetrics::TlsRefused(absl::string_view cause) {
+  tls_refusals_->Add({{"cause", std::string(cause)}}).Increment();
 }
 
 void ServerMetrics::StreamError(absl::string_view code) {

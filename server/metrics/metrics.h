@@ -60,6 +60,8 @@ class ServerMetrics {
   enum class Stage { kParse, kDecode, kBench, kGolden, kCompare, kRandom, kWrite };
   void StageCpu(Stage stage, double cpu_seconds);
   void StreamError(absl::string_view code);  // a stream ended by a protocol or transport error
+  // A stream refused for its client certificate (common::ClientCertificateCauseName).
+  void TlsRefused(absl::string_view cause);
   void QueueDepth(int64_t calls, int64_t bytes);
   void QueueCapacity(int64_t calls, int64_t bytes, int workers);
   void AgentConnected();
@@ -91,6 +93,7 @@ class ServerMetrics {
 
  private:
   prometheus::Counter& OpErrors(absl::string_view op);
+  void AddKnownSeries();  // the constructor's zero series
   // The (checked, errors) series of a rank, made at the first use.
   std::pair<prometheus::Counter*, prometheus::Counter*> RankSeries(int32_t rank);
   // The series of a family for one label set, resolved once: calls index these instead of
@@ -103,6 +106,7 @@ class ServerMetrics {
   prometheus::Family<prometheus::Counter>* checked_;
   prometheus::Family<prometheus::Counter>* op_errors_;
   prometheus::Family<prometheus::Counter>* stream_errors_;
+  prometheus::Family<prometheus::Counter>* tls_refusals_;
   prometheus::Family<prometheus::Counter>* agent_dropped_;
   prometheus::Family<prometheus::Counter>* error_data_;
   prometheus::Family<prometheus::Counter>* rows_lost_;

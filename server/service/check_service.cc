@@ -1,10 +1,13 @@
 #include "server/service/check_service.h"
 
+#include <grpc/grpc_security_constants.h>
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/log.h"
 #include "common/base/text.h"
+#include "common/transport/client_certificates.h"
 #include "server/metrics/metrics.h"
 #include "server/service/blob_assembler.h"
 #include "server/service/stream_reactor.h"
@@ -72,6 +75,42 @@ bool CheckService::Enqueue(WorkItem item, std::function<void()> on_admitted) {
   return queue_->PushOrPark(std::move(item), std::move(on_admitted));
 }
 
+std::string CheckService::RefusedClient(grpc::CallbackServerContext* context) {
+  std::string leaf, chain;
+  if (auto auth = context->auth_context()) {
+    for (const grpc::string_ref& pem : auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME)) {
+      leaf.assign(pem.data(), pem.size());
+    }
+    for (const grpc::string_ref& pem :
+         auth->FindPropertyValues(GRPC_X509_PEM_CERT_CHAIN_PROPERTY_NAME)) {
+      chain.assign(pem.data(), pem.size());
+    }
+  }
+  const common::ClientCertificateVerdict verdict = options_.clients->Verify(leaf, chain);
+  if (verdict.accepted()) return "";
+  const char* cause = common::ClientCertificateCauseName(verdict.cause);
+  if (metrics_) metrics_->TlsRefused(cause);
+  // One line a minute per peer host and cause: a misconfigured job of 1,000 ranks reconnecting
+  // with back-off must not flood the log, and each host is still named.
+  const std::string peer = context->peer();
+  const std::string host = peer.substr(0, peer.rfind(':'));
+  const auto now = std::chrono::steady_clock::now();
+  bool log = false;
+  {
+    absl::MutexLock lock(&refusals_mu_);
+    if (refusals_logged_.size() > 4096) refusals_logged_.clear();
+    auto [it, fresh] = refusals_logged_.try_emplace(absl::StrCat(host, " ", cause), now);
+    log = fresh || now - it->second >= std::chrono::minutes(1);
+    if (log) it->second = now;
+  }
+  if (log) {
+    common::LogWarning(absl::StrCat("refused a stream from ", peer, " (", cause, "): ", verdict.why,
+                                    "; logged once a minute per host and cause, "
+                                    "counted in parity_server_tls_refusals_total"));
+  }
+  return verdict.why;
+}
+
 void CheckService::StreamEnded(const CallOrigin* origin, bool counted) {
   if (origin != nullptr && options_.on_stream_end) options_.on_stream_end(*origin);
   if (metrics_) metrics_->AgentDisconnected();
@@ -81,22 +120,9 @@ void CheckService::StreamEnded(const CallOrigin* origin, bool counted) {
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* CheckService::Check(
     grpc::CallbackServerContext* context) {
   auto* reactor = new StreamReactor(this, context->peer(), ++session_counter_);
-  if (options_.crl) {
-    std::string why;
-    if (auto auth = context->auth_context()) {
-      for (const grpc::string_ref& pem : auth->FindPropertyValues("x509_pem_cert")) {
-        why = options_.crl->Revoked(absl::string_view(pem.data(), pem.size()));
-      }
-    }
-    if (!why.empty()) {
-      static common::RateLimiter revoked_log(std::chrono::seconds(10));
-      uint64_t suppressed = 0;
-      if (revoked_log.Allow(&suppressed)) {
-        common::LogWarning(absl::StrCat("refused a stream from ", context->peer(), ": client ", why,
-                                        " (", suppressed, " more suppressed)"));
-      }
-      reactor->Refuse(
-          grpc::Status(grpc::StatusCode::UNAUTHENTICATED, absl::StrCat("client ", why)));
+  if (options_.clients) {
+    if (const std::string why = RefusedClient(context); !why.empty()) {
+      reactor->Refuse(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, why));
       return reactor;
     }
   }

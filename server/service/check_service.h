@@ -110,6 +110,9 @@ class CheckService final
     return handler_(origin, call, blobs);
   }
   void StreamEnded(const CallOrigin* origin, bool counted) override;
+  // Mutual TLS: why the stream's client certificate is refused ("" when it is not), counted by
+  // cause and logged naming the peer, once a minute per peer host and cause.
+  std::string RefusedClient(grpc::CallbackServerContext* context);
 
   const ServiceOptions options_;
   const CallHandler handler_;
@@ -130,6 +133,10 @@ class CheckService final
   std::map<std::string, RunDigest> digests_ ABSL_GUARDED_BY(digests_mu_);  // by run id
   absl::Mutex agent_stats_mu_;
   std::map<std::string, v1::AgentStats> agent_stats_ ABSL_GUARDED_BY(agent_stats_mu_);
+  absl::Mutex refusals_mu_;
+  // "host cause" -> when it was last logged (steady clock): at most one line a minute each.
+  std::map<std::string, std::chrono::steady_clock::time_point> refusals_logged_
+      ABSL_GUARDED_BY(refusals_mu_);
 };
 
 // The one place an absl::Status becomes a grpc::Status (messages truncated to 1 KiB).

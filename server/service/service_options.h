@@ -13,7 +13,7 @@
 #include "parity/v1/parity.pb.h"
 
 namespace parity::common {
-class RevocationList;
+class ClientCertificates;
 }  // namespace parity::common
 
 namespace parity::server {
@@ -33,9 +33,10 @@ struct ServiceOptions {
   // Set by the composition root at start, not keys of their own here:
   common::DecodeLimits limits;  // parity.limits.*: one message's tensors
   v1::ServerInfo server_info;   // sent in answer to Hello (protocol_version is set)
-  // crl.pem of mutual TLS: a stream whose client certificate it revokes is refused
-  // (UNAUTHENTICATED) before its Hello is read.
-  std::shared_ptr<const common::RevocationList> crl;
+  // Mutual TLS: the client certificates a stream is refused for (UNAUTHENTICATED, with the
+  // reason; counted by cause in parity_server_tls_refusals_total), crl.pem's included. Null:
+  // plaintext or TLS without ca.crt.
+  std::shared_ptr<const common::ClientCertificates> clients;
   // Runs once a stream that sent a Hello has ended, after every call it sent was handled (the
   // result writer writes the rank's waiting result rows). On a gRPC thread; must not throw.
   std::function<void(const CallOrigin& origin)> on_stream_end;

@@ -54,22 +54,25 @@ class DoctorTest(unittest.TestCase):
         self.assertIn("every check passed", r.stdout)
 
     def test_each_wrong_setup_is_named_within_ten_seconds(self):
+        # The server refuses a client certificate on the stream, with the reason (issue 66): the
+        # doctor's TLS probe gets through, and its one real call is refused, saying why.
         cases = {
             "metrics port": (self.server.metrics_port, self.client_tls, {},
-                             "does not speak TLS (the server's metrics port"),
+                             "does not speak TLS (the server's metrics port", "server"),
             "client certificate of another CA": (
-                self.server.port, self.mixed, {}, "the server refused this client's certificate"),
+                self.server.port, self.mixed, {},
+                "it is not signed by the CA this server trusts (its ca.crt)", "one call judged"),
             "wrong ca.crt": (self.server.port, self.wrong_ca, {},
-                             "the server's certificate does not verify against ca.crt"),
+                             "the server's certificate does not verify against ca.crt", "server"),
             "plaintext against TLS": (self.server.port, None, {"plaintext": True},
                                       "a server run with TLS, while this config has "
-                                      "parity.plaintext"),
+                                      "parity.plaintext", "server"),
         }
-        for name, (port, tls_path, parity, said) in cases.items():
+        for name, (port, tls_path, parity, said, check) in cases.items():
             with self.subTest(name):
                 r, seconds = self.doctor(name.replace(" ", "_"), port, tls_path, **parity)
                 self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-                self.assertIn("[FAIL] server:", r.stdout)
+                self.assertIn(f"[FAIL] {check}:", r.stdout)
                 self.assertIn(said, r.stdout)
                 self.assertLess(seconds, 10, r.stdout)
                 # Named once, by the doctor: no agent connection runs into the same wall and

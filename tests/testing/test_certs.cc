@@ -110,7 +110,7 @@ KeyPair MakeLeaf(const KeyPair& ca, const CertOptions& options) {
   X509_set_issuer_name(cert, X509_get_subject_name(ca_cert));
   AddExt(cert, ca_cert, NID_basic_constraints, "CA:FALSE");
   AddExt(cert, ca_cert, NID_subject_alt_name, "DNS:localhost,IP:127.0.0.1");
-  AddExt(cert, ca_cert, NID_ext_key_usage, "serverAuth,clientAuth");
+  AddExt(cert, ca_cert, NID_ext_key_usage, options.extended_key_usage.c_str());
   X509_sign(cert, ca_key, EVP_sha256());
   KeyPair out{CertPem(cert), KeyPem(key)};
   X509_free(cert);

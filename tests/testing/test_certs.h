@@ -15,6 +15,7 @@ struct CertOptions {
   std::string common_name = "localhost";
   int valid_from_days = -1;  // relative to now
   int valid_to_days = 30;    // negative: already expired
+  std::string extended_key_usage = "serverAuth,clientAuth";
 };
 
 // A self-signed CA.
