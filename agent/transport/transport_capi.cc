@@ -262,8 +262,6 @@ int parity_session_ended(const parity_session* s) {
   return Guarded("parity_session_ended", 1, [&] { return s->session->ended() ? 1 : 0; });
 }
 
-int32_t parity_session_rank(const parity_session* s) { return s->session->rank(); }
-
 int parity_session_wants_signatures(const parity_session* s) {
   return s->session->wants_signatures() ? 1 : 0;
 }

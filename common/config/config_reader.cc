@@ -143,12 +143,6 @@ void ConfigReader::Int(absl::string_view key, int64_t* out, int64_t min, int64_t
   *out = i;
 }
 
-void ConfigReader::UInt32(absl::string_view key, uint32_t* out, uint32_t min, uint32_t max) {
-  int64_t v = *out;
-  Int(key, &v, min, max);
-  *out = static_cast<uint32_t>(v);
-}
-
 void ConfigReader::Bytes(absl::string_view key, uint64_t* out) {
   const nlohmann::json* v = Get(key);
   if (v == nullptr) return;

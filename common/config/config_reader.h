@@ -38,7 +38,6 @@ class ConfigReader {
 
   bool Has(absl::string_view key) const;
   void Int(absl::string_view key, int64_t* out, int64_t min, int64_t max);
-  void UInt32(absl::string_view key, uint32_t* out, uint32_t min = 0, uint32_t max = UINT32_MAX);
   void Bytes(absl::string_view key, uint64_t* out);  // integer or "64MiB"-style string
   void Double(absl::string_view key, double* out);
   void Bool(absl::string_view key, bool* out);

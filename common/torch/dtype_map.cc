@@ -20,14 +20,8 @@ std::optional<v1::DType> ToWireDType(c10::ScalarType type) {
 }
 std::optional<c10::ScalarType> ToScalarType(v1::DType dtype) { return ScalarTypeOfWire(dtype); }
 
-std::optional<v1::Layout> ToWireLayout(c10::Layout layout) {
-  return AsV1<v1::Layout>(WireLayoutOf(layout));
-}
 std::optional<c10::Layout> FromWireLayout(v1::Layout layout) { return LayoutOfWire(layout); }
 
-std::optional<v1::MemoryFormat> ToWireMemoryFormat(c10::MemoryFormat format) {
-  return AsV1<v1::MemoryFormat>(WireMemoryFormatOf(format));
-}
 std::optional<c10::MemoryFormat> FromWireMemoryFormat(v1::MemoryFormat format) {
   return MemoryFormatOfWire(format);
 }

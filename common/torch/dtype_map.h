@@ -17,10 +17,8 @@ std::optional<v1::DType> ToWireDType(c10::ScalarType type);
 // nullopt for DTYPE_UNSPECIFIED or unknown values.
 std::optional<c10::ScalarType> ToScalarType(v1::DType dtype);
 
-std::optional<v1::Layout> ToWireLayout(c10::Layout layout);
 std::optional<c10::Layout> FromWireLayout(v1::Layout layout);
 
-std::optional<v1::MemoryFormat> ToWireMemoryFormat(c10::MemoryFormat format);
 std::optional<c10::MemoryFormat> FromWireMemoryFormat(v1::MemoryFormat format);
 
 }  // namespace parity::common

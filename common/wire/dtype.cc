@@ -71,8 +71,4 @@ bool IsFloating(v1::DType dtype) {
          dtype == v1::DTYPE_FLOAT64;
 }
 
-bool IsComplex(v1::DType dtype) {
-  return dtype == v1::DTYPE_COMPLEX64 || dtype == v1::DTYPE_COMPLEX128;
-}
-
 }  // namespace parity::common

@@ -22,6 +22,5 @@ absl::string_view TorchName(v1::DType dtype);
 std::optional<v1::DType> ParseDType(absl::string_view name);
 
 bool IsFloating(v1::DType dtype);  // float16, bfloat16, float32, float64
-bool IsComplex(v1::DType dtype);   // complex64, complex128
 
 }  // namespace parity::common

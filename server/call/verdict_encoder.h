@@ -22,9 +22,11 @@ namespace parity::server {
 // "ratio_{name}", the statistics standard's as "stats_*").
 v1::Verdict ToVerdict(const ServerCall& call, const CallCheck& check);
 
-// A verdict given without a check (a server list's SKIP, --replay=false, a failure inside the
-// server): the call's sequence, api name, phase, step and module path, `status`, `message` and
-// `code`; no outputs. ToVerdict starts from it too.
+// A verdict's fields that every verdict has: the call's sequence, api name, op name, phase,
+// step and module path, `status` and `message`, and `code` as Verdict.error_code when `status`
+// is SKIP or REJECTED (0 for any other status: the contract says a code explains why a call
+// was not checked). Given alone, without a check, for a server list's SKIP, --replay=false or a
+// failure inside the server (no outputs); ToVerdict starts from it.
 v1::Verdict DecidedVerdict(const ServerCall& call, CheckStatus status, std::string message,
                            absl::StatusCode code = absl::StatusCode::kOk);
 

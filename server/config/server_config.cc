@@ -112,12 +112,6 @@ absl::StatusOr<common::Parsed<ServerConfig>> ParseServerConfig(
   return out;
 }
 
-absl::StatusOr<common::Parsed<ServerConfig>> LoadServerConfig(const std::string& path) {
-  absl::StatusOr<std::string> text = common::ReadFile(path);
-  if (!text.ok()) return text.status();
-  return ParseServerConfig(*text, path);
-}
-
 std::string DescribeServerConfig(const ServerConfig& c) { return ServerTable().Describe(c); }
 
 }  // namespace parity::server

@@ -77,8 +77,6 @@ std::vector<common::KeyDescription> ServerKeys();
 absl::StatusOr<common::Parsed<ServerConfig>> ParseServerConfig(
     absl::string_view json_text, absl::string_view source = "config",
     const std::vector<common::FlagValue>& flags = {});
-// Reads `path` and parses it; NOT_FOUND / PERMISSION_DENIED name the path.
-absl::StatusOr<common::Parsed<ServerConfig>> LoadServerConfig(const std::string& path);
 // Cross-field rules, also run by the parser; for configs built or changed in code.
 absl::Status ValidateServerConfig(const ServerConfig& config);
 // The effective configuration as "key = value" lines, for the start-up log.

@@ -248,10 +248,6 @@ int VerdictIndex(CheckStatus s) {
 
 }  // namespace
 
-absl::string_view ServerMetrics::VerdictLabel(CheckStatus s) { return kVerdicts[VerdictIndex(s)]; }
-
-absl::string_view ServerMetrics::PhaseLabel(v1::Phase p) { return kPhases[PhaseIndex(p)]; }
-
 void ServerMetrics::CallReceived(v1::Phase phase) {
   const int p = PhaseIndex(phase);
   Cached(received_by_phase_[p], received_, {{"phase", kPhases[p]}}).Increment();

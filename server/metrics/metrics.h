@@ -88,8 +88,6 @@ class ServerMetrics {
   void RankSeen(int32_t rank);
   static constexpr int32_t kMaxRankLabels = 4096;
 
-  static absl::string_view VerdictLabel(CheckStatus s);  // "pass", "warning", ...
-  static absl::string_view PhaseLabel(v1::Phase p);      // "forward", "backward", ...
 
  private:
   prometheus::Counter& OpErrors(absl::string_view op);

@@ -40,11 +40,6 @@ std::string ErrorData::folder() const {
   return folder_;
 }
 
-uint64_t ErrorData::bytes_saved() const {
-  absl::MutexLock lock(&mu_);
-  return bytes_;
-}
-
 ErrorDataOutcome ErrorData::Account(ErrorDataOutcome outcome, const ServerCall& call,
                                     uint64_t bytes) {
   if (counted_) counted_(outcome);

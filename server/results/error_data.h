@@ -51,7 +51,6 @@ class ErrorData {
 
   // The ut_error_data folder; "" until the first call is saved.
   std::string folder() const;
-  uint64_t bytes_saved() const;
 
  private:
   ErrorDataOutcome Account(ErrorDataOutcome outcome, const ServerCall& call, uint64_t bytes)

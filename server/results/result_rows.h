@@ -8,19 +8,11 @@
 
 #include "parity/v1/parity.pb.h"
 #include "server/call/call_check.h"
+#include "server/call/call_origin.h"
 #include "server/call/server_call.h"
 #include "server/compare/standards.h"
 
 namespace parity::server {
-
-// Who sent a call: the stream's Hello, kept for the JSON-lines record.
-struct CallOrigin {
-  int32_t rank = 0;
-  std::string run_id;
-  std::string hostname;
-  // The training's framework as its agent's Hello says it ("torch 2.1.0"); empty if not said.
-  std::string framework;
-};
 
 // A double as msprobe's csv writer prints it: "%.14f", and "nan", "inf", "-inf".
 // The local time as msprobe stamps its files and records: YYYYMMDDhhmmss.

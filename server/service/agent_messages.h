@@ -1,5 +1,5 @@
-// What the Check stream's reactor needs to know of the agent's messages before (or instead of)
-// parsing them: the kind, sequence and kept blobs of an ApiCall read off its bytes, and the rules
+// What the Check stream's session (stream_session.h) needs to know of the agent's messages before
+// (or instead of) parsing them: the kind, sequence and kept blobs of an ApiCall read off its bytes, and the rules
 // of Hello.
 #pragma once
 
@@ -15,7 +15,7 @@
 
 namespace parity::server {
 
-// What the reactor reads of a serialized AgentMessage without parsing it: its kind, from the
+// What the session reads of a serialized AgentMessage without parsing it: its kind, from the
 // first tag of a message that holds exactly one length-delimited field spanning all its bytes
 // (what every protobuf serializer writes for a oneof; else kind 0, and the message is parsed
 // whole), and for an ApiCall its phase and sequence (the tensors are skipped over, not copied).

@@ -15,7 +15,7 @@
 #include "common/wire/limits.h"
 #include "parity/v1/parity.pb.h"
 #include "server/service/byte_budget.h"
-#include "server/service/check_service.h"
+#include "server/service/blob_store.h"
 
 namespace parity::server {
 

@@ -14,20 +14,6 @@
 
 namespace parity::server {
 
-uint64_t BlobStore::bytes() const {
-  uint64_t n = 0;
-  for (const auto& [id, b] : blobs_) n += b.size();
-  return n;
-}
-
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  std::string message(status.message());
-  constexpr std::size_t kMax = 1024;
-  if (message.size() > kMax) message = message.substr(0, kMax - 3) + "...";
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), message);
-}
-
 CheckService::CheckService(ServiceOptions options, CallHandler handler, WorkQueue* queue,
                            ServerMetrics* metrics)
     : options_(std::move(options)),

@@ -21,8 +21,9 @@
 #include "common/wire/limits.h"
 #include "parity/v1/parity.grpc.pb.h"
 #include "server/call/call_check.h"
+#include "server/call/call_origin.h"
 #include "server/call/server_call.h"
-#include "server/results/result_rows.h"
+#include "server/service/blob_store.h"
 #include "server/service/byte_budget.h"
 #include "server/service/service_options.h"
 #include "server/service/stream_context.h"
@@ -33,25 +34,6 @@ namespace parity::server {
 class ServerMetrics;
 
 using common::kProtocolVersion;
-
-// The blobs one call may name: those reassembled since the previous call, and the kept blobs of
-// the stream it listed (ApiCall.kept_blob_ids) or kept itself, shared with the stream's table
-// (immutable once kept).
-class BlobStore : public common::BlobSource {
- public:
-  const std::string* FindBlob(uint64_t blob_id) const override {
-    if (auto it = blobs_.find(blob_id); it != blobs_.end()) return &it->second;
-    if (auto it = kept_.find(blob_id); it != kept_.end()) return it->second.get();
-    return nullptr;
-  }
-  std::map<uint64_t, std::string>& blobs() { return blobs_; }
-  std::map<uint64_t, std::shared_ptr<const std::string>>& kept() { return kept_; }
-  uint64_t bytes() const;  // of the call's own blobs (kept ones are counted by their stream)
-
- private:
-  std::map<uint64_t, std::string> blobs_;
-  std::map<uint64_t, std::shared_ptr<const std::string>> kept_;
-};
 
 // Checks one call and returns what it decided (server/check/call_pipeline.h:
 // CallPipeline::Check); runs on a worker thread, must not throw. `call` is made by the worker
@@ -138,8 +120,5 @@ class CheckService final
   std::map<std::string, std::chrono::steady_clock::time_point> refusals_logged_
       ABSL_GUARDED_BY(refusals_mu_);
 };
-
-// The one place an absl::Status becomes a grpc::Status (messages truncated to 1 KiB).
-grpc::Status ToGrpcStatus(const absl::Status& status);
 
 }  // namespace parity::server

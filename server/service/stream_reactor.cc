@@ -7,6 +7,7 @@
 #include "common/transport/wire.h"
 #include "server/metrics/metrics.h"
 #include "server/service/check_service.h"
+#include "server/service/grpc_status.h"
 
 namespace parity::server {
 namespace {

@@ -25,7 +25,7 @@
 
 #include "absl/status/status.h"
 #include "parity/v1/parity.pb.h"
-#include "server/results/result_rows.h"
+#include "server/call/call_origin.h"
 #include "server/service/blob_assembler.h"
 #include "server/service/stream_context.h"
 

@@ -2,7 +2,12 @@
 leaves no reference behind. Paths are recognised by their top-level folder (agent/, common/,
 docs/, ...); a path is found from the repository's root, or from the naming file's own folder
 (CMakeLists.txt and Markdown links are relative to it); a built program (tests/bench/replay_bench)
-counts when its source exists. Globs and templates (*, {, $, <) are not paths."""
+counts when its source exists. Globs and templates (*, {, $, <) are not paths.
+
+A short path (compare/metrics.cc, as a comment in server/ names it) is checked too (issue 67: a
+doc named the compare pool's file where it no longer was): a source file's path whose first folder is
+one of the repository's own folders must exist under the root, the naming file's folder, or some
+folder of the repository. Headers of libraries (torch/, absl/, grpcpp/, ...) are not its own."""
 import os
 import re
 import subprocess
@@ -12,6 +17,12 @@ import unittest
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOP = r"(?:agent|common|server|tests|docs|deploy|scripts|python|proto|oplib|cmake|\.ci)"
 PATH = re.compile(r"(?<![\w./-])(" + TOP + r"/[A-Za-z0-9_./-]*[A-Za-z0-9_])")
+SHORT = re.compile(r"(?<![\w./-])((?:[A-Za-z0-9_]+/)+[A-Za-z0-9_]+\.(?:cc|h|cu|inc|proto))\b")
+# Folders of libraries that a product header is included from (torch/ is also the agent's own
+# folder: a torch/*.cc path is the agent's, a torch/*.h one may be libtorch's).
+EXTERNAL = {"ATen", "c10", "torch", "absl", "grpcpp", "grpc", "google", "gtest", "gmock",
+            "prometheus", "openssl", "nlohmann", "sys", "linux", "caffe2", "pybind11", "cuda",
+            "parity"}
 SCANNED = re.compile(r"(\.(cc|h|c|py|md|sh|txt|yml|yaml|json|proto|lds|cmake|toml)|"
                      r"CMakeLists\.txt|/run)$")
 
@@ -25,9 +36,24 @@ def exists(path, naming_file):
     return False
 
 
+def short_path_exists(path, naming_file, folders):
+    first = path.split("/")[0]
+    if first in EXTERNAL and (path.endswith(".h") or first != "torch"):
+        return True
+    if first not in {os.path.basename(d) for d in folders}:
+        return True  # not a path of this repository
+    here = os.path.dirname(naming_file)
+    return any(os.path.exists(os.path.join(ROOT, base, path))
+               for base in ["", here, *sorted(folders)])
+
+
 def broken_references():
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
                            capture_output=True, text=True, check=True).stdout.split()
+    folders = set()
+    for f in files:
+        while not f.startswith("build") and (f := os.path.dirname(f)):
+            folders.add(f)
     broken = []
     for name in files:
         if not SCANNED.search(name) or name.startswith("build"):
@@ -43,6 +69,10 @@ def broken_references():
                 continue
             line = text.count("\n", 0, match.start()) + 1
             broken.append(f"{name}:{line}: {path}")
+        for match in SHORT.finditer(text):
+            if not short_path_exists(match.group(1), name, folders):
+                line = text.count("\n", 0, match.start()) + 1
+                broken.append(f"{name}:{line}: {match.group(1)}")
     return broken
 
 
@@ -58,6 +88,11 @@ class PathsTest(unittest.TestCase):
         self.assertTrue(exists("server/call/verdict_encoder.h", "docs/design.md"))
         self.assertTrue(exists("agent/" + "session_test.cc", "tests/CMakeLists.txt"))
         self.assertTrue(exists("tests/bench/replay_bench", "docs/deploy.md"))
+        folders = {"server", "server/compare", "common", "common/base", "agent", "agent/torch"}
+        self.assertFalse(short_path_exists("compare/" + "parallel.cc", "docs/design.md", folders))
+        self.assertTrue(short_path_exists("base/parallel.cc", "docs/design.md", folders))
+        self.assertTrue(short_path_exists("torch/library.h", "agent/torch/agent.cc", folders))
+        self.assertFalse(short_path_exists("torch/" + "nowhere.cc", "docs/design.md", folders))
 
 
 if __name__ == "__main__":

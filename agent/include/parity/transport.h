@@ -125,8 +125,6 @@ PARITY_TRANSPORT_API void parity_session_close(parity_session* s);
 PARITY_TRANSPORT_API void parity_session_destroy(parity_session* s);
 PARITY_TRANSPORT_API int parity_session_capturing(const parity_session* s);
 PARITY_TRANSPORT_API int parity_session_ended(const parity_session* s);
-/* The session's rank (RANK), and whether the config selects it. */
-PARITY_TRANSPORT_API int32_t parity_session_rank(const parity_session* s);
 
 typedef struct parity_counters {
   uint32_t size; /* set by the caller: sizeof(parity_counters) */
