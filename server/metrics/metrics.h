@@ -88,7 +88,6 @@ class ServerMetrics {
   void RankSeen(int32_t rank);
   static constexpr int32_t kMaxRankLabels = 4096;
 
-
  private:
   prometheus::Counter& OpErrors(absl::string_view op);
   void AddKnownSeries();  // the constructor's zero series

@@ -1,6 +1,6 @@
 // What the Check stream's session (stream_session.h) needs to know of the agent's messages before
-// (or instead of) parsing them: the kind, sequence and kept blobs of an ApiCall read off its bytes, and the rules
-// of Hello.
+// (or instead of) parsing them: the kind, sequence and kept blobs of an ApiCall read off its bytes,
+// and the rules of Hello.
 #pragma once
 
 #include <grpcpp/support/byte_buffer.h>

@@ -14,8 +14,8 @@
 #include "absl/status/statusor.h"
 #include "common/wire/limits.h"
 #include "parity/v1/parity.pb.h"
-#include "server/service/byte_budget.h"
 #include "server/service/blob_store.h"
+#include "server/service/byte_budget.h"
 
 namespace parity::server {
 
