@@ -299,7 +299,7 @@ const KeyTable<AgentConfig>& AgentTable() {
           "where msprobe's API names in the result CSVs come from: the Python function the "
           "training called (`Tensor.add`, `Torch.add`, counted apart, as msprobe names them; the "
           "Python agent names each torch call while capturing, a few microseconds each: "
-          "[performance.md](performance.md#call-site-names)), or the operator (`aten::add` is "
+          "[measured](benchmarks/2026-11-26.md#call-site-names-2026-11-26)), or the operator (`aten::add` is "
           "`Torch.add`: no per-call work in Python). The naming is a TorchFunctionMode that steps "
           "aside while Dynamo traces, so `torch.compile` works with either "
           "([operators.md](operators.md#torchcompile), "
@@ -354,7 +354,7 @@ const KeyTable<AgentConfig>& AgentTable() {
           "each, queued on the training's stream. Costs about what copying the inputs does: with "
           "every call checked, 1.24x against 1.16x step time without it on the MLP, 1.35x against "
           "1.26x on Llama (`agent_overhead.py --rows \"no replay [once,input-write check [once\"`, "
-          "[performance.md](performance.md#the-read-only-argument-check-2026-11-27)); with the "
+          "[measured](benchmarks/2026-11-27.md#the-read-only-argument-check-2026-11-27)); with the "
           "default per-signature budget, only the sampled calls pay it"),
       K::Bool(
           "parity.wait_for_server_at_exit", [](C& c) { return &c.parity.wait_for_server_at_exit; },

@@ -13,7 +13,7 @@ operator that call runs carries it (ApiCall.api). Functions it does not know (``
 
 Its cost is one Python-level dispatch per torch call (a dictionary lookup and two foreign calls
 for a named one): a few microseconds, which a training of millisecond operators does not notice
-and a training of tiny ones does (docs/performance.md#call-site-names). parity.api_names
+and a training of tiny ones does (docs/benchmarks/2026-11-26.md#call-site-names-2026-11-26). parity.api_names
 "operator" turns it off.
 
 Under torch.compile the mode stays on, and steps aside while Dynamo traces: its

@@ -76,7 +76,73 @@ def broken_references():
     return broken
 
 
+def slug(heading):
+    """GitHub's anchor for a Markdown heading: lower case, punctuation dropped, spaces to '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors_of(path):
+    found, seen, in_code = set(), {}, False
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("```"):
+                in_code = not in_code
+            m = None if in_code else re.match(r"^#{1,6} (.*)", line)
+            if m:
+                s = slug(m.group(1))
+                found.add(s if s not in seen else f"{s}-{seen[s]}")
+                seen[s] = seen.get(s, 0) + 1
+    return found
+
+
+ANCHORED = re.compile(r"((?:[\w./-]*/)?[\w-]+\.md)#([\w-]+)|\]\(#([\w-]+)\)")
+
+
+def broken_anchors():
+    """Every 'page.md#section' (and a Markdown page's own '(#section)') names a heading of that
+    page: a section renamed or moved to another page leaves no link behind (issue 67)."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()
+    broken, cache = [], {}
+    for name in files:
+        if not SCANNED.search(name) or name.startswith("build"):
+            continue
+        try:
+            with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+                text = f.read()
+        except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
+            continue
+        for m in ANCHORED.finditer(text):
+            page, anchor = (m.group(1), m.group(2)) if m.group(1) else (None, m.group(3))
+            if page is None:
+                if not name.endswith(".md"):
+                    continue
+                target = os.path.join(ROOT, name)
+            else:  # from the naming file's folder, the root, or docs/ (the key tables' docs)
+                here = os.path.dirname(os.path.join(ROOT, name))
+                target = next((c for c in (os.path.normpath(os.path.join(here, page)),
+                                           os.path.join(ROOT, page), os.path.join(ROOT, "docs", page))
+                               if os.path.exists(c)), None)
+                if target is None:
+                    continue  # a missing page is the path check's to report
+            if target not in cache:
+                cache[target] = anchors_of(target)
+            if anchor not in cache[target]:
+                line = text.count("\n", 0, m.start()) + 1
+                broken.append(f"{name}:{line}: {page or ''}#{anchor}")
+    return broken
+
+
 class PathsTest(unittest.TestCase):
+    def test_every_named_section_exists(self):
+        broken = broken_anchors()
+        self.assertEqual(broken, [], "\n".join(broken))
+
+    def test_anchors_are_githubs(self):
+        self.assertEqual(slug("The H200 runs of 2026-11-27, evening: the pool's crash"),
+                         "the-h200-runs-of-2026-11-27-evening-the-pools-crash")
+        self.assertEqual(slug("`parity.policy`: block or drop"), "paritypolicy-block-or-drop")
+
     def test_every_named_repository_path_exists(self):
         broken = broken_references()
         self.assertEqual(broken, [], "\n".join(broken))
