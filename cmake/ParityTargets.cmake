@@ -9,6 +9,46 @@ function(parity_warnings target)
   endif()
 endfunction()
 
+# The server's floors, from the bottom up (docs/design.md#the-tree): a folder's code includes from
+# its own floor or lower ones only.
+set(PARITY_SERVER_FLOORS compare random call replay results metrics check service config app)
+
+# parity_layer(<target> <floor> [TORCH_FREE]): compiles <target>, the code of server/<floor>/,
+# behind a fence the compiler enforces (issue 67: the layers were a regex's before): a folder,
+# searched before the source tree, holding a header named like each header of every floor above
+# <floor>, each an #error naming both. An include of a higher floor stops the build there.
+# TORCH_FREE also fences off c10/macros/Macros.h, which every torch header includes, so a
+# torch-free floor that includes torch, directly or through another header, does not compile.
+function(parity_layer target floor)
+  cmake_parse_arguments(L "TORCH_FREE" "" "" ${ARGN})
+  set(_fence ${PROJECT_BINARY_DIR}/layer_fences/${target})
+  file(MAKE_DIRECTORY ${_fence})
+  list(FIND PARITY_SERVER_FLOORS ${floor} _index)
+  if(_index LESS 0)
+    message(FATAL_ERROR "parity_layer: ${floor} is not one of PARITY_SERVER_FLOORS")
+  endif()
+  math(EXPR _above "${_index} + 1")
+  set(_higher "")
+  list(LENGTH PARITY_SERVER_FLOORS _floors)
+  if(_above LESS _floors)
+    list(SUBLIST PARITY_SERVER_FLOORS ${_above} -1 _higher)
+  endif()
+  foreach(_up IN LISTS _higher)
+    file(GLOB _headers CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}
+         ${PROJECT_SOURCE_DIR}/server/${_up}/*.h)
+    foreach(_h IN LISTS _headers)
+      file(CONFIGURE OUTPUT ${_fence}/${_h} CONTENT
+           "#error \"server/${floor}/ includes ${_h}: ${_up}/ is a higher floor (docs/design.md#the-tree)\"\n")
+    endforeach()
+  endforeach()
+  if(L_TORCH_FREE)
+    file(CONFIGURE OUTPUT ${_fence}/c10/macros/Macros.h CONTENT
+         "#error \"server/${floor}/ is torch-free: it includes a torch header (docs/design.md#the-tree)\"\n")
+  endif()
+  target_include_directories(${target} BEFORE PRIVATE ${_fence})
+  parity_warnings(${target})
+endfunction()
+
 # parity_torch_target(<target>): marks a target as one of the few that include libtorch headers.
 # They share one precompiled header so each torch translation unit costs seconds, not tens.
 # Libraries (-fPIC) and executables (-fPIE) cannot share a precompiled header, so there is one of
