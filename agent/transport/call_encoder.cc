@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "common/transport/call_wire.h"
 #include "common/wire/fields.h"
 
 namespace parity::agent {
@@ -174,33 +175,7 @@ grpc::ByteBuffer EncodedCall::TakeMessage() {
 
 v1::ApiCall ToApiCall(CallRecord&& r) {
   v1::ApiCall c;
-  c.set_sequence(r.sequence);
-  c.set_step(r.step);
-  c.set_phase(r.phase);
-  c.set_op_name(std::move(r.op_name));
-  c.set_overload(std::move(r.overload));
-  c.set_call_index(r.call_index);
-  c.set_forward_op_name(std::move(r.forward_op_name));
-  c.set_forward_overload(std::move(r.forward_overload));
-  c.set_backward_index(r.backward_index);
-  c.set_autograd_node(std::move(r.autograd_node));
-  c.set_autograd_sequence_nr(r.autograd_sequence_nr);
-  c.set_module_path(std::move(r.module_path));
-  c.set_in_optimizer(r.in_optimizer);
-  c.set_skip_reason(std::move(r.skip_reason));
-  c.set_capture_unix_nanos(r.capture_unix_nanos);
-  c.set_api(std::move(r.api));
-  c.set_api_index(r.api_index);
-  c.set_drew_random(r.drew_random);
-  c.set_autocast_dtype(r.autocast_dtype);
-  if (r.generator) {
-    v1::GeneratorState* g = c.mutable_generator();
-    g->set_device_type(std::move(r.generator->device_type));
-    g->set_device(r.generator->device);
-    g->set_device_index(r.generator->device_index);
-    g->set_state(std::move(r.generator->state));
-    g->set_torch_version(std::move(r.generator->torch_version));
-  }
+  common::IdentityToWire(std::move(r), &c);
   return c;
 }
 

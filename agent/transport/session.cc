@@ -334,13 +334,13 @@ std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint3
   meta->op_name = op;
   meta->overload = site.overload != nullptr ? site.overload : "";
   meta->step = step;
-  meta->phase = site.backward ? v1::PHASE_BACKWARD : v1::PHASE_FORWARD;
+  meta->phase = site.backward ? wire::kPhaseBackward : wire::kPhaseForward;
   meta->in_optimizer = site.in_optimizer != 0;
   meta->module_path = module;
   // Named before the filters decide: forward calls are linked even when not checked, so that
   // backward names stay right.
   NameCall(site, op, module, meta);
-  const common::CallNaming naming = meta->Naming();
+  const common::CallNaming naming(*meta);
   if (!filter_.CallSelected(naming)) return nullptr;
   if (!scope_.Selected(naming)) return nullptr;
   if (site.size >= offsetof(parity_call_site, in_compiled_region) + sizeof(int32_t) &&

@@ -311,7 +311,7 @@ int parity_session_admit(parity_session* s, uint64_t bytes) {
 }
 
 void parity_call_set_autocast_dtype(parity_call* c, int32_t dtype) {
-  c->call->meta.autocast_dtype = static_cast<parity::v1::DType>(dtype);
+  c->call->meta.autocast_dtype = static_cast<parity::wire::DType>(dtype);
 }
 
 void parity_call_set_generator(parity_call* c, const char* device_type, int32_t device_index,
@@ -324,7 +324,7 @@ void parity_call_set_generator(parity_call* c, const char* device_type, int32_t 
     }
     parity::agent::CallRecord::Generator& g = c->call->meta.generator.emplace();
     g.device_type = device_type != nullptr ? device_type : "";
-    g.device = parity::common::GeneratorDeviceOf(g.device_type);
+    g.device = static_cast<parity::wire::GeneratorDevice>(parity::common::GeneratorDeviceOf(g.device_type));
     g.device_index = device_index;
     g.state.assign(static_cast<const char*>(state), state_size);
     g.torch_version = torch_version != nullptr ? torch_version : "";

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "common/wire/call_identity.h"
 #include "parity/v1/parity.pb.h"
 
 namespace parity::common {
@@ -34,6 +35,7 @@ class CallNaming {
   };
   explicit CallNaming(const Fields& fields) : f_(fields) {}
   CallNaming(const v1::ApiCall& call);  // NOLINT(runtime/explicit): an ApiCall names itself
+  CallNaming(const CallIdentity& id);   // NOLINT(runtime/explicit): so does a call's identity
 
   absl::string_view op_name() const { return f_.op_name; }
   absl::string_view overload() const { return f_.overload; }

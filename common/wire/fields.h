@@ -74,6 +74,17 @@ inline constexpr uint32_t kGeneratorDeviceIndex = 2;
 inline constexpr uint32_t kGeneratorState = 3;
 inline constexpr uint32_t kGeneratorTorchVersion = 4;
 
+// enum Phase
+enum Phase : int32_t { kPhaseUnspecified = 0, kPhaseForward = 1, kPhaseBackward = 2 };
+// enum GeneratorDevice
+enum GeneratorDevice : int32_t {
+  kGeneratorUnspecified = 0,
+  kGeneratorCpu = 1,
+  kGeneratorCuda = 2,
+  kGeneratorNpu = 3,
+  kGeneratorPrivateUse1 = 4,
+  kGeneratorOther = 5,
+};
 // enum DType
 enum DType : int32_t {
   kDTypeUnspecified = 0,

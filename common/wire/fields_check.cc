@@ -11,6 +11,15 @@ namespace {
   static_assert(static_cast<int>(ours) == static_cast<int>(theirs), #ours)
 
 PARITY_SAME(kAgentMessageCall, v1::AgentMessage::kCallFieldNumber);
+PARITY_SAME(kPhaseUnspecified, v1::PHASE_UNSPECIFIED);
+PARITY_SAME(kPhaseForward, v1::PHASE_FORWARD);
+PARITY_SAME(kPhaseBackward, v1::PHASE_BACKWARD);
+PARITY_SAME(kGeneratorUnspecified, v1::GENERATOR_DEVICE_UNSPECIFIED);
+PARITY_SAME(kGeneratorCpu, v1::GENERATOR_DEVICE_CPU);
+PARITY_SAME(kGeneratorCuda, v1::GENERATOR_DEVICE_CUDA);
+PARITY_SAME(kGeneratorNpu, v1::GENERATOR_DEVICE_NPU);
+PARITY_SAME(kGeneratorPrivateUse1, v1::GENERATOR_DEVICE_PRIVATEUSE1);
+PARITY_SAME(kGeneratorOther, v1::GENERATOR_DEVICE_OTHER);
 PARITY_SAME(kApiCallInputs, v1::ApiCall::kInputsFieldNumber);
 PARITY_SAME(kApiCallOutputs, v1::ApiCall::kOutputsFieldNumber);
 PARITY_SAME(kApiCallKeptBlobIds, v1::ApiCall::kKeptBlobIdsFieldNumber);

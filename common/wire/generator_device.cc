@@ -15,4 +15,11 @@ v1::GeneratorDevice GeneratorDeviceOf(const v1::GeneratorState& state) {
   return GeneratorDeviceOf(state.device_type());
 }
 
+v1::GeneratorDevice GeneratorDeviceOf(const CallIdentity::Generator& generator) {
+  if (generator.device != wire::kGeneratorUnspecified) {
+    return static_cast<v1::GeneratorDevice>(generator.device);
+  }
+  return GeneratorDeviceOf(generator.device_type);
+}
+
 }  // namespace parity::common

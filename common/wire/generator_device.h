@@ -4,6 +4,7 @@
 #pragma once
 
 #include "absl/strings/string_view.h"
+#include "common/wire/call_identity.h"
 #include "parity/v1/parity.pb.h"
 
 namespace parity::common {
@@ -14,5 +15,6 @@ v1::GeneratorDevice GeneratorDeviceOf(absl::string_view device_type);
 // The kind a GeneratorState says: its `device`, or, from an agent that does not send one, the
 // kind its `device_type` names.
 v1::GeneratorDevice GeneratorDeviceOf(const v1::GeneratorState& state);
+v1::GeneratorDevice GeneratorDeviceOf(const CallIdentity::Generator& generator);
 
 }  // namespace parity::common

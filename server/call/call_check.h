@@ -40,6 +40,15 @@ struct CallValues;
 inline constexpr std::size_t kMaxUncheckedWrites = 16;
 inline constexpr std::size_t kMaxUncheckedWriteBytes = 1024;
 
+// A read-only argument the device changed during the call, as the agent measured it
+// (ApiCall.inputs_written).
+struct InputWritten {
+  uint32_t index = 0;  // in the call's inputs
+  std::string name;    // the schema's argument name
+  uint64_t changed_elements = 0;
+  uint64_t elements = 0;
+};
+
 struct CallCheck {
   CheckStatus status = CheckStatus::kUnspecified;
   std::string message;
@@ -58,7 +67,7 @@ struct CallCheck {
   std::vector<OutputCheck> outputs;
   // Read-only arguments the device changed during the call (ApiCall.inputs_written): the call is
   // an error whatever its outputs' comparison says.
-  std::vector<v1::InputWritten> inputs_written;
+  std::vector<InputWritten> inputs_written;
   // What the agent did not compare of what the call must leave unchanged (ApiCall
   // .unchecked_writes: at most kMaxUncheckedWrites lines of kMaxUncheckedWriteBytes).
   std::vector<std::string> unchecked_writes;

@@ -7,6 +7,7 @@
 #include "common/naming/api_names.h"
 #include "common/naming/naming.h"
 #include "common/naming/operator_catalogue.h"
+#include "common/transport/call_wire.h"
 
 namespace parity::server {
 namespace {
@@ -58,23 +59,6 @@ CallNames NamesOf(const v1::ApiCall& call) {
   return n;
 }
 
-CallIdentity IdentityOf(const v1::ApiCall& call) {
-  CallIdentity id;
-  id.sequence = call.sequence();
-  id.step = call.step();
-  id.phase = call.phase();
-  id.op_name = call.op_name();
-  id.overload = call.overload();
-  id.call_index = call.call_index();
-  id.forward_op_name = call.forward_op_name();
-  id.backward_index = call.backward_index();
-  id.autograd_node = call.autograd_node();
-  id.module_path = call.module_path();
-  id.in_optimizer = call.in_optimizer();
-  id.autocast_dtype = call.autocast_dtype();
-  return id;
-}
-
 }  // namespace
 
 absl::string_view OperatorTraits::bare() const { return common::BareOpName(op_name); }
@@ -86,10 +70,19 @@ std::shared_ptr<const OperatorTraits> OperatorTraitsOf(absl::string_view op_name
 
 ServerCall::ServerCall(const v1::ApiCall& call, std::string training_framework)
     : wire(call),
-      id(IdentityOf(call)),
+      id(common::IdentityFromWire(call)),
       framework(std::move(training_framework)),
       op(OperatorTraitsOf(call.op_name())),
-      names(NamesOf(call)) {}
+      names(NamesOf(call)),
+      input_count(call.inputs_size()) {
+  for (const std::string& note : call.unchecked_writes()) {  // as many as a verdict carries
+    if (unchecked_writes.size() == kMaxUncheckedWrites) break;
+    unchecked_writes.push_back(note.substr(0, kMaxUncheckedWriteBytes));
+  }
+  for (const v1::InputWritten& w : call.inputs_written()) {
+    inputs_written.push_back({w.index(), w.name(), w.changed_elements(), w.elements()});
+  }
+}
 
 std::string ServerCall::DataName() const {
   if (id.backward() && !id.forward_op_name.empty()) return names.api;

@@ -7,9 +7,12 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "common/naming/random_ops.h"
+#include "common/wire/call_identity.h"
+#include "server/call/call_check.h"
 #include "parity/v1/parity.pb.h"
 
 namespace parity::server {
@@ -39,22 +42,8 @@ struct CallNames {
   std::string msprobe_api;  // its API part, "Functional.linear"; empty when `msprobe` is
 };
 
-// Who a call is: the identity fields of its ApiCall, copied once.
-struct CallIdentity {
-  uint64_t sequence = 0;
-  int64_t step = 0;
-  v1::Phase phase = v1::PHASE_UNSPECIFIED;
-  bool backward() const { return phase == v1::PHASE_BACKWARD; }
-  std::string op_name;   // "aten::add"
-  std::string overload;  // "Tensor"
-  uint64_t call_index = 0;
-  std::string forward_op_name;  // a backward call's forward operator, when the agent knew it
-  uint32_t backward_index = 0;
-  std::string autograd_node;
-  std::string module_path;
-  bool in_optimizer = false;
-  v1::DType autocast_dtype = v1::DTYPE_UNSPECIFIED;
-};
+// Who a call is: its identity (common/wire/call_identity.h), read from its ApiCall once.
+using CallIdentity = common::CallIdentity;
 
 struct ServerCall {
   // `framework`: the training's, as its agent's Hello says it ("torch 2.1.0"), or empty.
@@ -62,11 +51,17 @@ struct ServerCall {
   explicit ServerCall(const v1::ApiCall&& wire,
                       std::string framework = {}) = delete;  // kept by reference
 
-  const v1::ApiCall& wire;  // the message: its values are the replay's to decode
+  const v1::ApiCall& wire;  // the message: its values are the replay's to decode, nothing else
   CallIdentity id;
   std::string framework;
   std::shared_ptr<const OperatorTraits> op;
   CallNames names;
+  // What the agent found of the call's writes to its read-only arguments (ApiCall
+  // .inputs_written; .unchecked_writes, at most as many as a verdict carries), and how many
+  // inputs the call has.
+  std::vector<InputWritten> inputs_written;
+  std::vector<std::string> unchecked_writes;
+  int input_count = 0;
 
   // The call's files in error data: "aten::add.Tensor.0.forward" (common::DataName).
   std::string DataName() const;

@@ -74,7 +74,7 @@ v1::Verdict DecidedVerdict(const ServerCall& call, CheckStatus status, std::stri
   v1::Verdict v;
   v.set_sequence(call.id.sequence);
   v.set_api_name(call.names.api);
-  v.set_phase(call.id.phase);
+  v.set_phase(static_cast<v1::Phase>(call.id.phase));
   v.set_step(call.id.step);
   v.set_module_path(call.id.module_path);
   v.set_op_name(call.id.op_name);
@@ -92,7 +92,13 @@ v1::Verdict ToVerdict(const ServerCall& call, const CallCheck& check) {
   v.set_replay_seconds(check.replay_seconds);
   v.set_compare_seconds(check.compare_seconds);
   for (const OutputCheck& out : check.outputs) FillOutputVerdict(out, v.add_outputs());
-  for (const v1::InputWritten& w : check.inputs_written) *v.add_inputs_written() = w;
+  for (const InputWritten& w : check.inputs_written) {
+    v1::InputWritten* out = v.add_inputs_written();
+    out->set_index(w.index);
+    out->set_name(w.name);
+    out->set_changed_elements(w.changed_elements);
+    out->set_elements(w.elements);
+  }
   v.set_failed_metric(std::string(CallFailedMetric(check)));
   return v;
 }

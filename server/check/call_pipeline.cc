@@ -120,10 +120,9 @@ CallCheck CallPipeline::Skipped(const CallOrigin& origin, const ServerCall& call
 
 CallCheck CallPipeline::Check(const CallOrigin& origin, const ServerCall& call,
                               const common::BlobSource& blobs) {
-  const v1::ApiCall& wire = call.wire;
   try {
-    const bool white = !white_list_.empty() && !white_list_.Matches(wire);
-    if (white || black_list_.Matches(wire)) {
+    const bool white = !white_list_.empty() && !white_list_.Matches(call.id);
+    if (white || black_list_.Matches(call.id)) {
       return Skipped(origin, call,
                      white ? "not in the server's white_list" : "in the server's black_list");
     }

@@ -229,7 +229,9 @@ prometheus::Counter& ServerMetrics::Cached(std::atomic<prometheus::Counter*>& sl
 
 namespace {
 
-int PhaseIndex(v1::Phase p) { return p == v1::PHASE_FORWARD ? 0 : p == v1::PHASE_BACKWARD ? 1 : 2; }
+int PhaseIndex(wire::Phase p) {
+  return p == wire::kPhaseForward ? 0 : p == wire::kPhaseBackward ? 1 : 2;
+}
 
 int VerdictIndex(CheckStatus s) {
   switch (s) {
@@ -248,7 +250,7 @@ int VerdictIndex(CheckStatus s) {
 
 }  // namespace
 
-void ServerMetrics::CallReceived(v1::Phase phase) {
+void ServerMetrics::CallReceived(wire::Phase phase) {
   const int p = PhaseIndex(phase);
   Cached(received_by_phase_[p], received_, {{"phase", kPhases[p]}}).Increment();
 }
@@ -263,7 +265,7 @@ void ServerMetrics::MessageSent() { sent_messages_->Increment(); }
 void ServerMetrics::InputsWritten() { inputs_written_->Increment(); }
 void ServerMetrics::UncheckedWrites() { unchecked_writes_->Increment(); }
 
-void ServerMetrics::CallChecked(v1::Phase phase, CheckStatus status, absl::string_view op,
+void ServerMetrics::CallChecked(wire::Phase phase, CheckStatus status, absl::string_view op,
                                 double replay_seconds, double compare_seconds) {
   const int p = PhaseIndex(phase), v = VerdictIndex(status);
   Cached(checked_by_phase_verdict_[p][v], checked_,

@@ -16,7 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "common/naming/drop_reasons.h"
-#include "parity/v1/parity.pb.h"
+#include "common/wire/fields.h"
 #include "server/compare/check_status.h"
 
 namespace prometheus {
@@ -50,10 +50,10 @@ class ServerMetrics {
   ~ServerMetrics();
 
   // All helpers are thread-safe.
-  void CallReceived(v1::Phase phase);
+  void CallReceived(wire::Phase phase);
   void MessageBytes(uint64_t bytes);
   void MessageSent();  // a gRPC message to an agent (a VerdictBatch counts once)
-  void CallChecked(v1::Phase phase, CheckStatus status, absl::string_view op, double replay_seconds,
+  void CallChecked(wire::Phase phase, CheckStatus status, absl::string_view op, double replay_seconds,
                    double compare_seconds);
   // CPU seconds a worker spent in one stage of a call (parse, decode, bench, golden, compare,
   // random, write: ServerMetrics::kStages); each call adds one run to the stage's run counter.

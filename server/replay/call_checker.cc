@@ -15,6 +15,7 @@
 #include "common/base/cpu_clock.h"
 #include "common/base/text.h"
 #include "common/torch/dtype_map.h"
+#include "common/torch/wire_enums.h"
 #include "common/torch/generator_read.h"
 #include "common/torch/ivalue_walk.h"
 #include "common/torch/torch_pch.h"
@@ -145,14 +146,14 @@ CallCheck CheckRandom(const ServerCall& call, const c10::OperatorHandle& op, Dec
   std::string why_not = "parity.random_checks is statistical";
   if (o.random_checks == RandomChecks::kAuto) {
     std::optional<Replay> bench = ReplayRandom(
-        call, op, decoded, bench_device, common::ToScalarType(call.id.autocast_dtype), &why_not);
+        call, op, decoded, bench_device, common::ScalarTypeOfWire(call.id.autocast_dtype), &why_not);
     if (bench && bench->ran()) {
       const auto replayed = Clock::now();
       CallCheck check;
       // The same draws: the bench's results are the reference, bit for bit.
       JudgeOutputs(call, decoded, *bench, *bench, Standard::kBinary, standards, &check);
       const std::string how =
-          absl::StrCat("replayed from the training's ", call.wire.generator().device_type(),
+          absl::StrCat("replayed from the training's ", call.id.generator->device_type,
                        " generator state: the same draws, so the same bits");
       for (OutputCheck& out : check.outputs) {
         std::string& m = out.judgement.message;
@@ -201,9 +202,9 @@ CallCheck WithCpu(CallCheck c, const CallCheck::StageCpu& cpu) {
 // A call answered before its operator is resolved: malformed strings, or skipped by the agent
 // or by the skip list.
 std::optional<CallCheck> Admit(const ServerCall& call) {
-  if (absl::Status s = CheckCallStrings(call.wire); !s.ok()) return Rejected(s);
-  if (!call.wire.skip_reason().empty()) {
-    return Decided(CheckStatus::kSkip, common::EscapeControl(call.wire.skip_reason()));
+  if (absl::Status s = CheckCallStrings(call.id); !s.ok()) return Rejected(s);
+  if (!call.id.skip_reason.empty()) {
+    return Decided(CheckStatus::kSkip, common::EscapeControl(call.id.skip_reason));
   }
   if (!call.op->skip_reason.empty()) return Decided(CheckStatus::kSkip, call.op->skip_reason);
   return std::nullopt;
@@ -399,7 +400,7 @@ CallCheck CallChecker::Run(const ServerCall& call, const common::BlobSource* blo
   if (!decoded.ok()) return WithCpu(DecodeFailed(decoded.status()), cpu);
   // An older release's form of the operator, when the call's arguments fit that one.
   const c10::OperatorHandle& replay_op = decoded->replay_as ? *decoded->replay_as : *op;
-  if (call.op->random_family != common::RandomFamily::kNone || call.wire.drew_random()) {
+  if (call.op->random_family != common::RandomFamily::kNone || call.id.drew_random) {
     CallCheck c =
         CheckRandom(call, replay_op, *decoded, impl_->options, lane.device, *impl_->standards);
     c.replay_seconds = Seconds(Clock::now() - start) - c.compare_seconds;
@@ -415,7 +416,7 @@ CallCheck CallChecker::Impl::Replayed(const ServerCall& call, const c10::Operato
                                       Clock::time_point start) const {
   // 4. Replay on the bench device, and as the float64 golden where the standard reads it.
   const Standard standard = StandardOf(call, decoded.inputs, *standards);
-  const std::optional<at::ScalarType> autocast = common::ToScalarType(call.id.autocast_dtype);
+  const std::optional<at::ScalarType> autocast = common::ScalarTypeOfWire(call.id.autocast_dtype);
   const bool bench_decides = BenchDecides(call, decoded, standard, *standards);
   const Replay bench = Guarded([&] { return ReplayBench(op, decoded.inputs, device, autocast); });
   clock.Lap(&cpu.bench);

@@ -67,19 +67,21 @@ std::vector<std::string> KnownOperatorNames() {
   return names;
 }
 
-absl::Status CheckCallStrings(const v1::ApiCall& call) {
+absl::Status CheckCallStrings(const common::CallIdentity& call) {
+  static const common::CallIdentity::Generator kNone;
+  const common::CallIdentity::Generator& g = call.generator ? *call.generator : kNone;
   const std::tuple<const char*, const std::string*, std::size_t> fields[] = {
-      {"op_name", &call.op_name(), common::kMaxNameBytes},
-      {"overload", &call.overload(), common::kMaxNameBytes},
-      {"forward_op_name", &call.forward_op_name(), common::kMaxNameBytes},
-      {"forward_overload", &call.forward_overload(), common::kMaxNameBytes},
-      {"autograd_node", &call.autograd_node(), common::kMaxNameBytes},
-      {"module_path", &call.module_path(), common::kMaxModulePathBytes},
-      {"skip_reason", &call.skip_reason(), common::kMaxSkipReasonBytes},
-      {"generator.device_type", &call.generator().device_type(), common::kMaxNameBytes},
-      {"generator.torch_version", &call.generator().torch_version(), common::kMaxNameBytes},
-      {"generator.state", &call.generator().state(), common::kMaxGeneratorStateBytes},
-      {"api", &call.api(), common::kMaxNameBytes},
+      {"op_name", &call.op_name, common::kMaxNameBytes},
+      {"overload", &call.overload, common::kMaxNameBytes},
+      {"forward_op_name", &call.forward_op_name, common::kMaxNameBytes},
+      {"forward_overload", &call.forward_overload, common::kMaxNameBytes},
+      {"autograd_node", &call.autograd_node, common::kMaxNameBytes},
+      {"module_path", &call.module_path, common::kMaxModulePathBytes},
+      {"skip_reason", &call.skip_reason, common::kMaxSkipReasonBytes},
+      {"generator.device_type", &g.device_type, common::kMaxNameBytes},
+      {"generator.torch_version", &g.torch_version, common::kMaxNameBytes},
+      {"generator.state", &g.state, common::kMaxGeneratorStateBytes},
+      {"api", &call.api, common::kMaxNameBytes},
   };
   for (const auto& [name, value, cap] : fields) {
     if (value->size() > cap) {
@@ -96,16 +98,16 @@ absl::Status CheckCallStrings(const v1::ApiCall& call) {
     }
   }
   // The generator's kind decides its replay: a number that is no GeneratorDevice is malformed.
-  if (!v1::GeneratorDevice_IsValid(call.generator().device())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ApiCall.generator.device: ", static_cast<int>(call.generator().device()),
-                     " is not a parity.v1.GeneratorDevice"));
+  if (!v1::GeneratorDevice_IsValid(g.device)) {
+    return absl::InvalidArgumentError(absl::StrCat("ApiCall.generator.device: ",
+                                                   static_cast<int>(g.device),
+                                                   " is not a parity.v1.GeneratorDevice"));
   }
   // The autocast dtype is replayed: a number that is no DType is malformed, as in a tensor.
-  if (!v1::DType_IsValid(call.autocast_dtype())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ApiCall.autocast_dtype: ", static_cast<int>(call.autocast_dtype()),
-                     " is not a parity.v1.DType"));
+  if (!v1::DType_IsValid(call.autocast_dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat("ApiCall.autocast_dtype: ",
+                                                   static_cast<int>(call.autocast_dtype),
+                                                   " is not a parity.v1.DType"));
   }
   return absl::OkStatus();
 }

@@ -293,32 +293,32 @@ void JudgeOutputs(const ServerCall& call, const DecodedCall& decoded, const Repl
 }
 
 void ApplyInputsWritten(const ServerCall& call, CallCheck* check) {
-  for (const std::string& note : call.wire.unchecked_writes()) {
+  for (const std::string& note : call.unchecked_writes) {
     if (check->unchecked_writes.size() == kMaxUncheckedWrites) break;
     check->unchecked_writes.push_back(note.substr(0, kMaxUncheckedWriteBytes));
   }
-  const auto& written = call.wire.inputs_written();
+  const std::vector<InputWritten>& written = call.inputs_written;
   if (written.empty() || check->status == CheckStatus::kRejected) return;
   std::string what;
-  for (int k = 0; k < written.size(); ++k) {
-    const v1::InputWritten& w = written[k];
-    if (w.elements() == 0 || w.changed_elements() == 0 || w.changed_elements() > w.elements() ||
-        static_cast<int>(w.index()) >= call.wire.inputs_size()) {
+  for (std::size_t k = 0; k < written.size(); ++k) {
+    const InputWritten& w = written[k];
+    if (w.elements == 0 || w.changed_elements == 0 || w.changed_elements > w.elements ||
+        static_cast<int64_t>(w.index) >= call.input_count) {
       check->status = CheckStatus::kRejected;
       check->error_code = absl::StatusCode::kInvalidArgument;
       check->message =
-          absl::StrCat("inputs_written[", k, "]: ", w.changed_elements(), " of ", w.elements(),
-                       " elements changed in inputs[", w.index(), "] of a call with ",
-                       call.wire.inputs_size(), " inputs: not a possible change");
+          absl::StrCat("inputs_written[", k, "]: ", w.changed_elements, " of ", w.elements,
+                       " elements changed in inputs[", w.index, "] of a call with ",
+                       call.input_count, " inputs: not a possible change");
       check->outputs.clear();
       check->inputs_written.clear();
       return;
     }
-    absl::StrAppend(&what, what.empty() ? "" : "; ", "inputs[", w.index(), "] (", w.name(),
-                    ") changed during the call: ", w.changed_elements(), " of ", w.elements(),
+    absl::StrAppend(&what, what.empty() ? "" : "; ", "inputs[", w.index, "] (", w.name,
+                    ") changed during the call: ", w.changed_elements, " of ", w.elements,
                     " elements (",
-                    absl::SixDigits(100.0 * static_cast<double>(w.changed_elements()) /
-                                    static_cast<double>(w.elements())),
+                    absl::SixDigits(100.0 * static_cast<double>(w.changed_elements) /
+                                    static_cast<double>(w.elements)),
                     "%), an argument ", call.id.op_name, " must only read");
     check->inputs_written.push_back(w);
   }

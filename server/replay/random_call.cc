@@ -283,15 +283,15 @@ std::vector<OutputJudgement> Judge(common::RandomFamily family, absl::string_vie
 std::optional<Replay> ReplayRandom(const ServerCall& server_call, const c10::OperatorHandle& op,
                                    const DecodedCall& decoded, const c10::Device& bench_device,
                                    std::optional<at::ScalarType> autocast, std::string* why_not) {
-  const v1::ApiCall& call = server_call.wire;
-  if (!call.has_generator()) {
-    *why_not = call.drew_random() ? "the agent could not read its generator's state"
-                                  : "the agent sent no generator state";
+  const common::CallIdentity& call = server_call.id;
+  if (!call.generator) {
+    *why_not = call.drew_random ? "the agent could not read its generator's state"
+                                : "the agent sent no generator state";
     return std::nullopt;
   }
-  const v1::GeneratorState& g = call.generator();
-  if (g.torch_version() != common::TorchVersion()) {
-    *why_not = absl::StrCat("the training's torch ", g.torch_version(), " and the bench's ",
+  const common::CallIdentity::Generator& g = *call.generator;
+  if (g.torch_version != common::TorchVersion()) {
+    *why_not = absl::StrCat("the training's torch ", g.torch_version, " and the bench's ",
                             common::TorchVersion(), " may draw differently");
     return std::nullopt;
   }
@@ -301,7 +301,7 @@ std::optional<Replay> ReplayRandom(const ServerCall& server_call, const c10::Ope
     device = bench_device;
   } else if (kind != v1::GENERATOR_DEVICE_CPU) {
     *why_not =
-        absl::StrCat("the training drew from a ", g.device_type(), " generator and the bench (",
+        absl::StrCat("the training drew from a ", g.device_type, " generator and the bench (",
                      bench_device.str(), ") has none of that kind");
     return std::nullopt;
   }
@@ -318,7 +318,7 @@ std::optional<Replay> ReplayRandom(const ServerCall& server_call, const c10::Ope
   }
   const std::lock_guard<std::mutex> lock(RandomReplayMutex());
   const std::string saved = common::GeneratorStateBytes(*gen);
-  if (absl::Status s = common::WriteGeneratorState(*gen, g.state()); !s.ok()) {
+  if (absl::Status s = common::WriteGeneratorState(*gen, g.state); !s.ok()) {
     *why_not = std::string(s.message());
     return std::nullopt;
   }

@@ -27,7 +27,7 @@ using Stack = std::vector<c10::IValue>;
 
 // 1. Admit: every string under its cap (RESOURCE_EXHAUSTED), and names of ops, overloads and
 // nodes without control characters (INVALID_ARGUMENT); both name the field.
-absl::Status CheckCallStrings(const v1::ApiCall& call);
+absl::Status CheckCallStrings(const common::CallIdentity& call);
 
 // 2. Resolve: the operator this name and overload name in the bench's dispatcher (its libtorch
 // and the reference libraries it loaded). UNIMPLEMENTED, saying whether the op or only the

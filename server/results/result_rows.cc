@@ -160,8 +160,8 @@ nlohmann::json JsonRecord(const CallOrigin& origin, const ServerCall& server_cal
   }
   j["module_path"] = call.module_path;
   j["in_optimizer"] = call.in_optimizer;
-  if (call.autocast_dtype != v1::DTYPE_UNSPECIFIED) {
-    j["autocast"] = std::string(common::TorchName(call.autocast_dtype));
+  if (call.autocast_dtype != wire::kDTypeUnspecified) {
+    j["autocast"] = std::string(common::TorchName(static_cast<v1::DType>(call.autocast_dtype)));
   }
   j["status"] = StatusCell(check.status);
   if (check.status == CheckStatus::kRejected) j["rejected"] = true;
@@ -170,11 +170,11 @@ nlohmann::json JsonRecord(const CallOrigin& origin, const ServerCall& server_cal
   j["compare_seconds"] = check.compare_seconds;
   if (!check.inputs_written.empty()) {
     nlohmann::json written = nlohmann::json::array();
-    for (const v1::InputWritten& w : check.inputs_written) {
-      written.push_back({{"index", w.index()},
-                         {"name", w.name()},
-                         {"changed_elements", w.changed_elements()},
-                         {"elements", w.elements()},
+    for (const InputWritten& w : check.inputs_written) {
+      written.push_back({{"index", w.index},
+                         {"name", w.name},
+                         {"changed_elements", w.changed_elements},
+                         {"elements", w.elements},
                          {"status", StatusCell(CheckStatus::kError)},
                          {"failed_metric", std::string(MetricName(Metric::kInputWritten))}});
     }
@@ -315,18 +315,18 @@ CallRows RowsOf(const CallOrigin& origin, const ServerCall& call, const CallChec
     rows.precision_details += CsvRow(PrecisionDetailsRow(name, out));
   }
   // A read-only argument the call changed: a row of its own, error, named as the input it is.
-  for (const v1::InputWritten& w : check.inputs_written) {
+  for (const InputWritten& w : check.inputs_written) {
     OutputCheck in;
-    in.index = w.index();
+    in.index = w.index;
     in.judgement.status = CheckStatus::kError;
     in.judgement.two_way_status = CheckStatus::kError;
     in.judgement.failed_metric = Metric::kInputWritten;
     // msprobe's details have no failed-metric column: the Message names it.
-    in.judgement.message = absl::StrCat(MetricName(Metric::kInputWritten), ": ", w.name(),
-                                        " changed during the call: ", w.changed_elements(), " of ",
-                                        w.elements(), " elements");
+    in.judgement.message = absl::StrCat(MetricName(Metric::kInputWritten), ": ", w.name,
+                                        " changed during the call: ", w.changed_elements, " of ",
+                                        w.elements, " elements");
     const std::string name =
-        absl::StrCat(rows.api, rows.backward ? ".backward" : ".forward", ".input.", w.index());
+        absl::StrCat(rows.api, rows.backward ? ".backward" : ".forward", ".input.", w.index);
     rows.accuracy_details += CsvRow(AccuracyDetailsRow(name, in));
     rows.precision_details += CsvRow(PrecisionDetailsRow(name, in));
   }

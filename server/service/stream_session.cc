@@ -108,7 +108,7 @@ absl::Status StreamSession::Handle(grpc::ByteBuffer& in, bool in_batch) {
   const Peek peek = PeekMessage(in);
   if (peek.kind == v1::AgentMessage::kCall) {
     if (!hello_) return NeedHello("ApiCall");
-    if (ServerMetrics* m = context_->metrics()) m->CallReceived(peek.phase);
+    if (ServerMetrics* m = context_->metrics()) m->CallReceived(static_cast<wire::Phase>(peek.phase));
     // A malformed call has no sequence to check: its worker reports the bytes as malformed.
     return OnCall(peek.well_formed ? std::optional<uint64_t>(peek.sequence) : std::nullopt,
                   std::make_shared<grpc::ByteBuffer>(std::move(in)), nullptr,
@@ -166,7 +166,7 @@ absl::Status StreamSession::RouteHello(v1::AgentMessage& m) { return OnHello(m.h
 absl::Status StreamSession::RouteCall(v1::AgentMessage& m) {
   auto call = std::make_shared<v1::ApiCall>();
   call->Swap(m.mutable_call());
-  if (ServerMetrics* metrics = context_->metrics()) metrics->CallReceived(call->phase());
+  if (ServerMetrics* metrics = context_->metrics()) metrics->CallReceived(static_cast<wire::Phase>(call->phase()));
   const uint64_t sequence = call->sequence();
   std::vector<uint64_t> listed(call->kept_blob_ids().begin(), call->kept_blob_ids().end());
   return OnCall(sequence, nullptr, std::move(call), std::move(listed));

@@ -103,7 +103,7 @@ TEST(ServerCallTest, TheIdentityIsDecodedOnceAndOwned) {
   EXPECT_EQ(id.autograd_node, "MmBackward0");
   EXPECT_EQ(id.module_path, "layers.0.mlp");
   EXPECT_TRUE(id.in_optimizer);
-  EXPECT_EQ(id.autocast_dtype, v1::DTYPE_BFLOAT16);
+  EXPECT_EQ(id.autocast_dtype, wire::kBFloat16);
   EXPECT_EQ(call.DataName(), "aten::linear.3.backward.2");
 }
 

@@ -43,16 +43,14 @@ TEST(VerdictEncoderTest, InputWrittenIsTheCallsFailedMetric) {
   CallCheck check;
   check.status = CheckStatus::kError;
   EXPECT_EQ(ToVerdict(call, check).failed_metric(), "");  // an output's error: its own metric
-  v1::InputWritten w;
-  w.set_index(0);
-  w.set_name("self");
-  w.set_changed_elements(3);
-  w.set_elements(8);
-  check.inputs_written.push_back(w);
+  check.inputs_written.push_back({/*index=*/1, "self", /*changed_elements=*/3, /*elements=*/8});
   const v1::Verdict v = ToVerdict(call, check);
   EXPECT_EQ(v.failed_metric(), "input_written");
   ASSERT_EQ(v.inputs_written_size(), 1);
+  EXPECT_EQ(v.inputs_written(0).index(), 1u);
   EXPECT_EQ(v.inputs_written(0).name(), "self");
+  EXPECT_EQ(v.inputs_written(0).changed_elements(), 3u);
+  EXPECT_EQ(v.inputs_written(0).elements(), 8u);
 }
 
 }  // namespace

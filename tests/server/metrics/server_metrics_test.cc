@@ -27,10 +27,10 @@ TEST(ServerMetricsTest, CountsCallsByPhaseAndVerdict) {
   EXPECT_THAT(text, HasSubstr("parity_server_calls_checked_total{phase=\"backward\",verdict="
                               "\"error\"} 0"));
   EXPECT_THAT(text, HasSubstr("parity_build_info{"));
-  m.CallReceived(v1::PHASE_FORWARD);
-  m.CallReceived(v1::PHASE_FORWARD);
-  m.CallChecked(v1::PHASE_FORWARD, CheckStatus::kError, "aten::gelu", 0.002, 0.0005);
-  m.CallChecked(v1::PHASE_FORWARD, CheckStatus::kPass, "aten::add", 0.02, 0.001);
+  m.CallReceived(wire::kPhaseForward);
+  m.CallReceived(wire::kPhaseForward);
+  m.CallChecked(wire::kPhaseForward, CheckStatus::kError, "aten::gelu", 0.002, 0.0005);
+  m.CallChecked(wire::kPhaseForward, CheckStatus::kPass, "aten::add", 0.02, 0.001);
   m.MessageBytes(1000);
   m.QueueDepth(3, 4096);
   m.QueueCapacity(64, int64_t{2} << 30, 4);
@@ -58,7 +58,7 @@ TEST(ServerMetricsTest, OpLabelsAreBoundedAndAgentReasonsClosed) {
   prometheus::Registry registry;
   ServerMetrics m(registry, /*max_op_labels=*/2);
   for (const char* op : {"aten::a", "aten::b", "aten::c", "aten::d", "aten::a"}) {
-    m.CallChecked(v1::PHASE_BACKWARD, CheckStatus::kError, op, 0, 0);
+    m.CallChecked(wire::kPhaseBackward, CheckStatus::kError, op, 0, 0);
   }
   m.AgentDropped("queue_full", 5);
   m.AgentDropped("stopped", 3);
@@ -120,7 +120,7 @@ TEST(ServerMetricsTest, CatalogueNamesFollowPrometheusConventions) {
   prometheus::Registry registry;
   ServerMetrics m(registry);
   // Series of open label sets (op, code, rank) appear once seen.
-  m.CallChecked(v1::PHASE_FORWARD, CheckStatus::kError, "aten::mm", 0, 0);
+  m.CallChecked(wire::kPhaseForward, CheckStatus::kError, "aten::mm", 0, 0);
   m.StreamError("INVALID_ARGUMENT");
   m.RankChecked(0, CheckStatus::kError);
   const std::string text = Scrape(registry);
