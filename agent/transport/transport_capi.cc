@@ -324,7 +324,8 @@ void parity_call_set_generator(parity_call* c, const char* device_type, int32_t 
     }
     parity::agent::CallRecord::Generator& g = c->call->meta.generator.emplace();
     g.device_type = device_type != nullptr ? device_type : "";
-    g.device = static_cast<parity::wire::GeneratorDevice>(parity::common::GeneratorDeviceOf(g.device_type));
+    g.device = static_cast<parity::wire::GeneratorDevice>(
+        parity::common::GeneratorDeviceOf(g.device_type));
     g.device_index = device_index;
     g.state.assign(static_cast<const char*>(state), state_size);
     g.torch_version = torch_version != nullptr ? torch_version : "";

@@ -10,9 +10,15 @@ CallNaming::CallNaming(const v1::ApiCall& call)
          call.phase()} {}
 
 CallNaming::CallNaming(const CallIdentity& id)
-    : f_{id.op_name,    id.overload,  id.forward_op_name,
-         id.forward_overload, id.api, id.call_index,
-         id.api_index,  id.backward_index, static_cast<v1::Phase>(id.phase)} {}
+    : f_{id.op_name,
+         id.overload,
+         id.forward_op_name,
+         id.forward_overload,
+         id.api,
+         id.call_index,
+         id.api_index,
+         id.backward_index,
+         static_cast<v1::Phase>(id.phase)} {}
 
 std::string OpName(absl::string_view op, absl::string_view overload) {
   return overload.empty() ? std::string(op) : absl::StrCat(op, ".", overload);

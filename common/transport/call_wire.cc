@@ -57,9 +57,9 @@ CallIdentity IdentityFromWire(const v1::ApiCall& call) {
   id.autocast_dtype = static_cast<wire::DType>(call.autocast_dtype());
   if (call.has_generator()) {
     const v1::GeneratorState& g = call.generator();
-    id.generator = CallIdentity::Generator{g.device_type(),
-                                           static_cast<wire::GeneratorDevice>(g.device()),
-                                           g.device_index(), g.state(), g.torch_version()};
+    id.generator =
+        CallIdentity::Generator{g.device_type(), static_cast<wire::GeneratorDevice>(g.device()),
+                                g.device_index(), g.state(), g.torch_version()};
   }
   return id;
 }

@@ -128,9 +128,9 @@ absl::StatusOr<LoadedCall> LoadCall(const nlohmann::json& line, const fs::path& 
 }
 
 // Each output's status, standard and failed metric with its value, from the check itself.
-std::string Describe(const parity::server::CallCheck& check) {
+std::string Describe(const parity::server::CallOutcome& check) {
   std::vector<std::string> parts;
-  for (const parity::server::OutputCheck& o : check.outputs) {
+  for (const parity::server::OutputOutcome& o : check.outputs) {
     const parity::server::OutputJudgement& j = o.judgement;
     std::string part = absl::StrCat("output ", o.index, " ", parity::server::StatusText(j.status),
                                     " (", parity::server::StandardName(j.standard));
@@ -176,7 +176,7 @@ Rerun RerunLine(const std::string& text, const fs::path& manifest, const Args& a
     return Rerun::kUnloadable;
   }
   const parity::server::ServerCall server_call(call->identity);
-  const parity::server::CallCheck check = checker.Check(server_call, std::move(call->values));
+  const parity::server::CallOutcome check = checker.Judge(server_call, std::move(call->values));
   const std::string now(parity::server::StatusText(check.status));
   const std::string saved = line.value("status", "");
   const bool same = now == saved;

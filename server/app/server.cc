@@ -61,7 +61,7 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(const ServerC
                                                  *s->standards_, *s->metrics_));
     CallPipeline* pipeline = s->pipeline_.get();
     handler = [pipeline](const CallOrigin& origin, const ServerCall& call, const BlobStore& blobs) {
-      return pipeline->Check(origin, call, blobs);
+      return pipeline->Run(origin, call, blobs);
     };
   }
   s->InitWorkers();

@@ -51,7 +51,7 @@ void WritePortFile(const std::string& path, int port, int metrics_port) {
 parity::server::CallHandler SkipEverything() {
   return [](const parity::server::CallOrigin&, const parity::server::ServerCall& call,
             const parity::server::BlobStore&) {
-    parity::server::CallCheck skipped;
+    parity::server::CallOutcome skipped;
     skipped.status = parity::server::CheckStatus::kSkip;
     skipped.message = "not replayed: parity-server --replay=false";
     return skipped;

@@ -1,5 +1,5 @@
 // Writing a checked call's values as files torch.load reads, for the error data. Torch-free:
-// the server's result code calls it with the CallValues a CallCheck holds.
+// the server's result code calls it with the CallValues a CallOutcome holds.
 #pragma once
 
 #include <cstdint>

@@ -12,8 +12,8 @@
 #include "absl/strings/string_view.h"
 #include "common/naming/random_ops.h"
 #include "common/wire/call_identity.h"
-#include "server/call/call_check.h"
 #include "parity/v1/parity.pb.h"
+#include "server/call/call_outcome.h"
 
 namespace parity::server {
 

@@ -35,7 +35,7 @@ v1::VerdictStatus ToProto(CheckStatus status) {
   return v1::VERDICT_STATUS_UNSPECIFIED;
 }
 
-void FillOutputVerdict(const OutputCheck& out, v1::OutputVerdict* ov) {
+void FillOutputVerdict(const OutputOutcome& out, v1::OutputVerdict* ov) {
   const OutputJudgement& j = out.judgement;
   ov->set_index(out.index);
   ov->set_status(ToProto(j.status));
@@ -87,11 +87,11 @@ v1::Verdict DecidedVerdict(const ServerCall& call, CheckStatus status, std::stri
   return v;
 }
 
-v1::Verdict ToVerdict(const ServerCall& call, const CallCheck& check) {
+v1::Verdict ToVerdict(const ServerCall& call, const CallOutcome& check) {
   v1::Verdict v = DecidedVerdict(call, check.status, check.message, check.error_code);
   v.set_replay_seconds(check.replay_seconds);
   v.set_compare_seconds(check.compare_seconds);
-  for (const OutputCheck& out : check.outputs) FillOutputVerdict(out, v.add_outputs());
+  for (const OutputOutcome& out : check.outputs) FillOutputVerdict(out, v.add_outputs());
   for (const InputWritten& w : check.inputs_written) {
     v1::InputWritten* out = v.add_inputs_written();
     out->set_index(w.index);

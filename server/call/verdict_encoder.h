@@ -1,4 +1,4 @@
-// The one encoder of the Verdict proto: the typed result of a check (server/call/call_check.h)
+// The one encoder of the Verdict proto: the typed result of a check (server/call/call_outcome.h)
 // as the message streamed back to the agent. Nothing on the server reads a Verdict back: the
 // result files render from the same types (server/results/), with the metric names below.
 // Names of standards and metrics are made here and in the result files (and, for messages
@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "parity/v1/parity.pb.h"
-#include "server/call/call_check.h"
+#include "server/call/call_outcome.h"
 #include "server/call/server_call.h"
 
 namespace parity::server {
@@ -20,7 +20,7 @@ namespace parity::server {
 // standard, dtype, shape, failed metric, message and every metric by name (device-vs-reference
 // metrics by their names, bench-vs-golden ones as "bench_{name}", three-way ratios as
 // "ratio_{name}", the statistics standard's as "stats_*").
-v1::Verdict ToVerdict(const ServerCall& call, const CallCheck& check);
+v1::Verdict ToVerdict(const ServerCall& call, const CallOutcome& check);
 
 // A verdict's fields that every verdict has: the call's sequence, api name, op name, phase,
 // step and module path, `status` and `message`, and `code` as Verdict.error_code when `status`
@@ -34,7 +34,7 @@ v1::Verdict DecidedVerdict(const ServerCall& call, CheckStatus status, std::stri
 v1::VerdictStatus ToProto(CheckStatus status);
 
 // One output's part of it.
-void FillOutputVerdict(const OutputCheck& out, v1::OutputVerdict* verdict);
+void FillOutputVerdict(const OutputOutcome& out, v1::OutputVerdict* verdict);
 
 // An output's metrics by the names the verdict and the JSON-lines record give them, in the order
 // they are set (a later value of a name replaces an earlier one).

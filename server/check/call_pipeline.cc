@@ -39,7 +39,7 @@ const char* WriteFailureLabel(const absl::Status& written) {
 
 // The checking thread's CPU per stage (parity_server_stage_cpu_seconds_total), for the stages
 // that ran.
-void CountStageCpu(const CallCheck::StageCpu& cpu, double write_cpu, ServerMetrics& metrics) {
+void CountStageCpu(const CallOutcome::StageCpu& cpu, double write_cpu, ServerMetrics& metrics) {
   using Stage = ServerMetrics::Stage;
   metrics.StageCpu(Stage::kDecode, cpu.decode);
   if (cpu.random > 0) metrics.StageCpu(Stage::kRandom, cpu.random);
@@ -107,18 +107,18 @@ void CallPipeline::CountWriteFailure(const absl::Status& written) {
   }
 }
 
-CallCheck CallPipeline::Skipped(const CallOrigin& origin, const ServerCall& call,
-                                std::string message, absl::StatusCode code) {
+CallOutcome CallPipeline::Skipped(const CallOrigin& origin, const ServerCall& call,
+                                  std::string message, absl::StatusCode code) {
   metrics_.CallChecked(call.id.phase, CheckStatus::kSkip, call.id.op_name, 0, 0);
   metrics_.RankChecked(origin.rank, CheckStatus::kSkip);
-  CallCheck skipped;
+  CallOutcome skipped;
   skipped.status = CheckStatus::kSkip;
   skipped.message = std::move(message);
   skipped.error_code = code;
   return skipped;
 }
 
-CallCheck CallPipeline::Check(const CallOrigin& origin, const ServerCall& call,
+CallOutcome CallPipeline::Run(const CallOrigin& origin, const ServerCall& call,
                               const common::BlobSource& blobs) {
   try {
     const bool white = !white_list_.empty() && !white_list_.Matches(call.id);
@@ -126,7 +126,7 @@ CallCheck CallPipeline::Check(const CallOrigin& origin, const ServerCall& call,
       return Skipped(origin, call,
                      white ? "not in the server's white_list" : "in the server's black_list");
     }
-    CallCheck check = checker_->Check(call, &blobs);
+    CallOutcome check = checker_->Judge(call, &blobs);
     double write_cpu = 0;
     {
       common::ScopedCpuTimer timer(&write_cpu);

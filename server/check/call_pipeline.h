@@ -43,7 +43,7 @@ class CallPipeline {
   // and compared, its rows written, its error data saved (an error with its values kept), its
   // metrics counted. Never throws (the last line of defence is a SKIP naming the error).
   // Thread-safe: every worker calls it.
-  CallCheck Check(const CallOrigin& origin, const ServerCall& call,
+  CallOutcome Run(const CallOrigin& origin, const ServerCall& call,
                   const common::BlobSource& blobs);
 
   // A stream of `origin`'s rank ended after every call it sent was checked: the rank's waiting
@@ -60,8 +60,8 @@ class CallPipeline {
   void CountWriteFailure(const absl::Status& written);
   // A call the pipeline leaves unchecked (a list's SKIP, a failure inside the server): counted
   // and answered SKIP with `message` and `code`.
-  CallCheck Skipped(const CallOrigin& origin, const ServerCall& call, std::string message,
-                    absl::StatusCode code = absl::StatusCode::kOk);
+  CallOutcome Skipped(const CallOrigin& origin, const ServerCall& call, std::string message,
+                      absl::StatusCode code = absl::StatusCode::kOk);
 
   ServerMetrics& metrics_;
   common::NameList white_list_, black_list_;

@@ -53,8 +53,8 @@ class ServerMetrics {
   void CallReceived(wire::Phase phase);
   void MessageBytes(uint64_t bytes);
   void MessageSent();  // a gRPC message to an agent (a VerdictBatch counts once)
-  void CallChecked(wire::Phase phase, CheckStatus status, absl::string_view op, double replay_seconds,
-                   double compare_seconds);
+  void CallChecked(wire::Phase phase, CheckStatus status, absl::string_view op,
+                   double replay_seconds, double compare_seconds);
   // CPU seconds a worker spent in one stage of a call (parse, decode, bench, golden, compare,
   // random, write: ServerMetrics::kStages); each call adds one run to the stage's run counter.
   enum class Stage { kParse, kDecode, kBench, kGolden, kCompare, kRandom, kWrite };

@@ -15,10 +15,10 @@
 #include "common/base/cpu_clock.h"
 #include "common/base/text.h"
 #include "common/torch/dtype_map.h"
-#include "common/torch/wire_enums.h"
 #include "common/torch/generator_read.h"
 #include "common/torch/ivalue_walk.h"
 #include "common/torch/torch_pch.h"
+#include "common/torch/wire_enums.h"
 #include "server/replay/aten_compat.h"
 #include "server/replay/call_values.h"
 #include "server/replay/stages.h"
@@ -30,9 +30,9 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-CallCheck Decided(CheckStatus status, std::string message,
-                  absl::StatusCode code = absl::StatusCode::kOk) {
-  CallCheck c;
+CallOutcome Decided(CheckStatus status, std::string message,
+                    absl::StatusCode code = absl::StatusCode::kOk) {
+  CallOutcome c;
   c.status = status;
   c.message = std::move(message);
   c.error_code = code;
@@ -50,7 +50,7 @@ std::string WithBothVersions(absl::string_view message, absl::string_view framew
                       ": a server on the training's torch version or a newer one replays it)");
 }
 
-CallCheck Rejected(const absl::Status& s) {
+CallOutcome Rejected(const absl::Status& s) {
   return Decided(CheckStatus::kRejected, std::string(s.message()), s.code());
 }
 
@@ -100,7 +100,7 @@ bool BenchDecides(const ServerCall& call, const DecodedCall& decoded, Standard s
 
 // Keeps the call's values in `check` when it is an error and the options ask for them.
 void KeepValues(const CheckerOptions& o, const c10::OperatorHandle& op, DecodedCall& decoded,
-                const Replay* bench, const Replay* golden, CallCheck* check) {
+                const Replay* bench, const Replay* golden, CallOutcome* check) {
   if (check->status != CheckStatus::kError || !o.save_error_data) return;
   auto values = std::make_shared<CallValues>();
   values->schema = toString(op.schema());
@@ -112,7 +112,7 @@ void KeepValues(const CheckerOptions& o, const c10::OperatorHandle& op, DecodedC
 }
 
 // A random call that was not replayed and has no property check: SKIP saying why.
-std::optional<CallCheck> UnjudgedRandom(const ServerCall& call, const std::string& why_not) {
+std::optional<CallOutcome> UnjudgedRandom(const ServerCall& call, const std::string& why_not) {
   if (call.op->random_family == common::RandomFamily::kUnchecked) {
     return Decided(CheckStatus::kSkip,
                    absl::StrCat(call.id.op_name,
@@ -134,9 +134,9 @@ std::optional<CallCheck> UnjudgedRandom(const ServerCall& call, const std::strin
 
 // A random op (common/naming/operator_catalogue.h): replayed from its generator state, or judged by
 // the properties of its draws.
-CallCheck CheckRandom(const ServerCall& call, const c10::OperatorHandle& op, DecodedCall& decoded,
-                      const CheckerOptions& o, const c10::Device& bench_device,
-                      const StandardsTable& standards) {
+CallOutcome CheckRandom(const ServerCall& call, const c10::OperatorHandle& op, DecodedCall& decoded,
+                        const CheckerOptions& o, const c10::Device& bench_device,
+                        const StandardsTable& standards) {
   if (o.random_checks == RandomChecks::kSkip) {
     return Decided(
         CheckStatus::kSkip,
@@ -145,17 +145,18 @@ CallCheck CheckRandom(const ServerCall& call, const c10::OperatorHandle& op, Dec
   }
   std::string why_not = "parity.random_checks is statistical";
   if (o.random_checks == RandomChecks::kAuto) {
-    std::optional<Replay> bench = ReplayRandom(
-        call, op, decoded, bench_device, common::ScalarTypeOfWire(call.id.autocast_dtype), &why_not);
+    std::optional<Replay> bench =
+        ReplayRandom(call, op, decoded, bench_device,
+                     common::ScalarTypeOfWire(call.id.autocast_dtype), &why_not);
     if (bench && bench->ran()) {
       const auto replayed = Clock::now();
-      CallCheck check;
+      CallOutcome check;
       // The same draws: the bench's results are the reference, bit for bit.
       JudgeOutputs(call, decoded, *bench, *bench, Standard::kBinary, standards, &check);
       const std::string how =
           absl::StrCat("replayed from the training's ", call.id.generator->device_type,
                        " generator state: the same draws, so the same bits");
-      for (OutputCheck& out : check.outputs) {
+      for (OutputOutcome& out : check.outputs) {
         std::string& m = out.judgement.message;
         m = m.empty() ? how : absl::StrCat(how, "\n", m);
       }
@@ -165,13 +166,13 @@ CallCheck CheckRandom(const ServerCall& call, const c10::OperatorHandle& op, Dec
     }
     if (bench) why_not = absl::StrCat("the replay failed: ", bench->error);
   }
-  if (std::optional<CallCheck> skip = UnjudgedRandom(call, why_not)) return *std::move(skip);
+  if (std::optional<CallOutcome> skip = UnjudgedRandom(call, why_not)) return *std::move(skip);
   const auto judging = Clock::now();
-  CallCheck check;
+  CallOutcome check;
   JudgeRandomProperties(call, op.schema(), decoded, o.random_false_alarm, &check);
   const std::string how =
       absl::StrCat("judged by the properties of its draws (not replayed: ", why_not, ")");
-  for (OutputCheck& out : check.outputs) {
+  for (OutputOutcome& out : check.outputs) {
     std::string& m = out.judgement.message;
     m = m.empty() ? how : absl::StrCat(how, "\n", m);
   }
@@ -180,7 +181,7 @@ CallCheck CheckRandom(const ServerCall& call, const c10::OperatorHandle& op, Dec
   return check;
 }
 
-// The checking thread's CPU time, lap by lap (CallCheck::StageCpu).
+// The checking thread's CPU time, lap by lap (CallOutcome::StageCpu).
 class StageClock {
  public:
   StageClock() : mark_(common::ThreadCpuSeconds()) {}
@@ -194,15 +195,15 @@ class StageClock {
   double mark_;
 };
 
-CallCheck WithCpu(CallCheck c, const CallCheck::StageCpu& cpu) {
+CallOutcome WithCpu(CallOutcome c, const CallOutcome::StageCpu& cpu) {
   c.cpu = cpu;
   return c;
 }
 
 // A call answered before its operator is resolved: malformed strings, or skipped by the agent
 // or by the skip list.
-std::optional<CallCheck> Admit(const ServerCall& call) {
-  if (absl::Status s = CheckCallStrings(call.id); !s.ok()) return Rejected(s);
+std::optional<CallOutcome> Admit(const ServerCall& call) {
+  if (absl::Status s = ValidateCallStrings(call.id); !s.ok()) return Rejected(s);
   if (!call.id.skip_reason.empty()) {
     return Decided(CheckStatus::kSkip, common::EscapeControl(call.id.skip_reason));
   }
@@ -212,7 +213,7 @@ std::optional<CallCheck> Admit(const ServerCall& call) {
 
 // A call that did not decode: SKIP when it cannot be replayed (statistics only) or when the
 // server's memory or libtorch failed (not the call's fault: not checked), else REJECTED.
-CallCheck DecodeFailed(const absl::Status& failed) {
+CallOutcome DecodeFailed(const absl::Status& failed) {
   if (failed.code() == absl::StatusCode::kFailedPrecondition) {
     return Decided(CheckStatus::kSkip, std::string(failed.message()));
   }
@@ -227,8 +228,8 @@ CallCheck DecodeFailed(const absl::Status& failed) {
 }
 
 // Neither the bench nor the golden ran: SKIP, RESOURCE_EXHAUSTED when memory was the reason.
-CallCheck NeitherRan(const ServerCall& call, const Replay& bench, const Replay& golden) {
-  CallCheck c =
+CallOutcome NeitherRan(const ServerCall& call, const Replay& bench, const Replay& golden) {
+  CallOutcome c =
       Decided(CheckStatus::kSkip,
               absl::StrCat("the bench could not run ", call.id.op_name, ": ", bench.error,
                            golden.failed() ? absl::StrCat("; golden: ", golden.error) : ""));
@@ -241,7 +242,7 @@ CallCheck NeitherRan(const ServerCall& call, const Replay& bench, const Replay& 
 // A reference the server had no memory for: what the other one found wrong stays an error, but
 // nothing is passed on half the evidence (a wrong output judged against the bench alone, where
 // its standard reads the golden, can pass).
-void SkipOnHalfTheEvidence(const Replay& bench, const Replay& golden, CallCheck* check) {
+void SkipOnHalfTheEvidence(const Replay& bench, const Replay& golden, CallOutcome* check) {
   const Replay* starved = !bench.ran() && bench.out_of_memory     ? &bench
                           : !golden.ran() && golden.out_of_memory ? &golden
                                                                   : nullptr;
@@ -249,7 +250,7 @@ void SkipOnHalfTheEvidence(const Replay& bench, const Replay& golden, CallCheck*
   const std::string why =
       absl::StrCat("not checked: the server ran out of memory replaying the ",
                    starved == &bench ? "bench" : "golden", " (", starved->error, ")");
-  for (OutputCheck& out : check->outputs) {
+  for (OutputOutcome& out : check->outputs) {
     if (out.judgement.status == CheckStatus::kPass ||
         out.judgement.status == CheckStatus::kWarning) {
       out.judgement.status = CheckStatus::kSkip;
@@ -274,9 +275,9 @@ struct CallChecker::Impl {
   mutable GoldenReplayer golden;
 
   // Stages 4 and 5 of a decoded call that is not a random op, on `device` (the thread's lane).
-  CallCheck Replayed(const ServerCall& call, const c10::OperatorHandle& op,
-                     const c10::Device& device, DecodedCall& decoded, StageClock& clock,
-                     CallCheck::StageCpu cpu, Clock::time_point start) const;
+  CallOutcome Replayed(const ServerCall& call, const c10::OperatorHandle& op,
+                       const c10::Device& device, DecodedCall& decoded, StageClock& clock,
+                       CallOutcome::StageCpu cpu, Clock::time_point start) const;
 };
 
 namespace {
@@ -358,27 +359,27 @@ absl::StatusOr<std::unique_ptr<CallChecker>> CallChecker::Create(const CheckerOp
   return std::unique_ptr<CallChecker>(new CallChecker(std::move(impl)));
 }
 
-CallCheck CallChecker::Check(const v1::ApiCall& call, const common::BlobSource* blobs) const {
-  return Check(ServerCall(call), blobs);
+CallOutcome CallChecker::Judge(const v1::ApiCall& call, const common::BlobSource* blobs) const {
+  return Judge(ServerCall(call), blobs);
 }
 
-CallCheck CallChecker::Check(const ServerCall& call, const common::BlobSource* blobs) const {
-  CallCheck c = Run(call, blobs, nullptr);
+CallOutcome CallChecker::Judge(const ServerCall& call, const common::BlobSource* blobs) const {
+  CallOutcome c = Run(call, blobs, nullptr);
   ApplyInputsWritten(call, &c);
   return c;
 }
 
-CallCheck CallChecker::Check(const ServerCall& call, DecodedCall decoded) const {
-  CallCheck c = Run(call, nullptr, &decoded);
+CallOutcome CallChecker::Judge(const ServerCall& call, DecodedCall decoded) const {
+  CallOutcome c = Run(call, nullptr, &decoded);
   ApplyInputsWritten(call, &c);
   return c;
 }
 
-CallCheck CallChecker::Run(const ServerCall& call, const common::BlobSource* blobs,
-                           DecodedCall* given) const {
+CallOutcome CallChecker::Run(const ServerCall& call, const common::BlobSource* blobs,
+                             DecodedCall* given) const {
   const auto start = Clock::now();
   // 1. Admit: calls that cannot or must not be replayed are answered here.
-  if (std::optional<CallCheck> answered = Admit(call)) return *std::move(answered);
+  if (std::optional<CallOutcome> answered = Admit(call)) return *std::move(answered);
   // 2. Resolve the operator.
   absl::StatusOr<c10::OperatorHandle> op = ResolveOp(call.id.op_name, call.id.overload);
   if (!op.ok()) {
@@ -388,7 +389,7 @@ CallCheck CallChecker::Run(const ServerCall& call, const common::BlobSource* blo
   // 3. Decode, validating every size first, on this thread's device and stream (unless the
   // caller decoded the values).
   StageClock clock;
-  CallCheck::StageCpu cpu;
+  CallOutcome::StageCpu cpu;
   const Lane& lane = LaneOf(impl_->id, impl_->devices, impl_->next_lane);
   std::optional<c10::StreamGuard> on_stream;
   if (lane.stream) on_stream.emplace(*lane.stream);
@@ -401,7 +402,7 @@ CallCheck CallChecker::Run(const ServerCall& call, const common::BlobSource* blo
   // An older release's form of the operator, when the call's arguments fit that one.
   const c10::OperatorHandle& replay_op = decoded->replay_as ? *decoded->replay_as : *op;
   if (call.op->random_family != common::RandomFamily::kNone || call.id.drew_random) {
-    CallCheck c =
+    CallOutcome c =
         CheckRandom(call, replay_op, *decoded, impl_->options, lane.device, *impl_->standards);
     c.replay_seconds = Seconds(Clock::now() - start) - c.compare_seconds;
     clock.Lap(&cpu.random);
@@ -410,10 +411,10 @@ CallCheck CallChecker::Run(const ServerCall& call, const common::BlobSource* blo
   return impl_->Replayed(call, replay_op, lane.device, *decoded, clock, cpu, start);
 }
 
-CallCheck CallChecker::Impl::Replayed(const ServerCall& call, const c10::OperatorHandle& op,
-                                      const c10::Device& device, DecodedCall& decoded,
-                                      StageClock& clock, CallCheck::StageCpu cpu,
-                                      Clock::time_point start) const {
+CallOutcome CallChecker::Impl::Replayed(const ServerCall& call, const c10::OperatorHandle& op,
+                                        const c10::Device& device, DecodedCall& decoded,
+                                        StageClock& clock, CallOutcome::StageCpu cpu,
+                                        Clock::time_point start) const {
   // 4. Replay on the bench device, and as the float64 golden where the standard reads it.
   const Standard standard = StandardOf(call, decoded.inputs, *standards);
   const std::optional<at::ScalarType> autocast = common::ScalarTypeOfWire(call.id.autocast_dtype);
@@ -428,13 +429,13 @@ CallCheck CallChecker::Impl::Replayed(const ServerCall& call, const c10::Operato
   cpu.golden_ran = golden_run.ran();
   const auto replayed = Clock::now();
   if (!bench.ran() && !golden_run.ran()) {
-    CallCheck c = NeitherRan(call, bench, golden_run);
+    CallOutcome c = NeitherRan(call, bench, golden_run);
     c.replay_seconds = Seconds(replayed - start);
     return WithCpu(std::move(c), cpu);
   }
   // 5. Judge every output; aggregate. An exact call's reference is the bench itself (in the
   // golden's place, as for a replayed random op): the same rows as against the golden.
-  CallCheck check;
+  CallOutcome check;
   JudgeOutputs(call, decoded, bench, exact ? bench : golden_run,
                exact ? Standard::kBinary : standard, *standards, &check);
   SkipOnHalfTheEvidence(bench, golden_run, &check);

@@ -13,7 +13,7 @@
 #include "common/torch/value_codec.h"
 #include "common/wire/limits.h"
 #include "parity/v1/parity.pb.h"
-#include "server/call/call_check.h"
+#include "server/call/call_outcome.h"
 #include "server/call/server_call.h"
 #include "server/compare/standards.h"
 #include "server/replay/checker_options.h"
@@ -32,13 +32,13 @@ class CallChecker {
   // Checks one call. Never throws: malformed calls are REJECTED with a code, calls that cannot
   // be replayed are SKIP with the reason. `blobs` resolves chunked tensors (may be null).
   // Thread-safe: many workers share one checker.
-  CallCheck Check(const ServerCall& call, const common::BlobSource* blobs = nullptr) const;
+  CallOutcome Judge(const ServerCall& call, const common::BlobSource* blobs = nullptr) const;
   // The same for a message as it arrived (tests, benchmarks): its ServerCall made here.
-  CallCheck Check(const v1::ApiCall& call, const common::BlobSource* blobs = nullptr) const;
+  CallOutcome Judge(const v1::ApiCall& call, const common::BlobSource* blobs = nullptr) const;
   // The same for a call whose values are already decoded (server/replay/stages.h:
   // DecodedFromValues): `call` gives its identity and `decoded` its values; the message's own
   // values are not read. parity-repro checks the tensors it loads from error data so.
-  CallCheck Check(const ServerCall& call, DecodedCall decoded) const;
+  CallOutcome Judge(const ServerCall& call, DecodedCall decoded) const;
 
   // "cpu", "cuda:0", or the GPUs it spreads over: "cuda:0,cuda:1".
   const std::string& bench_device() const;
@@ -55,7 +55,8 @@ class CallChecker {
   struct Impl;
   explicit CallChecker(std::unique_ptr<Impl> impl);
   // Stages 1 to 5; `given`, when not null, in place of decoding the message's values.
-  CallCheck Run(const ServerCall& call, const common::BlobSource* blobs, DecodedCall* given) const;
+  CallOutcome Run(const ServerCall& call, const common::BlobSource* blobs,
+                  DecodedCall* given) const;
   std::unique_ptr<Impl> impl_;
 };
 

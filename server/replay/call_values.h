@@ -16,7 +16,7 @@ namespace parity::server {
 struct CallValues {
   std::string schema;               // the operator's schema as the bench's dispatcher has it
   std::vector<c10::IValue> inputs;  // the full argument stack, defaults filled in
-  std::vector<c10::IValue> device;  // output leaves as OutputCheck::index counts them
+  std::vector<c10::IValue> device;  // output leaves as OutputOutcome::index counts them
   std::vector<c10::IValue> bench;   // empty when the bench could not run
   std::vector<c10::IValue> golden;  // empty when the golden could not run or is off
 };

@@ -31,7 +31,7 @@ struct CheckerOptions {
   double random_false_alarm = 1e-6;
 
   // Set by the call pipeline, not keys of their own here: parity.limits.* (one message's
-  // tensors) and parity.save_error_data (CallCheck::values kept for the calls judged error).
+  // tensors) and parity.save_error_data (CallOutcome::values kept for the calls judged error).
   common::DecodeLimits limits;
   bool save_error_data = true;
 };

@@ -67,7 +67,7 @@ std::vector<std::string> KnownOperatorNames() {
   return names;
 }
 
-absl::Status CheckCallStrings(const common::CallIdentity& call) {
+absl::Status ValidateCallStrings(const common::CallIdentity& call) {
   static const common::CallIdentity::Generator kNone;
   const common::CallIdentity::Generator& g = call.generator ? *call.generator : kNone;
   const std::tuple<const char*, const std::string*, std::size_t> fields[] = {
@@ -99,15 +99,15 @@ absl::Status CheckCallStrings(const common::CallIdentity& call) {
   }
   // The generator's kind decides its replay: a number that is no GeneratorDevice is malformed.
   if (!v1::GeneratorDevice_IsValid(g.device)) {
-    return absl::InvalidArgumentError(absl::StrCat("ApiCall.generator.device: ",
-                                                   static_cast<int>(g.device),
-                                                   " is not a parity.v1.GeneratorDevice"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ApiCall.generator.device: ", static_cast<int>(g.device),
+                     " is not a parity.v1.GeneratorDevice"));
   }
   // The autocast dtype is replayed: a number that is no DType is malformed, as in a tensor.
   if (!v1::DType_IsValid(call.autocast_dtype)) {
-    return absl::InvalidArgumentError(absl::StrCat("ApiCall.autocast_dtype: ",
-                                                   static_cast<int>(call.autocast_dtype),
-                                                   " is not a parity.v1.DType"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ApiCall.autocast_dtype: ", static_cast<int>(call.autocast_dtype),
+                     " is not a parity.v1.DType"));
   }
   return absl::OkStatus();
 }

@@ -72,8 +72,8 @@ std::optional<PlacedCopy> Place(const c10::IValue* v, std::optional<c10::Device>
   return h;
 }
 
-OutputCheck Skipped(std::string why) {
-  OutputCheck out;
+OutputOutcome Skipped(std::string why) {
+  OutputOutcome out;
   out.judgement.status = CheckStatus::kSkip;
   out.judgement.message = std::move(why);
   return out;
@@ -116,9 +116,9 @@ bool PlaceAll(const c10::IValue& device, const c10::IValue* bench, const c10::IV
 // for the copies or its compare fails (a CUDA error), so the verdict never depends on it.
 // `to_host`: the checking thread's CPU seconds moving outputs between the host and a GPU (the
 // bench's and golden's down for a host compare, the device's up for a GPU compare).
-OutputCheck JudgeTensor(const at::Tensor& device, const c10::IValue* bench,
-                        const c10::IValue* golden, Standard standard, const StandardsTable& table,
-                        double* to_host) {
+OutputOutcome JudgeTensor(const at::Tensor& device, const c10::IValue* bench,
+                          const c10::IValue* golden, Standard standard, const StandardsTable& table,
+                          double* to_host) {
   const c10::IValue d(device);
   std::optional<c10::Device> gpu = CompareGpu(device, bench, golden);
   Placed p;
@@ -131,7 +131,7 @@ OutputCheck JudgeTensor(const at::Tensor& device, const c10::IValue* bench,
     return JudgeOutput(p.device->view, p.bench ? &p.bench->view : nullptr,
                        p.golden ? &p.golden->view : nullptr, standard, table);
   };
-  OutputCheck out;
+  OutputOutcome out;
   out.judgement = judge();
   if (gpu && out.judgement.failed_metric == Metric::kStructure &&
       absl::StartsWith(out.judgement.message, internal::kDeviceCompareError)) {
@@ -153,8 +153,8 @@ OutputCheck JudgeTensor(const at::Tensor& device, const c10::IValue* bench,
 }
 
 // A device output sent as statistics only: by the same statistics of the bench and golden.
-OutputCheck JudgeStatsOnly(const OutputForm& device, const c10::IValue* bench,
-                           const c10::IValue* golden, const StandardsTable& table) {
+OutputOutcome JudgeStatsOnly(const OutputForm& device, const c10::IValue* bench,
+                             const c10::IValue* golden, const StandardsTable& table) {
   auto stats = [](const c10::IValue* v) -> std::optional<v1::TensorStats> {
     if (v == nullptr || !v->isTensor() || !v->toTensor().defined()) return std::nullopt;
     const common::TensorStatsValues s = common::TensorStatistics(v->toTensor());
@@ -172,7 +172,7 @@ OutputCheck JudgeStatsOnly(const OutputForm& device, const c10::IValue* bench,
   const std::optional<v1::TensorStats> b = stats(bench), g = stats(golden);
   uint64_t numel = 1;
   for (int64_t d : device.shape) numel *= static_cast<uint64_t>(d);
-  OutputCheck out;
+  OutputOutcome out;
   out.judgement = JudgeStatistics(device.stats, b ? &*b : nullptr, g ? &*g : nullptr, device.dtype,
                                   numel, table);
   out.dtype = device.dtype;
@@ -189,8 +189,8 @@ OutputCheck JudgeStatsOnly(const OutputForm& device, const c10::IValue* bench,
 
 // A Python scalar, string or other plain value: equal or not (the bench, at the same dtype,
 // decides when it ran).
-OutputCheck JudgeValue(const c10::IValue& device, const c10::IValue& reference) {
-  OutputCheck out;
+OutputOutcome JudgeValue(const c10::IValue& device, const c10::IValue& reference) {
+  OutputOutcome out;
   OutputJudgement& j = out.judgement;
   const bool equal = device.isDouble() && reference.isDouble()
                          ? device.toDouble() == reference.toDouble()
@@ -211,9 +211,9 @@ OutputCheck JudgeValue(const c10::IValue& device, const c10::IValue& reference) 
   return out;
 }
 
-OutputCheck JudgeOne(const OutputForm& form, const c10::IValue& device, const c10::IValue* bench,
-                     const c10::IValue* golden, Standard standard, const StandardsTable& table,
-                     double* to_host) {
+OutputOutcome JudgeOne(const OutputForm& form, const c10::IValue& device, const c10::IValue* bench,
+                       const c10::IValue* golden, Standard standard, const StandardsTable& table,
+                       double* to_host) {
   switch (form.kind) {
     case OutputForm::Kind::kStatsOnly:
       return JudgeStatsOnly(form, bench, golden, table);
@@ -242,7 +242,7 @@ Stack Flatten(const Stack& values) {
 
 void JudgeOutputs(const ServerCall& call, const DecodedCall& decoded, const Replay& bench,
                   const Replay& golden, Standard standard, const StandardsTable& table,
-                  CallCheck* check) {
+                  CallOutcome* check) {
   Stack device;
   std::vector<int> raw_index;  // flat output -> the call's output it came from
   for (std::size_t k = 0; k < decoded.outputs.size(); ++k) {
@@ -273,12 +273,12 @@ void JudgeOutputs(const ServerCall& call, const DecodedCall& decoded, const Repl
   for (std::size_t i = 0; i < device.size(); ++i) {
     const int k = raw_index[i];
     const std::string* uncompared = table.UncomparedReason(call.id.op_name, static_cast<int>(i));
-    OutputCheck out = uncompared != nullptr
-                          ? Skipped(absl::StrCat("not compared: ", *uncompared))
-                          : JudgeOne(decoded.output_form[k], device[i],
-                                     bench_out.empty() ? nullptr : &bench_out[i],
-                                     golden_out.empty() ? nullptr : &golden_out[i], standard, table,
-                                     &check->cpu.to_host);
+    OutputOutcome out = uncompared != nullptr
+                            ? Skipped(absl::StrCat("not compared: ", *uncompared))
+                            : JudgeOne(decoded.output_form[k], device[i],
+                                       bench_out.empty() ? nullptr : &bench_out[i],
+                                       golden_out.empty() ? nullptr : &golden_out[i], standard,
+                                       table, &check->cpu.to_host);
     out.index = static_cast<uint32_t>(i);
     tally.Add(std::move(out), check);
   }
@@ -292,7 +292,7 @@ void JudgeOutputs(const ServerCall& call, const DecodedCall& decoded, const Repl
   check->message = std::move(summary);
 }
 
-void ApplyInputsWritten(const ServerCall& call, CallCheck* check) {
+void ApplyInputsWritten(const ServerCall& call, CallOutcome* check) {
   for (const std::string& note : call.unchecked_writes) {
     if (check->unchecked_writes.size() == kMaxUncheckedWrites) break;
     check->unchecked_writes.push_back(note.substr(0, kMaxUncheckedWriteBytes));
@@ -327,7 +327,7 @@ void ApplyInputsWritten(const ServerCall& call, CallCheck* check) {
   check->message = check->message.empty() ? what : absl::StrCat(what, "; ", check->message);
 }
 
-void OutputTally::Add(OutputCheck out, CallCheck* check) {
+void OutputTally::Add(OutputOutcome out, CallOutcome* check) {
   const OutputJudgement& j = out.judgement;
   if (j.status == CheckStatus::kError && summary_.empty()) {
     summary_ = absl::StrCat("output ", out.index, ": ",

@@ -328,7 +328,7 @@ std::optional<Replay> ReplayRandom(const ServerCall& server_call, const c10::Ope
 }
 
 void JudgeRandomProperties(const ServerCall& call, const c10::FunctionSchema& schema,
-                           const DecodedCall& decoded, double false_alarm, CallCheck* check) {
+                           const DecodedCall& decoded, double false_alarm, CallOutcome* check) {
   const common::RandomFamily family = call.op->random_family;
   const Stack device = Flatten(decoded.outputs);
   std::vector<OutputJudgement> judged;
@@ -347,7 +347,7 @@ void JudgeRandomProperties(const ServerCall& call, const c10::FunctionSchema& sc
   }
   OutputTally tally;
   for (std::size_t i = 0; i < device.size(); ++i) {
-    OutputCheck out;
+    OutputOutcome out;
     out.index = static_cast<uint32_t>(i);
     if (i < judged.size()) {
       out.judgement = std::move(judged[i]);

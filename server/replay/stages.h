@@ -17,7 +17,7 @@
 #include "common/torch/value_codec.h"
 #include "common/wire/limits.h"
 #include "parity/v1/parity.pb.h"
-#include "server/call/call_check.h"
+#include "server/call/call_outcome.h"
 #include "server/call/server_call.h"
 #include "server/replay/replay_errors.h"
 
@@ -27,7 +27,7 @@ using Stack = std::vector<c10::IValue>;
 
 // 1. Admit: every string under its cap (RESOURCE_EXHAUSTED), and names of ops, overloads and
 // nodes without control characters (INVALID_ARGUMENT); both name the field.
-absl::Status CheckCallStrings(const common::CallIdentity& call);
+absl::Status ValidateCallStrings(const common::CallIdentity& call);
 
 // 2. Resolve: the operator this name and overload name in the bench's dispatcher (its libtorch
 // and the reference libraries it loaded). UNIMPLEMENTED, saying whether the op or only the
@@ -163,7 +163,7 @@ class GoldenReplayer {
 // one place a call's summary turns those enums into text).
 class OutputTally {
  public:
-  void Add(OutputCheck out, CallCheck* check);
+  void Add(OutputOutcome out, CallOutcome* check);
   const std::vector<CheckStatus>& statuses() const { return statuses_; }
   std::string& summary() { return summary_; }
 
@@ -177,13 +177,13 @@ class OutputTally {
 // differs, SKIP when there is nothing to compare).
 void JudgeOutputs(const ServerCall& call, const DecodedCall& decoded, const Replay& bench,
                   const Replay& golden, Standard standard, const StandardsTable& table,
-                  CallCheck* check);
+                  CallOutcome* check);
 
 // ApiCall.inputs_written: the device changed arguments it must only read. The call becomes an
 // error naming each (before the rest of its message), whatever its outputs' comparison said or
 // why it could not run; a malformed entry (no elements, more changed than there are, an index
 // past the inputs) rejects the call, INVALID_ARGUMENT. A rejected call stays rejected.
-void ApplyInputsWritten(const ServerCall& call, CallCheck* check);
+void ApplyInputsWritten(const ServerCall& call, CallOutcome* check);
 
 // 4r. A random op replayed from the training's generator state (ServerCall::generator) on a
 // bench generator of the same kind: the CPU's for a CPU state, the bench's for a CUDA state on a
@@ -198,7 +198,7 @@ std::optional<Replay> ReplayRandom(const ServerCall& call, const c10::OperatorHa
 // 5r. A random op's outputs judged by the random_property standard (server/compare/
 // random_property.h) from its arguments and outputs: no replay.
 void JudgeRandomProperties(const ServerCall& call, const c10::FunctionSchema& schema,
-                           const DecodedCall& decoded, double false_alarm, CallCheck* check);
+                           const DecodedCall& decoded, double false_alarm, CallOutcome* check);
 
 // The leaves of `values` in order (nested lists and tuples flattened): how outputs are counted.
 Stack Flatten(const Stack& values);

@@ -64,7 +64,7 @@ ErrorDataOutcome ErrorData::Failed(const std::string& why, const ServerCall& cal
 }
 
 ErrorDataOutcome ErrorData::Save(const CallOrigin& origin, const ServerCall& call,
-                                 const CallCheck& check) {
+                                 const CallOutcome& check) {
   if (!check.values) return ErrorDataOutcome::kFailed;
   const uint64_t bytes = SavedBytes(*check.values);
   const std::string op_key = absl::StrCat(call.id.op_name, ".", call.id.overload);

@@ -23,7 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/base/log.h"
 #include "parity/v1/parity.pb.h"
-#include "server/call/call_check.h"
+#include "server/call/call_outcome.h"
 #include "server/compare/standards.h"
 #include "server/results/error_data_options.h"
 #include "server/results/result_rows.h"
@@ -46,8 +46,8 @@ class ErrorData {
   using Counted = std::function<void(ErrorDataOutcome)>;
   ErrorData(ErrorDataOptions options, const StandardsTable& standards, Counted counted = nullptr);
 
-  // Saves a call judged error whose CallCheck holds its values. Thread-safe; never throws.
-  ErrorDataOutcome Save(const CallOrigin& origin, const ServerCall& call, const CallCheck& check);
+  // Saves a call judged error whose CallOutcome holds its values. Thread-safe; never throws.
+  ErrorDataOutcome Save(const CallOrigin& origin, const ServerCall& call, const CallOutcome& check);
 
   // The ut_error_data folder; "" until the first call is saved.
   std::string folder() const;

@@ -33,7 +33,7 @@ std::string FieldCell(const OutputJudgement& j, Metric field) {
   return v ? CsvDouble(*v) : kSpace;
 }
 
-std::vector<std::string> AccuracyDetailsRow(const std::string& name, const OutputCheck& out) {
+std::vector<std::string> AccuracyDetailsRow(const std::string& name, const OutputOutcome& out) {
   const OutputJudgement& j = out.judgement;
   std::vector<std::string> row = {
       name, DTypeCell(out.reference_dtype), DTypeCell(out.dtype),
@@ -57,7 +57,7 @@ std::vector<std::string> AccuracyDetailsRow(const std::string& name, const Outpu
   return row;
 }
 
-std::vector<std::string> PrecisionDetailsRow(const std::string& name, const OutputCheck& out) {
+std::vector<std::string> PrecisionDetailsRow(const std::string& name, const OutputOutcome& out) {
   const OutputJudgement& j = out.judgement;
   const Standard standard = j.standard;
   std::vector<std::string> row = {name};
@@ -103,7 +103,7 @@ nlohmann::json Finite(double v) {
 }
 
 // One output's part of the JSON-lines record.
-nlohmann::json OutputRecord(const OutputCheck& out, const StandardsTable& standards) {
+nlohmann::json OutputRecord(const OutputOutcome& out, const StandardsTable& standards) {
   const OutputJudgement& j = out.judgement;
   nlohmann::json o;
   o["index"] = out.index;
@@ -131,7 +131,7 @@ nlohmann::json OutputRecord(const OutputCheck& out, const StandardsTable& standa
 }
 
 nlohmann::json JsonRecord(const CallOrigin& origin, const ServerCall& server_call,
-                          const CallCheck& check, const StandardsTable& standards) {
+                          const CallOutcome& check, const StandardsTable& standards) {
   const CallIdentity& call = server_call.id;
   const CallNames& names = server_call.names;
   nlohmann::json j;
@@ -185,7 +185,7 @@ nlohmann::json JsonRecord(const CallOrigin& origin, const ServerCall& server_cal
     j["failed_metric"] = std::string(metric);
   }
   nlohmann::json outputs = nlohmann::json::array();
-  for (const OutputCheck& out : check.outputs) outputs.push_back(OutputRecord(out, standards));
+  for (const OutputOutcome& out : check.outputs) outputs.push_back(OutputRecord(out, standards));
   j["outputs"] = std::move(outputs);
   return j;
 }
@@ -302,13 +302,13 @@ const std::vector<std::string>& PrecisionDetailsHeader() {
   return header;
 }
 
-CallRows RowsOf(const CallOrigin& origin, const ServerCall& call, const CallCheck& check,
+CallRows RowsOf(const CallOrigin& origin, const ServerCall& call, const CallOutcome& check,
                 const StandardsTable& standards, uint32_t first_backward_output) {
   CallRows rows;
   rows.api = call.names.csv_api;
   rows.backward = call.id.backward();
   uint32_t n = first_backward_output;
-  for (const OutputCheck& out : check.outputs) {
+  for (const OutputOutcome& out : check.outputs) {
     const std::string name = rows.backward ? absl::StrCat(rows.api, ".backward.output.", n++)
                                            : absl::StrCat(rows.api, ".forward.output.", out.index);
     rows.accuracy_details += CsvRow(AccuracyDetailsRow(name, out));
@@ -316,7 +316,7 @@ CallRows RowsOf(const CallOrigin& origin, const ServerCall& call, const CallChec
   }
   // A read-only argument the call changed: a row of its own, error, named as the input it is.
   for (const InputWritten& w : check.inputs_written) {
-    OutputCheck in;
+    OutputOutcome in;
     in.index = w.index;
     in.judgement.status = CheckStatus::kError;
     in.judgement.two_way_status = CheckStatus::kError;

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "parity/v1/parity.pb.h"
-#include "server/call/call_check.h"
 #include "server/call/call_origin.h"
+#include "server/call/call_outcome.h"
 #include "server/call/server_call.h"
 #include "server/compare/standards.h"
 
@@ -44,7 +44,7 @@ struct CallRows {
   std::string message;  // why, when not pass
 };
 // `first_backward_output`: the number of a backward call's first output row (above).
-CallRows RowsOf(const CallOrigin& origin, const ServerCall& call, const CallCheck& check,
+CallRows RowsOf(const CallOrigin& origin, const ServerCall& call, const CallOutcome& check,
                 const StandardsTable& standards, uint32_t first_backward_output = 0);
 
 // A direction's cell of a result row, msprobe's aggregation of the statuses of its output rows

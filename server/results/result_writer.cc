@@ -359,7 +359,7 @@ absl::StatusOr<ResultWriter::RankFiles*> ResultWriter::FilesFor(int32_t rank) {
 }
 
 absl::Status ResultWriter::Write(const CallOrigin& origin, const ServerCall& call,
-                                 const CallCheck& check) {
+                                 const CallOutcome& check) {
   const bool backward = call.id.backward();
   const std::string& api = call.names.csv_api;
   // A backward call's output rows are numbered on from its API's earlier backward calls.

@@ -32,7 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "parity/v1/parity.pb.h"
-#include "server/call/call_check.h"
+#include "server/call/call_outcome.h"
 #include "server/results/result_rows.h"
 
 namespace parity::server {
@@ -54,7 +54,7 @@ class ResultWriter {
   // that file (the details go first, so a call never has a summary row without its details) and
   // says why in its code: RESOURCE_EXHAUSTED no space, PERMISSION_DENIED not writable, DATA_LOSS
   // another I/O error. Thread-safe.
-  absl::Status Write(const CallOrigin& origin, const ServerCall& call, const CallCheck& check);
+  absl::Status Write(const CallOrigin& origin, const ServerCall& call, const CallOutcome& check);
 
   // Writes the result rows still waiting for `rank` (its stream ended: every call it sent has
   // been written). Thread-safe.

@@ -20,8 +20,8 @@
 #include "common/transport/wire.h"
 #include "common/wire/limits.h"
 #include "parity/v1/parity.grpc.pb.h"
-#include "server/call/call_check.h"
 #include "server/call/call_origin.h"
+#include "server/call/call_outcome.h"
 #include "server/call/server_call.h"
 #include "server/service/blob_store.h"
 #include "server/service/byte_budget.h"
@@ -36,10 +36,10 @@ class ServerMetrics;
 using common::kProtocolVersion;
 
 // Checks one call and returns what it decided (server/check/call_pipeline.h:
-// CallPipeline::Check); runs on a worker thread, must not throw. `call` is made by the worker
+// CallPipeline::Run); runs on a worker thread, must not throw. `call` is made by the worker
 // from the message, once; the worker encodes the verdict from the result (ToVerdict).
-using CallHandler = std::function<CallCheck(const CallOrigin& origin, const ServerCall& call,
-                                            const BlobStore& blobs)>;
+using CallHandler = std::function<CallOutcome(const CallOrigin& origin, const ServerCall& call,
+                                              const BlobStore& blobs)>;
 
 // The Check method is registered raw (ByteBuffer in and out): the reactor reads only the first
 // tag of each message, and an ApiCall, which carries the tensors, is parsed by the worker that
@@ -87,7 +87,7 @@ class CheckService final
   ByteBudget* partial_blobs() override { return &partial_blobs_; }
   ByteBudget* kept_offered() override { return &kept_offered_; }
   bool Enqueue(WorkItem item, std::function<void()> on_admitted) override;
-  CallCheck CheckCall(const CallOrigin& origin, const ServerCall& call,
+  CallOutcome RunCall(const CallOrigin& origin, const ServerCall& call,
                       const BlobStore& blobs) override {
     return handler_(origin, call, blobs);
   }

@@ -16,7 +16,7 @@ namespace parity::server {
 class BlobStore;
 class ByteBudget;
 class ServerMetrics;
-struct CallCheck;
+struct CallOutcome;
 struct CallOrigin;
 struct ServerCall;
 struct ServiceOptions;
@@ -45,7 +45,7 @@ class StreamContext {
   // item is parked, `on_admitted` then runs (on a worker) once it is queued (WorkQueue).
   virtual bool Enqueue(WorkItem item, std::function<void()> on_admitted) = 0;
   // Checks one call on a worker (the CallHandler the service was built with). Must not throw.
-  virtual CallCheck CheckCall(const CallOrigin& origin, const ServerCall& call,
+  virtual CallOutcome RunCall(const CallOrigin& origin, const ServerCall& call,
                               const BlobStore& blobs) = 0;
 
   // The stream ended, after every call it queued was handled: `origin` is its Hello's, or null

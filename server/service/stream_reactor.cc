@@ -103,7 +103,7 @@ void StreamReactor::Queue(CallWork work) {
   WorkItem item;
   item.bytes = work.bytes;
   item.run = [this, slot, work = std::move(work)]() mutable {
-    Deliver(slot, session_.Check(std::move(work)));  // the call's memory is back before
+    Deliver(slot, session_.RunCall(std::move(work)));  // the call's memory is back before
   };
   if (context_->Enqueue(std::move(item), [this] { Resume(); })) {
     absl::MutexLock lock(&mu_);
@@ -118,7 +118,7 @@ void StreamReactor::Resume() {
   ActAndUnlock();
 }
 
-void StreamReactor::Deliver(uint64_t slot, CheckedCall checked) {
+void StreamReactor::Deliver(uint64_t slot, CallAnswer checked) {
   mu_.Lock();
   if (!checked.error.ok()) EndReading(checked.error);
   outbox_.Complete(slot, std::move(checked.verdict));

@@ -50,7 +50,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   void Resume();  // a worker admitted this stream's parked call
   // Call `slot` is done: its verdict, or none with `error` (its message did not parse, or the
   // server ran out of memory), which ends the stream after the verdicts before it.
-  void Deliver(uint64_t slot, CheckedCall checked);
+  void Deliver(uint64_t slot, CallAnswer checked);
   void ReleaseHold() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnAlarm();  // the hold on ready verdicts (parity.verdict_hold_ms) ended
   void EndReading(const absl::Status& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

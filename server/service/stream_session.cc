@@ -108,7 +108,8 @@ absl::Status StreamSession::Handle(grpc::ByteBuffer& in, bool in_batch) {
   const Peek peek = PeekMessage(in);
   if (peek.kind == v1::AgentMessage::kCall) {
     if (!hello_) return NeedHello("ApiCall");
-    if (ServerMetrics* m = context_->metrics()) m->CallReceived(static_cast<wire::Phase>(peek.phase));
+    if (ServerMetrics* m = context_->metrics())
+      m->CallReceived(static_cast<wire::Phase>(peek.phase));
     // A malformed call has no sequence to check: its worker reports the bytes as malformed.
     return OnCall(peek.well_formed ? std::optional<uint64_t>(peek.sequence) : std::nullopt,
                   std::make_shared<grpc::ByteBuffer>(std::move(in)), nullptr,
@@ -166,7 +167,8 @@ absl::Status StreamSession::RouteHello(v1::AgentMessage& m) { return OnHello(m.h
 absl::Status StreamSession::RouteCall(v1::AgentMessage& m) {
   auto call = std::make_shared<v1::ApiCall>();
   call->Swap(m.mutable_call());
-  if (ServerMetrics* metrics = context_->metrics()) metrics->CallReceived(static_cast<wire::Phase>(call->phase()));
+  if (ServerMetrics* metrics = context_->metrics())
+    metrics->CallReceived(static_cast<wire::Phase>(call->phase()));
   const uint64_t sequence = call->sequence();
   std::vector<uint64_t> listed(call->kept_blob_ids().begin(), call->kept_blob_ids().end());
   return OnCall(sequence, nullptr, std::move(call), std::move(listed));
@@ -300,8 +302,8 @@ absl::Status StreamSession::OnCall(std::optional<uint64_t> sequence,
   return absl::OkStatus();
 }
 
-CheckedCall StreamSession::Check(CallWork work) const {
-  CheckedCall out;
+CallAnswer StreamSession::RunCall(CallWork work) const {
+  CallAnswer out;
   try {
     if (work.raw) {
       v1::AgentMessage m;
@@ -322,7 +324,7 @@ CheckedCall StreamSession::Check(CallWork work) const {
     const ServerCall server_call(*work.call, origin_.framework);  // names and traits, made once
     // The one encoding of what the check decided (server/call/verdict_encoder.h).
     *msg.mutable_verdict() =
-        ToVerdict(server_call, context_->CheckCall(origin_, server_call, *work.blobs));
+        ToVerdict(server_call, context_->RunCall(origin_, server_call, *work.blobs));
     out.verdict = common::Serialize(msg);
   } catch (const std::bad_alloc&) {
     out.verdict.reset();

@@ -58,7 +58,7 @@ class StreamOutput {
 
 // A call's check on a worker: the verdict's bytes, or none with the error that ends the stream
 // (its message did not parse, the server ran out of memory).
-struct CheckedCall {
+struct CallAnswer {
   std::optional<grpc::ByteBuffer> verdict;
   absl::Status error;
 };
@@ -90,7 +90,7 @@ class StreamSession {
   // A call's check, on a worker: parses `work.raw` when the reaction did not, makes the
   // ServerCall, checks it through the context, encodes the verdict from what the check decided
   // and serializes it. Never throws.
-  CheckedCall Check(CallWork work) const;
+  CallAnswer RunCall(CallWork work) const;
 
   // Gives back the bytes of blobs of no call and the kept-blob offer. After the last message.
   void Close() { blobs_.Close(); }

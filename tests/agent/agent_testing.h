@@ -97,7 +97,7 @@ class RecordingServer {
   void SetPace(std::chrono::milliseconds per_call) { pace_ms_.store(per_call.count()); }
 
  private:
-  server::CallCheck Handle(const server::CallOrigin& origin, const v1::ApiCall& call) {
+  server::CallOutcome Handle(const server::CallOrigin& origin, const v1::ApiCall& call) {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return !wedged_; });
@@ -109,11 +109,11 @@ class RecordingServer {
       std::this_thread::sleep_for(std::chrono::milliseconds(pace));  // the simulated work
     }
     // The server encodes the verdict (its names, phase, step, module path) from this.
-    server::CallCheck check;
+    server::CallOutcome check;
     const bool bad = call.op_name() == error_op_;
     check.status = bad ? server::CheckStatus::kError : server::CheckStatus::kPass;
     if (bad) {
-      server::OutputCheck& o = check.outputs.emplace_back();
+      server::OutputOutcome& o = check.outputs.emplace_back();
       o.judgement.status = server::CheckStatus::kError;
       o.judgement.failed_metric = server::Metric::kMaxRelError;
       o.judgement.standard = server::Standard::kBenchmark;

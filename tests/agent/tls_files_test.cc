@@ -184,7 +184,7 @@ TEST(TlsFilesTest, TheAgentRefusesARevokedServerAndSendsItNoCall) {
       [&calls](const server::CallOrigin&, const parity::server::ServerCall&,
                const server::BlobStore&) {
         ++calls;
-        parity::server::CallCheck check;
+        parity::server::CallOutcome check;
         check.status = parity::server::CheckStatus::kPass;
         return check;
       });

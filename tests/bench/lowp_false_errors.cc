@@ -42,8 +42,8 @@
 namespace {
 
 namespace v1 = parity::v1;
-using parity::server::CallCheck;
 using parity::server::CallChecker;
+using parity::server::CallOutcome;
 using parity::server::StandardsTable;
 using Stack = std::vector<c10::IValue>;
 
@@ -216,7 +216,7 @@ int main(int argc, char** argv) {
       call = Call("aten::_softmax", "", {x, -1, false}, {BlockedSoftmax(x, faulty).to(dtype)});
     }
     call.set_sequence(++sequence);
-    const CallCheck check = (*checker)->Check(call);
+    const CallOutcome check = (*checker)->Judge(call);
     Tally& t = tally[absl::StrCat(family, " ", dtype == at::kBFloat16 ? "bf16" : "fp16")];
     if (faulty) {
       ++t.faulty;

@@ -32,8 +32,8 @@
 
 namespace {
 
-using parity::server::CallCheck;
 using parity::server::CallChecker;
+using parity::server::CallOutcome;
 using parity::server::StandardsTable;
 using parity::testing::R;
 using parity::testing::Stack;
@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
     for (int rep = -1; rep < reps; ++rep) {  // rep -1 warms up (kernels, cuBLAS handles)
       for (std::size_t b = 0; b < benches.size(); ++b) {
         const auto start = std::chrono::steady_clock::now();
-        const CallCheck r = benches[b].checker->Check(call);
+        const CallOutcome r = benches[b].checker->Judge(call);
         const double ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                 .count();

@@ -462,7 +462,7 @@ std::unique_ptr<parity::server::ParityServer> StartServer(const std::string& tls
   if (!replay) {
     pass = [](const parity::server::CallOrigin&, const parity::server::ServerCall&,
               const parity::server::BlobStore&) {
-      parity::server::CallCheck check;
+      parity::server::CallOutcome check;
       check.status = parity::server::CheckStatus::kPass;
       return check;
     };

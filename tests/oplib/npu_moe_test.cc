@@ -331,7 +331,7 @@ TEST_F(NpuMoeTest, TheCheckerReplaysAndJudgesEveryMoeCall) {
        {"", {at::randn({12, 16}), sorted.to(at::kInt), at::rand({6, 2})}}},
   };
   for (const auto& [op, c] : calls) {
-    const CallCheck r = (*checker)->Check(Recorded(op, c.overload, c.args));
+    const CallOutcome r = (*checker)->Judge(Recorded(op, c.overload, c.args));
     EXPECT_EQ(r.status, CheckStatus::kPass) << op << "." << c.overload << ": " << r.message;
   }
   // torch_npu 6.0's form, sent under the operator's own name.
@@ -339,7 +339,7 @@ TEST_F(NpuMoeTest, TheCheckerReplaysAndJudgesEveryMoeCall) {
       L({x}), L(w), none, none, none, none, none, c10::List<int64_t>({4, 9, 12}), int64_t{2}, none};
   v1::ApiCall call = Recorded("npu::npu_grouped_matmul", "release_6_0", old_form);
   call.set_overload("");
-  CallCheck r = (*checker)->Check(call);
+  CallOutcome r = (*checker)->Judge(call);
   EXPECT_EQ(r.status, CheckStatus::kPass) << r.message;
   call = Recorded("npu::npu_grouped_matmul", "release_6_0", old_form, [](Stack& out) {
     std::vector<at::Tensor> o = out[0].toTensorVector();
@@ -347,13 +347,13 @@ TEST_F(NpuMoeTest, TheCheckerReplaysAndJudgesEveryMoeCall) {
     out[0] = c10::IValue(c10::List<at::Tensor>(o));
   });
   call.set_overload("");
-  r = (*checker)->Check(call);
+  r = (*checker)->Judge(call);
   EXPECT_EQ(r.status, CheckStatus::kError) << r.message;
   // No form takes a string for group_list: rejected, naming the newest form.
   v1::ApiCall bad = Recorded("npu::npu_grouped_matmul", "release_6_0", old_form);
   bad.set_overload("");
   bad.mutable_inputs(7)->set_string_value("4,9,12");
-  r = (*checker)->Check(bad);
+  r = (*checker)->Judge(bad);
   EXPECT_EQ(r.status, CheckStatus::kRejected) << r.message;
   EXPECT_NE(r.message.find("int? per_token_scale_dtype"), std::string::npos) << r.message;
 }

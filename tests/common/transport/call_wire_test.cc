@@ -39,12 +39,24 @@ void FillEveryField(Message* m, const std::string& prefix, std::set<std::string>
                                    << "identity: carry it in CallIdentity or list it as payload";
     const int n = f->number() + 2;
     switch (f->cpp_type()) {
-      case FieldDescriptor::CPPTYPE_INT32: r->SetInt32(m, f, n); break;
-      case FieldDescriptor::CPPTYPE_INT64: r->SetInt64(m, f, -1000 * n); break;
-      case FieldDescriptor::CPPTYPE_UINT32: r->SetUInt32(m, f, n); break;
-      case FieldDescriptor::CPPTYPE_UINT64: r->SetUInt64(m, f, 1000 * n); break;
-      case FieldDescriptor::CPPTYPE_BOOL: r->SetBool(m, f, true); break;
-      case FieldDescriptor::CPPTYPE_STRING: r->SetString(m, f, prefix + f->name()); break;
+      case FieldDescriptor::CPPTYPE_INT32:
+        r->SetInt32(m, f, n);
+        break;
+      case FieldDescriptor::CPPTYPE_INT64:
+        r->SetInt64(m, f, -1000 * n);
+        break;
+      case FieldDescriptor::CPPTYPE_UINT32:
+        r->SetUInt32(m, f, n);
+        break;
+      case FieldDescriptor::CPPTYPE_UINT64:
+        r->SetUInt64(m, f, 1000 * n);
+        break;
+      case FieldDescriptor::CPPTYPE_BOOL:
+        r->SetBool(m, f, true);
+        break;
+      case FieldDescriptor::CPPTYPE_STRING:
+        r->SetString(m, f, prefix + f->name());
+        break;
       case FieldDescriptor::CPPTYPE_ENUM: {
         const google::protobuf::EnumDescriptor* e = f->enum_type();
         r->SetEnum(m, f, e->value(e->value_count() - 1));
@@ -53,7 +65,8 @@ void FillEveryField(Message* m, const std::string& prefix, std::set<std::string>
       case FieldDescriptor::CPPTYPE_MESSAGE:
         FillEveryField(r->MutableMessage(m, f), prefix + f->name() + ".", filled);
         break;
-      default: FAIL() << prefix << f->name() << ": a field of a type this test does not fill";
+      default:
+        FAIL() << prefix << f->name() << ": a field of a type this test does not fill";
     }
     filled->insert(prefix + f->name());
   }

@@ -613,7 +613,7 @@ TEST_F(ServerTest, FullQueueStopsReadingInsteadOfBuffering) {
     ++started;
     cv.notify_all();
     cv.wait_for(lock, std::chrono::seconds(60), [&] { return released; });
-    parity::server::CallCheck check;
+    parity::server::CallOutcome check;
     check.status = parity::server::CheckStatus::kPass;
     return check;
   };

@@ -25,7 +25,7 @@ TEST(VerdictEncoderTest, ErrorCodeOnlyOnSkipAndRejected) {
     for (absl::StatusCode code : {absl::StatusCode::kOk, absl::StatusCode::kUnimplemented,
                                   absl::StatusCode::kResourceExhausted, absl::StatusCode::kInternal,
                                   absl::StatusCode::kInvalidArgument}) {
-      CallCheck check;
+      CallOutcome check;
       check.status = status;
       check.error_code = code;
       const bool coded = status == CheckStatus::kSkip || status == CheckStatus::kRejected;
@@ -40,7 +40,7 @@ TEST(VerdictEncoderTest, ErrorCodeOnlyOnSkipAndRejected) {
 TEST(VerdictEncoderTest, InputWrittenIsTheCallsFailedMetric) {
   const v1::ApiCall wire = Wire();
   const ServerCall call(wire);
-  CallCheck check;
+  CallOutcome check;
   check.status = CheckStatus::kError;
   EXPECT_EQ(ToVerdict(call, check).failed_metric(), "");  // an output's error: its own metric
   check.inputs_written.push_back({/*index=*/1, "self", /*changed_elements=*/3, /*elements=*/8});

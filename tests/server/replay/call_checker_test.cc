@@ -80,11 +80,11 @@ class CallCheckerTest : public ::testing::TestWithParam<std::string> {
 
   // The typed check and the verdict it becomes (what the agent receives).
   struct Result {
-    CallCheck check;
+    CallOutcome check;
     v1::Verdict verdict;
   };
   Result Check(const v1::ApiCall& call) {
-    CallCheck check = checker_->Check(call);
+    CallOutcome check = checker_->Judge(call);
     v1::Verdict verdict = ToVerdict(ServerCall(call), check);
     return {std::move(check), std::move(verdict)};
   }
@@ -247,7 +247,7 @@ TEST_P(CallCheckerTest, LowPrecisionGemmsAccumulateInFloat32OnTheBench) {
   // H200 this mm had ULP mean 0.375 against the float32 loop's 0.236, split-K allowed or not.
   // A bfloat16 accumulator is ~6.5: under twice the float32 loop's error is float32 summation.
   const bool cpu = GetParam() == "cpu";
-  auto expect_bench_equals_device = [cpu](const CallCheck& c) {
+  auto expect_bench_equals_device = [cpu](const CallOutcome& c) {
     ASSERT_EQ(c.outputs.size(), 1u);
     const OutputJudgement& j = c.outputs[0].judgement;
     ASSERT_TRUE(j.device.has_value() && j.bench.has_value());
@@ -658,7 +658,7 @@ TEST_P(CallCheckerTest, AnOperatorFromAnotherTorchIsSkipNamingBothVersions) {
   call.set_op_name("aten::_an_operator_of_torch_9");
   call.set_overload("");
   const std::string bench = "torch " + common::TorchVersion();
-  CallCheck newer = checker_->Check(ServerCall(call, "torch 2.15.0"));
+  CallOutcome newer = checker_->Judge(ServerCall(call, "torch 2.15.0"));
   EXPECT_EQ(newer.status, CheckStatus::kSkip);
   EXPECT_THAT(newer.message, HasSubstr("unknown operator \"aten::_an_operator_of_torch_9\""));
   EXPECT_THAT(newer.message, HasSubstr("(the training runs torch 2.15.0, the bench " + bench +
@@ -666,11 +666,11 @@ TEST_P(CallCheckerTest, AnOperatorFromAnotherTorchIsSkipNamingBothVersions) {
                                        "one replays it)"));
   call.set_op_name("aten::add");
   call.set_overload("NewInTorch9");
-  CallCheck overload = checker_->Check(ServerCall(call, "torch 9.0.0"));
+  CallOutcome overload = checker_->Judge(ServerCall(call, "torch 9.0.0"));
   EXPECT_THAT(overload.message, HasSubstr("aten::add has no overload \"NewInTorch9\""));
   EXPECT_THAT(overload.message, HasSubstr("the training runs torch 9.0.0, the bench " + bench));
   for (const std::string& same : {bench, std::string()}) {
-    CallCheck c = checker_->Check(ServerCall(call, same));
+    CallOutcome c = checker_->Judge(ServerCall(call, same));
     EXPECT_EQ(c.status, CheckStatus::kSkip);
     EXPECT_THAT(c.message, Not(HasSubstr("the training runs"))) << same;
   }
@@ -913,8 +913,8 @@ TEST_P(CallCheckerTest, GoldenOnTheBenchDeviceGivesTheVerdictsOfTheCpuGolden) {
                            [](Stack& out) { out[0] = out[0].toTensor() + 1e-3; }));
   int errors = 0;
   for (const v1::ApiCall& call : calls) {
-    const CallCheck here = checker_->Check(call);
-    const CallCheck there = on_cpu->Check(call);
+    const CallOutcome here = checker_->Judge(call);
+    const CallOutcome there = on_cpu->Judge(call);
     SCOPED_TRACE(call.op_name());
     errors += here.status == CheckStatus::kError;
     EXPECT_EQ(StatusText(here.status), StatusText(there.status)) << here.message;

@@ -63,7 +63,7 @@ TEST(DecodedFromValuesTest, SavedAndLoadedValuesGiveTheMessagesVerdict) {
   for (const OpCase& c : testing::CleanCases()) {
     SCOPED_TRACE(c.name + "." + c.overload);
     const v1::ApiCall call = testing::BuildCall(c.name, c.overload, c.args(), c.phase, Skew);
-    const CallCheck from_message = checker->Check(ServerCall(call));
+    const CallOutcome from_message = checker->Judge(ServerCall(call));
     if (from_message.values == nullptr) continue;  // not an error (integer outputs): not kept
     absl::StatusOr<SavedFiles> files =
         SaveCallValues(*from_message.values, dir, absl::StrCat("call", round_trips));
@@ -76,7 +76,7 @@ TEST(DecodedFromValuesTest, SavedAndLoadedValuesGiveTheMessagesVerdict) {
     v1::ApiCall identity = call;  // the call without its values: they come decoded
     identity.clear_inputs();
     identity.clear_outputs();
-    const CallCheck from_files = checker->Check(ServerCall(identity), *std::move(decoded));
+    const CallOutcome from_files = checker->Judge(ServerCall(identity), *std::move(decoded));
     EXPECT_EQ(from_files.status, from_message.status) << from_files.message;
     EXPECT_EQ(from_files.message, from_message.message);
     ASSERT_EQ(from_files.outputs.size(), from_message.outputs.size());

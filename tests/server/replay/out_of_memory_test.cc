@@ -87,12 +87,12 @@ void GoldenOutOfMemoryIsNeverAPass() {
   const std::unique_ptr<CallChecker> checker = Checker();
   if (!checker) std::exit(2);
   // Everything lazy (kernels, allocator pools) initialised before the limit, by a small call.
-  checker->Check(
+  checker->Judge(
       testing::BuildCall("aten::sum", "", {testing::R({64}, 1, at::kHalf), c10::IValue()}));
   const at::Tensor x = testing::R({8 << 20}, 2, at::kHalf) * 0.01;
   const v1::ApiCall call = testing::BuildCall("aten::sum", "", {x, c10::IValue()});
   LimitAddressSpace(uint64_t{40} << 20);
-  const CallCheck check = checker->Check(call);
+  const CallOutcome check = checker->Judge(call);
   RestoreAddressSpace();
   std::fprintf(stderr, "status %d, code %d: %s\n", static_cast<int>(check.status),
                static_cast<int>(check.error_code), check.message.c_str());
@@ -112,10 +112,10 @@ void DecodingOutOfMemoryIsNotARejection() {
   at::set_num_threads(1);
   const std::unique_ptr<CallChecker> checker = Checker();
   if (!checker) std::exit(2);
-  checker->Check(testing::BuildCall("aten::neg", "", {testing::R({64}, 1)}));
+  checker->Judge(testing::BuildCall("aten::neg", "", {testing::R({64}, 1)}));
   const v1::ApiCall call = testing::BuildCall("aten::neg", "", {testing::R({4 << 20}, 5)});
   LimitAddressSpace(uint64_t{8} << 20);
-  const CallCheck check = checker->Check(call);
+  const CallOutcome check = checker->Judge(call);
   RestoreAddressSpace();
   std::fprintf(stderr, "status %d, code %d: %s\n", static_cast<int>(check.status),
                static_cast<int>(check.error_code), check.message.c_str());

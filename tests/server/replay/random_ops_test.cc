@@ -56,7 +56,7 @@ v1::ApiCall RandomCall(const std::string& name, const std::string& overload, Sta
 }
 
 v1::Verdict Check(const CallChecker& checker, const v1::ApiCall& call) {
-  return ToVerdict(ServerCall(call), checker.Check(call));
+  return ToVerdict(ServerCall(call), checker.Judge(call));
 }
 
 at::Tensor Randn(std::vector<int64_t> shape, at::ScalarType dtype = at::kFloat,

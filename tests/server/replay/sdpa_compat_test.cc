@@ -77,7 +77,7 @@ class SdpaCompatTest : public ::testing::Test {
         },
         ++sequence_);
     if (edit) edit(call);
-    return ToVerdict(ServerCall(call), checker_->Check(call));
+    return ToVerdict(ServerCall(call), checker_->Judge(call));
   }
 
   std::unique_ptr<CallChecker> checker_;

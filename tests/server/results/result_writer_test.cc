@@ -32,11 +32,11 @@ std::vector<std::string> Rows(const std::string& path) {
 }
 
 // A checked call with one benchmark-standard output that failed on RMSE.
-CallCheck SampleCheck(CheckStatus status) {
-  CallCheck c;
+CallOutcome SampleCheck(CheckStatus status) {
+  CallOutcome c;
   c.status = status;
   c.message = status == CheckStatus::kError ? "output 0: rmse (benchmark)" : "";
-  OutputCheck out;
+  OutputOutcome out;
   out.index = 0;
   out.dtype = v1::DTYPE_FLOAT16;
   out.bench_dtype = v1::DTYPE_FLOAT16;
@@ -70,7 +70,7 @@ v1::ApiCall SampleCall(v1::Phase phase) {
 }
 
 absl::Status Write(ResultWriter& w, const CallOrigin& origin, const v1::ApiCall& call,
-                   const CallCheck& check) {
+                   const CallOutcome& check) {
   const ServerCall server_call(call);
   return w.Write(origin, server_call, check);
 }

@@ -55,7 +55,7 @@ class StreamContractTest : public ::testing::Test {
                          const BlobStore&) {
           const v1::ApiCall& call = server_call.wire;
           before(call.sequence());
-          parity::server::CallCheck check;
+          parity::server::CallOutcome check;
           check.status = parity::server::CheckStatus::kPass;
           return check;
         });

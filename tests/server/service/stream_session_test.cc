@@ -42,9 +42,9 @@ class FakeContext : public StreamContext {
     return last;
   }
   bool Enqueue(WorkItem, std::function<void()>) override { return true; }
-  CallCheck CheckCall(const CallOrigin& origin, const ServerCall& call, const BlobStore&) override {
+  CallOutcome RunCall(const CallOrigin& origin, const ServerCall& call, const BlobStore&) override {
     checked.push_back(origin.run_id + ":" + call.id.op_name);
-    CallCheck check;
+    CallOutcome check;
     check.status = CheckStatus::kPass;
     return check;
   }
@@ -243,7 +243,7 @@ TEST_F(StreamSessionTest,
   ASSERT_TRUE(Send(HelloMessage()).ok());
   ASSERT_TRUE(Send(CallMessage(1, "aten::silu")).ok());
   ASSERT_EQ(output_.queued.size(), 1u);
-  CheckedCall checked = session_.Check(std::move(output_.queued[0]));
+  CallAnswer checked = session_.RunCall(std::move(output_.queued[0]));
   ASSERT_TRUE(checked.error.ok()) << checked.error;
   ASSERT_TRUE(checked.verdict.has_value());
   v1::ServerMessage verdict;
@@ -265,7 +265,7 @@ TEST_F(StreamSessionTest,
   grpc::ByteBuffer broken(&slice, 1);
   ASSERT_TRUE(session_.OnMessage(broken).ok());
   ASSERT_EQ(output_.queued.size(), 2u);
-  CheckedCall bad = session_.Check(std::move(output_.queued[1]));
+  CallAnswer bad = session_.RunCall(std::move(output_.queued[1]));
   EXPECT_FALSE(bad.verdict.has_value());
   EXPECT_EQ(bad.error.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.error.message()), HasSubstr("message 3"));

@@ -17,7 +17,7 @@ namespace parity::server {
 // One output of a call, typed to the end: the writers and the verdict read the judgement's enum
 // standard and metric structs; names are made only where text is written
 // (server/call/verdict_encoder.h, server/results/).
-struct OutputCheck {
+struct OutputOutcome {
   uint32_t index = 0;  // position among the call's outputs, nested lists flattened
   OutputJudgement judgement;
   v1::DType dtype = v1::DTYPE_UNSPECIFIED;        // the device output's
@@ -49,7 +49,7 @@ struct InputWritten {
   uint64_t elements = 0;
 };
 
-struct CallCheck {
+struct CallOutcome {
   CheckStatus status = CheckStatus::kUnspecified;
   std::string message;
   // REJECTED: why (INVALID_ARGUMENT, RESOURCE_EXHAUSTED); SKIP of an op the bench cannot
@@ -64,7 +64,7 @@ struct CallCheck {
     double to_host = 0;  // of compare: the bench's and golden's outputs copied to the host
     bool bench_ran = false, golden_ran = false;
   } cpu;
-  std::vector<OutputCheck> outputs;
+  std::vector<OutputOutcome> outputs;
   // Read-only arguments the device changed during the call (ApiCall.inputs_written): the call is
   // an error whatever its outputs' comparison says.
   std::vector<InputWritten> inputs_written;
@@ -78,7 +78,7 @@ struct CallCheck {
 
 // The metric that decided the call's status where no output's did: input_written for a call that
 // changed a read-only argument (an error whatever its outputs say); empty otherwise.
-inline absl::string_view CallFailedMetric(const CallCheck& check) {
+inline absl::string_view CallFailedMetric(const CallOutcome& check) {
   return check.status == CheckStatus::kError && !check.inputs_written.empty()
              ? MetricName(Metric::kInputWritten)
              : absl::string_view();
