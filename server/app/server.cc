@@ -59,15 +59,14 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(const ServerC
     PARITY_ASSIGN_OR_RETURN(s->pipeline_,
                             CallPipeline::Create(s->config_.check, s->config_.parity.limits,
                                                  *s->standards_, *s->metrics_));
-    CallPipeline* pipeline = s->pipeline_.get();
-    handler = [pipeline](const CallOrigin& origin, const ServerCall& call, const BlobStore& blobs) {
-      return pipeline->Run(origin, call, blobs);
-    };
+    s->sink_ = s->pipeline_.get();
+  } else {
+    s->handler_sink_ = std::make_unique<HandlerSink>(std::move(handler));
+    s->sink_ = s->handler_sink_.get();
   }
   s->InitWorkers();
-  s->service_ =
-      std::make_unique<CheckService>(s->MakeServiceOptions(std::move(clients)), std::move(handler),
-                                     s->queue_.get(), s->metrics_.get());
+  s->service_ = std::make_unique<CheckService>(s->MakeServiceOptions(std::move(clients)), s->sink_,
+                                               s->queue_.get(), s->metrics_.get());
   return s;
 }
 

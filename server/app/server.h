@@ -3,12 +3,15 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/call/call_sink.h"
 #include "server/config/server_config.h"
 #include "server/service/check_service.h"
 
@@ -26,6 +29,24 @@ class CallPipeline;
 class MetricsEndpoint;
 class ServerMetrics;
 class StandardsTable;
+
+// What replaces the replay where a server must not check (parity-server --replay=false, the
+// transport's benchmarks, tests): a function in the CallSink's place.
+using CallHandler = std::function<CallOutcome(const CallOrigin& origin, const ServerCall& call,
+                                              const common::BlobSource& blobs)>;
+
+// A CallHandler as the service's sink.
+class HandlerSink final : public CallSink {
+ public:
+  explicit HandlerSink(CallHandler handler) : handler_(std::move(handler)) {}
+  CallOutcome Run(const CallOrigin& origin, const ServerCall& call,
+                  const common::BlobSource& blobs) override {
+    return handler_(origin, call, blobs);
+  }
+
+ private:
+  const CallHandler handler_;
+};
 
 class ParityServer {
  public:
@@ -73,7 +94,9 @@ class ParityServer {
   std::unique_ptr<StandardsTable> standards_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<ServerMetrics> metrics_;
-  std::unique_ptr<CallPipeline> pipeline_;  // null with a test's handler; uses metrics_
+  std::unique_ptr<CallPipeline> pipeline_;     // null with a test's handler; uses metrics_
+  std::unique_ptr<HandlerSink> handler_sink_;  // the test's handler, when given
+  CallSink* sink_ = nullptr;                   // the pipeline or the handler: the service's
   std::unique_ptr<WorkQueue> queue_;
   std::unique_ptr<CheckService> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -50,7 +50,7 @@ void WritePortFile(const std::string& path, int port, int metrics_port) {
 // The handler of --replay=false: every call is received and decoded, none is checked.
 parity::server::CallHandler SkipEverything() {
   return [](const parity::server::CallOrigin&, const parity::server::ServerCall& call,
-            const parity::server::BlobStore&) {
+            const parity::common::BlobSource&) {
     parity::server::CallOutcome skipped;
     skipped.status = parity::server::CheckStatus::kSkip;
     skipped.message = "not replayed: parity-server --replay=false";

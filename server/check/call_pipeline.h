@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "common/naming/selection.h"
 #include "parity/v1/parity.pb.h"
+#include "server/call/call_sink.h"
 #include "server/call/server_call.h"
 #include "server/check/pipeline_options.h"
 #include "server/results/result_rows.h"
@@ -28,7 +29,8 @@ class ResultWriter;
 class ServerMetrics;
 class StandardsTable;
 
-class CallPipeline {
+// The service's CallSink in a server: each worker hands it the calls it runs.
+class CallPipeline final : public CallSink {
  public:
   // Builds the checker, the result writer and the error data from `options` (the lists' names
   // no loaded operator has are warned about); `limits` are parity.limits.*, one message's
@@ -37,14 +39,14 @@ class CallPipeline {
                                                               const common::DecodeLimits& limits,
                                                               const StandardsTable& standards,
                                                               ServerMetrics& metrics);
-  ~CallPipeline();
+  ~CallPipeline() override;
 
   // Checks one call and returns what it decided: SKIP for a call the lists leave out; else replayed
   // and compared, its rows written, its error data saved (an error with its values kept), its
   // metrics counted. Never throws (the last line of defence is a SKIP naming the error).
   // Thread-safe: every worker calls it.
   CallOutcome Run(const CallOrigin& origin, const ServerCall& call,
-                  const common::BlobSource& blobs);
+                  const common::BlobSource& blobs) override;
 
   // A stream of `origin`'s rank ended after every call it sent was checked: the rank's waiting
   // result rows are written. Never throws.

@@ -14,10 +14,10 @@
 
 namespace parity::server {
 
-CheckService::CheckService(ServiceOptions options, CallHandler handler, WorkQueue* queue,
+CheckService::CheckService(ServiceOptions options, CallSink* sink, WorkQueue* queue,
                            ServerMetrics* metrics)
     : options_(std::move(options)),
-      handler_(std::move(handler)),
+      sink_(sink),
       queue_(queue),
       metrics_(metrics),
       partial_blobs_(options_.max_partial_blob_bytes),

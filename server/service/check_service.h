@@ -22,6 +22,7 @@
 #include "parity/v1/parity.grpc.pb.h"
 #include "server/call/call_origin.h"
 #include "server/call/call_outcome.h"
+#include "server/call/call_sink.h"
 #include "server/call/server_call.h"
 #include "server/service/blob_store.h"
 #include "server/service/byte_budget.h"
@@ -35,12 +36,6 @@ class ServerMetrics;
 
 using common::kProtocolVersion;
 
-// Checks one call and returns what it decided (server/check/call_pipeline.h:
-// CallPipeline::Run); runs on a worker thread, must not throw. `call` is made by the worker
-// from the message, once; the worker encodes the verdict from the result (ToVerdict).
-using CallHandler = std::function<CallOutcome(const CallOrigin& origin, const ServerCall& call,
-                                              const BlobStore& blobs)>;
-
 // The Check method is registered raw (ByteBuffer in and out): the reactor reads only the first
 // tag of each message, and an ApiCall, which carries the tensors, is parsed by the worker that
 // replays it. The gRPC thread that reads the stream then never copies tensor bytes, so reading
@@ -50,9 +45,8 @@ class CheckService final
     : public v1::PrecisionChecker::WithRawCallbackMethod_Check<v1::PrecisionChecker::Service>,
       private StreamContext {
  public:
-  // `queue` and `metrics` (may be null) must outlive the service.
-  CheckService(ServiceOptions options, CallHandler handler, WorkQueue* queue,
-               ServerMetrics* metrics);
+  // `sink`, `queue` and `metrics` (may be null) must outlive the service.
+  CheckService(ServiceOptions options, CallSink* sink, WorkQueue* queue, ServerMetrics* metrics);
 
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Check(
       grpc::CallbackServerContext* context) override;
@@ -87,17 +81,14 @@ class CheckService final
   ByteBudget* partial_blobs() override { return &partial_blobs_; }
   ByteBudget* kept_offered() override { return &kept_offered_; }
   bool Enqueue(WorkItem item, std::function<void()> on_admitted) override;
-  CallOutcome RunCall(const CallOrigin& origin, const ServerCall& call,
-                      const BlobStore& blobs) override {
-    return handler_(origin, call, blobs);
-  }
+  CallSink& sink() const override { return *sink_; }
   void StreamEnded(const CallOrigin* origin, bool counted) override;
   // Mutual TLS: why the stream's client certificate is refused ("" when it is not), counted by
   // cause and logged naming the peer, once a minute per peer host and cause.
   std::string RefusedClient(grpc::CallbackServerContext* context);
 
   const ServiceOptions options_;
-  const CallHandler handler_;
+  CallSink* const sink_;
   WorkQueue* const queue_;
   ServerMetrics* const metrics_;
   std::atomic<int> active_{0};

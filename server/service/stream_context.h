@@ -16,6 +16,7 @@ namespace parity::server {
 class BlobStore;
 class ByteBudget;
 class ServerMetrics;
+class CallSink;
 struct CallOutcome;
 struct CallOrigin;
 struct ServerCall;
@@ -44,9 +45,8 @@ class StreamContext {
   // Queues a call's check for a worker: true when queued; false when the queue is full and the
   // item is parked, `on_admitted` then runs (on a worker) once it is queued (WorkQueue).
   virtual bool Enqueue(WorkItem item, std::function<void()> on_admitted) = 0;
-  // Checks one call on a worker (the CallHandler the service was built with). Must not throw.
-  virtual CallOutcome RunCall(const CallOrigin& origin, const ServerCall& call,
-                              const BlobStore& blobs) = 0;
+  // Where a worker hands each call (the service's CallSink: the check pipeline).
+  virtual CallSink& sink() const = 0;
 
   // The stream ended, after every call it queued was handled: `origin` is its Hello's, or null
   // for a stream that never had one; `counted`: it was counted among the open streams (not

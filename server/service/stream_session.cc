@@ -324,7 +324,7 @@ CallAnswer StreamSession::RunCall(CallWork work) const {
     const ServerCall server_call(*work.call, origin_.framework);  // names and traits, made once
     // The one encoding of what the check decided (server/call/verdict_encoder.h).
     *msg.mutable_verdict() =
-        ToVerdict(server_call, context_->RunCall(origin_, server_call, *work.blobs));
+        ToVerdict(server_call, context_->sink().Run(origin_, server_call, *work.blobs));
     out.verdict = common::Serialize(msg);
   } catch (const std::bad_alloc&) {
     out.verdict.reset();

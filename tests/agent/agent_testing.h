@@ -56,9 +56,10 @@ class RecordingServer {
     config.port = port;
     config.parity.workers = static_cast<uint32_t>(workers);
     config.parity.queue_max_calls = 2;
-    auto s = server::ParityServer::Create(
-        config, [this](const server::CallOrigin& origin,
-                       const parity::server::ServerCall& server_call, const server::BlobStore&) {
+    auto s =
+        server::ParityServer::Create(config, [this](const server::CallOrigin& origin,
+                                                    const parity::server::ServerCall& server_call,
+                                                    const parity::common::BlobSource&) {
           const v1::ApiCall& call = server_call.wire;
           return Handle(origin, call);
         });

@@ -182,7 +182,7 @@ TEST(TlsFilesTest, TheAgentRefusesARevokedServerAndSendsItNoCall) {
   auto created = server::ParityServer::Create(
       parity::testing::TestServerConfig(parity::testing::MakeTempDir("parity_out_"), server_dir),
       [&calls](const server::CallOrigin&, const parity::server::ServerCall&,
-               const server::BlobStore&) {
+               const parity::common::BlobSource&) {
         ++calls;
         parity::server::CallOutcome check;
         check.status = parity::server::CheckStatus::kPass;

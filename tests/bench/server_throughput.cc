@@ -119,7 +119,7 @@ std::unique_ptr<parity::server::ParityServer> StartServer(const std::string& dir
   parity::server::CallHandler handler;
   if (!replay) {  // as parity-server --replay=false: every call answered SKIP unread
     handler = [](const parity::server::CallOrigin&, const parity::server::ServerCall&,
-                 const parity::server::BlobStore&) {
+                 const parity::common::BlobSource&) {
       parity::server::CallOutcome check;
       check.status = parity::server::CheckStatus::kSkip;
       return check;

@@ -461,7 +461,7 @@ std::unique_ptr<parity::server::ParityServer> StartServer(const std::string& tls
   parity::server::CallHandler pass;
   if (!replay) {
     pass = [](const parity::server::CallOrigin&, const parity::server::ServerCall&,
-              const parity::server::BlobStore&) {
+              const parity::common::BlobSource&) {
       parity::server::CallOutcome check;
       check.status = parity::server::CheckStatus::kPass;
       return check;

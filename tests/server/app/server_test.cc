@@ -608,7 +608,7 @@ TEST_F(ServerTest, FullQueueStopsReadingInsteadOfBuffering) {
   bool released = false;
   int started = 0;
   CallHandler handler = [&](const CallOrigin&, const parity::server::ServerCall&,
-                            const BlobStore&) {
+                            const parity::common::BlobSource&) {
     std::unique_lock<std::mutex> lock(mu);
     ++started;
     cv.notify_all();

@@ -52,7 +52,7 @@ class StreamContractTest : public ::testing::Test {
                     const std::function<void(uint64_t sequence)>& before) {
     auto s = ParityServer::Create(
         config, [before](const CallOrigin&, const parity::server::ServerCall& server_call,
-                         const BlobStore&) {
+                         const parity::common::BlobSource&) {
           const v1::ApiCall& call = server_call.wire;
           before(call.sequence());
           parity::server::CallOutcome check;

@@ -23,7 +23,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-class FakeContext : public StreamContext {
+class FakeContext : public StreamContext, public CallSink {
  public:
   FakeContext() : metrics_(registry_) { options_.server_info.set_kept_blob_bytes(1 << 20); }
 
@@ -42,7 +42,9 @@ class FakeContext : public StreamContext {
     return last;
   }
   bool Enqueue(WorkItem, std::function<void()>) override { return true; }
-  CallOutcome RunCall(const CallOrigin& origin, const ServerCall& call, const BlobStore&) override {
+  CallSink& sink() const override { return const_cast<FakeContext&>(*this); }
+  CallOutcome Run(const CallOrigin& origin, const ServerCall& call,
+                  const common::BlobSource&) override {
     checked.push_back(origin.run_id + ":" + call.id.op_name);
     CallOutcome check;
     check.status = CheckStatus::kPass;
