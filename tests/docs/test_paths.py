@@ -47,22 +47,31 @@ def short_path_exists(path, naming_file, folders):
                for base in ["", here, *sorted(folders)])
 
 
-def broken_references():
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
-                           capture_output=True, text=True, check=True).stdout.split()
-    folders = set()
-    for f in files:
-        while not f.startswith("build") and (f := os.path.dirname(f)):
-            folders.add(f)
-    broken = []
+def repository_files():
+    return subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                          capture_output=True, text=True, check=True).stdout.split()
+
+
+def scanned_texts(files):
+    """(name, text) of each file of the repository the lints read."""
     for name in files:
         if not SCANNED.search(name) or name.startswith("build"):
             continue
         try:
             with open(os.path.join(ROOT, name), encoding="utf-8") as f:
-                text = f.read()
+                yield name, f.read()
         except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
             continue
+
+
+def broken_references():
+    files = repository_files()
+    folders = set()
+    for f in files:
+        while not f.startswith("build") and (f := os.path.dirname(f)):
+            folders.add(f)
+    broken = []
+    for name, text in scanned_texts(files):
         for match in PATH.finditer(text):
             path = match.group(1).rstrip(".")
             if any(c in path for c in "*{}$<>") or exists(path, name):
@@ -101,17 +110,8 @@ ANCHORED = re.compile(r"((?:[\w./-]*/)?[\w-]+\.md)#([\w-]+)|\]\(#([\w-]+)\)")
 def broken_anchors():
     """Every 'page.md#section' (and a Markdown page's own '(#section)') names a heading of that
     page: a section renamed or moved to another page leaves no link behind (issue 67)."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
-                           capture_output=True, text=True, check=True).stdout.split()
     broken, cache = [], {}
-    for name in files:
-        if not SCANNED.search(name) or name.startswith("build"):
-            continue
-        try:
-            with open(os.path.join(ROOT, name), encoding="utf-8") as f:
-                text = f.read()
-        except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
-            continue
+    for name, text in scanned_texts(repository_files()):
         for m in ANCHORED.finditer(text):
             page, anchor = (m.group(1), m.group(2)) if m.group(1) else (None, m.group(3))
             if page is None:
