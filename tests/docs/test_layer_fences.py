@@ -5,6 +5,7 @@ headers passes, and a torch-free floor that includes torch stops too. The probes
 preprocessed with the target's own fence first, as the build compiles its sources.
 Arguments: the C++ compiler, then torch's include directories (from CMake)."""
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -16,8 +17,16 @@ COMPILER = sys.argv[1] if len(sys.argv) > 1 else "c++"
 # (The compiler's own directories stay its own: -isystem /usr/include would break libstdc++'s
 # include_next.)
 TORCH_INCLUDES = [d for d in sys.argv[2:] if d and d not in ("/usr/include", "/usr/local/include")]
-FLOORS = ["compare", "random", "call", "replay", "results", "metrics", "check", "service",
-          "config", "app"]
+
+
+def cmake_floors():
+    """PARITY_SERVER_FLOORS as cmake/ParityTargets.cmake sets it: the one list of the floors."""
+    with open(os.path.join(ROOT, "cmake", "ParityTargets.cmake"), encoding="utf-8") as f:
+        m = re.search(r"set\(PARITY_SERVER_FLOORS ([a-z ]+)\)", f.read())
+    return m.group(1).split()
+
+
+FLOORS = cmake_floors()
 TARGETS = {"compare": "parity_compare", "random": "parity_random", "call": "parity_call",
            "replay": "parity_replay", "results": "parity_results",
            "metrics": "parity_server_metrics", "check": "parity_check",
@@ -45,7 +54,8 @@ def preprocess(floor, include):
 
 
 class LayerFencesTest(unittest.TestCase):
-    def test_every_floor_has_its_fence(self):
+    def test_every_floor_has_its_target_and_fence(self):
+        self.assertEqual(sorted(FLOORS), sorted(TARGETS))
         for floor, target in TARGETS.items():
             self.assertTrue(os.path.isdir(os.path.join(BUILD, "layer_fences", target)), target)
 

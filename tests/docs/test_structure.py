@@ -156,54 +156,9 @@ class StructureTest(unittest.TestCase):
         self.assertEqual(found, [], "\n" + "\n".join(found))
 
 
-# The server's folders from the bottom up: a file includes from its own floor or lower ones only
-# (the comparison knows nothing of random ops' statistics, calls or replays, a call's own types nothing of torch's
-# replay, results nothing of replays or metrics, the service nothing of the app that wires it;
-# the parsed configuration nests the components' options and no component sees it). (issue 53)
-SERVER_FLOORS = ["compare", "random", "call", "replay", "results", "metrics", "check", "service",
-                 "config", "app"]
-SERVER_INCLUDE = re.compile(r'^#include "server/([a-z_]+)/', re.M)
-
-
-def upward_includes(name, text):
-    """The includes of `name` (server/<floor>/...) that reach a higher floor."""
-    parts = name.split("/")
-    if len(parts) < 3 or parts[0] != "server" or parts[1] not in SERVER_FLOORS:
-        return []
-    floor = SERVER_FLOORS.index(parts[1])
-    return [f"{name} includes server/{d}/ (above {parts[1]}/)"
-            for d in SERVER_INCLUDE.findall(text)
-            if d in SERVER_FLOORS and SERVER_FLOORS.index(d) > floor]
-
-
-TORCH_INCLUDE = re.compile(r'^#include [<"]((?:ATen|c10|torch)/[^>"]+|common/torch/[^>"]+)[>"]', re.M)
-
-
-def torch_includes(name, text):
-    """The torch headers that `name` includes, for a folder that must build without torch."""
-    parts = name.split("/")
-    if len(parts) < 3 or parts[0] != "server" or parts[1] not in ("call", "results", "config"):
-        return []
-    return [f"{name} includes <{h}>" for h in TORCH_INCLUDE.findall(text)]
-
-
-class LayersTest(unittest.TestCase):
-    def test_finds_an_upward_include(self):
-        self.assertEqual(
-            upward_includes("server/results/error_data.cc", '#include "server/metrics/metrics.h"\n'),
-            ["server/results/error_data.cc includes server/metrics/ (above results/)"])
-        self.assertEqual(
-            upward_includes("server/app/server.cc", '#include "server/compare/standards.h"\n'), [])
-
-    def test_no_server_file_includes_from_a_higher_floor(self):
-        found = every_product_file(upward_includes)
-        self.assertEqual(found, [], "\n" + "\n".join(found))
-
-    def test_a_calls_own_types_and_the_results_are_torch_free(self):
-        self.assertEqual(torch_includes("server/call/" + "x.h", '#include <ATen/core/ivalue.h>\n'),
-                         ["server/call/" + "x.h includes <ATen/core/ivalue.h>"])
-        found = every_product_file(torch_includes)
-        self.assertEqual(found, [], "\n" + "\n".join(found))
+# The server's floors (a file includes from its own floor or lower ones only; the torch-free ones
+# include no torch) are enforced by the compiler since issue 67: cmake/ParityTargets.cmake's
+# parity_layer, shown by ctest layer_fences (tests/docs/test_layer_fences.py).
 
 
 # common/ is the floor under both sides: it includes nothing of server/, agent/ or oplib/ (the
