@@ -293,10 +293,7 @@ void JudgeOutputs(const ServerCall& call, const DecodedCall& decoded, const Repl
 }
 
 void ApplyInputsWritten(const ServerCall& call, CallOutcome* check) {
-  for (const std::string& note : call.unchecked_writes) {
-    if (check->unchecked_writes.size() == kMaxUncheckedWrites) break;
-    check->unchecked_writes.push_back(note.substr(0, kMaxUncheckedWriteBytes));
-  }
+  check->unchecked_writes = call.unchecked_writes;  // capped where the message was read
   const std::vector<InputWritten>& written = call.inputs_written;
   if (written.empty() || check->status == CheckStatus::kRejected) return;
   std::string what;

@@ -107,6 +107,33 @@ TEST(ServerCallTest, TheIdentityIsDecodedOnceAndOwned) {
   EXPECT_EQ(call.DataName(), "aten::linear.3.backward.2");
 }
 
+// What the agent found of the call's writes is read once, here, and bounded as a verdict
+// carries it: a client sending more notes, or longer ones, than the contract allows makes no
+// larger a call record (kMaxUncheckedWrites notes of kMaxUncheckedWriteBytes).
+TEST(ServerCallTest, TheAgentsWriteNotesAreReadOnceWithinTheirBounds) {
+  v1::ApiCall wire = Call("aten::add_", "Tensor", v1::PHASE_FORWARD);
+  wire.add_inputs()->set_int_value(1);
+  wire.add_inputs()->set_int_value(2);
+  for (int i = 0; i < 100; ++i) wire.add_unchecked_writes(std::string(5000, 'a' + i % 26));
+  v1::InputWritten* w = wire.add_inputs_written();
+  w->set_index(1);
+  w->set_name("other");
+  w->set_changed_elements(3);
+  w->set_elements(8);
+  const ServerCall call(wire);
+  ASSERT_EQ(call.unchecked_writes.size(), kMaxUncheckedWrites);
+  for (const std::string& note : call.unchecked_writes) {
+    EXPECT_EQ(note.size(), kMaxUncheckedWriteBytes);
+  }
+  EXPECT_EQ(call.unchecked_writes[1], std::string(kMaxUncheckedWriteBytes, 'b'));
+  ASSERT_EQ(call.inputs_written.size(), 1u);
+  EXPECT_EQ(call.inputs_written[0].index, 1u);
+  EXPECT_EQ(call.inputs_written[0].name, "other");
+  EXPECT_EQ(call.inputs_written[0].changed_elements, 3u);
+  EXPECT_EQ(call.inputs_written[0].elements, 8u);
+  EXPECT_EQ(call.input_count, 2);
+}
+
 TEST(ServerCallTest, OperatorTraitsAreResolvedOnceAndShared) {
   const v1::ApiCall a = Call("aten::dropout", "", v1::PHASE_FORWARD);
   const v1::ApiCall b = Call("aten::dropout", "", v1::PHASE_BACKWARD);
