@@ -19,8 +19,10 @@ set(PARITY_SERVER_FLOORS compare random call replay results metrics check servic
 # <floor>, each an #error naming both. An include of a higher floor stops the build there.
 # TORCH_FREE also fences off c10/macros/Macros.h, which every torch header includes, so a
 # torch-free floor that includes torch, directly or through another header, does not compile.
+# PROTO_FREE fences off the generated parity.pb.h and parity.grpc.pb.h the same way: the wire is
+# read at the edge (server/call/, server/service/) and nowhere else.
 function(parity_layer target floor)
-  cmake_parse_arguments(L "TORCH_FREE" "" "" ${ARGN})
+  cmake_parse_arguments(L "TORCH_FREE;PROTO_FREE" "" "" ${ARGN})
   set(_fence ${PROJECT_BINARY_DIR}/layer_fences/${target})
   file(MAKE_DIRECTORY ${_fence})
   list(FIND PARITY_SERVER_FLOORS ${floor} _index)
@@ -44,6 +46,12 @@ function(parity_layer target floor)
   if(L_TORCH_FREE)
     file(CONFIGURE OUTPUT ${_fence}/c10/macros/Macros.h CONTENT
          "#error \"server/${floor}/ is torch-free: it includes a torch header (docs/design.md#the-tree)\"\n")
+  endif()
+  if(L_PROTO_FREE)
+    foreach(_pb parity.pb.h parity.grpc.pb.h)
+      file(CONFIGURE OUTPUT ${_fence}/parity/v1/${_pb} CONTENT
+           "#error \"server/${floor}/ includes parity/v1/${_pb}: the wire is read at the edge, server/call/ and server/service/ (docs/design.md#the-tree)\"\n")
+    endforeach()
   endif()
   target_include_directories(${target} BEFORE PRIVATE ${_fence})
   parity_warnings(${target})

@@ -1,5 +1,7 @@
 #include "agent/transport/call_encoder.h"
 
+#include "parity/v1/parity.pb.h"
+
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/slice.h>
 

@@ -1,5 +1,7 @@
 #include "agent/transport/connection.h"
 
+#include "parity/v1/parity.pb.h"
+
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -20,21 +22,11 @@ struct Connection::Live {
 };
 
 LinkOptions LinkOptions::From(const common::AgentConfig& config) {
-  const common::AgentOptions& o = config.parity;
   LinkOptions l;
+  static_cast<common::LinkKeys&>(l) = config.parity.link;
   l.host = config.host;
   l.port = config.port;
   l.tls_path = config.tls_path;
-  l.plaintext = o.plaintext;
-  l.server_name = o.server_name;
-  l.tls_key_password_file = o.tls_key_password_file;
-  l.connect_timeout_ms = o.connect_timeout_ms;
-  l.reconnect_max_ms = o.reconnect_max_ms;
-  l.background_nice = o.background_nice;
-  l.max_inline_tensor_bytes = o.max_inline_tensor_bytes;
-  l.max_tensor_bytes = o.max_tensor_bytes;
-  l.reuse_bytes = o.reuse_bytes;
-  l.wait_for_server_at_exit = o.wait_for_server_at_exit;
   return l;
 }
 

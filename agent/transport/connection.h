@@ -32,26 +32,16 @@ class Status;
 namespace parity::agent {
 
 class CheckStream;
-// What the link runs with, and only that: the server's address and TLS, its timeouts, the
-// payload limits the agent asks for, and this process's Hello. Owned by the Connection; made
-// from the parsed configuration by LinkOptions::From (each key keeps the one default of its row
-// in common/config/config_keys.cc).
-struct LinkOptions {
+// What the link runs with, and only that: its keys (common::LinkKeys: TLS, timeouts, the
+// payload limits the agent asks for, as the configuration read them), the server's address and
+// this process's Hello. Owned by the Connection; made from the parsed configuration by
+// LinkOptions::From.
+struct LinkOptions : common::LinkKeys {
   static LinkOptions From(const common::AgentConfig& config);  // the Hello left empty
 
   std::string host;   // tensor.host: one server or several, comma-separated
   int64_t port = -1;  // tensor.port
   std::string tls_path;
-  bool plaintext = false;
-  std::string server_name;
-  std::string tls_key_password_file;
-  uint32_t connect_timeout_ms = 0;
-  uint32_t reconnect_max_ms = 0;
-  uint32_t background_nice = 0;  // for gRPC's threads, as for the sender's
-  uint64_t max_inline_tensor_bytes = 0;
-  uint64_t max_tensor_bytes = 0;
-  uint64_t reuse_bytes = 0;
-  bool wait_for_server_at_exit = false;
   v1::Hello hello;  // this process: sent at every connection (protocol version filled in)
 };
 

@@ -1,5 +1,7 @@
 #include "agent/transport/counters.h"
 
+#include "parity/v1/parity.pb.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 

@@ -28,12 +28,19 @@ void Append(std::vector<std::string>& out, absl::string_view key, const common::
 
 }  // namespace
 
-CallFilter::CallFilter(const common::AgentConfig& c)
-    : ranks_(c.rank),
-      steps_(c.step),
-      list_(Names(c.list, /*substrings=*/true)),
-      white_(Names(c.parity.white_list)),
-      black_(Names(c.parity.black_list)) {}
+CallFilter::CallFilter(std::vector<int64_t> ranks, std::vector<int64_t> steps,
+                       const std::vector<std::string>& list,
+                       const std::vector<std::string>& white_list,
+                       const std::vector<std::string>& black_list)
+    : ranks_(std::move(ranks)),
+      steps_(std::move(steps)),
+      list_(Names(list, /*substrings=*/true)),
+      white_(Names(white_list)),
+      black_(Names(black_list)) {}
+
+CallFilter CallFilter::Of(const common::AgentConfig& c) {
+  return CallFilter(c.rank, c.step, c.list, c.parity.white_list, c.parity.black_list);
+}
 
 bool CallFilter::RankSelected(int64_t rank) const { return Contains(ranks_, rank); }
 bool CallFilter::StepSelected(int64_t step) const { return Contains(steps_, step); }

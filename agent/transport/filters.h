@@ -21,7 +21,12 @@ namespace parity::agent {
 // they parse.
 class CallFilter {
  public:
-  explicit CallFilter(const common::AgentConfig& config);
+  // msprobe's rank, step and list, Parity's parity.white_list and parity.black_list.
+  CallFilter(std::vector<int64_t> ranks, std::vector<int64_t> steps,
+             const std::vector<std::string>& list, const std::vector<std::string>& white_list,
+             const std::vector<std::string>& black_list);
+  // The same keys of a parsed configuration.
+  static CallFilter Of(const common::AgentConfig& config);
 
   // msprobe `rank`: empty = every rank.
   bool RankSelected(int64_t rank) const;

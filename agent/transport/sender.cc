@@ -32,24 +32,12 @@ namespace parity::agent {
 
 SenderOptions SenderOptionsFor(const common::AgentConfig& c, const std::string& framework_version,
                                const std::string& device_type) {
-  const common::AgentOptions& o = c.parity;
   SenderOptions s;
-  s.queue_max_calls = o.queue_max_calls;
-  s.queue_max_bytes = o.queue_max_bytes;
-  s.policy = o.policy;
-  s.block_timeout_ms = o.block_timeout_ms;
-  s.batch_calls = o.batch_calls;
-  s.background_nice = o.background_nice;
-  s.reconnect_initial_ms = o.reconnect_initial_ms;
-  s.reconnect_max_ms = o.reconnect_max_ms;
-  s.stats_interval_ms = o.stats_interval_ms;
-  s.flush_timeout_ms = o.flush_timeout_ms;
-  s.wait_for_server_at_exit = o.wait_for_server_at_exit;
-  s.checksum = o.checksum;
+  static_cast<common::SenderKeys&>(s) = c.parity.sender;
   s.link = LinkOptions::From(c);
   v1::Hello& h = s.link.hello;
   h.set_protocol_version(common::kProtocolVersion);
-  h.set_run_id(o.run_id);
+  h.set_run_id(c.parity.run_id);
   char host[256] = {0};
   ::gethostname(host, sizeof(host) - 1);
   h.set_hostname(host);
@@ -60,7 +48,7 @@ SenderOptions SenderOptionsFor(const common::AgentConfig& c, const std::string& 
   h.set_config_digest(common::AgentConfigDigest(c));
   // The server may answer with VerdictBatches; parity.batch_calls 1 asks for every message
   // alone, both ways.
-  h.set_accepts_batches(o.batch_calls > 1);
+  h.set_accepts_batches(s.batch_calls > 1);
   return s;
 }
 
@@ -115,9 +103,9 @@ void Sender::Run() {
 #if defined(__linux__)
   pthread_setname_np(pthread_self(), "parity-sender");  // in top, perf and gdb
 #endif
-  LowerThisThreadOnce(static_cast<int>(options_.background_nice));
+  LowerThisThreadOnce(static_cast<int>(options_.link.background_nice));
   auto last_stats = std::chrono::steady_clock::now();
-  double backoff_ms = options_.reconnect_initial_ms;
+  double backoff_ms = options_.link.reconnect_initial_ms;
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
@@ -162,17 +150,17 @@ bool Sender::Reconnect(double* backoff_ms) {
   }
   // A server that answered the diagnosis is retried after the initial back-off.
   if (!connected && conn_->answered_afterwards()) {
-    *backoff_ms = options_.reconnect_initial_ms;
+    *backoff_ms = options_.link.reconnect_initial_ms;
   }
   if (!connected) {
     // Jittered exponential back-off, capped: many ranks must not reconnect in lock-step.
     static thread_local std::mt19937 rng(static_cast<uint32_t>(::getpid()));
     const double jitter = std::uniform_real_distribution<double>(0.5, 1.0)(rng);
     Waiting(std::chrono::milliseconds(static_cast<int64_t>(*backoff_ms * jitter)));
-    *backoff_ms = std::min<double>(*backoff_ms * 2, options_.reconnect_max_ms);
+    *backoff_ms = std::min<double>(*backoff_ms * 2, options_.link.reconnect_max_ms);
     return false;
   }
-  *backoff_ms = options_.reconnect_initial_ms;
+  *backoff_ms = options_.link.reconnect_initial_ms;
   return true;
 }
 
@@ -396,7 +384,7 @@ bool Sender::Flush(std::chrono::milliseconds timeout) {
     // attempt failed: its reason is already in the log.
     if ((conn_->undeliverable() || refused_.load()) && !counters_.connected()) break;
     if (closing_.load() && conn_->unreachable() && !counters_.connected() &&
-        !last_attempt_.load() && !options_.wait_for_server_at_exit) {
+        !last_attempt_.load() && !options_.link.wait_for_server_at_exit) {
       break;
     }
     // The queue has its own condition variable: re-check in short slices.

@@ -33,22 +33,10 @@ namespace parity::agent {
 struct CallEncoding;  // agent/transport/call_encoder.h
 class MessagePacker;  // agent/transport/sender.cc: the items of the next message
 
-// What the sender runs with: the keys it reads (queueing, batching, pacing; each with the one
-// default its row in common/config/config_keys.cc gives it), its connection's own options (the
-// Hello in them), and the hooks of the session that owns it.
-struct SenderOptions {
-  uint32_t queue_max_calls = 0;
-  uint64_t queue_max_bytes = 0;
-  common::QueuePolicy policy = common::QueuePolicy::kBlock;
-  uint32_t block_timeout_ms = 0;
-  uint32_t batch_calls = 0;
-  uint32_t background_nice = 0;
-  uint32_t reconnect_initial_ms = 0;
-  uint32_t reconnect_max_ms = 0;
-  uint32_t stats_interval_ms = 0;
-  uint32_t flush_timeout_ms = 0;
-  bool wait_for_server_at_exit = false;
-  bool checksum = false;
+// What the sender runs with: its keys (common::SenderKeys: queueing, batching, pacing, as the
+// configuration read them), its connection's options (the link's keys, which pace its attempts
+// too, and the Hello), and the hooks of the session that owns it.
+struct SenderOptions : common::SenderKeys {
   // Connect when the first call is pushed, not at Start(): a process that may capture nothing
   // (a launcher of spawned ranks) never says Hello (PARITY_HOST_CONNECT_AT_FIRST_CALL).
   bool connect_at_first_call = false;

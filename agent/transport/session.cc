@@ -1,5 +1,7 @@
 #include "agent/transport/session.h"
 
+#include "parity/v1/parity.pb.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,17 +55,17 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(common::AgentConfig con
   // Unusable TLS files are a configuration error like any other (the training is told at
   // start, not left running unchecked with one log line). Files that go after the start are
   // the link's to report (kUndeliverable).
-  if (!config.parity.plaintext) {
+  if (!config.parity.link.plaintext) {
     absl::StatusOr<common::ChannelTls> tls =
-        common::LoadChannelTls(config.tls_path, config.parity.tls_key_password_file);
+        common::LoadChannelTls(config.tls_path, config.parity.link.tls_key_password_file);
     if (!tls.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("tensor.tls_path: ", tls.status().message(),
                        " (or set parity.plaintext: true for a server without TLS)"));
     }
   }
-  if (!config.parity.operator_catalogue.empty()) {
-    if (absl::Status s = common::AddToOperatorCatalogue(config.parity.operator_catalogue);
+  if (!config.parity.capture.operator_catalogue.empty()) {
+    if (absl::Status s = common::AddToOperatorCatalogue(config.parity.capture.operator_catalogue);
         !s.ok()) {
       return s;
     }
@@ -77,11 +79,11 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(common::AgentConfig con
 Session::Session(common::AgentConfig config, const parity_host& host)
     : config_(std::move(config)),
       rank_(EnvInt("RANK", 0)),
-      rank_selected_(CallFilter(config_).RankSelected(rank_)),
-      filter_(config_),
+      rank_selected_(CallFilter::Of(config_).RankSelected(rank_)),
+      filter_(CallFilter::Of(config_)),
       scope_(config_.scope),
-      budget_(config_.parity.max_checks_per_signature,
-              config_.parity.budget_period == common::BudgetPeriod::kStep) {
+      budget_(config_.parity.capture.max_checks_per_signature,
+              config_.parity.capture.budget_period == common::BudgetPeriod::kStep) {
   std::memcpy(&host_, &host, std::min<std::size_t>(sizeof(host_), host.size));
   host_.size = sizeof(host_);
   framework_version_ = host_.framework_version != nullptr ? host_.framework_version : "";
@@ -124,8 +126,8 @@ void Session::Start() {
         std::move(options), counters_, [this](const v1::Verdict& v) { OnVerdict(v); },
         [this] { return names_.step(); });
     sender_->Start();
-    const std::string server = absl::StrCat(config_.host, ":", config_.port,
-                                            config_.parity.plaintext ? " (plaintext)" : " (TLS)");
+    const std::string server = absl::StrCat(
+        config_.host, ":", config_.port, config_.parity.link.plaintext ? " (plaintext)" : " (TLS)");
     if (sender_->connect_pending()) {
       // A launcher of spawned ranks runs no operator: it never connects, and ends silently.
       common::LogInfo(absl::StrCat("no RANK in this process: it checks its calls as rank ", rank_,
@@ -204,7 +206,7 @@ void Session::UpdateHook() {
   const bool want = running_ && !ended_.load() && rank_selected_ && !refused_ &&
                     (!explicit_steps_.load() || filter_.StepSelected(names_.step()));
   if (want != hook_on_ && host_.set_capture != nullptr) {
-    host_.set_capture(host_.ctx, want ? 1 : 0, config_.parity.snapshot_pool_bytes);
+    host_.set_capture(host_.ctx, want ? 1 : 0, config_.parity.capture.snapshot_pool_bytes);
   }
   hook_on_ = want;
 }
@@ -323,7 +325,7 @@ void Session::CustomFunction(const std::string& name, int64_t sequence_nr,
 
 std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint32_t* flags) {
   *flags = 0;
-  if (site.backward && !config_.parity.capture_backward) return nullptr;
+  if (site.backward && !config_.parity.capture.capture_backward) return nullptr;
   if (!site.backward && forward_ended_.load(std::memory_order_relaxed)) return nullptr;
   const int64_t step = names_.step();
   if (!filter_.StepSelected(step)) return nullptr;
@@ -372,10 +374,10 @@ std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint3
     return nullptr;
   }
   *flags = PARITY_CALL_WITH_VALUES;
-  if (config_.parity.detect_input_writes) *flags |= PARITY_CALL_CHECK_INPUTS;
+  if (config_.parity.capture.detect_input_writes) *flags |= PARITY_CALL_CHECK_INPUTS;
   if (traits.random_family != common::RandomFamily::kNone) {
     *flags |= PARITY_CALL_RANDOM;
-  } else if (config_.parity.detect_random) {
+  } else if (config_.parity.capture.detect_random) {
     *flags |= PARITY_CALL_WATCH_GENERATOR;
     call->watch_generator = true;
   }

@@ -139,7 +139,7 @@ absl::Status ValidateAgentConfig(const AgentConfig& c) {
   } else if (c.port < 1 || c.port > 65535) {
     errors.push_back(absl::StrCat("tensor.port: must be between 1 and 65535, got ", c.port));
   }
-  if (c.tls_path.empty() && !c.parity.plaintext) {
+  if (c.tls_path.empty() && !c.parity.link.plaintext) {
     errors.push_back(
         "tensor.tls_path: TLS is required. Point tls_path at a folder holding ca.crt (and "
         "client.crt, client.key for mutual TLS), or set parity.plaintext to true to send "
@@ -157,13 +157,13 @@ absl::Status ValidateAgentConfig(const AgentConfig& c) {
   CheckNames("tensor.list", c.list, true, errors);
   CheckNames("parity.white_list", c.parity.white_list, false, errors);
   CheckNames("parity.black_list", c.parity.black_list, false, errors);
-  if (c.parity.reconnect_initial_ms > c.parity.reconnect_max_ms) {
+  if (c.parity.link.reconnect_initial_ms > c.parity.link.reconnect_max_ms) {
     errors.push_back("parity.reconnect_initial_ms: must not exceed parity.reconnect_max_ms");
   }
-  if (c.parity.max_inline_tensor_bytes > c.parity.max_tensor_bytes) {
+  if (c.parity.link.max_inline_tensor_bytes > c.parity.link.max_tensor_bytes) {
     errors.push_back("parity.max_inline_tensor_bytes: must not exceed parity.max_tensor_bytes");
   }
-  if (c.parity.queue_max_bytes == 0 || c.parity.queue_max_calls == 0) {
+  if (c.parity.sender.queue_max_bytes == 0 || c.parity.sender.queue_max_calls == 0) {
     errors.push_back("parity.queue_max_bytes, parity.queue_max_calls: must be positive");
   }
   if (errors.empty()) return absl::OkStatus();
@@ -276,7 +276,7 @@ absl::StatusOr<Parsed<AgentConfig>> ParseAgentConfig(absl::string_view json_text
   const bool tls_path_given = tensor != nullptr && tensor->is_object() &&
                               tensor->contains("tls_path") && (*tensor)["tls_path"].is_string() &&
                               !(*tensor)["tls_path"].get<std::string>().empty();
-  if (out.config.parity.plaintext && tls_path_given) {
+  if (out.config.parity.link.plaintext && tls_path_given) {
     issues.warnings.push_back(WithLine(
         issues,
         "parity.plaintext: true, so tensor.tls_path is not used: the agent connects without TLS, "

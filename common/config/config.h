@@ -32,38 +32,53 @@ enum class ApiNames {
 // Over which period the per-signature sampling budget is counted.
 enum class BudgetPeriod { kStep, kRun };
 
-// The agent's "parity" section.
-struct AgentOptions {
+// The agent's "parity" section, nested by the component that reads each key (as the server's
+// are: server/config/server_config.h). Each key is read from the file once, into the one field
+// its row in common/config/config_keys.cc points at; the components take their part as it is
+// (agent/transport/sender.h's SenderOptions is a SenderKeys, connection.h's LinkOptions a
+// LinkKeys), with nothing copied key by key.
+
+// The sender's: its queue, batching and pacing (agent/transport/sender.h).
+struct SenderKeys {
   uint64_t queue_max_bytes = uint64_t{256} << 20;
-  uint64_t snapshot_pool_bytes = uint64_t{128} << 20;  // free snapshot buffers kept; 0 = none
-  // Sent tensors remembered per connection (their snapshots kept) so that an equal one is named
-  // instead of sent again; at most the server's ServerInfo.kept_blob_bytes; 0 = off.
-  uint64_t reuse_bytes = uint64_t{256} << 20;
   uint32_t queue_max_calls = 1024;
   uint32_t batch_calls = 64;  // calls waiting together sent in one message (1: one each)
-  // Added to the nice value of the agent's own threads (the sender, gRPC's callback threads of
-  // its stream): the training goes first on busy cores. 0: the training's priority.
-  uint32_t background_nice = 10;
   QueuePolicy policy = QueuePolicy::kBlock;
-  uint32_t block_timeout_ms = 10000;      // kBlock: longest wait per call; 0 = no limit
-  uint32_t max_checks_per_signature = 0;  // 0 = check every call
-  BudgetPeriod budget_period = BudgetPeriod::kRun;
-  ApiNames api_names = ApiNames::kCallSite;
-  bool fail_fast = false;             // step() raises after an error verdict
+  uint32_t block_timeout_ms = 10000;  // kBlock: longest wait per call; 0 = no limit
+  uint32_t flush_timeout_ms = 30000;  // stop() waits at most this long for the queue
+  uint32_t stats_interval_ms = 5000;  // how often the agent sends its counters to the server
+  bool checksum = false;              // CRC-32C on every payload
+};
+
+// The link's: how the server is reached and what its stream carries
+// (agent/transport/connection.h).
+struct LinkKeys {
   bool plaintext = false;             // explicit opt-out of TLS
   std::string server_name;            // TLS name to verify, when it differs from host
   std::string tls_key_password_file;  // passphrase of an encrypted client.key (else the env var)
   uint32_t connect_timeout_ms = 5000;
   uint32_t reconnect_initial_ms = 200;
   uint32_t reconnect_max_ms = 30000;
-  uint32_t flush_timeout_ms = 30000;  // stop() waits at most this long for the queue
+  // Added to the nice value of the agent's own threads (the sender, gRPC's callback threads of
+  // its stream): the training goes first on busy cores. 0: the training's priority.
+  uint32_t background_nice = 10;
   // The end of the session waits (flush_timeout_ms) for a server whose last connection attempt
   // failed, for one that comes up late; by default it gives up at once.
   bool wait_for_server_at_exit = false;
-  uint32_t stats_interval_ms = 5000;  // how often the agent sends its counters to the server
   uint64_t max_inline_tensor_bytes = uint64_t{4} << 20;  // larger tensors travel in chunks
   uint64_t max_tensor_bytes = uint64_t{256} << 20;       // larger tensors: statistics only
-  bool checksum = false;                                 // CRC-32C on every payload
+  // Sent tensors remembered per connection (their snapshots kept) so that an equal one is named
+  // instead of sent again; at most the server's ServerInfo.kept_blob_bytes; 0 = off.
+  uint64_t reuse_bytes = uint64_t{256} << 20;
+};
+
+// The capture's: which calls the training's hooks take and what they look for
+// (agent/transport/session.h, the torch half).
+struct CaptureKeys {
+  uint64_t snapshot_pool_bytes = uint64_t{128} << 20;  // free snapshot buffers kept; 0 = none
+  uint32_t max_checks_per_signature = 0;               // 0 = check every call
+  BudgetPeriod budget_period = BudgetPeriod::kRun;
+  ApiNames api_names = ApiNames::kCallSite;
   bool capture_backward = true;
   // Watch the generator of every call whose operator no catalogue lists as random: a call that
   // moved it drew random numbers (SDPA with dropout_p > 0, a user's fused op) and is sent as a
@@ -75,10 +90,19 @@ struct AgentOptions {
   // A catalogue file adding operators to the built-in one (common/naming/operators.json's form):
   // random ops, ops never replayed, communication ops of the user's own libraries.
   std::string operator_catalogue;
+};
+
+struct AgentOptions {
+  SenderKeys sender;
+  LinkKeys link;
+  CaptureKeys capture;
+  // The selection's (agent/transport/filters.h, with msprobe's rank, step and list).
   std::vector<std::string> white_list;  // bare op names ("gelu"); empty = all
   std::vector<std::string> black_list;  // wins over white_list
-  std::string run_id;                   // shared by the ranks of a run; default: generated
-  std::string log_level = "info";       // "debug", "info", "warning", "error"
+  // The session's own.
+  bool fail_fast = false;          // step() raises after an error verdict
+  std::string run_id;              // shared by the ranks of a run; default: generated
+  std::string log_level = "info";  // "debug", "info", "warning", "error"
 };
 
 // The agent's configuration (msprobe task "tensor" with online_run_ut).

@@ -42,6 +42,18 @@ const char kPrecisionHelp[] =
 
 std::vector<std::string> LogLevels() { return {"debug", "info", "warning", "error"}; }
 
+void ReadTlsPath(ConfigReader& r, const std::string& name, std::string* tls_path, bool* plaintext) {
+  r.String(name, tls_path);
+  if (tls_path->empty()) {
+    *plaintext = true;
+    r.Warning(name, kPlaintextWarning);
+  }
+}
+
+std::string ShowTlsPath(const std::string& tls_path, bool plaintext) {
+  return plaintext ? std::string("(plaintext)") : tls_path;
+}
+
 const char* const kOtherTaskSections[] = {"statistics", "overflow_check", "free_benchmark",
                                           "grad_probe", "structure",      "diff_check",
                                           "nan_check"};
@@ -181,17 +193,23 @@ const KeyTable<AgentConfig>& AgentTable() {
           [](const C& c) { return absl::StrCat(c.port); },
           "benchmark server port, 1–65535 (msprobe's `-1` means unset: an error)")
           .DocsDefault("required"),
-      K::Custom("tensor.tls_path", KeyKind::kString, config_internal::ReadTlsPath<C>,
-                config_internal::ShowTlsPath<C>,
-                "folder with `ca.crt`, and `client.crt` + `client.key` for mutual TLS; `\"\"`: "
-                "plaintext, as in msprobe, with a warning")
+      K::Custom(
+          "tensor.tls_path", KeyKind::kString,
+          [](ConfigReader& r, const std::string& n, C& c) {
+            config_internal::ReadTlsPath(r, n, &c.tls_path, &c.parity.link.plaintext);
+          },
+          [](const C& c) {
+            return config_internal::ShowTlsPath(c.tls_path, c.parity.link.plaintext);
+          },
+          "folder with `ca.crt`, and `client.crt` + `client.key` for mutual TLS; `\"\"`: "
+          "plaintext, as in msprobe, with a warning")
           .DocsDefault("`\"./\"` (msprobe's default)"),
       K::Custom(
           "tensor.online_run_ut_recompute", KeyKind::kBool,
           [](ConfigReader& r, const std::string& n, C& c) {
             bool recompute = false;
             r.Bool(n, &recompute);
-            if (recompute) c.parity.capture_backward = false;
+            if (recompute) c.parity.capture.capture_backward = false;
           },
           nullptr, "`true` turns off backward capture (as in msprobe)")
           .DocsDefault("`false`"),
@@ -200,12 +218,12 @@ const KeyTable<AgentConfig>& AgentTable() {
       K::Ignored("tensor.summary_mode", "Parity writes no dump files"),
       K::Ignored("tensor.bench_path", "msprobe 26.x's dump comparison path: Parity writes no dump"),
       K::Bytes(
-          "parity.queue_max_bytes", [](C& c) { return &c.parity.queue_max_bytes; },
+          "parity.queue_max_bytes", [](C& c) { return &c.parity.sender.queue_max_bytes; },
           "memory the send queue may hold; snapshots of accelerator tensors stay in device memory "
           "until the sender copies them to the host, so this also bounds the device memory the "
           "agent holds"),
       K::Bytes(
-          "parity.snapshot_pool_bytes", [](C& c) { return &c.parity.snapshot_pool_bytes; },
+          "parity.snapshot_pool_bytes", [](C& c) { return &c.parity.capture.snapshot_pool_bytes; },
           "free host buffers the agent keeps for its snapshot copies (of 16 KiB or more), so a "
           "copy reuses memory that is already mapped instead of taking page faults on fresh pages; "
           "and, as much again, the snapshots of tensors that a later call may read unchanged (of 4 "
@@ -219,7 +237,7 @@ const KeyTable<AgentConfig>& AgentTable() {
           "this plus `queue_max_bytes`. "
           "`0` turns pool and snapshot cache off (every tensor copied at every call)"),
       K::Bytes(
-          "parity.reuse_bytes", [](C& c) { return &c.parity.reuse_bytes; },
+          "parity.reuse_bytes", [](C& c) { return &c.parity.link.reuse_bytes; },
           "tensors the agent sends once per connection and then names again instead of resending "
           "equal bytes (an op's output is the next op's input, a weight is read by the forward and "
           "both backward matmuls: 68-70% of the bytes of the example Llama). Equality is compared "
@@ -229,10 +247,10 @@ const KeyTable<AgentConfig>& AgentTable() {
           "wins; `0` on either side: every tensor is sent in full). Costs the agent up to this "
           "much host memory for those copies, on top of the queue and the pool"),
       K::Int(
-          "parity.queue_max_calls", [](C& c) { return &c.parity.queue_max_calls; }, 1, 1 << 24,
-          "calls the send queue may hold"),
+          "parity.queue_max_calls", [](C& c) { return &c.parity.sender.queue_max_calls; }, 1,
+          1 << 24, "calls the send queue may hold"),
       K::Int(
-          "parity.batch_calls", [](C& c) { return &c.parity.batch_calls; }, 1, 4096,
+          "parity.batch_calls", [](C& c) { return &c.parity.sender.batch_calls; }, 1, 4096,
           "calls already waiting in the send queue that the sender writes together in one message "
           "(a `MessageBatch`, with the chunks and releases they need), to a server whose "
           "`ServerInfo.accepts_batches` says it takes them; a message stays within half the "
@@ -242,7 +260,7 @@ const KeyTable<AgentConfig>& AgentTable() {
           "message (a `VerdictBatch`, at most 64 verdicts and 1 MiB). `1`: every call in its own "
           "messages, and every verdict in its own"),
       K::Int(
-          "parity.background_nice", [](C& c) { return &c.parity.background_nice; }, 0, 19,
+          "parity.background_nice", [](C& c) { return &c.parity.link.background_nice; }, 0, 19,
           "added to the nice value of the agent's own threads: the sender (`parity-sender`) and "
           "the gRPC threads that run its stream's reactions (each once, Linux; gRPC shares those "
           "threads within the process). When the cores are busy the scheduler runs the training's "
@@ -253,14 +271,15 @@ const KeyTable<AgentConfig>& AgentTable() {
           "is itself niced keeps the difference (capped at 19)")
           .DocsType("integer 0-19"),
       K::EnumChoice(
-          "parity.policy", [](C& c) { return &c.parity.policy; }, Policies(),
+          "parity.policy", [](C& c) { return &c.parity.sender.policy; }, Policies(),
           "full queue: `block` waits for room (every call is checked while the server keeps up; at "
           "most `block_timeout_ms` a call, see below), `drop` drops the call at once and counts it "
           "(the training never waits: for the latency-first user). msprobe blocks too (up to 60 s "
           "a call, then drops the call with a log line)")
           .DocsType("`\"block\"`, `\"drop\"`"),
       K::Int(
-          "parity.block_timeout_ms", [](C& c) { return &c.parity.block_timeout_ms; }, 0, UINT32_MAX,
+          "parity.block_timeout_ms", [](C& c) { return &c.parity.sender.block_timeout_ms; }, 0,
+          UINT32_MAX,
           "with `block`: the longest wait for room per call. A wait that runs out means the server "
           "took no call for that long: the agent then drops calls without waiting (counted as "
           "`queue_full`, logged once: `policy block: the server took no call for …`) until the "
@@ -291,11 +310,11 @@ const KeyTable<AgentConfig>& AgentTable() {
           "training spent waiting is the counter `blocked_seconds` and ends the exit line"),
       K::Int(
           "parity.max_checks_per_signature",
-          [](C& c) { return &c.parity.max_checks_per_signature; }, 0, UINT32_MAX,
+          [](C& c) { return &c.parity.capture.max_checks_per_signature; }, 0, UINT32_MAX,
           "check each distinct (op, overload, dtypes, shapes) at most this many times")
           .DocsDefault("`0` = all"),
       K::EnumChoice(
-          "parity.api_names", [](C& c) { return &c.parity.api_names; }, ApiNameSources(),
+          "parity.api_names", [](C& c) { return &c.parity.capture.api_names; }, ApiNameSources(),
           "where msprobe's API names in the result CSVs come from: the Python function the "
           "training called (`Tensor.add`, `Torch.add`, counted apart, as msprobe names them; the "
           "Python agent names each torch call while capturing, a few microseconds each: "
@@ -306,39 +325,41 @@ const KeyTable<AgentConfig>& AgentTable() {
           "([operators.md](operators.md#torchcompile), "
           "[results.md](results.md#names-in-the-csvs-msprobes))"),
       K::EnumChoice(
-          "parity.budget_period", [](C& c) { return &c.parity.budget_period; }, Periods(),
+          "parity.budget_period", [](C& c) { return &c.parity.capture.budget_period; }, Periods(),
           "the period over which that budget counts"),
       K::Bool(
           "parity.fail_fast", [](C& c) { return &c.parity.fail_fast; },
           "`step()` raises after the server reported an `error`"),
       K::Bool(
-          "parity.plaintext", [](C& c) { return &c.parity.plaintext; },
+          "parity.plaintext", [](C& c) { return &c.parity.link.plaintext; },
           "send unencrypted (an empty `tls_path` sets it, with a warning)"),
       K::String(
-          "parity.server_name", [](C& c) { return &c.parity.server_name; },
+          "parity.server_name", [](C& c) { return &c.parity.link.server_name; },
           "name the server certificate must carry, when it differs from `host`"),
       K::String(
-          "parity.tls_key_password_file", [](C& c) { return &c.parity.tls_key_password_file; },
+          "parity.tls_key_password_file", [](C& c) { return &c.parity.link.tls_key_password_file; },
           "file whose first line is the passphrase of an encrypted `client.key`; empty: "
           "`$PARITY_TLS_KEY_PASSWORD` ([tls.md](tls.md#passphrase-protected-keys))"),
       K::Int(
-          "parity.connect_timeout_ms", [](C& c) { return &c.parity.connect_timeout_ms; }, 1,
+          "parity.connect_timeout_ms", [](C& c) { return &c.parity.link.connect_timeout_ms; }, 1,
           UINT32_MAX, "one connection attempt"),
       K::Int(
-          "parity.reconnect_initial_ms", [](C& c) { return &c.parity.reconnect_initial_ms; }, 1,
-          UINT32_MAX, "first back-off after a failed connection (capped exponential, with jitter)"),
+          "parity.reconnect_initial_ms", [](C& c) { return &c.parity.link.reconnect_initial_ms; },
+          1, UINT32_MAX,
+          "first back-off after a failed connection (capped exponential, with jitter)"),
       K::Int(
-          "parity.reconnect_max_ms", [](C& c) { return &c.parity.reconnect_max_ms; }, 1, UINT32_MAX,
-          "longest back-off"),
+          "parity.reconnect_max_ms", [](C& c) { return &c.parity.link.reconnect_max_ms; }, 1,
+          UINT32_MAX, "longest back-off"),
       K::Int(
-          "parity.flush_timeout_ms", [](C& c) { return &c.parity.flush_timeout_ms; }, 0, UINT32_MAX,
+          "parity.flush_timeout_ms", [](C& c) { return &c.parity.sender.flush_timeout_ms; }, 0,
+          UINT32_MAX,
           "the end of the session (`stop()` at exit, `close()`) waits at most this long in all for "
           "calls not yet delivered; it does not wait at all when nothing can be delivered (TLS "
           "material unusable, the server refused this agent) nor, unless "
           "`parity.wait_for_server_at_exit`, for a server whose last connection attempt failed "
           "(its reason is logged first: a refused port, no route, a certificate)"),
       K::Bool(
-          "parity.detect_random", [](C& c) { return &c.parity.detect_random; },
+          "parity.detect_random", [](C& c) { return &c.parity.capture.detect_random; },
           "watch the generator of every call whose operator no catalogue lists as random; a call "
           "that moved it drew random numbers (`scaled_dot_product_attention` with `dropout_p` > 0, "
           "a fused kernel of your own) and is sent as a random call with the state read at its "
@@ -346,7 +367,7 @@ const KeyTable<AgentConfig>& AgentTable() {
           "deterministic ([operators.md](operators.md#random-numbers-nobody-declared)). About 0.9 "
           "µs a call on the CPU generator (`build/tests/bench/generator_watch_bench`)"),
       K::Bool(
-          "parity.detect_input_writes", [](C& c) { return &c.parity.detect_input_writes; },
+          "parity.detect_input_writes", [](C& c) { return &c.parity.capture.detect_input_writes; },
           "compare every read-only tensor argument of a call sent with its values, after the call, "
           "with its copy at entry: a call that changed one (a kernel using its input as scratch) "
           "is an error naming the argument "
@@ -358,30 +379,32 @@ const KeyTable<AgentConfig>& AgentTable() {
           "[measured](benchmarks/2026-11-27.md#the-read-only-argument-check-2026-11-27)); with the "
           "default per-signature budget, only the sampled calls pay it"),
       K::Bool(
-          "parity.wait_for_server_at_exit", [](C& c) { return &c.parity.wait_for_server_at_exit; },
+          "parity.wait_for_server_at_exit",
+          [](C& c) { return &c.parity.link.wait_for_server_at_exit; },
           "the end of the session waits up to `flush_timeout_ms` for a server that is unreachable "
           "(one starting after a short training, say) instead of giving up at once"),
       K::Int(
-          "parity.stats_interval_ms", [](C& c) { return &c.parity.stats_interval_ms; }, 1,
+          "parity.stats_interval_ms", [](C& c) { return &c.parity.sender.stats_interval_ms; }, 1,
           UINT32_MAX,
           "how often the agent reports its counters (captured, sent, dropped, lost) to the "
           "server's metrics"),
       K::Bytes(
-          "parity.max_inline_tensor_bytes", [](C& c) { return &c.parity.max_inline_tensor_bytes; },
+          "parity.max_inline_tensor_bytes",
+          [](C& c) { return &c.parity.link.max_inline_tensor_bytes; },
           "larger tensors are sent in chunks"),
       K::Bytes(
-          "parity.max_tensor_bytes", [](C& c) { return &c.parity.max_tensor_bytes; },
+          "parity.max_tensor_bytes", [](C& c) { return &c.parity.link.max_tensor_bytes; },
           "larger tensors are sent as statistics only (min, max, mean, L2 norm, NaN/Inf counts): "
           "the server cannot replay a call with such an input, and judges such an output by the "
           "`statistics` standard ([results.md](results.md))"),
       K::Bool(
-          "parity.checksum", [](C& c) { return &c.parity.checksum; },
+          "parity.checksum", [](C& c) { return &c.parity.sender.checksum; },
           "CRC-32C on every payload (TLS already protects integrity)"),
       K::Bool(
-          "parity.capture_backward", [](C& c) { return &c.parity.capture_backward; },
+          "parity.capture_backward", [](C& c) { return &c.parity.capture.capture_backward; },
           "capture backward operators"),
       K::String(
-          "parity.operator_catalogue", [](C& c) { return &c.parity.operator_catalogue; },
+          "parity.operator_catalogue", [](C& c) { return &c.parity.capture.operator_catalogue; },
           "a [catalogue file](operators.md#the-operator-catalogue) adding your own operators "
           "(random ones, ones never replayed, communication ops) to the built-in catalogue; give "
           "the server the same file. One that does not parse, or classifies a built-in operator "

@@ -21,18 +21,9 @@ std::vector<std::string> LogLevels();
 // and 26.x's diff_check and nan_check).
 extern const char* const kOtherTaskSections[7];
 
-// tls_path on either side: "" is msprobe's way of asking for plaintext, taken with a warning.
-template <typename Config>
-void ReadTlsPath(ConfigReader& r, const std::string& name, Config& c) {
-  r.String(name, &c.tls_path);
-  if (c.tls_path.empty()) {
-    c.parity.plaintext = true;
-    r.Warning(name, kPlaintextWarning);
-  }
-}
-template <typename Config>
-std::string ShowTlsPath(const Config& c) {
-  return c.parity.plaintext ? std::string("(plaintext)") : c.tls_path;
-}
+// tls_path on either side: "" is msprobe's way of asking for plaintext, taken with a warning
+// (`*plaintext` set: the agent's parity.plaintext, or the server's).
+void ReadTlsPath(ConfigReader& r, const std::string& name, std::string* tls_path, bool* plaintext);
+std::string ShowTlsPath(const std::string& tls_path, bool plaintext);
 
 }  // namespace parity::common::config_internal

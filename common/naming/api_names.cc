@@ -34,7 +34,7 @@ std::string MsprobeApi(absl::string_view op, absl::string_view overload) {
 }
 
 std::string MsprobeName(const CallNaming& call) {
-  const bool backward = call.phase() == v1::PHASE_BACKWARD;
+  const bool backward = call.phase() == wire::kPhaseBackward;
   if (!call.api().empty()) {
     return absl::StrCat(call.api(), ".", call.api_index(), backward ? ".backward" : ".forward");
   }
@@ -47,7 +47,7 @@ std::string MsprobeName(const CallNaming& call) {
 
 std::string MsprobeCsvName(const CallNaming& call) {
   if (!call.api().empty()) return absl::StrCat(call.api(), ".", call.api_index());  // call site
-  const bool backward = call.phase() == v1::PHASE_BACKWARD;
+  const bool backward = call.phase() == wire::kPhaseBackward;
   std::string api;
   if (!backward) {
     api = MsprobeApi(call.op_name(), call.overload());

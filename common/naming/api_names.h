@@ -8,7 +8,6 @@
 
 #include "absl/strings/string_view.h"
 #include "common/naming/naming.h"
-#include "parity/v1/parity.pb.h"
 
 namespace parity::common {
 

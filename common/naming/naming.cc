@@ -1,13 +1,20 @@
 #include "common/naming/naming.h"
 
 #include "absl/strings/str_cat.h"
+#include "parity/v1/parity.pb.h"
 
 namespace parity::common {
 
 CallNaming::CallNaming(const v1::ApiCall& call)
-    : f_{call.op_name(), call.overload(),   call.forward_op_name(), call.forward_overload(),
-         call.api(),     call.call_index(), call.api_index(),       call.backward_index(),
-         call.phase()} {}
+    : f_{call.op_name(),
+         call.overload(),
+         call.forward_op_name(),
+         call.forward_overload(),
+         call.api(),
+         call.call_index(),
+         call.api_index(),
+         call.backward_index(),
+         static_cast<wire::Phase>(call.phase())} {}
 
 CallNaming::CallNaming(const CallIdentity& id)
     : f_{id.op_name,
@@ -18,7 +25,7 @@ CallNaming::CallNaming(const CallIdentity& id)
          id.call_index,
          id.api_index,
          id.backward_index,
-         static_cast<v1::Phase>(id.phase)} {}
+         static_cast<wire::Phase>(id.phase)} {}
 
 std::string OpName(absl::string_view op, absl::string_view overload) {
   return overload.empty() ? std::string(op) : absl::StrCat(op, ".", overload);
@@ -27,7 +34,7 @@ std::string OpName(absl::string_view op, absl::string_view overload) {
 namespace {
 
 bool Linked(const CallNaming& call) {
-  return call.phase() == v1::PHASE_BACKWARD && !call.forward_op_name().empty();
+  return call.phase() == wire::kPhaseBackward && !call.forward_op_name().empty();
 }
 
 }  // namespace
@@ -47,7 +54,8 @@ std::string ApiName(const CallNaming& call) {
 
 std::string DataName(const CallNaming& call) {
   if (Linked(call)) return ApiName(call);
-  return absl::StrCat(ApiName(call), call.phase() == v1::PHASE_BACKWARD ? ".backward" : ".forward");
+  return absl::StrCat(ApiName(call),
+                      call.phase() == wire::kPhaseBackward ? ".backward" : ".forward");
 }
 
 std::string OutputName(const CallNaming& call, uint32_t index) {
@@ -57,7 +65,8 @@ std::string OutputName(const CallNaming& call, uint32_t index) {
 std::string LogName(const CallNaming& call) {
   if (Linked(call))
     return absl::StrCat(ApiName(call), " (", OpName(call.op_name(), call.overload()), ")");
-  return absl::StrCat(ApiName(call), call.phase() == v1::PHASE_BACKWARD ? " backward" : " forward");
+  return absl::StrCat(ApiName(call),
+                      call.phase() == wire::kPhaseBackward ? " backward" : " forward");
 }
 
 absl::string_view BareOpName(absl::string_view op_name) {

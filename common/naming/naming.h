@@ -15,7 +15,8 @@
 
 #include "absl/strings/string_view.h"
 #include "common/wire/call_identity.h"
-#include "parity/v1/parity.pb.h"
+#include "common/wire/fields.h"
+#include "common/wire/proto_fwd.h"
 
 namespace parity::common {
 
@@ -31,7 +32,7 @@ class CallNaming {
     absl::string_view api;                                // msprobe's API at the call site
     uint64_t call_index = 0, api_index = 0;
     uint32_t backward_index = 0;
-    v1::Phase phase = v1::PHASE_UNSPECIFIED;
+    wire::Phase phase = wire::kPhaseUnspecified;
   };
   explicit CallNaming(const Fields& fields) : f_(fields) {}
   CallNaming(const v1::ApiCall& call);  // NOLINT(runtime/explicit): an ApiCall names itself
@@ -45,7 +46,7 @@ class CallNaming {
   uint64_t call_index() const { return f_.call_index; }
   uint64_t api_index() const { return f_.api_index; }
   uint32_t backward_index() const { return f_.backward_index; }
-  v1::Phase phase() const { return f_.phase; }
+  wire::Phase phase() const { return f_.phase; }
 
  private:
   Fields f_;

@@ -143,9 +143,9 @@ std::size_t NamePattern::ParseCallPart(const std::vector<absl::string_view>& par
     ++i;
   }
   if (i < parts.size() && IsPhase(parts[i])) {
-    phase_ = parts[i] == "forward" ? v1::PHASE_FORWARD : v1::PHASE_BACKWARD;
+    phase_ = parts[i] == "forward" ? wire::kPhaseForward : wire::kPhaseBackward;
     ++i;
-    if (*phase_ == v1::PHASE_BACKWARD && i < parts.size() && IsNumber(parts[i], &number)) {
+    if (*phase_ == wire::kPhaseBackward && i < parts.size() && IsNumber(parts[i], &number)) {
       backward_index_ = static_cast<uint32_t>(number);
       ++i;
     }
@@ -225,7 +225,7 @@ bool NamePattern::MatchesOp(absl::string_view op, absl::string_view overload) co
 
 bool NamePattern::Matches(const CallNaming& call) const {
   if (phase_ && *phase_ != call.phase()) return false;
-  const bool linked = call.phase() == v1::PHASE_BACKWARD && !call.forward_op_name().empty();
+  const bool linked = call.phase() == wire::kPhaseBackward && !call.forward_op_name().empty();
   if (backward_index_ && (!linked || call.backward_index() != *backward_index_)) return false;
   if (!msprobe_api_.empty() && !call.api().empty()) {
     // Named at its call site: msprobe's API as the training called it ("Tensor.matmul" is not

@@ -29,7 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/naming/naming.h"
-#include "parity/v1/parity.pb.h"
+#include "common/wire/fields.h"
 
 namespace parity::common {
 
@@ -89,7 +89,7 @@ class NamePattern {
   std::string msprobe_api_;
   std::vector<Op> ops_;
   std::optional<uint64_t> index_;
-  std::optional<v1::Phase> phase_;
+  std::optional<wire::Phase> phase_;
   std::optional<uint32_t> backward_index_;
 };
 

@@ -15,14 +15,14 @@ std::optional<V1> AsV1(std::optional<Wire> w) {
 
 // One table each, in common/torch/wire_enums.cc; the wire numbers are parity.v1's
 // (common/wire/fields_check.cc).
-std::optional<v1::DType> ToWireDType(c10::ScalarType type) {
-  return AsV1<v1::DType>(WireDTypeOf(type));
+std::optional<wire::DType> ToWireDType(c10::ScalarType type) {
+  return AsV1<wire::DType>(WireDTypeOf(type));
 }
-std::optional<c10::ScalarType> ToScalarType(v1::DType dtype) { return ScalarTypeOfWire(dtype); }
+std::optional<c10::ScalarType> ToScalarType(wire::DType dtype) { return ScalarTypeOfWire(dtype); }
 
-std::optional<c10::Layout> FromWireLayout(v1::Layout layout) { return LayoutOfWire(layout); }
+std::optional<c10::Layout> FromWireLayout(wire::Layout layout) { return LayoutOfWire(layout); }
 
-std::optional<c10::MemoryFormat> FromWireMemoryFormat(v1::MemoryFormat format) {
+std::optional<c10::MemoryFormat> FromWireMemoryFormat(wire::MemoryFormat format) {
   return MemoryFormatOfWire(format);
 }
 

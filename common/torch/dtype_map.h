@@ -8,17 +8,17 @@
 
 #include <optional>
 
-#include "parity/v1/parity.pb.h"
+#include "common/wire/fields.h"
 
 namespace parity::common {
 
 // nullopt for ScalarTypes the wire format does not carry (quantized, complex32, ...).
-std::optional<v1::DType> ToWireDType(c10::ScalarType type);
+std::optional<wire::DType> ToWireDType(c10::ScalarType type);
 // nullopt for DTYPE_UNSPECIFIED or unknown values.
-std::optional<c10::ScalarType> ToScalarType(v1::DType dtype);
+std::optional<c10::ScalarType> ToScalarType(wire::DType dtype);
 
-std::optional<c10::Layout> FromWireLayout(v1::Layout layout);
+std::optional<c10::Layout> FromWireLayout(wire::Layout layout);
 
-std::optional<c10::MemoryFormat> FromWireMemoryFormat(v1::MemoryFormat format);
+std::optional<c10::MemoryFormat> FromWireMemoryFormat(wire::MemoryFormat format);
 
 }  // namespace parity::common

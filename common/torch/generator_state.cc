@@ -1,5 +1,7 @@
 #include "common/torch/generator_state.h"
 
+#include "parity/v1/parity.pb.h"
+
 #include <torch/version.h>
 
 #include <cstring>
@@ -14,7 +16,7 @@ namespace parity::common {
 v1::GeneratorState ReadGeneratorState(at::Generator gen) {
   v1::GeneratorState s;
   s.set_device_type(c10::DeviceTypeName(gen.device().type(), /*lower_case=*/true));
-  s.set_device(GeneratorDeviceOf(s.device_type()));
+  s.set_device(static_cast<v1::GeneratorDevice>(GeneratorDeviceOf(s.device_type())));
   s.set_device_index(gen.device().index());
   s.set_state(GeneratorStateBytes(gen));
   s.set_torch_version(TorchVersion());

@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/torch/generator_read.h"
-#include "parity/v1/parity.pb.h"
+#include "common/wire/proto_fwd.h"
 
 namespace parity::common {
 

@@ -5,18 +5,13 @@
 
 #include <cstdint>
 
+#include "common/wire/tensor_stats.h"
+
 namespace at {
 class Tensor;
 }  // namespace at
 
 namespace parity::common {
-
-// parity.v1.TensorStats's fields.
-struct TensorStatsValues {
-  bool any_finite = false;  // min, max, mean and l2_norm are set only then
-  double min = 0, max = 0, mean = 0, l2_norm = 0;
-  uint64_t nan_count = 0, inf_count = 0;
-};
 
 // Min, max, mean and L2 norm of the finite elements (as float64; complex tensors as their real
 // and imaginary parts), and the NaN and inf counts. Works in slices, so a huge tensor never needs

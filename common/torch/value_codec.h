@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "common/torch/wire_encoder.h"
+#include "common/wire/blob_source.h"
 #include "common/wire/limits.h"
 #include "parity/v1/parity.pb.h"
 
@@ -22,13 +23,6 @@ struct Type;
 
 namespace parity::common {
 
-// Looks up a blob (reassembled TensorChunks) by id; nullptr when unknown.
-class BlobSource {
- public:
-  virtual ~BlobSource() = default;
-  virtual const std::string* FindBlob(uint64_t blob_id) const = 0;
-};
-
 // Encodes `value` into `out`: common/torch/wire_encoder.h's EncodeValueWire, parsed (one encoder).
 // `type_hint` (a schema argument's real_type(), may be null) lets an int that is really a
 // ScalarType, Layout or MemoryFormat travel as such. Tensors are copied to host memory and made
@@ -37,10 +31,6 @@ class BlobSource {
 // nothing (libtorch errors become statuses).
 absl::Status EncodeValue(const c10::IValue& value, const c10::Type* type_hint,
                          const EncodeOptions& options, absl::string_view path, v1::Value* out);
-
-// In a RESOURCE_EXHAUSTED from ValueDecoder::Decode: the server's memory ran out, not a cap of
-// the call (which the checker answers SKIP, not REJECTED).
-inline constexpr char kOutOfMemoryDecoding[] = "out of memory decoding";
 
 // Decodes values of one call. Validates every size against `limits` before allocating; the
 // per-call byte cap spans all values decoded by one Decoder. Not thread-safe (one per call).

@@ -15,6 +15,7 @@
 #include "common/wire/crc32c.h"
 #include "common/wire/dtype.h"
 #include "common/wire/tensor_check.h"
+#include "parity/v1/parity.pb.h"
 
 namespace parity::common {
 namespace {
@@ -52,7 +53,7 @@ absl::Status DecodeEnum(const v1::Value& value, const std::string& path, c10::IV
       return absl::OkStatus();
     }
     case v1::Value::kDtype: {
-      std::optional<c10::ScalarType> st = ToScalarType(value.dtype());
+      std::optional<c10::ScalarType> st = ToScalarType(static_cast<wire::DType>(value.dtype()));
       if (!st) {
         return absl::InvalidArgumentError(
             absl::StrCat(path, ".dtype: unknown dtype ", static_cast<int>(value.dtype())));
@@ -61,7 +62,7 @@ absl::Status DecodeEnum(const v1::Value& value, const std::string& path, c10::IV
       return absl::OkStatus();
     }
     case v1::Value::kLayout: {
-      std::optional<c10::Layout> l = FromWireLayout(value.layout());
+      std::optional<c10::Layout> l = FromWireLayout(static_cast<wire::Layout>(value.layout()));
       if (!l) {
         return absl::InvalidArgumentError(
             absl::StrCat(path, ".layout: unknown layout ", static_cast<int>(value.layout())));
@@ -70,7 +71,8 @@ absl::Status DecodeEnum(const v1::Value& value, const std::string& path, c10::IV
       return absl::OkStatus();
     }
     case v1::Value::kMemoryFormat: {
-      std::optional<c10::MemoryFormat> m = FromWireMemoryFormat(value.memory_format());
+      std::optional<c10::MemoryFormat> m =
+          FromWireMemoryFormat(static_cast<wire::MemoryFormat>(value.memory_format()));
       if (!m) {
         return absl::InvalidArgumentError(absl::StrCat(path, ".memory_format: unknown format ",
                                                        static_cast<int>(value.memory_format())));
@@ -216,10 +218,11 @@ absl::Status ValueDecoder::DecodeTensor(const v1::Tensor& t, const std::string& 
     }
   }
   std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
-  at::Tensor tensor = at::empty(shape, at::TensorOptions()
-                                           .dtype(*ToScalarType(t.dtype()))
-                                           .device(at::kCPU)
-                                           .pinned_memory(pinned_ && extent.bytes > 0));
+  at::Tensor tensor =
+      at::empty(shape, at::TensorOptions()
+                           .dtype(*ToScalarType(static_cast<wire::DType>(t.dtype())))
+                           .device(at::kCPU)
+                           .pinned_memory(pinned_ && extent.bytes > 0));
   // Large tensors split over the decode threads where the host has cores to spare (the copy
   // was most of a GPU bench's check: docs/deploy.md#gpu-hosts).
   ParallelCopy(tensor.data_ptr(), payload.data(), extent.bytes, DecodeThreads());

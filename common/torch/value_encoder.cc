@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/torch/torch_pch.h"
 #include "common/torch/value_codec.h"
+#include "parity/v1/parity.pb.h"
 
 namespace parity::common {
 

@@ -1,5 +1,7 @@
 #include "common/transport/call_wire.h"
 
+#include "parity/v1/parity.pb.h"
+
 #include <utility>
 
 namespace parity::common {

@@ -30,4 +30,8 @@ inline constexpr std::size_t kMaxBatchItems = 4096;
 // A random op's generator state (ApiCall.generator.state): libtorch's are 16 to 5056 bytes.
 inline constexpr std::size_t kMaxGeneratorStateBytes = 65536;
 
+// In a RESOURCE_EXHAUSTED from a decoder (common/torch/value_codec.h): the server's memory ran
+// out, not a cap of the call (which the checker answers SKIP, not REJECTED).
+inline constexpr char kOutOfMemoryDecoding[] = "out of memory decoding";
+
 }  // namespace parity::common

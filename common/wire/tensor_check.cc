@@ -5,12 +5,13 @@
 #include "absl/strings/str_join.h"
 #include "common/wire/crc32c.h"
 #include "common/wire/dtype.h"
+#include "parity/v1/parity.pb.h"
 
 namespace parity::common {
 
-std::string ShapeString(const google::protobuf::RepeatedField<int64_t>& shape, int max_items) {
+std::string ShapeString(absl::Span<const int64_t> shape, int max_items) {
   std::string out = "[";
-  for (int i = 0; i < shape.size(); ++i) {
+  for (int i = 0; i < static_cast<int>(shape.size()); ++i) {
     if (i == max_items) {
       absl::StrAppend(&out, ", ... (", shape.size(), " dims)");
       break;
@@ -30,10 +31,10 @@ absl::Status CheckPayload(const v1::Tensor& t, const TensorExtent& extent, absl:
   switch (t.form()) {
     case v1::DATA_FORM_INLINE:
       if (t.data().size() != extent.bytes) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, ".data: expected ", extent.bytes, " bytes (", numel, " elements x ",
-                         extent.element_size, " bytes of ", TorchName(t.dtype()), " for shape ",
-                         ShapeString(t.shape()), "), got ", t.data().size()));
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ".data: expected ", extent.bytes, " bytes (", numel, " elements x ",
+            extent.element_size, " bytes of ", TorchName(static_cast<wire::DType>(t.dtype())),
+            " for shape ", ShapeString(t.shape()), "), got ", t.data().size()));
       }
       if (t.has_crc32c() && Crc32c(t.data()) != t.crc32c()) {
         return absl::InvalidArgumentError(
@@ -69,7 +70,7 @@ absl::StatusOr<TensorExtent> CheckTensor(const v1::Tensor& t, const DecodeLimits
         path, ".shape: ", t.shape_size(), " dimensions exceed max_dims ", limits.max_dims));
   }
   TensorExtent extent;
-  extent.element_size = ElementSize(t.dtype());
+  extent.element_size = ElementSize(static_cast<wire::DType>(t.dtype()));
   uint64_t numel = 1;
   for (int i = 0; i < t.shape_size(); ++i) {
     const int64_t d = t.shape(i);
@@ -94,9 +95,9 @@ absl::StatusOr<TensorExtent> CheckTensor(const v1::Tensor& t, const DecodeLimits
   // numel <= max_tensor_numel (< 2^40 in practice) and element size <= 16: no overflow.
   extent.bytes = numel * extent.element_size;
   if (extent.bytes > limits.max_tensor_bytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(path, ": ", ShapeString(t.shape()), " of ", TorchName(t.dtype()), " needs ",
-                     extent.bytes, " bytes, over max_tensor_bytes ", limits.max_tensor_bytes));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        path, ": ", ShapeString(t.shape()), " of ", TorchName(static_cast<wire::DType>(t.dtype())),
+        " needs ", extent.bytes, " bytes, over max_tensor_bytes ", limits.max_tensor_bytes));
   }
   if (absl::Status s = CheckPayload(t, extent, path); !s.ok()) return s;
   return extent;

@@ -6,8 +6,9 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/wire/limits.h"
-#include "parity/v1/parity.pb.h"
+#include "common/wire/proto_fwd.h"
 
 namespace parity::common {
 
@@ -26,6 +27,6 @@ absl::StatusOr<TensorExtent> CheckTensor(const v1::Tensor& t, const DecodeLimits
                                          absl::string_view path);
 
 // "[2, 3, 4]" for error messages; shortened after `max_items` entries.
-std::string ShapeString(const google::protobuf::RepeatedField<int64_t>& shape, int max_items = 8);
+std::string ShapeString(absl::Span<const int64_t> shape, int max_items = 8);
 
 }  // namespace parity::common

@@ -31,6 +31,7 @@
 #include "common/naming/operator_catalogue.h"
 #include "common/torch/torch_pch.h"
 #include "nlohmann/json.hpp"
+#include "parity/v1/parity.pb.h"
 #include "server/app/command_line.h"
 #include "server/call/verdict_encoder.h"
 #include "server/compare/standards.h"

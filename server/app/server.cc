@@ -156,18 +156,15 @@ ServiceOptions ParityServer::MakeServiceOptions(
   const ServerOptions& o = config_.parity;
   ServiceOptions service = config_.service;
   service.limits = o.limits;
-  v1::ServerInfo& info = service.server_info;
-  info.set_server_version(PARITY_VERSION);
-  info.set_max_message_bytes(o.max_message_bytes);
-  info.set_max_tensor_bytes(o.limits.max_tensor_bytes);
-  info.set_max_call_bytes(o.limits.max_call_bytes);
-  for (int d = v1::DTYPE_BOOL; d <= v1::DTYPE_COMPLEX128; ++d) {
-    info.add_accepted_dtypes(static_cast<v1::DType>(d));
-  }
-  info.set_bench_device(pipeline_ ? pipeline_->checker().bench_device() : "none");
-  info.set_golden_enabled(config_.check.checker.golden);
-  info.set_torch_version(common::TorchVersion());
-  info.set_kept_blob_bytes(o.kept_blob_bytes);
+  ServiceOptions::Facts& info = service.server;
+  info.server_version = PARITY_VERSION;
+  info.max_message_bytes = o.max_message_bytes;
+  info.max_tensor_bytes = o.limits.max_tensor_bytes;
+  info.max_call_bytes = o.limits.max_call_bytes;
+  info.bench_device = pipeline_ ? pipeline_->checker().bench_device() : "none";
+  info.golden_enabled = config_.check.checker.golden;
+  info.torch_version = common::TorchVersion();
+  info.kept_blob_bytes = o.kept_blob_bytes;
   service.clients = std::move(clients);
   // A rank's result rows wait for its backward calls; a stream's end writes them.
   service.on_stream_end = [this](const CallOrigin& origin) {

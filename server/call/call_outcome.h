@@ -6,10 +6,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "parity/v1/parity.pb.h"
+#include "common/wire/fields.h"
 #include "server/compare/judge.h"
 
 namespace parity::server {
@@ -20,12 +21,12 @@ namespace parity::server {
 struct OutputOutcome {
   uint32_t index = 0;  // position among the call's outputs, nested lists flattened
   OutputJudgement judgement;
-  v1::DType dtype = v1::DTYPE_UNSPECIFIED;        // the device output's
-  v1::DType bench_dtype = v1::DTYPE_UNSPECIFIED;  // the bench output's, when it ran
+  wire::DType dtype = wire::kDTypeUnspecified;        // the device output's
+  wire::DType bench_dtype = wire::kDTypeUnspecified;  // the bench output's, when it ran
   // What the device output was compared against (the judgement's `device` metrics): the
   // golden's dtype when it ran, else the bench's. The details CSV's "Bench Dtype", as msprobe
   // fills it (its bench is the upcast golden).
-  v1::DType reference_dtype = v1::DTYPE_UNSPECIFIED;
+  wire::DType reference_dtype = wire::kDTypeUnspecified;
   std::vector<int64_t> shape;  // the device output's
   bool judged = false;         // compared as tensors (the two-way Status column applies)
   // A Python value's type as msprobe writes it in both dtype columns ("<class 'float'>");
@@ -83,5 +84,9 @@ inline absl::string_view CallFailedMetric(const CallOutcome& check) {
              ? MetricName(Metric::kInputWritten)
              : absl::string_view();
 }
+
+// An output's metrics by the names the verdict and the JSON-lines record give them, in the order
+// they are set (a later value of a name replaces an earlier one).
+std::vector<std::pair<std::string, double>> OutputMetricValues(const OutputJudgement& judgement);
 
 }  // namespace parity::server

@@ -8,6 +8,7 @@
 #include "common/naming/naming.h"
 #include "common/naming/operator_catalogue.h"
 #include "common/transport/call_wire.h"
+#include "parity/v1/parity.pb.h"
 
 namespace parity::server {
 namespace {
@@ -69,7 +70,7 @@ std::shared_ptr<const OperatorTraits> OperatorTraitsOf(absl::string_view op_name
 }
 
 ServerCall::ServerCall(const v1::ApiCall& call, std::string training_framework)
-    : wire(call),
+    : message(call),
       id(common::IdentityFromWire(call)),
       framework(std::move(training_framework)),
       op(OperatorTraitsOf(call.op_name())),

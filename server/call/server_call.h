@@ -1,8 +1,8 @@
 // One call as the server works on it: who it is (CallIdentity), its names and its operator's
-// traits, each decoded once at the service edge, and the message it came in, whose values only
-// the replay reads (`wire`). The checker (server/replay/call_checker.h), the verdict encoder, the
-// result rows and the error data take it; none of the later stages reads the call's identity
-// back out of the proto. Torch-free.
+// traits, each read once from its message here, at the edge, and the message itself, whose values
+// only server/call/decode_values.h reads (`message`). The checker (server/replay/call_checker.h),
+// the verdict encoder, the result rows and the error data take it; none of the later stages reads
+// the call's identity back out of the proto. Torch-free.
 #pragma once
 
 #include <memory>
@@ -12,7 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "common/naming/random_ops.h"
 #include "common/wire/call_identity.h"
-#include "parity/v1/parity.pb.h"
+#include "common/wire/proto_fwd.h"
 #include "server/call/call_outcome.h"
 
 namespace parity::server {
@@ -51,7 +51,9 @@ struct ServerCall {
   explicit ServerCall(const v1::ApiCall&& wire,
                       std::string framework = {}) = delete;  // kept by reference
 
-  const v1::ApiCall& wire;  // the message: its values are the replay's to decode, nothing else
+  // The message it came in: read by server/call/decode_values.h (its values) and nowhere else.
+  // Opaque past server/call/ and server/service/, which alone include parity.pb.h.
+  const v1::ApiCall& message;
   CallIdentity id;
   std::string framework;
   std::shared_ptr<const OperatorTraits> op;

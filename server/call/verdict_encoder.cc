@@ -1,22 +1,10 @@
 #include "server/call/verdict_encoder.h"
 
+#include "parity/v1/parity.pb.h"
+
 #include "absl/strings/str_cat.h"
 
 namespace parity::server {
-namespace {
-
-using Values = std::vector<std::pair<std::string, double>>;
-
-void PutPairMetrics(const PairMetrics& m, absl::string_view prefix, Values& out) {
-  for (Metric field : kPairFields) {
-    if (std::optional<double> v = FieldValue(m, field)) {
-      out.emplace_back(absl::StrCat(prefix, MetricName(field)), *v);
-    }
-  }
-}
-
-}  // namespace
-
 v1::VerdictStatus ToProto(CheckStatus status) {
   switch (status) {
     case CheckStatus::kUnspecified:
@@ -35,38 +23,25 @@ v1::VerdictStatus ToProto(CheckStatus status) {
   return v1::VERDICT_STATUS_UNSPECIFIED;
 }
 
+CheckStatus FromProto(v1::VerdictStatus status) {
+  for (CheckStatus s : {CheckStatus::kPass, CheckStatus::kWarning, CheckStatus::kError,
+                        CheckStatus::kSkip, CheckStatus::kRejected}) {
+    if (ToProto(s) == status) return s;
+  }
+  return CheckStatus::kUnspecified;
+}
+
 void FillOutputVerdict(const OutputOutcome& out, v1::OutputVerdict* ov) {
   const OutputJudgement& j = out.judgement;
   ov->set_index(out.index);
   ov->set_status(ToProto(j.status));
   ov->set_standard(std::string(StandardName(j.standard)));
-  ov->set_dtype(out.dtype);
+  ov->set_dtype(static_cast<v1::DType>(out.dtype));
   for (int64_t d : out.shape) ov->add_shape(d);
   ov->set_failed_metric(std::string(MetricName(j.failed_metric)));
   ov->set_message(j.message);
   auto& map = *ov->mutable_metrics();
   for (auto& [name, v] : OutputMetricValues(j)) map[std::move(name)] = v;
-}
-
-std::vector<std::pair<std::string, double>> OutputMetricValues(const OutputJudgement& j) {
-  Values out;
-  if (j.device) PutPairMetrics(*j.device, "", out);
-  if (j.bench) PutPairMetrics(*j.bench, "bench_", out);
-  for (const auto& [metric, r] : j.ratios) {
-    out.emplace_back(absl::StrCat("ratio_", MetricName(metric)), r.value);
-  }
-  for (const auto& [name, v] : j.random) out.emplace_back(name, v);
-  if (j.statistics) {
-    out.emplace_back("stats_nan_count", static_cast<double>(j.statistics->nan_count));
-    out.emplace_back("stats_inf_count", static_cast<double>(j.statistics->inf_count));
-    for (const auto& [metric, v] : j.statistics->device_error) {
-      out.emplace_back(absl::StrCat(MetricName(metric), "_error"), v);
-    }
-    for (const auto& [metric, v] : j.statistics->bench_error) {
-      out.emplace_back(absl::StrCat("bench_", MetricName(metric), "_error"), v);
-    }
-  }
-  return out;
 }
 
 v1::Verdict DecidedVerdict(const ServerCall& call, CheckStatus status, std::string message,

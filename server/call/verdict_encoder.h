@@ -32,12 +32,12 @@ v1::Verdict DecidedVerdict(const ServerCall& call, CheckStatus status, std::stri
 
 // The proto's name for a status: the one place a CheckStatus becomes a VerdictStatus.
 v1::VerdictStatus ToProto(CheckStatus status);
+// And back (a Verdict read by a client or a test): kUnspecified for a value outside the enum.
+CheckStatus FromProto(v1::VerdictStatus status);
+// msprobe's spelling of a status as the wire carries it (server/compare/judge.h: StatusText).
+inline absl::string_view StatusText(v1::VerdictStatus s) { return StatusText(FromProto(s)); }
 
 // One output's part of it.
 void FillOutputVerdict(const OutputOutcome& out, v1::OutputVerdict* verdict);
-
-// An output's metrics by the names the verdict and the JSON-lines record give them, in the order
-// they are set (a later value of a name replaces an earlier one).
-std::vector<std::pair<std::string, double>> OutputMetricValues(const OutputJudgement& judgement);
 
 }  // namespace parity::server

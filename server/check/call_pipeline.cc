@@ -8,7 +8,6 @@
 #include "common/base/cpu_clock.h"
 #include "common/base/log.h"
 #include "common/base/status_macros.h"
-#include "server/call/verdict_encoder.h"
 #include "server/metrics/metrics.h"
 #include "server/replay/call_checker.h"
 #include "server/replay/replay_errors.h"

@@ -11,7 +11,6 @@
 
 #include "absl/status/statusor.h"
 #include "common/naming/selection.h"
-#include "parity/v1/parity.pb.h"
 #include "server/call/call_sink.h"
 #include "server/call/server_call.h"
 #include "server/check/pipeline_options.h"

@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "parity/v1/parity.pb.h"
+#include "common/wire/fields.h"
 #include "server/compare/accumulator.h"
 #include "server/compare/device_compare.h"
 #include "server/compare/element.h"
@@ -24,13 +24,13 @@ namespace parity::server::internal {
 // Calls f(T{}) with the element type of a float dtype (fp::Half, fp::BFloat16, fp::Float,
 // fp::Double; any other dtype as fp::Double).
 template <typename F>
-void VisitFloatType(v1::DType d, F&& f) {
+void VisitFloatType(wire::DType d, F&& f) {
   switch (d) {
-    case v1::DTYPE_FLOAT16:
+    case wire::kFloat16:
       return f(fp::Half{});
-    case v1::DTYPE_BFLOAT16:
+    case wire::kBFloat16:
       return f(fp::BFloat16{});
-    case v1::DTYPE_FLOAT32:
+    case wire::kFloat32:
       return f(fp::Float{});
     default:
       return f(fp::Double{});
@@ -38,13 +38,13 @@ void VisitFloatType(v1::DType d, F&& f) {
 }
 
 // The CUDA compare's name for a float dtype (any other dtype as kDouble).
-inline FloatKind KindOf(v1::DType d) {
+inline FloatKind KindOf(wire::DType d) {
   switch (d) {
-    case v1::DTYPE_FLOAT16:
+    case wire::kFloat16:
       return FloatKind::kHalf;
-    case v1::DTYPE_BFLOAT16:
+    case wire::kBFloat16:
       return FloatKind::kBFloat16;
-    case v1::DTYPE_FLOAT32:
+    case wire::kFloat32:
       return FloatKind::kFloat;
     default:
       return FloatKind::kDouble;
@@ -53,11 +53,11 @@ inline FloatKind KindOf(v1::DType d) {
 
 // Accumulates elements [begin, end) of `tested` against `reference` (float dtypes only; the
 // reference at least as wide). `eps` is the reference epsilon of the relative error.
-using Kernel = void (*)(v1::DType tested, v1::DType reference, const void* t, const void* r,
+using Kernel = void (*)(wire::DType tested, wire::DType reference, const void* t, const void* r,
                         int64_t begin, int64_t end, const DTypeConstants& c, double eps,
                         Accumulator& a);
 
-void ScalarKernel(v1::DType tested, v1::DType reference, const void* t, const void* r,
+void ScalarKernel(wire::DType tested, wire::DType reference, const void* t, const void* r,
                   int64_t begin, int64_t end, const DTypeConstants& c, double eps, Accumulator& a);
 
 // The SIMD kernels this CPU and this build can run, best first ("avx512", "avx2" on x86-64 with

@@ -26,7 +26,7 @@ void Fail(OutputJudgement& j, CheckStatus status, Metric metric, absl::string_vi
   Note(&j.message, why);
 }
 
-bool IsLowPrecision(v1::DType d) { return d == v1::DTYPE_FLOAT16 || d == v1::DTYPE_BFLOAT16; }
+bool IsLowPrecision(wire::DType d) { return d == wire::kFloat16 || d == wire::kBFloat16; }
 
 // Each error rate must be 0, or (Parity) no higher than the bench's own: a float32 add with
 // alpha, say, rounds alpha*b before adding, and where the sum cancels the result is more than
@@ -67,10 +67,10 @@ double SignTestTail(int64_t d, int64_t b) {
   return std::min(1.0, tail);
 }
 
-void JudgeUlp(OutputJudgement& j, v1::DType dtype, const PairMetrics& dev, const PairMetrics* bench,
-              const DTypeConstants& c, const UlpRules& rules) {
+void JudgeUlp(OutputJudgement& j, wire::DType dtype, const PairMetrics& dev,
+              const PairMetrics* bench, const DTypeConstants& c, const UlpRules& rules) {
   bool pass = false;
-  if (dtype == v1::DTYPE_FLOAT32 || dtype == v1::DTYPE_FLOAT64) {
+  if (dtype == wire::kFloat32 || dtype == wire::kFloat64) {
     pass =
         dev.ulp_mean < rules.float32_mean_ulp || dev.ulp_over_threshold_ratio < rules.float32_share;
   } else {
@@ -201,23 +201,6 @@ absl::string_view StatusText(CheckStatus s) {
   }
 }
 
-absl::string_view StatusText(v1::VerdictStatus s) {
-  switch (s) {
-    case v1::VERDICT_STATUS_PASS:
-      return StatusText(CheckStatus::kPass);
-    case v1::VERDICT_STATUS_WARNING:
-      return StatusText(CheckStatus::kWarning);
-    case v1::VERDICT_STATUS_ERROR:
-      return StatusText(CheckStatus::kError);
-    case v1::VERDICT_STATUS_SKIP:
-      return StatusText(CheckStatus::kSkip);
-    case v1::VERDICT_STATUS_REJECTED:
-      return StatusText(CheckStatus::kRejected);
-    default:
-      return StatusText(CheckStatus::kUnspecified);
-  }
-}
-
 CheckStatus Aggregate(const std::vector<CheckStatus>& statuses) {
   bool error = false, warning = false, pass = false, rejected = false;
   for (CheckStatus s : statuses) {
@@ -233,7 +216,7 @@ CheckStatus Aggregate(const std::vector<CheckStatus>& statuses) {
   return CheckStatus::kSkip;
 }
 
-CheckStatus TwoWayChain(const PairMetrics& m, v1::DType dtype, const TwoWayThresholds& t,
+CheckStatus TwoWayChain(const PairMetrics& m, wire::DType dtype, const TwoWayThresholds& t,
                         Metric* failed_metric, std::string* message) {
   auto fail = [&](CheckStatus s, Metric metric, absl::string_view why) {
     *failed_metric = metric;
@@ -266,7 +249,7 @@ CheckStatus TwoWayChain(const PairMetrics& m, v1::DType dtype, const TwoWayThres
                ? CheckStatus::kPass
                : fail(CheckStatus::kWarning, Metric::kThousandthRatio, "WARNING: 双千指标不达标");
   }
-  if (dtype == v1::DTYPE_FLOAT32 || dtype == v1::DTYPE_FLOAT64) {
+  if (dtype == wire::kFloat32 || dtype == wire::kFloat64) {
     if (!(m.thousandth_ratio > t.thousandth)) {
       return fail(CheckStatus::kError, Metric::kThousandthRatio, "ERROR: 双千指标不达标");
     }
@@ -282,7 +265,7 @@ namespace {
 
 // The standard that applies to this output, given the API's: a missing golden or bench, or a
 // bfloat16 output of a thousandth op, changes it (each with a note in the message).
-Standard EffectiveStandard(Standard standard, v1::DType dtype, bool have_golden, bool have_bench,
+Standard EffectiveStandard(Standard standard, wire::DType dtype, bool have_golden, bool have_bench,
                            std::string* message) {
   if (!have_golden && standard != Standard::kTwoWay) {
     Note(message, "No golden reference: judged by the two-way chain against the bench.");
@@ -296,7 +279,7 @@ Standard EffectiveStandard(Standard standard, v1::DType dtype, bool have_golden,
   // twice the thousandth standard's 1e-3, so a convolution that agrees with the bench bit for
   // bit fails it (on an H100: thousandth ratio 0.37, device and bench alike). bfloat16 outputs
   // of thousandth ops are judged against the bench, as every other op is.
-  if (standard == Standard::kThousandth && dtype == v1::DTYPE_BFLOAT16) {
+  if (standard == Standard::kThousandth && dtype == wire::kBFloat16) {
     Note(message, absl::StrCat("bfloat16 rounding alone exceeds the thousandth standard's "
                                "1e-3: judged by the ",
                                have_bench ? "benchmark standard." : "two-way chain."));
@@ -306,7 +289,7 @@ Standard EffectiveStandard(Standard standard, v1::DType dtype, bool have_golden,
 }
 
 // Applies j.standard's rules to the device metrics (and the bench's, for the three-way ones).
-void ApplyStandard(OutputJudgement& j, v1::DType dtype, const DTypeConstants& c,
+void ApplyStandard(OutputJudgement& j, wire::DType dtype, const DTypeConstants& c,
                    const StandardsTable& table, Metric two_way_metric,
                    const std::string& two_way_message) {
   const PairMetrics& dev = *j.device;
@@ -345,13 +328,13 @@ void ApplyStandard(OutputJudgement& j, v1::DType dtype, const DTypeConstants& c,
 }
 
 // Outputs the new standards do not cover: float64 (and complex) and integer or bool outputs.
-void JudgeWithoutNewStandard(v1::DType dtype, bool floating, Standard standard,
+void JudgeWithoutNewStandard(wire::DType dtype, bool floating, Standard standard,
                              Metric two_way_metric, const std::string& two_way_message,
                              OutputJudgement& j) {
   // A float64 output of an exact comparison (an op of the binary standard, or a random op
   // replayed from its generator state) is exact too: msprobe's "no new standard for float64"
   // sent it to the two-way chain, where a float64 randn with an element changed by 5e-4 passed.
-  if (dtype == v1::DTYPE_FLOAT64 && standard == Standard::kBinary) {
+  if (dtype == wire::kFloat64 && standard == Standard::kBinary) {
     j.standard = Standard::kBinary;
     j.status = CheckStatus::kPass;
     if (j.device->mismatch_rate != 0) {
@@ -401,7 +384,7 @@ OutputJudgement JudgeOutput(const TensorView& device, const TensorView* bench,
     absl::StatusOr<PairMetrics> b = ComputeMetrics(*bench, *golden, *c);
     if (b.ok()) j.bench = *b;
   }
-  if (!floating || device.dtype == v1::DTYPE_FLOAT64) {
+  if (!floating || device.dtype == wire::kFloat64) {
     JudgeWithoutNewStandard(device.dtype, floating, standard, two_way_metric, two_way_message, j);
     return j;
   }

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "parity/v1/parity.pb.h"
+#include "common/wire/fields.h"
 #include "server/compare/check_status.h"
 #include "server/compare/metric.h"
 #include "server/compare/metrics.h"
@@ -56,7 +56,7 @@ struct OutputJudgement {
 
 // msprobe's legacy chain on device-vs-reference metrics (cosine, max abs, hundredth/thousandth/
 // ten-thousandth ratios). Sets `failed_metric` and `message` when not pass.
-CheckStatus TwoWayChain(const PairMetrics& m, v1::DType device_dtype, const TwoWayThresholds& t,
+CheckStatus TwoWayChain(const PairMetrics& m, wire::DType device_dtype, const TwoWayThresholds& t,
                         Metric* failed_metric, std::string* message);
 
 // Judges one output. `bench` and `golden` may be null when that replay could not run (the
@@ -67,8 +67,6 @@ OutputJudgement JudgeOutput(const TensorView& device, const TensorView* bench,
 
 // msprobe's spelling: "pass", "Warning", "error", "SKIP".
 absl::string_view StatusText(CheckStatus s);
-// The same names for a status as the wire carries it (a Verdict read by a client or a test).
-absl::string_view StatusText(v1::VerdictStatus s);
 
 // Strict aggregation: any error -> error; else any Warning -> Warning; else any pass -> pass;
 // empty or all SKIP -> SKIP. REJECTED dominates everything.

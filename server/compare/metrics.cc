@@ -60,7 +60,7 @@ std::atomic<int>& CompareThreadsSetting() {
   return threads;
 }
 
-Accumulator AccumulateAll(v1::DType td, v1::DType rd, const void* tp, const void* rp, int64_t n,
+Accumulator AccumulateAll(wire::DType td, wire::DType rd, const void* tp, const void* rp, int64_t n,
                           const DTypeConstants& c, double eps) {
   const internal::Kernel kernel = internal::ActiveKernel();
   const int64_t chunks = (n + kChunk - 1) / kChunk;
@@ -185,14 +185,14 @@ std::string Shape(const std::vector<int64_t>& s) {
 }
 
 // Reference epsilon: machine epsilon of the reference's dtype, 2^-8 for bfloat16 devices.
-double Epsilon(v1::DType tested, v1::DType ref) {
-  if (tested == v1::DTYPE_BFLOAT16) return 0.00390625;
+double Epsilon(wire::DType tested, wire::DType ref) {
+  if (tested == wire::kBFloat16) return 0.00390625;
   switch (ref) {
-    case v1::DTYPE_FLOAT16:
+    case wire::kFloat16:
       return fp::Half::kEps;
-    case v1::DTYPE_BFLOAT16:
+    case wire::kBFloat16:
       return fp::BFloat16::kEps;
-    case v1::DTYPE_FLOAT32:
+    case wire::kFloat32:
       return fp::Float::kEps;
     default:
       return fp::Double::kEps;
@@ -260,7 +260,7 @@ absl::StatusOr<PairMetrics> ComputeMetrics(const TensorView& tested, const Tenso
 
 namespace internal {
 
-void ScalarKernel(v1::DType td, v1::DType rd, const void* t, const void* r, int64_t begin,
+void ScalarKernel(wire::DType td, wire::DType rd, const void* t, const void* r, int64_t begin,
                   int64_t end, const DTypeConstants& c, double eps, Accumulator& a) {
   VisitFloatType(td, [&](auto tested) {
     VisitFloatType(rd, [&](auto reference) {

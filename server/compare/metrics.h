@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "parity/v1/parity.pb.h"
+#include "common/wire/fields.h"
 #include "server/compare/accumulator.h"
 #include "server/compare/float_types.h"
 
@@ -16,7 +16,7 @@ namespace parity::server {
 // A contiguous buffer of one output: in host memory, or in a CUDA device's memory (then the
 // metrics are computed on that device: device_compare.h).
 struct TensorView {
-  v1::DType dtype = v1::DTYPE_UNSPECIFIED;
+  wire::DType dtype = wire::kDTypeUnspecified;
   std::vector<int64_t> shape;
   const void* data = nullptr;
   int64_t numel = 0;
@@ -56,18 +56,18 @@ struct PairMetrics {
 // Calls f(T{}) with the fp:: element type of a floating dtype (float16, bfloat16, float32,
 // float64); false, without calling it, for any other dtype.
 template <typename F>
-bool VisitFloat(v1::DType dtype, F&& f) {
+bool VisitFloat(wire::DType dtype, F&& f) {
   switch (dtype) {
-    case v1::DTYPE_FLOAT16:
+    case wire::kFloat16:
       f(fp::Half{});
       return true;
-    case v1::DTYPE_BFLOAT16:
+    case wire::kBFloat16:
       f(fp::BFloat16{});
       return true;
-    case v1::DTYPE_FLOAT32:
+    case wire::kFloat32:
       f(fp::Float{});
       return true;
-    case v1::DTYPE_FLOAT64:
+    case wire::kFloat64:
       f(fp::Double{});
       return true;
     default:

@@ -80,7 +80,7 @@ const std::string* StandardsTable::UncomparedReason(absl::string_view op_name, i
   return &it->second.reason;
 }
 
-const DTypeConstants* StandardsTable::Constants(v1::DType dtype) const {
+const DTypeConstants* StandardsTable::Constants(wire::DType dtype) const {
   auto it = constants_.find(dtype);
   return it == constants_.end() ? nullptr : &it->second;
 }

@@ -9,8 +9,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/wire/fields.h"
 #include "nlohmann/json_fwd.hpp"
-#include "parity/v1/parity.pb.h"
 #include "server/compare/metrics.h"
 
 namespace parity::common {
@@ -75,7 +75,7 @@ class StandardsTable {
   Standard Lookup(absl::string_view op_name, int input_rank = -1) const;
 
   // Constants of a floating dtype (float16, bfloat16, float32, float64); nullptr otherwise.
-  const DTypeConstants* Constants(v1::DType dtype) const;
+  const DTypeConstants* Constants(wire::DType dtype) const;
 
   // Why output `index` (of the call's flattened outputs) of `op_name` is not compared (random
   // generator bookkeeping, say), matched on the bare name; nullptr when it is compared.
@@ -109,7 +109,7 @@ class StandardsTable {
     std::string reason;
   };
   std::map<std::string, Uncompared, std::less<>> uncompared_;
-  std::map<v1::DType, DTypeConstants> constants_;
+  std::map<wire::DType, DTypeConstants> constants_;
   BenchmarkRatioThresholds benchmark_;
   UlpRules ulp_;
   TwoWayThresholds two_way_;

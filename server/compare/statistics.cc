@@ -10,30 +10,30 @@ namespace {
 
 struct Scaled {
   Metric metric;
-  double (*value)(const v1::TensorStats&);
-  double (*scale)(const v1::TensorStats&, uint64_t numel);
+  double (*value)(const common::TensorStatsValues&);
+  double (*scale)(const common::TensorStatsValues&, uint64_t numel);
 };
 
-double Finite(const v1::TensorStats& s, uint64_t numel) {
-  const uint64_t bad = s.nan_count() + s.inf_count();
+double Finite(const common::TensorStatsValues& s, uint64_t numel) {
+  const uint64_t bad = s.nan_count + s.inf_count;
   return bad >= numel ? 0 : static_cast<double>(numel - bad);
 }
 
 const Scaled kStats[] = {
-    {Metric::kStatsMean, [](const v1::TensorStats& s) { return s.mean(); },
-     [](const v1::TensorStats& s, uint64_t n) {
+    {Metric::kStatsMean, [](const common::TensorStatsValues& s) { return s.mean; },
+     [](const common::TensorStatsValues& s, uint64_t n) {
        const double finite = Finite(s, n);
-       return finite > 0 ? s.l2_norm() / std::sqrt(finite) : 0.0;
+       return finite > 0 ? s.l2_norm / std::sqrt(finite) : 0.0;
      }},
-    {Metric::kStatsL2Norm, [](const v1::TensorStats& s) { return s.l2_norm(); },
-     [](const v1::TensorStats& s, uint64_t) { return s.l2_norm(); }},
-    {Metric::kStatsMin, [](const v1::TensorStats& s) { return s.min(); },
-     [](const v1::TensorStats& s, uint64_t) {
-       return std::max(std::fabs(s.min()), std::fabs(s.max()));
+    {Metric::kStatsL2Norm, [](const common::TensorStatsValues& s) { return s.l2_norm; },
+     [](const common::TensorStatsValues& s, uint64_t) { return s.l2_norm; }},
+    {Metric::kStatsMin, [](const common::TensorStatsValues& s) { return s.min; },
+     [](const common::TensorStatsValues& s, uint64_t) {
+       return std::max(std::fabs(s.min), std::fabs(s.max));
      }},
-    {Metric::kStatsMax, [](const v1::TensorStats& s) { return s.max(); },
-     [](const v1::TensorStats& s, uint64_t) {
-       return std::max(std::fabs(s.min()), std::fabs(s.max()));
+    {Metric::kStatsMax, [](const common::TensorStatsValues& s) { return s.max; },
+     [](const common::TensorStatsValues& s, uint64_t) {
+       return std::max(std::fabs(s.min), std::fabs(s.max));
      }},
 };
 
@@ -45,15 +45,16 @@ double Distance(double a, double b, double scale) {
 
 }  // namespace
 
-OutputJudgement JudgeStatistics(const v1::TensorStats& device, const v1::TensorStats* bench,
-                                const v1::TensorStats* golden, v1::DType dtype, uint64_t numel,
-                                const StandardsTable& table) {
+OutputJudgement JudgeStatistics(const common::TensorStatsValues& device,
+                                const common::TensorStatsValues* bench,
+                                const common::TensorStatsValues* golden, wire::DType dtype,
+                                uint64_t numel, const StandardsTable& table) {
   OutputJudgement j;
   j.standard = Standard::kStatistics;
   j.message =
       "The device sent this output as statistics only (larger than its "
       "parity.max_tensor_bytes): compared by min, max, mean, L2 norm and inf/NaN counts.";
-  const v1::TensorStats* reference = golden != nullptr ? golden : bench;
+  const common::TensorStatsValues* reference = golden != nullptr ? golden : bench;
   if (reference == nullptr) {
     j.status = CheckStatus::kSkip;
     j.message = "Bench output is None, skip this test.";
@@ -64,18 +65,17 @@ OutputJudgement JudgeStatistics(const v1::TensorStats& device, const v1::TensorS
     j.status = CheckStatus::kError;
     absl::StrAppend(&j.message, "\n", why);
   };
-  const v1::TensorStats& counts = bench != nullptr ? *bench : *golden;
+  const common::TensorStatsValues& counts = bench != nullptr ? *bench : *golden;
   StatisticsDetail& detail = j.statistics.emplace();
-  detail.nan_count = device.nan_count();
-  detail.inf_count = device.inf_count();
-  if (device.nan_count() != counts.nan_count() || device.inf_count() != counts.inf_count()) {
+  detail.nan_count = device.nan_count;
+  detail.inf_count = device.inf_count;
+  if (device.nan_count != counts.nan_count || device.inf_count != counts.inf_count) {
     // What broke, first (before the note and any statistic): an overflow reads as one.
     j.status = CheckStatus::kError;
     j.failed_metric = Metric::kStatsInfNanCount;
-    j.message =
-        absl::StrCat("ERROR: inf/NaN counts differ: device ", device.inf_count(), " inf and ",
-                     device.nan_count(), " NaN, ", bench != nullptr ? "bench " : "golden ",
-                     counts.inf_count(), " inf and ", counts.nan_count(), " NaN\n", j.message);
+    j.message = absl::StrCat("ERROR: inf/NaN counts differ: device ", device.inf_count, " inf and ",
+                             device.nan_count, " NaN, ", bench != nullptr ? "bench " : "golden ",
+                             counts.inf_count, " inf and ", counts.nan_count, " NaN\n", j.message);
   }
   const DTypeConstants* c = table.Constants(dtype);
   // A statistic of many elements is more precise than any one of them, so the floor is the

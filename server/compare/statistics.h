@@ -7,7 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "parity/v1/parity.pb.h"
+#include "common/wire/fields.h"
+#include "common/wire/tensor_stats.h"
 #include "server/compare/judge.h"
 #include "server/compare/standards.h"
 
@@ -20,8 +21,9 @@ namespace parity::server {
 // own scaled distance, floored at the dtype's rtol (float32 2^-20, float16 2^-10, bfloat16 2^-8).
 // Without a golden the bench is the reference and the floor alone bounds the distance. `bench` and
 // `golden` may be null.
-OutputJudgement JudgeStatistics(const v1::TensorStats& device, const v1::TensorStats* bench,
-                                const v1::TensorStats* golden, v1::DType dtype, uint64_t numel,
-                                const StandardsTable& table);
+OutputJudgement JudgeStatistics(const common::TensorStatsValues& device,
+                                const common::TensorStatsValues* bench,
+                                const common::TensorStatsValues* golden, wire::DType dtype,
+                                uint64_t numel, const StandardsTable& table);
 
 }  // namespace parity::server

@@ -122,8 +122,13 @@ const common::KeyTable<ServerConfig>& ServerTable() {
           .DocsDefault("`[]` = every rank")
           .Flag("rank_list"),
       K::Custom(
-          "run_ut.tls_path", KeyKind::kString, common::config_internal::ReadTlsPath<C>,
-          common::config_internal::ShowTlsPath<C>,
+          "run_ut.tls_path", KeyKind::kString,
+          [](common::ConfigReader& r, const std::string& n, C& c) {
+            common::config_internal::ReadTlsPath(r, n, &c.tls_path, &c.parity.plaintext);
+          },
+          [](const C& c) {
+            return common::config_internal::ShowTlsPath(c.tls_path, c.parity.plaintext);
+          },
           "folder with `server.crt`, `server.key`, and `ca.crt` to require client certificates "
           "(mutual TLS); `\"\"`: plaintext, as in msprobe, with a warning")
           .DocsDefault("`\"./\"` (msprobe's default)")

@@ -394,9 +394,9 @@ CallOutcome CallChecker::Run(const ServerCall& call, const common::BlobSource* b
   std::optional<c10::StreamGuard> on_stream;
   if (lane.stream) on_stream.emplace(*lane.stream);
   absl::StatusOr<DecodedCall> decoded =
-      given != nullptr ? absl::StatusOr<DecodedCall>(std::move(*given))
-                       : DecodeCall(call.wire, op->schema(), impl_->options.limits, blobs,
-                                    lane.device.is_cuda());
+      given != nullptr
+          ? absl::StatusOr<DecodedCall>(std::move(*given))
+          : DecodeCall(call, op->schema(), impl_->options.limits, blobs, lane.device.is_cuda());
   clock.Lap(&cpu.decode);
   if (!decoded.ok()) return WithCpu(DecodeFailed(decoded.status()), cpu);
   // An older release's form of the operator, when the call's arguments fit that one.

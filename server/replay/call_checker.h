@@ -1,4 +1,4 @@
-// Checks one ApiCall: resolve the operator, decode the call, replay it on the bench device and as
+// Checks one call: resolve the operator, decode the call, replay it on the bench device and as
 // a float64 golden through the libtorch dispatcher, judge every output by its API's standard,
 // aggregate. The stages are in server/replay/stages.h; this header is torch-free.
 #pragma once
@@ -10,9 +10,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/torch/value_codec.h"
+#include "common/wire/blob_source.h"
 #include "common/wire/limits.h"
-#include "parity/v1/parity.pb.h"
+#include "common/wire/proto_fwd.h"
 #include "server/call/call_outcome.h"
 #include "server/call/server_call.h"
 #include "server/compare/standards.h"

@@ -8,6 +8,7 @@
 #include "common/base/status_macros.h"
 #include "common/base/text.h"
 #include "common/torch/torch_pch.h"
+#include "common/wire/dtype.h"
 #include "server/replay/call_checker.h"
 #include "server/replay/stages.h"
 
@@ -25,36 +26,6 @@ bool OpNameKnown(absl::string_view name) {
     return set;
   }();
   return names->count(std::string(name)) > 0;
-}
-
-// Whether `t` was contiguous in the training: its original strides (when sent) those of a
-// contiguous tensor of its shape, dimensions of size 1 ignored.
-bool Contiguous(const v1::Tensor& t) {
-  if (t.original_strides_size() == 0) return true;
-  if (t.original_strides_size() != t.shape_size()) return false;
-  int64_t expected = 1;
-  for (int d = t.shape_size() - 1; d >= 0; --d) {
-    if (t.shape(d) != 1 && t.original_strides(d) != expected) return false;
-    expected *= t.shape(d);
-  }
-  return true;
-}
-
-// An output that did not decode (FAILED_PRECONDITION: statistics only somewhere in it): a
-// tensor sent as statistics only, with what stands for it, or a value that holds one.
-OutputForm NotDecoded(const v1::Value& wire, const absl::Status& why) {
-  OutputForm form;
-  form.why = std::string(why.message());
-  if (!wire.has_tensor() || wire.tensor().form() != v1::DATA_FORM_STATS_ONLY) {
-    form.kind = OutputForm::Kind::kUndecoded;
-    return form;
-  }
-  const v1::Tensor& t = wire.tensor();
-  form.kind = OutputForm::Kind::kStatsOnly;
-  form.dtype = t.dtype();
-  form.shape.assign(t.shape().begin(), t.shape().end());
-  form.stats = t.stats();
-  return form;
 }
 
 }  // namespace
@@ -98,13 +69,14 @@ absl::Status ValidateCallStrings(const common::CallIdentity& call) {
     }
   }
   // The generator's kind decides its replay: a number that is no GeneratorDevice is malformed.
-  if (!v1::GeneratorDevice_IsValid(g.device)) {
+  if (g.device < wire::kGeneratorUnspecified || g.device > wire::kGeneratorOther) {
     return absl::InvalidArgumentError(
         absl::StrCat("ApiCall.generator.device: ", static_cast<int>(g.device),
                      " is not a parity.v1.GeneratorDevice"));
   }
   // The autocast dtype is replayed: a number that is no DType is malformed, as in a tensor.
-  if (!v1::DType_IsValid(call.autocast_dtype)) {
+  if (call.autocast_dtype != wire::kDTypeUnspecified &&
+      !common::IsKnownDType(call.autocast_dtype)) {
     return absl::InvalidArgumentError(
         absl::StrCat("ApiCall.autocast_dtype: ", static_cast<int>(call.autocast_dtype),
                      " is not a parity.v1.DType"));
@@ -225,37 +197,15 @@ absl::StatusOr<std::optional<c10::OperatorHandle>> NormalizeForSomeRelease(
   return refused;
 }
 
-absl::StatusOr<DecodedCall> DecodeCall(const v1::ApiCall& call, const c10::FunctionSchema& schema,
+absl::StatusOr<DecodedCall> DecodeCall(const ServerCall& call, const c10::FunctionSchema& schema,
                                        const common::DecodeLimits& limits,
                                        const common::BlobSource* blobs, bool pinned_inputs) {
-  common::ValueDecoder decoder(limits, blobs);
-  decoder.set_pinned(pinned_inputs);
+  PARITY_ASSIGN_OR_RETURN(MessageValues values, DecodeValues(call, limits, blobs, pinned_inputs));
   DecodedCall d;
-  d.inputs.resize(call.inputs_size());
-  for (int i = 0; i < call.inputs_size(); ++i) {
-    absl::Status s = decoder.Decode(call.inputs(i), absl::StrCat("inputs[", i, "]"), &d.inputs[i]);
-    if (s.code() == absl::StatusCode::kFailedPrecondition) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(s.message(), ": the call cannot be replayed without it"));
-    }
-    if (!s.ok()) return s;
-    if (call.inputs(i).has_tensor() && !Contiguous(call.inputs(i).tensor())) {
-      d.inputs_contiguous = false;
-    }
-  }
-  // The device's outputs stay pinned too: on a GPU bench they are compared on the GPU
-  // (judge_outputs.cc), and go up asynchronously from there.
-  d.outputs.resize(call.outputs_size());
-  d.output_form.resize(call.outputs_size());
-  for (int i = 0; i < call.outputs_size(); ++i) {
-    const v1::Value& wire = call.outputs(i);
-    absl::Status s = decoder.Decode(wire, absl::StrCat("outputs[", i, "]"), &d.outputs[i]);
-    if (s.code() == absl::StatusCode::kFailedPrecondition) {
-      d.output_form[i] = NotDecoded(wire, s);
-    } else if (!s.ok()) {
-      return s;
-    }
-  }
+  d.inputs = std::move(values.inputs);
+  d.outputs = std::move(values.outputs);
+  d.output_form = std::move(values.output_form);
+  d.inputs_contiguous = values.inputs_contiguous;
   // Argument types must fit the schema (or one of its release forms) before anything is
   // dispatched, and the stack must hold every argument (a kernel reads its arguments from fixed
   // stack positions).

@@ -58,7 +58,7 @@ struct PlacedCopy {
 std::optional<PlacedCopy> Place(const c10::IValue* v, std::optional<c10::Device> gpu) {
   const at::Tensor* t = TensorOf(v);
   if (t == nullptr) return std::nullopt;
-  std::optional<v1::DType> d = common::ToWireDType(t->scalar_type());
+  std::optional<wire::DType> d = common::ToWireDType(t->scalar_type());
   if (!d) return std::nullopt;
   PlacedCopy h;
   const at::Tensor plain = t->detach().resolve_conj().resolve_neg();
@@ -155,21 +155,11 @@ OutputOutcome JudgeTensor(const at::Tensor& device, const c10::IValue* bench,
 // A device output sent as statistics only: by the same statistics of the bench and golden.
 OutputOutcome JudgeStatsOnly(const OutputForm& device, const c10::IValue* bench,
                              const c10::IValue* golden, const StandardsTable& table) {
-  auto stats = [](const c10::IValue* v) -> std::optional<v1::TensorStats> {
+  auto stats = [](const c10::IValue* v) -> std::optional<common::TensorStatsValues> {
     if (v == nullptr || !v->isTensor() || !v->toTensor().defined()) return std::nullopt;
-    const common::TensorStatsValues s = common::TensorStatistics(v->toTensor());
-    v1::TensorStats out;
-    out.set_nan_count(s.nan_count);
-    out.set_inf_count(s.inf_count);
-    if (s.any_finite) {
-      out.set_min(s.min);
-      out.set_max(s.max);
-      out.set_mean(s.mean);
-      out.set_l2_norm(s.l2_norm);
-    }
-    return out;
+    return common::TensorStatistics(v->toTensor());
   };
-  const std::optional<v1::TensorStats> b = stats(bench), g = stats(golden);
+  const std::optional<common::TensorStatsValues> b = stats(bench), g = stats(golden);
   uint64_t numel = 1;
   for (int64_t d : device.shape) numel *= static_cast<uint64_t>(d);
   OutputOutcome out;
@@ -179,10 +169,10 @@ OutputOutcome JudgeStatsOnly(const OutputForm& device, const c10::IValue* bench,
   out.shape = device.shape;
   if (b) {
     out.bench_dtype =
-        common::ToWireDType(bench->toTensor().scalar_type()).value_or(v1::DTYPE_UNSPECIFIED);
+        common::ToWireDType(bench->toTensor().scalar_type()).value_or(wire::kDTypeUnspecified);
   }
   out.reference_dtype =
-      g ? common::ToWireDType(golden->toTensor().scalar_type()).value_or(v1::DTYPE_UNSPECIFIED)
+      g ? common::ToWireDType(golden->toTensor().scalar_type()).value_or(wire::kDTypeUnspecified)
         : out.bench_dtype;
   return out;
 }

@@ -296,10 +296,10 @@ std::optional<Replay> ReplayRandom(const ServerCall& server_call, const c10::Ope
     return std::nullopt;
   }
   c10::Device device(c10::kCPU);
-  const v1::GeneratorDevice kind = common::GeneratorDeviceOf(g);
-  if (kind == v1::GENERATOR_DEVICE_CUDA && bench_device.is_cuda()) {
+  const wire::GeneratorDevice kind = common::GeneratorDeviceOf(g);
+  if (kind == wire::kGeneratorCuda && bench_device.is_cuda()) {
     device = bench_device;
-  } else if (kind != v1::GENERATOR_DEVICE_CPU) {
+  } else if (kind != wire::kGeneratorCpu) {
     *why_not =
         absl::StrCat("the training drew from a ", g.device_type, " generator and the bench (",
                      bench_device.str(), ") has none of that kind");
@@ -359,7 +359,7 @@ void JudgeRandomProperties(const ServerCall& call, const c10::FunctionSchema& sc
     }
     if (device[i].isTensor() && device[i].toTensor().defined()) {
       const at::Tensor& t = device[i].toTensor();
-      out.dtype = common::ToWireDType(t.scalar_type()).value_or(v1::DTYPE_UNSPECIFIED);
+      out.dtype = common::ToWireDType(t.scalar_type()).value_or(wire::kDTypeUnspecified);
       out.shape.assign(t.sizes().begin(), t.sizes().end());
     }
     tally.Add(std::move(out), check);

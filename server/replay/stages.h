@@ -14,10 +14,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "common/torch/value_codec.h"
+#include "common/wire/blob_source.h"
 #include "common/wire/limits.h"
-#include "parity/v1/parity.pb.h"
 #include "server/call/call_outcome.h"
+#include "server/call/decode_values.h"
 #include "server/call/server_call.h"
 #include "server/replay/replay_errors.h"
 
@@ -34,23 +34,9 @@ absl::Status ValidateCallStrings(const common::CallIdentity& call);
 // overload is unknown.
 absl::StatusOr<c10::OperatorHandle> ResolveOp(absl::string_view name, absl::string_view overload);
 
-// 3. Decode: the call's values, every size validated before allocating. What the later stages
-// read of a call's values is here; none of them goes back to the message's.
-// How one device output arrived: decoded (its value in DecodedCall::outputs), a tensor sent as
-// statistics only (judged by the dtype, shape and TensorStats the agent sent in its place), or
-// a value holding such a tensor that cannot be decoded here (a list, say). `why`: the decoder's
-// words, for the last two.
-struct OutputForm {
-  enum class Kind { kDecoded, kStatsOnly, kUndecoded };
-  Kind kind = Kind::kDecoded;
-  std::string why;
-  // kStatsOnly: what stands for the tensor.
-  v1::DType dtype = v1::DTYPE_UNSPECIFIED;
-  std::vector<int64_t> shape;
-  v1::TensorStats stats;
-  bool decoded() const { return kind == Kind::kDecoded; }
-};
-
+// 3. Decode: the call's values (server/call/decode_values.h: the one reader of the message's
+// values), every size validated before allocating, and fitted to the operator's schema. What the
+// later stages read of a call's values is here.
 struct DecodedCall {
   Stack inputs;                         // the schema's full argument stack: defaults filled in
   Stack outputs;                        // the device's outputs; None where not decoded
@@ -71,7 +57,7 @@ absl::StatusOr<DecodedCall> DecodedFromValues(const c10::FunctionSchema& schema,
 // INVALID_ARGUMENT or RESOURCE_EXHAUSTED: the call is rejected; FAILED_PRECONDITION: an input was
 // sent as statistics only, so the call cannot be replayed (SKIP). `pinned_inputs`: the inputs
 // go to page-locked host memory (a CUDA bench copies them asynchronously).
-absl::StatusOr<DecodedCall> DecodeCall(const v1::ApiCall& call, const c10::FunctionSchema& schema,
+absl::StatusOr<DecodedCall> DecodeCall(const ServerCall& call, const c10::FunctionSchema& schema,
                                        const common::DecodeLimits& limits,
                                        const common::BlobSource* blobs, bool pinned_inputs = false);
 // Makes `inputs` a full stack for `schema`: types checked, defaults of omitted trailing

@@ -22,7 +22,6 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/base/log.h"
-#include "parity/v1/parity.pb.h"
 #include "server/call/call_outcome.h"
 #include "server/compare/standards.h"
 #include "server/results/error_data_options.h"

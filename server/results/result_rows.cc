@@ -8,15 +8,14 @@
 #include "absl/strings/str_join.h"
 #include "common/wire/dtype.h"
 #include "nlohmann/json.hpp"
-#include "server/call/verdict_encoder.h"
 
 namespace parity::server {
 namespace {
 
 const std::string kSpace = " ";
 
-std::string DTypeCell(v1::DType d) {
-  return d == v1::DTYPE_UNSPECIFIED ? kSpace : std::string(common::TorchName(d));
+std::string DTypeCell(wire::DType d) {
+  return d == wire::kDTypeUnspecified ? kSpace : std::string(common::TorchName(d));
 }
 
 // msprobe's status words; a rejected call reads SKIP (not checked: malformed), with its message.
@@ -37,7 +36,7 @@ std::vector<std::string> AccuracyDetailsRow(const std::string& name, const Outpu
   const OutputJudgement& j = out.judgement;
   std::vector<std::string> row = {
       name, DTypeCell(out.reference_dtype), DTypeCell(out.dtype),
-      out.dtype == v1::DTYPE_UNSPECIFIED ? kSpace : ShapeTuple(out.shape)};
+      out.dtype == wire::kDTypeUnspecified ? kSpace : ShapeTuple(out.shape)};
   if (!out.value_type.empty()) {
     // A Python value, as msprobe's compare writes one: its type in both dtype columns, and a
     // mismatch rate of 0 when equal (blank otherwise); api_precision_compare skips a row whose
@@ -161,7 +160,7 @@ nlohmann::json JsonRecord(const CallOrigin& origin, const ServerCall& server_cal
   j["module_path"] = call.module_path;
   j["in_optimizer"] = call.in_optimizer;
   if (call.autocast_dtype != wire::kDTypeUnspecified) {
-    j["autocast"] = std::string(common::TorchName(static_cast<v1::DType>(call.autocast_dtype)));
+    j["autocast"] = std::string(common::TorchName(static_cast<wire::DType>(call.autocast_dtype)));
   }
   j["status"] = StatusCell(check.status);
   if (check.status == CheckStatus::kRejected) j["rejected"] = true;

@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "parity/v1/parity.pb.h"
 #include "server/call/call_origin.h"
 #include "server/call/call_outcome.h"
 #include "server/call/server_call.h"

@@ -31,7 +31,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "parity/v1/parity.pb.h"
 #include "server/call/call_outcome.h"
 #include "server/results/result_rows.h"
 

@@ -1,5 +1,7 @@
 #include "server/service/agent_messages.h"
 
+#include "parity/v1/parity.pb.h"
+
 #include <grpcpp/support/proto_buffer_reader.h>
 
 #include <google/protobuf/io/coded_stream.h>
@@ -10,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/wire/limits.h"
+#include "server/service/grpc_bytes.h"
 
 namespace parity::server {
 namespace {
@@ -21,7 +24,8 @@ absl::Status HelloStringTooLong(absl::string_view field, std::size_t bytes) {
 
 }  // namespace
 
-Peek PeekMessage(grpc::ByteBuffer& buffer) {
+Peek PeekMessage(MessageBytes& message) {
+  grpc::ByteBuffer& buffer = AsGrpc(message);
   using google::protobuf::internal::WireFormatLite;
   grpc::ProtoBufferReader reader(&buffer);
   google::protobuf::io::CodedInputStream in(&reader);
@@ -89,7 +93,8 @@ grpc::ByteBuffer Range(const std::vector<grpc::Slice>& slices, std::size_t offse
 
 }  // namespace
 
-absl::StatusOr<std::vector<grpc::ByteBuffer>> SplitBatch(grpc::ByteBuffer& buffer) {
+absl::StatusOr<std::vector<MessageBytes>> SplitBatch(MessageBytes& message) {
+  grpc::ByteBuffer& buffer = AsGrpc(message);
   using google::protobuf::internal::WireFormatLite;
   std::vector<grpc::Slice> slices;
   if (!buffer.Dump(&slices).ok()) return absl::InvalidArgumentError("unreadable MessageBatch");
@@ -101,7 +106,7 @@ absl::StatusOr<std::vector<grpc::ByteBuffer>> SplitBatch(grpc::ByteBuffer& buffe
       !in.ReadVarint32(&length)) {
     return absl::InvalidArgumentError("malformed MessageBatch");
   }
-  std::vector<grpc::ByteBuffer> items;
+  std::vector<MessageBytes> items;
   const uint32_t item_tag = WireFormatLite::MakeTag(v1::MessageBatch::kMessagesFieldNumber,
                                                     WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
   for (uint32_t t = in.ReadTag(); t != 0; t = in.ReadTag()) {
@@ -118,7 +123,7 @@ absl::StatusOr<std::vector<grpc::ByteBuffer>> SplitBatch(grpc::ByteBuffer& buffe
     if (!in.ReadVarint32(&bytes)) break;
     const std::size_t offset = static_cast<std::size_t>(in.CurrentPosition());
     if (!in.Skip(static_cast<int>(bytes))) break;
-    items.push_back(Range(slices, offset, bytes));
+    items.push_back(FromGrpc(Range(slices, offset, bytes)));
   }
   if (!in.ConsumedEntireMessage() ||
       static_cast<std::size_t>(in.CurrentPosition()) != buffer.Length()) {

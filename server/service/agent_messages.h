@@ -3,8 +3,6 @@
 // and the rules of Hello.
 #pragma once
 
-#include <grpcpp/support/byte_buffer.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -12,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "parity/v1/parity.pb.h"
+#include "server/service/message_bytes.h"
 
 namespace parity::server {
 
@@ -26,13 +25,13 @@ struct Peek {
   std::vector<uint64_t> kept_blob_ids;  // ApiCall.kept_blob_ids
   bool well_formed = false;             // every field of the ApiCall was read or skipped cleanly
 };
-Peek PeekMessage(grpc::ByteBuffer& buffer);
+Peek PeekMessage(MessageBytes& message);
 
 // The items of a serialized AgentMessage holding a MessageBatch (PeekMessage's kind kBatch), each
-// a ByteBuffer over the same slices (no copy), in order. INVALID_ARGUMENT when the batch's bytes
+// a view of the same slices (no copy), in order. INVALID_ARGUMENT when the batch's bytes
 // are malformed (a field that is not a length-delimited item is skipped, as a parser would);
 // RESOURCE_EXHAUSTED, before reading further, at its common::kMaxBatchItems + 1st item.
-absl::StatusOr<std::vector<grpc::ByteBuffer>> SplitBatch(grpc::ByteBuffer& buffer);
+absl::StatusOr<std::vector<MessageBytes>> SplitBatch(MessageBytes& message);
 
 // The status that ends a stream at message `index` (0-based) of `bytes` bytes that did not parse.
 absl::Status NotAMessage(uint64_t index, std::size_t bytes);

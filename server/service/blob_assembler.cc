@@ -1,5 +1,7 @@
 #include "server/service/blob_assembler.h"
 
+#include "parity/v1/parity.pb.h"
+
 #include <new>
 #include <utility>
 

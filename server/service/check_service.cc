@@ -1,5 +1,7 @@
 #include "server/service/check_service.h"
 
+#include "parity/v1/parity.pb.h"
+
 #include <grpc/grpc_security_constants.h>
 
 #include <utility>

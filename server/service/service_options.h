@@ -7,10 +7,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/wire/limits.h"
-#include "parity/v1/parity.pb.h"
 
 namespace parity::common {
 class ClientCertificates;
@@ -32,7 +32,15 @@ struct ServiceOptions {
 
   // Set by the composition root at start, not keys of their own here:
   common::DecodeLimits limits;  // parity.limits.*: one message's tensors
-  v1::ServerInfo server_info;   // sent in answer to Hello (protocol_version is set)
+  // What the answer to a Hello (ServerInfo) says of this server; the session adds the protocol
+  // version, its id, the blob bytes it keeps for the stream and the dtypes it accepts (all).
+  struct Facts {
+    std::string server_version, bench_device, torch_version;
+    uint64_t max_message_bytes = 0, max_tensor_bytes = 0, max_call_bytes = 0;
+    uint64_t kept_blob_bytes = 0;  // the most a stream may have kept (parity.kept_blob_bytes)
+    bool golden_enabled = false;
+  };
+  Facts server;
   // Mutual TLS: the client certificates a stream is refused for (UNAUTHENTICATED, with the
   // reason; counted by cause in parity_server_tls_refusals_total), crl.pem's included. Null:
   // plaintext or TLS without ca.crt.

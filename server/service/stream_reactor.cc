@@ -7,6 +7,7 @@
 #include "common/transport/wire.h"
 #include "server/metrics/metrics.h"
 #include "server/service/check_service.h"
+#include "server/service/grpc_bytes.h"
 #include "server/service/grpc_status.h"
 
 namespace parity::server {
@@ -56,7 +57,8 @@ void StreamReactor::OnReadDone(bool ok) {
   }
   holds_ = 1;  // this reaction's hold on the next read
   mu_.Unlock();
-  const absl::Status s = session_.OnMessage(in_);
+  MessageBytes bytes = FromGrpc(std::move(in_));  // the slices, not copied
+  const absl::Status s = session_.OnMessage(bytes);
   mu_.Lock();
   if (!s.ok()) EndReading(s);  // a protocol violation ends this stream only
   ReleaseHold();
@@ -81,10 +83,10 @@ void StreamReactor::OnDone() {
   delete this;
 }
 
-void StreamReactor::Answer(grpc::ByteBuffer message, bool batch_verdicts, std::string who) {
+void StreamReactor::Answer(MessageBytes message, bool batch_verdicts, std::string who) {
   absl::MutexLock lock(&mu_);
   who_ = std::move(who);
-  outbox_.Push(std::move(message));
+  outbox_.Push(std::move(AsGrpc(message)));
   // Verdicts ready together go in one message (VerdictBatch) to an agent that takes them.
   // While later calls are being checked, ready verdicts wait up to verdict_hold for company.
   if (batch_verdicts) {
@@ -121,7 +123,9 @@ void StreamReactor::Resume() {
 void StreamReactor::Deliver(uint64_t slot, CallAnswer checked) {
   mu_.Lock();
   if (!checked.error.ok()) EndReading(checked.error);
-  outbox_.Complete(slot, std::move(checked.verdict));
+  std::optional<grpc::ByteBuffer> verdict;
+  if (checked.verdict) verdict = std::move(AsGrpc(*checked.verdict));
+  outbox_.Complete(slot, std::move(verdict));
   ActAndUnlock();
 }
 

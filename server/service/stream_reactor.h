@@ -44,7 +44,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
 
  private:
   // StreamOutput: the session's answer to Hello, and its calls.
-  void Answer(grpc::ByteBuffer message, bool batch_verdicts, std::string who) override;
+  void Answer(MessageBytes message, bool batch_verdicts, std::string who) override;
   void Queue(CallWork work) override;
 
   void Resume();  // a worker admitted this stream's parked call

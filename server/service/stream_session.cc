@@ -1,5 +1,7 @@
 #include "server/service/stream_session.h"
 
+#include "parity/v1/parity.pb.h"
+
 #include <algorithm>
 #include <utility>
 
@@ -13,6 +15,7 @@
 #include "server/metrics/metrics.h"
 #include "server/service/agent_messages.h"
 #include "server/service/check_service.h"
+#include "server/service/grpc_bytes.h"
 
 namespace parity::server {
 namespace {
@@ -84,8 +87,8 @@ void StreamSession::Finish() {
   state_.compare_exchange_strong(draining, StreamState::kFinished, std::memory_order_acq_rel);
 }
 
-absl::Status StreamSession::OnMessage(grpc::ByteBuffer& bytes) {
-  const std::size_t size = bytes.Length();
+absl::Status StreamSession::OnMessage(MessageBytes& bytes) {
+  const std::size_t size = bytes.size();
   absl::Status s;
   try {
     s = Handle(bytes, /*in_batch=*/false);
@@ -104,7 +107,7 @@ absl::Status StreamSession::OnMessage(grpc::ByteBuffer& bytes) {
 
 // An ApiCall goes to a worker unparsed (the worker parses it: the tensors are copied there, not
 // on the reading thread); any other message is small and parsed here.
-absl::Status StreamSession::Handle(grpc::ByteBuffer& in, bool in_batch) {
+absl::Status StreamSession::Handle(MessageBytes& in, bool in_batch) {
   const Peek peek = PeekMessage(in);
   if (peek.kind == v1::AgentMessage::kCall) {
     if (!hello_) return NeedHello("ApiCall");
@@ -112,7 +115,7 @@ absl::Status StreamSession::Handle(grpc::ByteBuffer& in, bool in_batch) {
       m->CallReceived(static_cast<wire::Phase>(peek.phase));
     // A malformed call has no sequence to check: its worker reports the bytes as malformed.
     return OnCall(peek.well_formed ? std::optional<uint64_t>(peek.sequence) : std::nullopt,
-                  std::make_shared<grpc::ByteBuffer>(std::move(in)), nullptr,
+                  std::make_shared<MessageBytes>(std::move(in)), nullptr,
                   peek.well_formed ? peek.kept_blob_ids : std::vector<uint64_t>{});
   }
   if (peek.kind == v1::AgentMessage::kBatch) {
@@ -121,8 +124,8 @@ absl::Status StreamSession::Handle(grpc::ByteBuffer& in, bool in_batch) {
     return HandleBatch(in);
   }
   v1::AgentMessage m;
-  const bool parsed = common::Parse(in, &m);
-  const std::size_t bytes = in.Length();
+  const bool parsed = ParseMessage(in, &m);
+  const std::size_t bytes = in.size();
   in.Clear();
   if (!parsed) return NotAMessage(messages_, bytes);
   return HandleParsed(m, in_batch);
@@ -190,9 +193,9 @@ absl::Status StreamSession::RouteRelease(v1::AgentMessage& m) {
   return blobs_.OnRelease(m.release());
 }
 
-absl::Status StreamSession::HandleBatch(grpc::ByteBuffer& in) {
+absl::Status StreamSession::HandleBatch(MessageBytes& in) {
   // Each item is a view of this message's bytes: a call still goes to its worker unparsed.
-  absl::StatusOr<std::vector<grpc::ByteBuffer>> items = SplitBatch(in);
+  absl::StatusOr<std::vector<MessageBytes>> items = SplitBatch(in);
   in.Clear();
   if (!items.ok()) {
     return absl::Status(
@@ -246,12 +249,22 @@ absl::Status StreamSession::OnHello(const v1::Hello& hello) {
                    ", run ", common::Printable(hello.run_id()), ", from ", peer_));
   v1::ServerMessage reply;
   v1::ServerInfo& info = *reply.mutable_server_info();
-  info = options.server_info;
-  info.set_kept_blob_bytes(blobs_.OfferKept(options.server_info.kept_blob_bytes()));
+  const ServiceOptions::Facts& facts = options.server;
+  info.set_server_version(facts.server_version);
+  info.set_max_message_bytes(facts.max_message_bytes);
+  info.set_max_tensor_bytes(facts.max_tensor_bytes);
+  info.set_max_call_bytes(facts.max_call_bytes);
+  for (int d = v1::DTYPE_BOOL; d <= v1::DTYPE_COMPLEX128; ++d) {
+    info.add_accepted_dtypes(static_cast<v1::DType>(d));
+  }
+  info.set_bench_device(facts.bench_device);
+  info.set_golden_enabled(facts.golden_enabled);
+  info.set_torch_version(facts.torch_version);
+  info.set_kept_blob_bytes(blobs_.OfferKept(facts.kept_blob_bytes));
   info.set_accepts_batches(true);
   info.set_protocol_version(kProtocolVersion);
   info.set_session_id(absl::StrCat(session_id_));
-  output_->Answer(common::Serialize(reply), hello.accepts_batches(),
+  output_->Answer(SerializeMessage(reply), hello.accepts_batches(),
                   absl::StrCat("rank ", hello.rank()));
   return absl::OkStatus();
 }
@@ -288,13 +301,13 @@ absl::Status StreamSession::AdmitSequence(std::optional<uint64_t> sequence) {
 }
 
 absl::Status StreamSession::OnCall(std::optional<uint64_t> sequence,
-                                   std::shared_ptr<grpc::ByteBuffer> raw,
+                                   std::shared_ptr<MessageBytes> raw,
                                    std::shared_ptr<v1::ApiCall> call,
                                    std::vector<uint64_t> kept_blob_ids) {
   PARITY_RETURN_IF_ERROR(AdmitSequence(sequence));
   CallWork work;
   PARITY_ASSIGN_OR_RETURN(work.blobs, blobs_.TakeForCall(sequence.value_or(0), kept_blob_ids));
-  work.bytes = work.blobs->bytes() + (raw ? raw->Length() : call->ByteSizeLong());
+  work.bytes = work.blobs->bytes() + (raw ? raw->size() : call->ByteSizeLong());
   work.message = messages_;
   work.raw = std::move(raw);
   work.call = std::move(call);
@@ -308,12 +321,12 @@ CallAnswer StreamSession::RunCall(CallWork work) const {
     if (work.raw) {
       v1::AgentMessage m;
       const double parse_start = common::ThreadCpuSeconds();
-      const bool parsed = common::Parse(*work.raw, &m);
+      const bool parsed = ParseMessage(*work.raw, &m);
       if (ServerMetrics* metrics = context_->metrics()) {
         metrics->StageCpu(ServerMetrics::Stage::kParse, common::ThreadCpuSeconds() - parse_start);
       }
       if (!parsed) {
-        out.error = NotAMessage(work.message, work.raw->Length());
+        out.error = NotAMessage(work.message, work.raw->size());
         return out;
       }
       work.raw.reset();  // the bytes, now copied into the message
@@ -325,7 +338,7 @@ CallAnswer StreamSession::RunCall(CallWork work) const {
     // The one encoding of what the check decided (server/call/verdict_encoder.h).
     *msg.mutable_verdict() =
         ToVerdict(server_call, context_->sink().Run(origin_, server_call, *work.blobs));
-    out.verdict = common::Serialize(msg);
+    out.verdict = SerializeMessage(msg);
   } catch (const std::bad_alloc&) {
     out.verdict.reset();
     out.error = absl::ResourceExhaustedError(absl::StrCat("out of memory while checking message ",

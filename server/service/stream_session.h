@@ -14,8 +14,6 @@
 // called from any thread that holds the adapter's lock, so the state is atomic.
 #pragma once
 
-#include <grpcpp/support/byte_buffer.h>
-
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -27,6 +25,7 @@
 #include "parity/v1/parity.pb.h"
 #include "server/call/call_origin.h"
 #include "server/service/blob_assembler.h"
+#include "server/service/message_bytes.h"
 #include "server/service/stream_context.h"
 
 namespace parity::server {
@@ -39,7 +38,7 @@ struct CallWork {
   uint64_t message = 0;  // the stream's message (0-based) that carried it, for errors
   // `raw` (parsed by the worker) or `call` (parsed by the reaction, when it came as an item of
   // a parsed message).
-  std::shared_ptr<grpc::ByteBuffer> raw;
+  std::shared_ptr<MessageBytes> raw;
   std::shared_ptr<v1::ApiCall> call;
   std::shared_ptr<BlobStore> blobs;  // what the call may name
   uint64_t bytes = 0;                // its message's and its blobs' bytes (the queue's budget)
@@ -51,7 +50,7 @@ class StreamOutput {
   virtual ~StreamOutput() = default;
   // The answer to an accepted Hello, the stream's first message out. `batch_verdicts`: the agent
   // takes VerdictBatch. `who` names the agent in logs ("rank 3").
-  virtual void Answer(grpc::ByteBuffer message, bool batch_verdicts, std::string who) = 0;
+  virtual void Answer(MessageBytes message, bool batch_verdicts, std::string who) = 0;
   // A call to check, in the order the calls arrived: its verdict goes out in that order.
   virtual void Queue(CallWork work) = 0;
 };
@@ -59,7 +58,7 @@ class StreamOutput {
 // A call's check on a worker: the verdict's bytes, or none with the error that ends the stream
 // (its message did not parse, the server ran out of memory).
 struct CallAnswer {
-  std::optional<grpc::ByteBuffer> verdict;
+  std::optional<MessageBytes> verdict;
   absl::Status error;
 };
 
@@ -75,7 +74,7 @@ class StreamSession {
   // One message read from the stream (its bytes may be moved out). Not OK: the message broke a
   // rule of the protocol (or the server ran out of memory for it); the caller ends the reading
   // side (EndReading). Never throws. The reading side only.
-  absl::Status OnMessage(grpc::ByteBuffer& bytes);
+  absl::Status OnMessage(MessageBytes& bytes);
   uint64_t messages() const { return messages_; }  // read so far
 
   // Nothing more is read: kAwaitingHello or kStreaming -> kDraining. Returns whether it moved.
@@ -96,8 +95,8 @@ class StreamSession {
   void Close() { blobs_.Close(); }
 
  private:
-  absl::Status Handle(grpc::ByteBuffer& bytes, bool in_batch);
-  absl::Status HandleBatch(grpc::ByteBuffer& bytes);
+  absl::Status Handle(MessageBytes& bytes, bool in_batch);
+  absl::Status HandleBatch(MessageBytes& bytes);
   absl::Status HandleParsed(v1::AgentMessage& m, bool in_batch);
   absl::Status RouteHello(v1::AgentMessage& m);
   absl::Status RouteCall(v1::AgentMessage& m);
@@ -109,7 +108,7 @@ class StreamSession {
   void OnStats(const v1::AgentStats& stats);
   // One call: `raw` or `call` set (CallWork). `sequence` is unknown for bytes that do not parse
   // (the worker reports them).
-  absl::Status OnCall(std::optional<uint64_t> sequence, std::shared_ptr<grpc::ByteBuffer> raw,
+  absl::Status OnCall(std::optional<uint64_t> sequence, std::shared_ptr<MessageBytes> raw,
                       std::shared_ptr<v1::ApiCall> call, std::vector<uint64_t> kept_blob_ids);
   absl::Status AdmitSequence(std::optional<uint64_t> sequence);  // increasing, above 0
 

@@ -60,7 +60,7 @@ class RecordingServer {
         server::ParityServer::Create(config, [this](const server::CallOrigin& origin,
                                                     const parity::server::ServerCall& server_call,
                                                     const parity::common::BlobSource&) {
-          const v1::ApiCall& call = server_call.wire;
+          const v1::ApiCall& call = server_call.message;
           return Handle(origin, call);
         });
     EXPECT_TRUE(s.ok()) << s.status();
@@ -248,13 +248,13 @@ inline common::AgentConfig Config(int port) {
   c.online_run_ut = true;
   c.host = "127.0.0.1";
   c.port = port;
-  c.parity.plaintext = true;
-  c.parity.policy = common::QueuePolicy::kBlock;
-  c.parity.block_timeout_ms = 0;  // tests that count every verdict wait as long as it takes
-  c.parity.reconnect_initial_ms = 20;
-  c.parity.reconnect_max_ms = 100;
-  c.parity.connect_timeout_ms = 2000;
-  c.parity.flush_timeout_ms = 20000;
+  c.parity.link.plaintext = true;
+  c.parity.sender.policy = common::QueuePolicy::kBlock;
+  c.parity.sender.block_timeout_ms = 0;  // tests that count every verdict wait as long as it takes
+  c.parity.link.reconnect_initial_ms = 20;
+  c.parity.link.reconnect_max_ms = 100;
+  c.parity.link.connect_timeout_ms = 2000;
+  c.parity.sender.flush_timeout_ms = 20000;
   return c;
 }
 

@@ -1,5 +1,6 @@
 // The encoder with a connection's SentPayloads: equal tensors are sent once and named after.
 #include "agent/transport/call_encoder.h"
+#include "parity/v1/parity.pb.h"
 
 #include <grpcpp/support/byte_buffer.h>
 

@@ -2,6 +2,7 @@
 // ParityServer: the handshake, verdicts in call order, a refused Hello, a write held by flow
 // control and released by Cancel, and a message handler that throws.
 #include "agent/transport/check_stream.h"
+#include "parity/v1/parity.pb.h"
 
 #include <atomic>
 #include <chrono>

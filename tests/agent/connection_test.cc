@@ -1,6 +1,7 @@
 // The agent's link to its server alone (agent/transport/connection.h): each attempt's outcome is
 // one LinkState, the one the sender paces its attempts by and the end of a session decides by.
 #include "agent/transport/connection.h"
+#include "parity/v1/parity.pb.h"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -39,7 +40,7 @@ struct Link {
 
 TEST(ConnectionTest, NoServerIsUnreachableAndAServerIsConnected) {
   common::AgentConfig config = Config(UnusedPort());
-  config.parity.connect_timeout_ms = 500;
+  config.parity.link.connect_timeout_ms = 500;
   Link nobody(config);
   EXPECT_EQ(nobody.connection.state(), LinkState::kNotConnected);
   EXPECT_FALSE(nobody.connection.Connect(/*closing=*/false));
@@ -65,7 +66,7 @@ TEST(ConnectionTest, NoServerIsUnreachableAndAServerIsConnected) {
 
 TEST(ConnectionTest, UnusableTlsMaterialIsUndeliverable) {
   common::AgentConfig config = Config(UnusedPort());
-  config.parity.plaintext = false;
+  config.parity.link.plaintext = false;
   config.tls_path = "/nonexistent/parity-tls";
   Link link(config);
   EXPECT_FALSE(link.connection.Connect(false));
@@ -84,7 +85,7 @@ TEST(ConnectionTest, APortThatIsNotAParityServerIsUnreachable) {
   socklen_t len = sizeof(addr);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   common::AgentConfig config = Config(ntohs(addr.sin_port));
-  config.parity.connect_timeout_ms = 300;
+  config.parity.link.connect_timeout_ms = 300;
   Link link(config);
   EXPECT_FALSE(link.connection.Connect(false));
   EXPECT_EQ(link.connection.state(), LinkState::kUnreachable);
@@ -106,9 +107,9 @@ TEST(ConnectionTest, AnAttemptSaysItsWaitIsOverBeforeItDiagnosesTheFailure) {
   for (const int port : {listen_only.port(), tls_then_silent.port()}) {
     SCOPED_TRACE(port == listen_only.port() ? "listen-only port" : "TLS, then silent");
     common::AgentConfig config = Config(port);
-    config.parity.plaintext = false;
+    config.parity.link.plaintext = false;
     config.tls_path = pki.agent_dir;
-    config.parity.connect_timeout_ms = 300;
+    config.parity.link.connect_timeout_ms = 300;
     AgentCounters counters;
     int wait_over = 0;
     LinkState state_at_wait_over = LinkState::kConnected;

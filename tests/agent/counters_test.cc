@@ -1,6 +1,7 @@
 // The agent's counters as the server's metrics receive them (AgentStats): every drop reason,
 // the calls still queued when a session ended among them.
 #include "agent/transport/counters.h"
+#include "parity/v1/parity.pb.h"
 
 #include <fstream>
 #include <map>

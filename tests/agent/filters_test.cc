@@ -1,5 +1,6 @@
 // msprobe's filters and Parity's sampling budget.
 #include "agent/transport/filters.h"
+#include "parity/v1/parity.pb.h"
 
 #include "gtest/gtest.h"
 
@@ -25,7 +26,7 @@ v1::ApiCall Backward(const std::string& op, const std::string& forward_op, uint6
 
 TEST(CallFilterTest, EmptyListsSelectEverything) {
   common::AgentConfig c;
-  CallFilter f(c);
+  const CallFilter f = CallFilter::Of(c);
   EXPECT_TRUE(f.RankSelected(0));
   EXPECT_TRUE(f.RankSelected(7));
   EXPECT_TRUE(f.StepSelected(123));
@@ -37,7 +38,7 @@ TEST(CallFilterTest, RankStepAndListFollowMsprobe) {
   c.rank = {0, 2};
   c.step = {1};
   c.list = {"conv", "gelu"};
-  CallFilter f(c);
+  const CallFilter f = CallFilter::Of(c);
   EXPECT_TRUE(f.RankSelected(2));
   EXPECT_FALSE(f.RankSelected(1));
   EXPECT_TRUE(f.StepSelected(1));
@@ -51,7 +52,7 @@ TEST(CallFilterTest, BlackListWinsAndInPlaceFormsMatch) {
   common::AgentConfig c;
   c.parity.white_list = {"add", "mul"};
   c.parity.black_list = {"mul"};
-  CallFilter f(c);
+  const CallFilter f = CallFilter::Of(c);
   EXPECT_TRUE(f.CallSelected(Call("aten::add")));
   EXPECT_TRUE(f.CallSelected(Call("aten::add_")));
   EXPECT_FALSE(f.CallSelected(Call("aten::mul")));
@@ -65,7 +66,7 @@ TEST(CallFilterTest, ListsTakeMsprobeAndCsvNames) {
   common::AgentConfig c;
   c.parity.white_list = {"Functional.linear", "aten::add.Tensor", "cross_entropy"};
   c.parity.black_list = {"Tensor.add_"};
-  CallFilter f(c);
+  const CallFilter f = CallFilter::Of(c);
   EXPECT_TRUE(f.CallSelected(Call("aten::linear", 3)));
   EXPECT_TRUE(f.CallSelected(Backward("aten::mm", "aten::linear", 3)));
   EXPECT_TRUE(f.CallSelected(Call("aten::add", 0, "Tensor")));
@@ -80,7 +81,7 @@ TEST(CallFilterTest, UnknownNamesAreReportedWithTheClosest) {
   common::AgentConfig c;
   c.parity.white_list = {"Functional.lienar", "gelu"};
   c.list = {"conv"};
-  CallFilter f(c);
+  const CallFilter f = CallFilter::Of(c);
   const common::OpNameIndex known({"aten::linear", "aten::bilinear", "aten::gelu", "aten::conv2d"});
   const std::vector<std::string> lines = f.UnknownNames(known);
   ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);

@@ -79,7 +79,7 @@ TEST(SessionLifecycleTest, BothLoopStylesGiveTheSameCallsStepsAndCounts) {
 TEST(SessionLifecycleTest, TheSignatureBudgetSurvivesStopAndStart) {
   RecordingServer server;
   common::AgentConfig config = Config(server.port());
-  config.parity.max_checks_per_signature = 1;
+  config.parity.capture.max_checks_per_signature = 1;
   const Counters once = Train(Loop::kStartOnce, config, 4);
   const Counters msprobe = Train(Loop::kMsprobe, config, 4);
   EXPECT_GT(once.sampled_out, 0u);

@@ -4,6 +4,7 @@
 // batches, and the priority of the agent's threads.
 #include "agent/transport/session.h"
 #include "common/naming/operator_catalogue.h"
+#include "parity/v1/parity.pb.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -76,7 +77,7 @@ TEST(SessionTest, NamesCallsByOpOverloadStepIndexPhaseAndModule) {
 TEST(SessionTest, SnapshotsHoldTheValuesTheCallSaw) {
   RecordingServer server;
   common::AgentConfig config = Config(server.port());
-  config.parity.reuse_bytes = 0;  // every tensor inline in its call, to be read back here
+  config.parity.link.reuse_bytes = 0;  // every tensor inline in its call, to be read back here
   auto agent = StartAgent(config);
   torch::Tensor big = torch::arange(0, 40000, torch::kFloat);  // 160 KB
   torch::Tensor small = torch::arange(0, 200, torch::kFloat);
@@ -148,7 +149,7 @@ TEST(SessionTest, AnOpThatDrawsWithoutBeingListedIsSentAsRandomWithItsEntryState
   for (const bool detect : {true, false}) {
     RecordingServer server;
     common::AgentConfig config = Config(server.port());
-    config.parity.detect_random = detect;
+    config.parity.capture.detect_random = detect;
     auto agent = StartAgent(config);
     const torch::Tensor x = torch::ones({16});
     std::vector<std::string> entry_states;
@@ -292,7 +293,7 @@ TEST(SessionTest, FiltersTakeMsprobeNamesAndCsvNames) {
 TEST(SessionTest, TheLastCallOfABurstIsSentWithoutWaitingForMore) {
   RecordingServer server;
   common::AgentConfig config = Config(server.port());
-  config.parity.stats_interval_ms = 3600 * 1000;
+  config.parity.sender.stats_interval_ms = 3600 * 1000;
   auto agent = StartAgent(config);
   const torch::Tensor x = torch::randn({3, 4});
   torch::relu(x);  // a burst of one, on a quiet stream: nothing else would carry it
@@ -369,14 +370,14 @@ TEST(SessionTest, FailFastReportsTheFirstErrorAtTheNextStep) {
 TEST(SessionTest, ABadOperatorCatalogueStopsTheAgentNamingTheFile) {
   const std::string dir = parity::testing::MakeTempDir("parity_catalogue_");
   common::AgentConfig config = Config(1);
-  config.parity.operator_catalogue = dir + "/mine.json";
+  config.parity.capture.operator_catalogue = dir + "/mine.json";
   const parity_host host{};
   for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
            {R"({"random": {"gaussian": ["my_randn"]}})",
             "mine.json: random.gaussian: no such family"},
            {R"({"never_replayed": {"junk": ["randn"]}})", "classifies differently"},
            {"{", "mine.json: not a JSON object"}}) {
-    std::ofstream(config.parity.operator_catalogue) << text;
+    std::ofstream(config.parity.capture.operator_catalogue) << text;
     auto session = Session::Create(config, host);
     ASSERT_FALSE(session.ok()) << text;
     EXPECT_EQ(session.status().code(), absl::StatusCode::kInvalidArgument) << text;
@@ -407,8 +408,8 @@ TEST(SessionTest, BlockWaitsForTheFirstConnectionInsteadOfDroppingTheFirstCalls)
     probe.Shutdown();
   }
   common::AgentConfig config = Config(port);
-  config.parity.queue_max_calls = 4;
-  config.parity.connect_timeout_ms = 10000;
+  config.parity.sender.queue_max_calls = 4;
+  config.parity.link.connect_timeout_ms = 10000;
   const torch::Tensor x = torch::randn({3, 4});
   auto agent = StartAgent(config);
   std::unique_ptr<RecordingServer> server;
@@ -447,11 +448,11 @@ TEST(SessionTest, TheFirstAttemptHoldsCallsForItsWaitNotForItsDiagnosis) {
     parity::testing::ServeTls(pki, /*refuse_alpn=*/false, fd, /*linger_ms=*/0);
   });
   common::AgentConfig config = Config(server.port());
-  config.parity.plaintext = false;
+  config.parity.link.plaintext = false;
   config.tls_path = pki.agent_dir;
-  config.parity.queue_max_calls = 2;
-  config.parity.connect_timeout_ms = 3000;
-  config.parity.flush_timeout_ms = 500;
+  config.parity.sender.queue_max_calls = 2;
+  config.parity.link.connect_timeout_ms = 3000;
+  config.parity.sender.flush_timeout_ms = 500;
   const torch::Tensor x = torch::randn({3, 4});
   ::testing::internal::CaptureStderr();
   auto agent = StartAgent(config);
@@ -552,8 +553,8 @@ TEST(SessionTest, EveryVerdictOfAVerdictBatchCounts) {
   EXPECT_EQ(c.pass, 10u);
   EXPECT_EQ(c.unreadable, 2u);
   common::AgentConfig one_by_one = Config(server.port());
-  one_by_one.parity.batch_calls = 1;
-  one_by_one.parity.flush_timeout_ms = 200;  // its one verdict stays held for a batch of 5
+  one_by_one.parity.sender.batch_calls = 1;
+  one_by_one.parity.sender.flush_timeout_ms = 200;  // its one verdict stays held for a batch of 5
   auto second = StartAgent(one_by_one);
   torch::relu(x);
   second->Close();
@@ -592,7 +593,7 @@ TEST(SessionTest, TheAgentsThreadsRunBelowTheTraining) {
   }
   RecordingServer server;
   common::AgentConfig config = Config(server.port());
-  config.parity.background_nice = 7;
+  config.parity.link.background_nice = 7;
   auto agent = StartAgent(config);
   torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
   TrainStep(w, torch::randn({3, 4}));
@@ -609,7 +610,7 @@ TEST(SessionTest, TheAgentsThreadsRunBelowTheTraining) {
   EXPECT_GE(lowered, 2) << "the sender and at least one thread that ran a stream reaction";
   EXPECT_EQ(ThisThreadNice(), base) << "the training's thread keeps its priority";
   agent->Close();
-  config.parity.background_nice = 0;
+  config.parity.link.background_nice = 0;
   auto second = StartAgent(config);
   TrainStep(w, torch::randn({3, 4}));
   ASSERT_TRUE(second->Flush(20000));
@@ -626,9 +627,9 @@ TEST(SessionTest, TheAgentsThreadsRunBelowTheTraining) {
 TEST(SessionTest, AWedgedServerNeverHangsTheTrainingUnderDrop) {
   RecordingServer server(0, "", /*workers=*/1);
   common::AgentConfig config = Config(server.port());
-  config.parity.policy = common::QueuePolicy::kDrop;
-  config.parity.queue_max_calls = 8;
-  config.parity.flush_timeout_ms = 500;
+  config.parity.sender.policy = common::QueuePolicy::kDrop;
+  config.parity.sender.queue_max_calls = 8;
+  config.parity.sender.flush_timeout_ms = 500;
   auto agent = StartAgent(config);
   ASSERT_TRUE(agent->Flush(20000));  // connected
   server.Wedge();
@@ -660,9 +661,9 @@ TEST(SessionTest, AWedgedServerNeverHangsTheTrainingUnderDrop) {
 TEST(SessionTest, ABlockWaitThatRunsOutShedsCallsUntilTheQueueDrains) {
   RecordingServer server(0, "", /*workers=*/1);
   common::AgentConfig config = Config(server.port());
-  config.parity.queue_max_calls = 4;
-  config.parity.block_timeout_ms = 1000;
-  config.parity.flush_timeout_ms = 500;
+  config.parity.sender.queue_max_calls = 4;
+  config.parity.sender.block_timeout_ms = 1000;
+  config.parity.sender.flush_timeout_ms = 500;
   auto agent = StartAgent(config);
   ASSERT_TRUE(agent->Flush(20000));
   server.Wedge();
@@ -709,10 +710,10 @@ TEST(SessionTest, ABlockWaitThatRunsOutShedsCallsUntilTheQueueDrains) {
 TEST(SessionTest, TheBreakerReArmsOnceAStalledServerMovesAgainAtItsOwnPace) {
   RecordingServer server(0, "", /*workers=*/1);
   common::AgentConfig config = Config(server.port());
-  config.parity.queue_max_calls = 8;
-  config.parity.batch_calls = 1;
-  config.parity.block_timeout_ms = 1000;
-  config.parity.flush_timeout_ms = 500;
+  config.parity.sender.queue_max_calls = 8;
+  config.parity.sender.batch_calls = 1;
+  config.parity.sender.block_timeout_ms = 1000;
+  config.parity.sender.flush_timeout_ms = 500;
   auto agent = StartAgent(config);
   ASSERT_TRUE(agent->Flush(20000));
   // Fresh 64 KiB tensors: two calls an iteration, made much faster than the paced server takes
@@ -750,9 +751,9 @@ TEST(SessionTest, TheBreakerReArmsOnceAStalledServerMovesAgainAtItsOwnPace) {
 // attempts to a server that is gone would each wait out their connect timeout.
 TEST(SessionTest, CloseIsBoundedByTheFlushTimeoutWhenTheServerIsGone) {
   common::AgentConfig config = Config(UnusedPort());
-  config.parity.policy = common::QueuePolicy::kDrop;
-  config.parity.connect_timeout_ms = 20000;
-  config.parity.flush_timeout_ms = 1000;
+  config.parity.sender.policy = common::QueuePolicy::kDrop;
+  config.parity.link.connect_timeout_ms = 20000;
+  config.parity.sender.flush_timeout_ms = 1000;
   auto agent = StartAgent(config);
   torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
   TrainStep(w, torch::randn({3, 4}));
@@ -770,7 +771,7 @@ TEST(SessionTest, CloseIsBoundedByTheFlushTimeoutWhenTheServerIsGone) {
 // the message names the key and what is missing.
 TEST(SessionTest, UnusableTlsFilesAreAConfigurationError) {
   common::AgentConfig config = Config(UnusedPort());
-  config.parity.plaintext = false;
+  config.parity.link.plaintext = false;
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"/nonexistent/parity-tls", "not a directory"},
       {parity::testing::MakeTempDir("parity_no_ca_"), "ca.crt"}};
@@ -792,10 +793,10 @@ TEST(SessionTest, UnusableTlsFilesAreAConfigurationError) {
 // does not wait.
 TEST(SessionTest, CloseDoesNotWaitWhenNothingCanBeDelivered) {
   common::AgentConfig config = Config(UnusedPort());
-  config.parity.plaintext = false;
+  config.parity.link.plaintext = false;
   parity::testing::TlsPeerPki pki;
   config.tls_path = pki.agent_dir;
-  config.parity.flush_timeout_ms = 60000;
+  config.parity.sender.flush_timeout_ms = 60000;
   auto agent = MakeAgent(config);
   ASSERT_NE(agent, nullptr);
   std::filesystem::remove(pki.agent_dir + "/ca.crt");
@@ -812,7 +813,7 @@ TEST(SessionTest, CloseDoesNotWaitWhenNothingCanBeDelivered) {
 TEST(SessionTest, CallsWrittenToAStreamThatDiesAreCountedAsLost) {
   auto server = std::make_unique<GarbledServer>("", /*answer_calls=*/false);
   common::AgentConfig config = Config(server->port());
-  config.parity.flush_timeout_ms = 500;
+  config.parity.sender.flush_timeout_ms = 500;
   auto agent = StartAgent(config);
   torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
   TrainStep(w, torch::randn({3, 4}));

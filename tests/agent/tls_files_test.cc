@@ -193,10 +193,10 @@ TEST(TlsFilesTest, TheAgentRefusesARevokedServerAndSendsItNoCall) {
 
   auto run_agent = [&](const std::string& tls_dir) {
     common::AgentConfig config = testing::Config((*created)->port());
-    config.parity.plaintext = false;
+    config.parity.link.plaintext = false;
     config.tls_path = tls_dir;
-    config.parity.server_name = "localhost";
-    config.parity.flush_timeout_ms = 2000;
+    config.parity.link.server_name = "localhost";
+    config.parity.sender.flush_timeout_ms = 2000;
     const torch::Tensor x = torch::ones({4});
     auto agent = testing::StartAgent(config);
     for (int i = 0; i < 3; ++i) torch::add(x, x);

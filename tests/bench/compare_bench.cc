@@ -28,7 +28,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using parity::server::TensorView;
-namespace v1 = parity::v1;
+namespace wire = parity::wire;
 
 std::string only;  // --only=TEXT: the rows whose name contains TEXT
 
@@ -64,20 +64,20 @@ struct Buffers {
 // `nan_every` > 0: the device value of every nan_every-th element is NaN (real outputs have few;
 // one in each vector is the kernel's worst case: every vector takes its slow path).
 // `bench`: the reference is the bench's output, of the device's own dtype, instead of the golden.
-Buffers Make(v1::DType dtype, size_t device_bytes, int64_t nan_every, bool bench) {
+Buffers Make(wire::DType dtype, size_t device_bytes, int64_t nan_every, bool bench) {
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
   Buffers b;
-  const size_t esize = dtype == v1::DTYPE_FLOAT32 ? 4 : 2;
+  const size_t esize = dtype == wire::kFloat32 ? 4 : 2;
   const int64_t n = static_cast<int64_t>(device_bytes / esize);
-  const bool fp32 = dtype == v1::DTYPE_FLOAT32;
-  const v1::DType ref = bench ? dtype : fp32 ? v1::DTYPE_FLOAT64 : v1::DTYPE_FLOAT32;
-  const size_t ref_size = ref == v1::DTYPE_FLOAT64 ? 8 : ref == v1::DTYPE_FLOAT32 ? 4 : 2;
+  const bool fp32 = dtype == wire::kFloat32;
+  const wire::DType ref = bench ? dtype : fp32 ? wire::kFloat64 : wire::kFloat32;
+  const size_t ref_size = ref == wire::kFloat64 ? 8 : ref == wire::kFloat32 ? 4 : 2;
   b.device.resize(n * esize);
   b.golden.resize(n * ref_size);
   const auto to16 = [dtype](float f) {
-    return dtype == v1::DTYPE_FLOAT16 ? parity::server::fp::FloatToHalf(f)
-                                      : parity::server::fp::FloatToBFloat16(f);
+    return dtype == wire::kFloat16 ? parity::server::fp::FloatToHalf(f)
+                                   : parity::server::fp::FloatToBFloat16(f);
   };
   for (int64_t i = 0; i < n; ++i) {
     const float v = normal(rng);
@@ -108,7 +108,7 @@ Buffers Make(v1::DType dtype, size_t device_bytes, int64_t nan_every, bool bench
 }
 
 // One row per thread count: compare and memcpy of the same bytes, alternating.
-void Rows(v1::DType dtype, size_t mib, int64_t nan_every, int reps, const char* suffix,
+void Rows(wire::DType dtype, size_t mib, int64_t nan_every, int reps, const char* suffix,
           bool bench = false) {
   const std::string name = std::string(parity::common::TorchName(dtype)).substr(6) + suffix;
   if (name.find(only) == std::string::npos) return;
@@ -195,16 +195,16 @@ int main(int argc, char** argv) {
   }
   std::printf("%-13s %5s %8s %13s %12s %7s\n", "dtype", "MiB", "threads", "compare GB/s",
               "memcpy GB/s", "ratio");
-  const v1::DType dtypes[] = {v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16};
-  for (v1::DType dtype : dtypes) {
+  const wire::DType dtypes[] = {wire::kFloat32, wire::kFloat16, wire::kBFloat16};
+  for (wire::DType dtype : dtypes) {
     for (size_t mib : sizes_mib) Rows(dtype, mib, 0, reps, "");
   }
   // The worst case: a NaN in every vector of 8 (every one takes the kernel's slow path).
-  for (v1::DType dtype : dtypes) Rows(dtype, quick ? 1 : 16, 8, reps, " nan/8");
+  for (wire::DType dtype : dtypes) Rows(dtype, quick ? 1 : 16, 8, reps, " nan/8");
   // Scattered NaN, one in 301 elements: most runs of 32 vectors hold one, and the kernel checks
   // vector by vector until the NaNs stop.
-  for (v1::DType dtype : dtypes) Rows(dtype, quick ? 1 : 16, 301, reps, " nan/301");
+  for (wire::DType dtype : dtypes) Rows(dtype, quick ? 1 : 16, 301, reps, " nan/301");
   // Device against bench, both of the device's dtype (the server's third comparison).
-  for (v1::DType dtype : dtypes) Rows(dtype, quick ? 1 : 16, 0, reps, " vs bench", true);
+  for (wire::DType dtype : dtypes) Rows(dtype, quick ? 1 : 16, 0, reps, " vs bench", true);
   return 0;
 }

@@ -19,6 +19,7 @@
 #include "common/torch/value_codec.h"
 #include "common/torch/wire_encoder.h"
 #include "common/transport/grpc_tuning.h"
+#include "parity/v1/parity.pb.h"
 
 namespace {
 

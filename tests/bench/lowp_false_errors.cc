@@ -35,6 +35,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/torch/torch_pch.h"
 #include "common/torch/value_codec.h"
+#include "parity/v1/parity.pb.h"
 #include "server/compare/metric.h"
 #include "server/compare/standards.h"
 #include "server/replay/call_checker.h"

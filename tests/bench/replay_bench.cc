@@ -26,6 +26,7 @@
 #include "common/base/crash_report.h"
 #include "common/torch/torch_pch.h"
 #include "common/transport/grpc_tuning.h"
+#include "parity/v1/parity.pb.h"
 #include "server/compare/standards.h"
 #include "server/replay/call_checker.h"
 #include "tests/testing/op_cases.h"

@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/base/crash_report.h"
 #include "common/torch/torch_pch.h"
+#include "parity/v1/parity.pb.h"
 #include "server/app/server.h"
 #include "tests/testing/op_cases.h"
 #include "tests/testing/server_harness.h"

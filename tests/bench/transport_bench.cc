@@ -49,6 +49,7 @@
 #include "common/transport/grpc_tuning.h"
 #include "common/transport/tls.h"
 #include "common/transport/wire.h"
+#include "parity/v1/parity.pb.h"
 #include "server/app/server.h"
 #include "tests/testing/generic_stream.h"
 #include "tests/testing/op_cases.h"

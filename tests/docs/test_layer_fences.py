@@ -1,7 +1,9 @@
 """The server's floors are fenced by the compiler (issue 67; cmake/ParityTargets.cmake,
 parity_layer): for each floor's target, a file that includes a header of a higher floor stops at
 the preprocessor with the fence's message, one that includes its own floor's and lower floors'
-headers passes, and a torch-free floor that includes torch stops too. The probes are
+headers passes, a torch-free floor that includes torch stops too, and so does a floor past the
+wire's edge (all but server/call/ and server/service/) that includes parity.pb.h, directly or
+through an edge header. The probes are
 preprocessed with the target's own fence first, as the build compiles its sources.
 Arguments: the C++ compiler, then torch's include directories (from CMake)."""
 import os
@@ -33,11 +35,42 @@ TARGETS = {"compare": "parity_compare", "random": "parity_random", "call": "pari
            "service": "parity_service", "config": "parity_server_config",
            "app": "parity_server_lib"}
 TORCH_FREE = {"compare", "random", "call", "results", "metrics", "service", "config"}
+# The wire's edge: the floors that read the message (docs/design.md#the-tree).
+EDGE = {"call", "service", "app"}
 
 
-def a_header_of(floor):
+def cmake_layers(option):
+    """The floors server/CMakeLists.txt marks `option` in their parity_layer()."""
+    with open(os.path.join(ROOT, "server", "CMakeLists.txt"), encoding="utf-8") as f:
+        return {m.group(1) for m in re.finditer(r"parity_layer\(\w+ (\w+)([A-Z_ ]*)\)", f.read())
+                if option in m.group(2).split()}
+
+
+def headers_of(floor):
     folder = os.path.join(ROOT, "server", floor)
-    return "server/%s/%s" % (floor, sorted(f for f in os.listdir(folder) if f.endswith(".h"))[0])
+    return ["server/%s/%s" % (floor, f) for f in sorted(os.listdir(folder)) if f.endswith(".h")]
+
+
+def a_header_of(floor, for_floor=None):
+    """The first header of `floor`; for a floor past the edge, the first that does not name
+    parity.pb.h (an edge floor's others are the edge's own)."""
+    headers = headers_of(floor)
+    if for_floor is None or for_floor in EDGE or floor not in EDGE:
+        return headers[0]
+    for h in headers:
+        if not any(d.endswith("parity.pb.h") for d in dependencies(h)):
+            return h
+    raise AssertionError(f"server/{floor}/ has no header free of parity.pb.h")
+
+
+def dependencies(header):
+    """Every file `header` includes, directly or not (the compiler's -M list)."""
+    args = [COMPILER, "-std=c++17", "-M", f"-I{ROOT}", f"-I{os.path.join(BUILD, 'proto')}"] + [
+        f"-isystem{d}" for d in TORCH_INCLUDES]
+    r = subprocess.run(args + [os.path.join(ROOT, header)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise AssertionError(r.stderr[-2000:])
+    return r.stdout.replace("\\\n", " ").split()
 
 
 def preprocess(floor, include):
@@ -69,7 +102,7 @@ class LayerFencesTest(unittest.TestCase):
             for down in FLOORS[:i + 1]:
                 if floor in TORCH_FREE and down not in TORCH_FREE:
                     continue  # a torch floor's headers bring torch (next test)
-                header = a_header_of(down)
+                header = a_header_of(down, for_floor=floor)
                 code, err = preprocess(floor, f'"{header}"')
                 self.assertEqual(code, 0, f"server/{floor}/ including {header}:\n{err[-2000:]}")
 
@@ -85,6 +118,24 @@ class LayerFencesTest(unittest.TestCase):
                 self.assertIn(f"server/{floor}/ is torch-free: it includes a torch header", err)
         code, err = preprocess("replay", "<ATen/core/Tensor.h>")
         self.assertEqual(code, 0, err[-2000:])
+
+    def test_past_the_edge_the_wire_does_not_compile(self):
+        proto_free = set(FLOORS) - EDGE
+        self.assertEqual(cmake_layers("PROTO_FREE"), proto_free,
+                         "server/CMakeLists.txt fences parity.pb.h off every floor but the edge's")
+        for floor in sorted(proto_free):
+            # Directly, and through an edge header that reads the wire.
+            includes = ['"parity/v1/parity.pb.h"', '"parity/v1/parity.grpc.pb.h"']
+            if FLOORS.index(floor) > FLOORS.index("call"):
+                includes.append('"server/call/verdict_encoder.h"')
+            for include in includes:
+                code, err = preprocess(floor, include)
+                self.assertNotEqual(code, 0, f"server/{floor}/ included {include}")
+                self.assertIn(f"server/{floor}/ includes parity/v1/parity", err)
+                self.assertIn("the wire is read at the edge", err)
+        for floor in sorted(EDGE):
+            code, err = preprocess(floor, '"parity/v1/parity.pb.h"')
+            self.assertEqual(code, 0, err[-2000:])
 
 
 if __name__ == "__main__":

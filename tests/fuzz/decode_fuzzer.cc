@@ -11,6 +11,7 @@
 #include "common/torch/torch_pch.h"
 #include "common/torch/value_codec.h"
 #include "google/protobuf/stubs/logging.h"
+#include "parity/v1/parity.pb.h"
 
 // A valid message for seeding: a call with a tensor, an optional-tensor list and a scalar.
 std::string DecodeFuzzSeed(int which) {

@@ -9,6 +9,7 @@
 
 #include <map>
 
+#include "parity/v1/parity.pb.h"
 #include "server/compare/standards.h"
 #include "server/replay/call_checker.h"
 #include "tests/oplib/npu_test_support.h"

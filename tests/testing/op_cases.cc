@@ -1,5 +1,7 @@
 #include "tests/testing/op_cases.h"
 
+#include "parity/v1/parity.pb.h"
+
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include "common/torch/boxed_call.h"

@@ -1,5 +1,7 @@
 #include "tests/testing/server_harness.h"
 
+#include "parity/v1/parity.pb.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>

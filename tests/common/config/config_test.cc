@@ -38,10 +38,10 @@ TEST(AgentConfigTest, AcceptsMsprobeOnlineConfigAsIs) {
   EXPECT_THAT(parsed->warnings, IsEmpty());
   // Parity's defaults where msprobe has nothing to say.
   // msprobe blocks (up to 60 s a call): so does Parity by default, 10 s, then sheds.
-  EXPECT_EQ(c.parity.policy, QueuePolicy::kBlock);
-  EXPECT_EQ(c.parity.block_timeout_ms, 10000u);
-  EXPECT_EQ(c.parity.max_checks_per_signature, 0u);
-  EXPECT_FALSE(c.parity.plaintext);
+  EXPECT_EQ(c.parity.sender.policy, QueuePolicy::kBlock);
+  EXPECT_EQ(c.parity.sender.block_timeout_ms, 10000u);
+  EXPECT_EQ(c.parity.capture.max_checks_per_signature, 0u);
+  EXPECT_FALSE(c.parity.link.plaintext);
 }
 
 TEST(AgentConfigTest, ReadsParitySectionAndRanges) {
@@ -58,16 +58,16 @@ TEST(AgentConfigTest, ReadsParitySectionAndRanges) {
   EXPECT_THAT(c.step, ElementsAre(0, 3, 4, 5));
   EXPECT_THAT(c.rank, ElementsAre(0, 1));
   EXPECT_THAT(c.list, ElementsAre("gelu"));
-  EXPECT_EQ(c.parity.policy, QueuePolicy::kDrop);
-  EXPECT_EQ(c.parity.queue_max_bytes, 64u << 20);
-  EXPECT_EQ(c.parity.queue_max_calls, 16u);
-  EXPECT_EQ(c.parity.max_checks_per_signature, 2u);
-  EXPECT_EQ(c.parity.budget_period, BudgetPeriod::kStep);
+  EXPECT_EQ(c.parity.sender.policy, QueuePolicy::kDrop);
+  EXPECT_EQ(c.parity.sender.queue_max_bytes, 64u << 20);
+  EXPECT_EQ(c.parity.sender.queue_max_calls, 16u);
+  EXPECT_EQ(c.parity.capture.max_checks_per_signature, 2u);
+  EXPECT_EQ(c.parity.capture.budget_period, BudgetPeriod::kStep);
   EXPECT_TRUE(c.parity.fail_fast);
   EXPECT_THAT(c.parity.black_list, ElementsAre("dropout"));
-  EXPECT_EQ(c.parity.max_inline_tensor_bytes, 1024u);
-  EXPECT_EQ(c.parity.background_nice, 19u);
-  EXPECT_EQ(c.parity.batch_calls, 1u);
+  EXPECT_EQ(c.parity.link.max_inline_tensor_bytes, 1024u);
+  EXPECT_EQ(c.parity.link.background_nice, 19u);
+  EXPECT_EQ(c.parity.sender.batch_calls, 1u);
   // A nice value past Linux's range is refused, naming the key and the range.
   auto bad = ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,
       "host": "h", "port": 1}, "parity": {"plaintext": true, "background_nice": 20,
@@ -83,7 +83,7 @@ TEST(AgentConfigTest, StatsIntervalIsReadAndZeroIsRefused) {
   auto parsed = ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,
       "host": "h", "port": 7000}, "parity": {"plaintext": true, "stats_interval_ms": 250}})");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
-  EXPECT_EQ(parsed->config.parity.stats_interval_ms, 250u);
+  EXPECT_EQ(parsed->config.parity.sender.stats_interval_ms, 250u);
   // 0 would send the counters on every turn of the sender's loop.
   parsed = ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,
       "host": "h", "port": 7000}, "parity": {"plaintext": true, "stats_interval_ms": 0}})");
@@ -168,7 +168,7 @@ constexpr char kMsprobeNpuExample[] =
 TEST(AgentConfigTest, MsprobesEmptyTlsPathIsPlaintextWithALoudWarning) {
   auto parsed = ParseAgentConfig(kMsprobeNpuExample);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
-  EXPECT_TRUE(parsed->config.parity.plaintext);
+  EXPECT_TRUE(parsed->config.parity.link.plaintext);
   EXPECT_EQ(parsed->config.port, 59208);
   EXPECT_THAT(parsed->warnings,
               Contains(AllOf(HasSubstr("tensor.tls_path"), HasSubstr("plaintext"),
@@ -185,7 +185,7 @@ TEST(AgentConfigTest, AMissingTlsPathIsMsprobesDefaultTheCurrentFolder) {
       "host": "h", "port": 1}})");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->config.tls_path, "./");
-  EXPECT_FALSE(parsed->config.parity.plaintext);
+  EXPECT_FALSE(parsed->config.parity.link.plaintext);
 }
 
 TEST(AgentConfigTest, MsprobesSharedStorageExampleSaysWhatToDoInstead) {

@@ -2,6 +2,7 @@
 // a call, and the warning for a name that selects nothing.
 #include "common/naming/api_names.h"
 #include "common/naming/selection.h"
+#include "parity/v1/parity.pb.h"
 
 #include "absl/strings/str_split.h"
 

@@ -1,5 +1,6 @@
 // One naming scheme for every display name (common/naming/naming.h, docs/results.md).
 #include "common/naming/naming.h"
+#include "parity/v1/parity.pb.h"
 
 #include <regex>
 

@@ -1,5 +1,7 @@
 #include "common/torch/value_codec.h"
 
+#include "parity/v1/parity.pb.h"
+
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <cmath>

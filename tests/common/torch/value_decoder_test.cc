@@ -7,6 +7,7 @@
 #include "common/wire/crc32c.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "parity/v1/parity.pb.h"
 
 namespace parity::common {
 namespace {

@@ -3,6 +3,7 @@
 // added to the proto and not to the identity fails here, naming it (issue 67: a call's identity
 // was written out six times).
 #include "common/transport/call_wire.h"
+#include "parity/v1/parity.pb.h"
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/reflection.h>

@@ -12,21 +12,21 @@ namespace parity::common {
 namespace {
 
 TEST(DTypeTest, ElementSizesAndNames) {
-  EXPECT_EQ(ElementSize(v1::DTYPE_BOOL), 1u);
-  EXPECT_EQ(ElementSize(v1::DTYPE_BFLOAT16), 2u);
-  EXPECT_EQ(ElementSize(v1::DTYPE_FLOAT32), 4u);
-  EXPECT_EQ(ElementSize(v1::DTYPE_COMPLEX128), 16u);
-  EXPECT_EQ(ElementSize(v1::DTYPE_UNSPECIFIED), 0u);
-  EXPECT_EQ(TorchName(v1::DTYPE_FLOAT16), "torch.float16");
+  EXPECT_EQ(ElementSize(wire::kBool), 1u);
+  EXPECT_EQ(ElementSize(wire::kBFloat16), 2u);
+  EXPECT_EQ(ElementSize(wire::kFloat32), 4u);
+  EXPECT_EQ(ElementSize(wire::kComplex128), 16u);
+  EXPECT_EQ(ElementSize(wire::kDTypeUnspecified), 0u);
+  EXPECT_EQ(TorchName(wire::kFloat16), "torch.float16");
   EXPECT_FALSE(IsKnownDType(0));
   EXPECT_FALSE(IsKnownDType(13));
-  EXPECT_TRUE(IsKnownDType(v1::DTYPE_INT16));
+  EXPECT_TRUE(IsKnownDType(wire::kInt16));
 }
 
 TEST(DTypeTest, ParsesCommonSpellings) {
-  EXPECT_EQ(ParseDType("torch.bfloat16"), v1::DTYPE_BFLOAT16);
-  EXPECT_EQ(ParseDType("fp16"), v1::DTYPE_FLOAT16);
-  EXPECT_EQ(ParseDType("Float"), v1::DTYPE_FLOAT32);
+  EXPECT_EQ(ParseDType("torch.bfloat16"), wire::kBFloat16);
+  EXPECT_EQ(ParseDType("fp16"), wire::kFloat16);
+  EXPECT_EQ(ParseDType("Float"), wire::kFloat32);
   EXPECT_EQ(ParseDType("float8"), std::nullopt);
 }
 

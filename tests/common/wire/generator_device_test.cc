@@ -1,6 +1,7 @@
 // The generator's kind from libtorch's device type name, and from a GeneratorState whose agent
 // sent the kind or did not.
 #include "common/wire/generator_device.h"
+#include "parity/v1/parity.pb.h"
 
 #include "gtest/gtest.h"
 

@@ -2,6 +2,7 @@
 // metrics, protocol errors and malformed calls on one stream while others keep being served,
 // chunked tensors, and back-pressure when the work queue is full.
 #include "server/app/server.h"
+#include "parity/v1/parity.pb.h"
 
 #include <condition_variable>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "common/transport/tls.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/call/verdict_encoder.h"
 #include "server/compare/judge.h"
 #include "server/replay/call_checker.h"
 #include "server/results/result_writer.h"
@@ -130,7 +132,7 @@ TEST_F(ServerTest, ChecksRealCallsOverMutualTlsAndPublishesFilesAndMetrics) {
     ASSERT_TRUE(m.has_verdict());
     EXPECT_EQ(m.verdict().sequence(), c.sequence()) << "verdicts come back in send order";
     const bool fault = c.call_index() == 7;
-    EXPECT_EQ(StatusText(m.verdict().status()), fault ? "error" : "pass")
+    EXPECT_EQ(StatusText(FromProto(m.verdict().status())), fault ? "error" : "pass")
         << m.verdict().ShortDebugString();
     outputs += m.verdict().outputs_size();
   }
@@ -214,7 +216,7 @@ TEST_F(ServerTest, TheServersWhiteAndBlackListsSkipCallsWithTheirReason) {
     verdicts.push_back(m.verdict());
   }
   EXPECT_TRUE(stream.Close().ok()) << stream.status().error_message();
-  EXPECT_EQ(StatusText(verdicts[0].status()), "pass") << verdicts[0].ShortDebugString();
+  EXPECT_EQ(StatusText(FromProto(verdicts[0].status())), "pass") << verdicts[0].ShortDebugString();
   EXPECT_GT(verdicts[0].outputs_size(), 0);
   for (const auto& [i, why] : {std::pair{1, "in the server's black_list"},
                                std::pair{2, "not in the server's white_list"}}) {
@@ -443,7 +445,7 @@ TEST_F(ServerTest, ProtocolErrorsEndOnlyTheirStream) {
       testing::BuildCall("aten::relu", "", {R({3}, 1)}, v1::PHASE_FORWARD, nullptr, 1)));
   v1::ServerMessage m;
   ASSERT_TRUE(good.Read(&m));
-  EXPECT_EQ(StatusText(m.verdict().status()), "pass");
+  EXPECT_EQ(StatusText(FromProto(m.verdict().status())), "pass");
   EXPECT_TRUE(good.Close().ok());
 }
 
@@ -549,7 +551,7 @@ TEST_F(ServerTest, MalformedCallsGetClearVerdictsWhileOtherStreamsAreServed) {
     EXPECT_THAT(m.verdict().message(), HasSubstr(b.message)) << m.verdict().ShortDebugString();
     EXPECT_NE(m.verdict().status(), v1::VERDICT_STATUS_PASS);
     ASSERT_TRUE(healthy.Read(&m));
-    EXPECT_EQ(StatusText(m.verdict().status()), "pass");
+    EXPECT_EQ(StatusText(FromProto(m.verdict().status())), "pass");
   }
   EXPECT_TRUE(faulty.Close().ok());
   EXPECT_TRUE(healthy.Close().ok());
@@ -595,7 +597,7 @@ TEST_F(ServerTest, ReassemblesChunkedTensors) {
   ASSERT_TRUE(stream.SendCall(call));
   v1::ServerMessage m;
   ASSERT_TRUE(stream.Read(&m));
-  EXPECT_EQ(StatusText(m.verdict().status()), "pass") << m.verdict().ShortDebugString();
+  EXPECT_EQ(StatusText(FromProto(m.verdict().status())), "pass") << m.verdict().ShortDebugString();
   EXPECT_TRUE(stream.Close().ok());
 }
 

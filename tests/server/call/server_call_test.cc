@@ -2,6 +2,7 @@
 // for every kind of call, and an operator's traits are resolved once and shared, within a
 // bound that made-up names cannot push past.
 #include "server/call/server_call.h"
+#include "parity/v1/parity.pb.h"
 
 #include <gtest/gtest.h>
 

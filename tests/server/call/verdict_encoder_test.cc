@@ -3,6 +3,7 @@
 // into an error, such as an operator the server cannot replay whose call wrote its input, keeps no
 // code of the SKIP); the call-level failed_metric only where inputs_written decided the status.
 #include "server/call/verdict_encoder.h"
+#include "parity/v1/parity.pb.h"
 
 #include <gtest/gtest.h>
 

@@ -184,13 +184,13 @@ TEST(DeviceCompareScaledCosine, AsOnTheHost) {
 // a build without the CUDA compare says so instead of reading device memory.
 TEST(DeviceComparePlacement, RefusedInWords) {
   std::vector<float> a(4, 1.0f), b(4, 1.0f);
-  TensorView host{v1::DTYPE_FLOAT32, {4}, a.data(), 4};
-  TensorView gpu{v1::DTYPE_FLOAT32, {4}, b.data(), 4, /*cuda_device=*/0};
+  TensorView host{wire::kFloat32, {4}, a.data(), 4};
+  TensorView gpu{wire::kFloat32, {4}, b.data(), 4, /*cuda_device=*/0};
   absl::StatusOr<PairMetrics> split = ComputeMetrics(host, gpu, ConstantsOf(at::kFloat));
   ASSERT_FALSE(split.ok());
   EXPECT_THAT(std::string(split.status().message()), HasSubstr("one device"));
   std::vector<int32_t> ints(4, 1);
-  TensorView int_gpu{v1::DTYPE_INT32, {4}, ints.data(), 4, 0};
+  TensorView int_gpu{wire::kInt32, {4}, ints.data(), 4, 0};
   EXPECT_FALSE(ComputeMetrics(int_gpu, int_gpu, ConstantsOf(at::kFloat)).ok());
   if (internal::DeviceCompareBuilt()) return;
   absl::StatusOr<PairMetrics> none = ComputeMetrics(gpu, gpu, ConstantsOf(at::kFloat));

@@ -51,13 +51,13 @@ class JudgeTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(JudgeTest, Decides) {
   const Case& c = GetParam();
-  auto view = [](const auto& v, v1::DType d) {
+  auto view = [](const auto& v, wire::DType d) {
     return TensorView{
         d, {static_cast<int64_t>(v.size())}, v.data(), static_cast<int64_t>(v.size())};
   };
-  TensorView device = view(c.device, v1::DTYPE_FLOAT32);
-  TensorView bench = view(c.bench, v1::DTYPE_FLOAT32);
-  TensorView golden = view(c.golden, v1::DTYPE_FLOAT64);
+  TensorView device = view(c.device, wire::kFloat32);
+  TensorView bench = view(c.bench, wire::kFloat32);
+  TensorView golden = view(c.golden, wire::kFloat64);
   OutputJudgement j = JudgeOutput(device, c.bench.empty() ? nullptr : &bench, &golden, c.standard,
                                   StandardsTable::Default());
   EXPECT_EQ(StatusText(j.status), StatusText(c.expected)) << j.message;
@@ -213,10 +213,10 @@ TEST(JudgeHalfPrecisionTest, BFloat16ThousandthOpsAreJudgedAgainstTheBench) {
   };
   const std::vector<uint16_t> rounded = to_bf16(0), off = to_bf16(0.02);
   const int64_t n = static_cast<int64_t>(golden.size());
-  const TensorView gold{v1::DTYPE_FLOAT32, {n}, golden.data(), n};
-  const TensorView bench{v1::DTYPE_BFLOAT16, {n}, rounded.data(), n};
-  const TensorView good{v1::DTYPE_BFLOAT16, {n}, rounded.data(), n};
-  const TensorView bad{v1::DTYPE_BFLOAT16, {n}, off.data(), n};
+  const TensorView gold{wire::kFloat32, {n}, golden.data(), n};
+  const TensorView bench{wire::kBFloat16, {n}, rounded.data(), n};
+  const TensorView good{wire::kBFloat16, {n}, rounded.data(), n};
+  const TensorView bad{wire::kBFloat16, {n}, off.data(), n};
   const StandardsTable& table = StandardsTable::Default();
 
   OutputJudgement j = JudgeOutput(good, &bench, &gold, Standard::kThousandth, table);
@@ -239,9 +239,9 @@ TEST(JudgeFloat64Test, ExactComparisonsStayExactInFloat64) {
   std::vector<double> ref(1000), same(1000), off(1000);
   for (int i = 0; i < 1000; ++i) ref[i] = same[i] = off[i] = std::sin(0.37 * i);
   off[123] += 5e-4;
-  const TensorView r{v1::DTYPE_FLOAT64, {1000}, ref.data(), 1000};
-  const TensorView s{v1::DTYPE_FLOAT64, {1000}, same.data(), 1000};
-  const TensorView o{v1::DTYPE_FLOAT64, {1000}, off.data(), 1000};
+  const TensorView r{wire::kFloat64, {1000}, ref.data(), 1000};
+  const TensorView s{wire::kFloat64, {1000}, same.data(), 1000};
+  const TensorView o{wire::kFloat64, {1000}, off.data(), 1000};
   const StandardsTable& table = StandardsTable::Default();
   OutputJudgement j = JudgeOutput(s, &r, &r, Standard::kBinary, table);
   EXPECT_EQ(StatusText(j.status), "pass") << j.message;
@@ -261,28 +261,28 @@ TEST(TwoWayChainTest, FollowsMsprobeOrder) {
   std::string message;
   PairMetrics m;
   m.cosine = 0.98;
-  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), CheckStatus::kError);
+  EXPECT_EQ(TwoWayChain(m, wire::kFloat32, t, &metric, &message), CheckStatus::kError);
   EXPECT_EQ(metric, Metric::kCosine);
   m.cosine = 0.999;
   m.max_abs_error = 0.0005;
   m.thousandth_ratio = 0.5;  // ignored: max abs error < 0.001 passes first
-  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), CheckStatus::kPass);
+  EXPECT_EQ(TwoWayChain(m, wire::kFloat32, t, &metric, &message), CheckStatus::kPass);
   m.max_abs_error = 0.01;
   m.hundredth_ratio = 0.98;
-  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT16, t, &metric, &message), CheckStatus::kError);
+  EXPECT_EQ(TwoWayChain(m, wire::kFloat16, t, &metric, &message), CheckStatus::kError);
   EXPECT_EQ(metric, Metric::kHundredthRatio);
   m.hundredth_ratio = 0.995;
   m.thousandth_ratio = 0.998;
-  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_BFLOAT16, t, &metric, &message), CheckStatus::kWarning);
-  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), CheckStatus::kError);
+  EXPECT_EQ(TwoWayChain(m, wire::kBFloat16, t, &metric, &message), CheckStatus::kWarning);
+  EXPECT_EQ(TwoWayChain(m, wire::kFloat32, t, &metric, &message), CheckStatus::kError);
   m.thousandth_ratio = 0.9995;
   m.ten_thousandth_ratio = 0.999;
-  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), CheckStatus::kWarning);
+  EXPECT_EQ(TwoWayChain(m, wire::kFloat32, t, &metric, &message), CheckStatus::kWarning);
   m.cosine = kNaN;
-  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), CheckStatus::kError);
+  EXPECT_EQ(TwoWayChain(m, wire::kFloat32, t, &metric, &message), CheckStatus::kError);
   m.cosine_blank = true;  // blank cosine passes the first step
   m.max_abs_error = 0;
-  EXPECT_EQ(TwoWayChain(m, v1::DTYPE_FLOAT32, t, &metric, &message), CheckStatus::kPass);
+  EXPECT_EQ(TwoWayChain(m, wire::kFloat32, t, &metric, &message), CheckStatus::kPass);
 }
 
 TEST(BenchmarkRatioTest, HandlesFloorsInfinitiesAndNaN) {
@@ -321,9 +321,9 @@ TEST(StandardsTableTest, ShippedTableMapsOpsToStandards) {
   EXPECT_EQ(t.Lookup("aten::convolution", 5), Standard::kBenchmark);
   EXPECT_EQ(t.Lookup("aten::gelu"), Standard::kBenchmark);
   EXPECT_EQ(t.Lookup("aten::softmax"), Standard::kBenchmark);
-  ASSERT_NE(t.Constants(v1::DTYPE_BFLOAT16), nullptr);
-  EXPECT_DOUBLE_EQ(t.Constants(v1::DTYPE_BFLOAT16)->rtol, 0.00390625);
-  EXPECT_EQ(t.Constants(v1::DTYPE_INT32), nullptr);
+  ASSERT_NE(t.Constants(wire::kBFloat16), nullptr);
+  EXPECT_DOUBLE_EQ(t.Constants(wire::kBFloat16)->rtol, 0.00390625);
+  EXPECT_EQ(t.Constants(wire::kInt32), nullptr);
 }
 
 TEST(StandardsTableTest, UserTableOverridesAndErrorsNameTheKey) {
@@ -332,7 +332,7 @@ TEST(StandardsTableTest, UserTableOverridesAndErrorsNameTheKey) {
                                  "mine.json");
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->Lookup("aten::gelu"), Standard::kBinary);
-  EXPECT_DOUBLE_EQ(t->Constants(v1::DTYPE_FLOAT16)->rtol, 0.01);
+  EXPECT_DOUBLE_EQ(t->Constants(wire::kFloat16)->rtol, 0.01);
   auto bad = StandardsTable::Parse(R"({"dtypes": {"float16": {"rtol": "tiny"}}})", "mine.json");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("dtypes.float16.rtol: expected a number"));
@@ -437,9 +437,9 @@ TEST(JudgeNonFiniteTest, AnOverflowIsNamedFirst) {
   }
   device[5] = fp::FloatToHalf(std::numeric_limits<float>::infinity());
   device[40] = fp::FloatToHalf(-std::numeric_limits<float>::infinity());
-  const TensorView d{v1::DTYPE_FLOAT16, {64}, device.data(), 64};
-  const TensorView b{v1::DTYPE_FLOAT16, {64}, bench.data(), 64};
-  const TensorView g{v1::DTYPE_FLOAT64, {64}, golden.data(), 64};
+  const TensorView d{wire::kFloat16, {64}, device.data(), 64};
+  const TensorView b{wire::kFloat16, {64}, bench.data(), 64};
+  const TensorView g{wire::kFloat64, {64}, golden.data(), 64};
   for (Standard standard : {Standard::kBenchmark, Standard::kUlp, Standard::kAbsoluteThreshold}) {
     const OutputJudgement j = JudgeOutput(d, &b, &g, standard, StandardsTable::Default());
     EXPECT_EQ(StatusText(j.status), "error") << StandardName(standard) << ": " << j.message;

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/wire/dtype.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/compare/accumulate.h"
@@ -21,21 +22,19 @@ namespace {
 
 namespace fp = parity::server::fp;
 
-size_t ElementBytes(v1::DType d) {
-  return d == v1::DTYPE_FLOAT64 ? 8 : d == v1::DTYPE_FLOAT32 ? 4 : 2;
-}
+size_t ElementBytes(wire::DType d) { return d == wire::kFloat64 ? 8 : d == wire::kFloat32 ? 4 : 2; }
 
-void Store(v1::DType d, std::vector<char>& buf, size_t i, double v) {
+void Store(wire::DType d, std::vector<char>& buf, size_t i, double v) {
   switch (d) {
-    case v1::DTYPE_FLOAT64:
+    case wire::kFloat64:
       std::memcpy(&buf[i * 8], &v, 8);
       break;
-    case v1::DTYPE_FLOAT32: {
+    case wire::kFloat32: {
       const float f = static_cast<float>(v);
       std::memcpy(&buf[i * 4], &f, 4);
       break;
     }
-    case v1::DTYPE_FLOAT16: {
+    case wire::kFloat16: {
       const uint16_t h = fp::FloatToHalf(static_cast<float>(v));
       std::memcpy(&buf[i * 2], &h, 2);
       break;
@@ -145,8 +144,8 @@ std::vector<std::pair<double, double>> Values(int n, uint32_t seed, bool sparse 
 // (31 additions, and the square's rounding), so the whole sum is too.
 constexpr double kFloatRunTolerance = 32 * 0x1p-24;
 
-bool SumsInFloatRuns(v1::DType td, v1::DType rd) {
-  return (td == v1::DTYPE_FLOAT16 || td == v1::DTYPE_BFLOAT16) && rd != v1::DTYPE_FLOAT64;
+bool SumsInFloatRuns(wire::DType td, wire::DType rd) {
+  return (td == wire::kFloat16 || td == wire::kBFloat16) && rd != wire::kFloat64;
 }
 
 // `float_runs`: the SIMD kernel summed rel_err, squared abs_err and the ULP error in float32
@@ -203,7 +202,7 @@ constexpr char kNoSimd[] = "no SIMD kernel in this build: the scalar kernel is u
 // A device `t` of dtype `td` against a reference `r` of dtype `rd` (n elements, the standards
 // table's constants for `td`, `tune`d): every SIMD kernel must give the scalar kernel's results.
 // Returns the scalar kernel's, for the test to check that its data reached the case it is about.
-Accumulator ExpectSimdMatchesScalarOn(v1::DType td, v1::DType rd, const std::vector<char>& t,
+Accumulator ExpectSimdMatchesScalarOn(wire::DType td, wire::DType rd, const std::vector<char>& t,
                                       const std::vector<char>& r, size_t n, double eps,
                                       void (*tune)(DTypeConstants&) = nullptr) {
   DTypeConstants c = *StandardsTable::Default().Constants(td);
@@ -220,11 +219,11 @@ Accumulator ExpectSimdMatchesScalarOn(v1::DType td, v1::DType rd, const std::vec
 }
 
 // The same for a float16/bfloat16 device against a float32 reference.
-Accumulator ExpectSimdMatchesScalarOnFloat32Reference(v1::DType td, const std::vector<char>& t,
+Accumulator ExpectSimdMatchesScalarOnFloat32Reference(wire::DType td, const std::vector<char>& t,
                                                       const std::vector<char>& r, size_t n,
                                                       double eps,
                                                       void (*tune)(DTypeConstants&) = nullptr) {
-  return ExpectSimdMatchesScalarOn(td, v1::DTYPE_FLOAT32, t, r, n, eps, tune);
+  return ExpectSimdMatchesScalarOn(td, wire::kFloat32, t, r, n, eps, tune);
 }
 
 TEST(MetricsKernelTest, SimdMatchesScalarOnEveryBranch) {
@@ -273,14 +272,14 @@ TEST(MetricsKernelTest, SimdMatchesScalarOnEitherSideOfTheRatioThresholds) {
     }
     ASSERT_TRUE(found_lo && found_hi) << x;
   }
-  for (v1::DType td : {v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16}) {
-    SCOPED_TRACE(v1::DType_Name(td));
+  for (wire::DType td : {wire::kFloat16, wire::kBFloat16}) {
+    SCOPED_TRACE(std::string(common::TorchName(td)));
     // Repeated to fill whole vectors of the float32 pass.
     const size_t n = refs.size() * 16;
     std::vector<char> t(n * ElementBytes(td)), r(n * 4);
     for (size_t i = 0; i < n; ++i) {
       Store(td, t, i, 0.0);
-      Store(v1::DTYPE_FLOAT32, r, i, refs[i % refs.size()]);
+      Store(wire::kFloat32, r, i, refs[i % refs.size()]);
     }
     const Accumulator scalar = ExpectSimdMatchesScalarOnFloat32Reference(td, t, r, n, eps);
     EXPECT_GT(scalar.hundredth, 0);
@@ -294,9 +293,9 @@ TEST(MetricsKernelTest, SimdMatchesScalarOnEitherSideOfTheRatioThresholds) {
 // scalar kernel judges it, on either side of the rounding's edge.
 TEST(MetricsKernelTest, SimdMatchesScalarWhereTheReferenceRoundsToInfinity) {
   if (SimdKernels().empty()) GTEST_SKIP() << kNoSimd;
-  for (v1::DType td : {v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16}) {
-    SCOPED_TRACE(v1::DType_Name(td));
-    const bool half = td == v1::DTYPE_FLOAT16;
+  for (wire::DType td : {wire::kFloat16, wire::kBFloat16}) {
+    SCOPED_TRACE(std::string(common::TorchName(td)));
+    const bool half = td == wire::kFloat16;
     const float edge = half ? 65520.0f : 0x1.ffp127f;
     const float largest = half ? 65504.0f : 0x1.fep127f;  // the dtype's largest finite value
     std::vector<float> refs = {largest, std::numeric_limits<float>::max()};
@@ -318,7 +317,7 @@ TEST(MetricsKernelTest, SimdMatchesScalarWhereTheReferenceRoundsToInfinity) {
     for (size_t i = 0; i < n; ++i) {
       const double v = normal(rng);
       const bool edge_element = i % group == 5;
-      Store(v1::DTYPE_FLOAT32, r, i, edge_element ? refs[i / group] : v);
+      Store(wire::kFloat32, r, i, edge_element ? refs[i / group] : v);
       Store(td, t, i, edge_element ? largest : v * (1 + 1e-3));
     }
     const Accumulator scalar = ExpectSimdMatchesScalarOnFloat32Reference(td, t, r, n, 1e-7);
@@ -333,7 +332,7 @@ TEST(MetricsKernelTest, SimdMatchesScalarWhereTheReferenceRoundsToInfinity) {
 // (a NaN in the first group of some blocks).
 TEST(MetricsKernelTest, SimdMatchesScalarWhereFloat32SumsWouldOverflow) {
   if (SimdKernels().empty()) GTEST_SKIP() << kNoSimd;
-  const v1::DType td = v1::DTYPE_BFLOAT16;
+  const wire::DType td = wire::kBFloat16;
   const size_t n = 3 * 4096 + 5;
   std::vector<char> t(n * 2), r(n * 4);
   std::mt19937 rng(11);
@@ -342,7 +341,7 @@ TEST(MetricsKernelTest, SimdMatchesScalarWhereFloat32SumsWouldOverflow) {
     // Ordinary values, then a stretch whose errors (about 1e20) overflow float32 when squared.
     const bool huge = i >= 4096 && i < 2 * 4096 + 100;
     const double v = normal(rng) * (huge ? 1e21 : 1.0);
-    Store(v1::DTYPE_FLOAT32, r, i, v);
+    Store(wire::kFloat32, r, i, v);
     Store(td, t, i, i % 2048 == 3 && i < 8192 ? std::nan("") : v * (1 + 0.1 * normal(rng)));
   }
   const Accumulator scalar = ExpectSimdMatchesScalarOnFloat32Reference(td, t, r, n, 1e-7);
@@ -366,13 +365,13 @@ TEST(MetricsKernelTest, SimdMatchesScalarWhereRunsHoldFiniteSlowGroups) {
   }
   for (size_t i = 2048; i < 2048 + 12 * 64; i += 64) edge[i] = true;  // 12 groups in block 1
   struct Case {
-    v1::DType td, rd;
+    wire::DType td, rd;
     double edge_ref, edge_device;
   };
   for (const Case& k :
-       {Case{v1::DTYPE_FLOAT16, v1::DTYPE_FLOAT32, 70000.0, 65504.0},
-        Case{v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT64, 1e39, std::numeric_limits<float>::max()}}) {
-    SCOPED_TRACE(v1::DType_Name(k.td));
+       {Case{wire::kFloat16, wire::kFloat32, 70000.0, 65504.0},
+        Case{wire::kFloat32, wire::kFloat64, 1e39, std::numeric_limits<float>::max()}}) {
+    SCOPED_TRACE(std::string(common::TorchName(k.td)));
     std::vector<char> t(n * ElementBytes(k.td)), r(n * ElementBytes(k.rd));
     std::mt19937 rng(13);
     std::normal_distribution<double> normal;
@@ -394,14 +393,14 @@ TEST(MetricsKernelTest, SimdMatchesScalarWhereRunsHoldFiniteSlowGroups) {
 // which the float32 pass cannot compute exactly: every group is slow, from the first run on.
 TEST(MetricsKernelTest, SimdMatchesScalarWhereUlpErrorsAreBelowFloat32Normals) {
   if (SimdKernels().empty()) GTEST_SKIP() << kNoSimd;
-  const v1::DType td = v1::DTYPE_BFLOAT16;
+  const wire::DType td = wire::kBFloat16;
   const size_t n = 2 * 2048;
   std::vector<char> t(n * 2), r(n * 4);
   std::mt19937 rng(17);
   std::normal_distribution<double> normal;
   for (size_t i = 0; i < n; ++i) {
     const double v = 1e-8 * normal(rng);
-    Store(v1::DTYPE_FLOAT32, r, i, v);
+    Store(wire::kFloat32, r, i, v);
     Store(td, t, i, v * (1 + 1e-3 * normal(rng)));
   }
   const Accumulator scalar = ExpectSimdMatchesScalarOnFloat32Reference(
@@ -439,11 +438,11 @@ TEST(MetricsKernelTest, SimdMatchesScalarWithTunedUlpConstants) {
 
 void ExpectKernelMatchesScalar(Kernel simd, void (*tune)(DTypeConstants&), bool sparse) {
   const auto& table = StandardsTable::Default();
-  const v1::DType types[] = {v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16, v1::DTYPE_FLOAT32,
-                             v1::DTYPE_FLOAT64};
-  for (v1::DType td : types) {
-    for (v1::DType rd : types) {
-      SCOPED_TRACE(std::string(v1::DType_Name(td)) + " vs " + v1::DType_Name(rd));
+  const wire::DType types[] = {wire::kFloat16, wire::kBFloat16, wire::kFloat32, wire::kFloat64};
+  for (wire::DType td : types) {
+    for (wire::DType rd : types) {
+      SCOPED_TRACE(std::string(common::TorchName(td)) + " vs " +
+                   std::string(common::TorchName(rd)));
       const int n = 4099;  // a tail of 3 after the vectors
       const auto values = Values(n, static_cast<uint32_t>(td * 16 + rd), sparse);
       std::vector<char> t(n * ElementBytes(td)), r(n * ElementBytes(rd));
@@ -499,10 +498,10 @@ TEST(MetricsKernelTest, AnUnknownKernelNameFallsBackToTheBestWithAWarning) {
 TEST(MetricsKernelTest, ResultsDoNotDependOnTheNumberOfThreads) {
   const int64_t n = int64_t{1} << 20;
   // Each kernel path: float32 (its fused pass), float16 and bfloat16 (the float32-lane pass).
-  for (auto [td, rd] : {std::pair{v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT64},
-                        {v1::DTYPE_FLOAT16, v1::DTYPE_FLOAT32},
-                        {v1::DTYPE_BFLOAT16, v1::DTYPE_FLOAT32}}) {
-    SCOPED_TRACE(v1::DType_Name(td));
+  for (auto [td, rd] : {std::pair{wire::kFloat32, wire::kFloat64},
+                        {wire::kFloat16, wire::kFloat32},
+                        {wire::kBFloat16, wire::kFloat32}}) {
+    SCOPED_TRACE(std::string(common::TorchName(td)));
     std::vector<char> t(n * ElementBytes(td)), r(n * ElementBytes(rd));
     std::mt19937 rng(7);
     std::normal_distribution<double> normal;

@@ -16,12 +16,12 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 template <typename T>
-TensorView View(v1::DType dtype, const std::vector<T>& v) {
+TensorView View(wire::DType dtype, const std::vector<T>& v) {
   return TensorView{
       dtype, {static_cast<int64_t>(v.size())}, v.data(), static_cast<int64_t>(v.size())};
 }
 
-const DTypeConstants& C(v1::DType d) { return *StandardsTable::Default().Constants(d); }
+const DTypeConstants& C(wire::DType d) { return *StandardsTable::Default().Constants(d); }
 
 std::vector<uint16_t> Halves(std::initializer_list<float> v) {
   std::vector<uint16_t> out;
@@ -32,8 +32,7 @@ std::vector<uint16_t> Halves(std::initializer_list<float> v) {
 TEST(MetricsTest, Float32AgainstFloat64GoldenHandComputed) {
   std::vector<float> dev = {1, 2, 3, 4};
   std::vector<double> gold = {1, 2, 3, 4.004};
-  auto m = ComputeMetrics(View(v1::DTYPE_FLOAT32, dev), View(v1::DTYPE_FLOAT64, gold),
-                          C(v1::DTYPE_FLOAT32));
+  auto m = ComputeMetrics(View(wire::kFloat32, dev), View(wire::kFloat64, gold), C(wire::kFloat32));
   ASSERT_TRUE(m.ok()) << m.status();
   const double err = 4.004 - 4.0;
   const double rel = err / (4.004 + std::numeric_limits<double>::epsilon());
@@ -60,8 +59,7 @@ TEST(MetricsTest, SmallValuesUseAbsoluteToleranceAndLeaveRmse) {
   // 1e-4 in float16 is small against a zero reference (|ref| <= 2^-10).
   auto dev = Halves({1e-4f, 0.5f});
   std::vector<float> gold = {0.0f, 0.5f};
-  auto m = ComputeMetrics(View(v1::DTYPE_FLOAT16, dev), View(v1::DTYPE_FLOAT32, gold),
-                          C(v1::DTYPE_FLOAT16));
+  auto m = ComputeMetrics(View(wire::kFloat16, dev), View(wire::kFloat32, gold), C(wire::kFloat16));
   ASSERT_TRUE(m.ok());
   EXPECT_DOUBLE_EQ(m->abs_error_rate, 1.0);           // 1e-4 > 2^-16
   EXPECT_DOUBLE_EQ(m->small_value_error_ratio, 1.0);  // 1e-4 > 1e-16
@@ -69,8 +67,7 @@ TEST(MetricsTest, SmallValuesUseAbsoluteToleranceAndLeaveRmse) {
   EXPECT_DOUBLE_EQ(m->rmse, 0.0);  // small elements are masked out
   // A small element within the absolute tolerance passes that check.
   auto tiny = Halves({1e-5f, 0.5f});  // 1e-5 rounds to a float16 subnormal ~1.0014e-5 < 2^-16
-  m = ComputeMetrics(View(v1::DTYPE_FLOAT16, tiny), View(v1::DTYPE_FLOAT32, gold),
-                     C(v1::DTYPE_FLOAT16));
+  m = ComputeMetrics(View(wire::kFloat16, tiny), View(wire::kFloat32, gold), C(wire::kFloat16));
   EXPECT_DOUBLE_EQ(m->abs_error_rate, 0.0);
 }
 
@@ -78,8 +75,7 @@ TEST(MetricsTest, InfAndNaNConsistencyAndSignedZero) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<float> dev = {static_cast<float>(kInf), static_cast<float>(nan), -0.0f, 1.0f};
   std::vector<double> gold = {kInf, nan, 0.0, 1.0};
-  auto m = ComputeMetrics(View(v1::DTYPE_FLOAT32, dev), View(v1::DTYPE_FLOAT64, gold),
-                          C(v1::DTYPE_FLOAT32));
+  auto m = ComputeMetrics(View(wire::kFloat32, dev), View(wire::kFloat64, gold), C(wire::kFloat32));
   ASSERT_TRUE(m.ok());
   EXPECT_DOUBLE_EQ(m->inf_nan_error_rate, 0.0);  // same inf, NaN on both sides: consistent
   EXPECT_DOUBLE_EQ(m->mismatch_rate, 0.0);       // NaN==NaN and -0.0==0.0 count as equal
@@ -87,8 +83,7 @@ TEST(MetricsTest, InfAndNaNConsistencyAndSignedZero) {
 
   std::vector<float> bad = {static_cast<float>(nan), 1.0f};
   std::vector<double> ok = {2.0, 1.0};
-  m = ComputeMetrics(View(v1::DTYPE_FLOAT32, bad), View(v1::DTYPE_FLOAT64, ok),
-                     C(v1::DTYPE_FLOAT32));
+  m = ComputeMetrics(View(wire::kFloat32, bad), View(wire::kFloat64, ok), C(wire::kFloat32));
   EXPECT_DOUBLE_EQ(m->inf_nan_error_rate, 1.0);
   EXPECT_DOUBLE_EQ(m->mismatch_rate, 0.5);
   EXPECT_TRUE(std::isnan(m->max_abs_error));
@@ -99,47 +94,43 @@ TEST(MetricsTest, InfAndNaNConsistencyAndSignedZero) {
   // A golden beyond float32's range casts to inf; a device at FLT_MAX is consistent with it.
   std::vector<float> big = {std::numeric_limits<float>::max(), 1.0f};
   std::vector<double> huge = {3.5e38, 1.0};
-  m = ComputeMetrics(View(v1::DTYPE_FLOAT32, big), View(v1::DTYPE_FLOAT64, huge),
-                     C(v1::DTYPE_FLOAT32));
+  m = ComputeMetrics(View(wire::kFloat32, big), View(wire::kFloat64, huge), C(wire::kFloat32));
   EXPECT_DOUBLE_EQ(m->inf_nan_error_rate, 0.0);
 }
 
 TEST(MetricsTest, CosineBlankAndOneSideZero) {
   std::vector<float> one = {3.0f};
   std::vector<double> one_ref = {3.0};
-  auto m = ComputeMetrics(View(v1::DTYPE_FLOAT32, one), View(v1::DTYPE_FLOAT64, one_ref),
-                          C(v1::DTYPE_FLOAT32));
+  auto m =
+      ComputeMetrics(View(wire::kFloat32, one), View(wire::kFloat64, one_ref), C(wire::kFloat32));
   EXPECT_TRUE(m->cosine_blank);
   std::vector<float> zeros = {0, 0};
   std::vector<double> nonzero = {0, 1};
-  m = ComputeMetrics(View(v1::DTYPE_FLOAT32, zeros), View(v1::DTYPE_FLOAT64, nonzero),
-                     C(v1::DTYPE_FLOAT32));
+  m = ComputeMetrics(View(wire::kFloat32, zeros), View(wire::kFloat64, nonzero), C(wire::kFloat32));
   EXPECT_TRUE(m->cosine_one_side_zero);
   std::vector<double> zeros_ref = {0, 0};
-  m = ComputeMetrics(View(v1::DTYPE_FLOAT32, zeros), View(v1::DTYPE_FLOAT64, zeros_ref),
-                     C(v1::DTYPE_FLOAT32));
+  m = ComputeMetrics(View(wire::kFloat32, zeros), View(wire::kFloat64, zeros_ref),
+                     C(wire::kFloat32));
   EXPECT_TRUE(m->cosine_blank);
   EXPECT_FALSE(m->cosine_one_side_zero);
   // Opposite directions: cosine -1 (clipped, computed).
   std::vector<float> a = {1, 2};
   std::vector<double> b = {-1, -2};
-  m = ComputeMetrics(View(v1::DTYPE_FLOAT32, a), View(v1::DTYPE_FLOAT64, b), C(v1::DTYPE_FLOAT32));
+  m = ComputeMetrics(View(wire::kFloat32, a), View(wire::kFloat64, b), C(wire::kFloat32));
   EXPECT_DOUBLE_EQ(m->cosine, -1.0);
 }
 
 TEST(MetricsTest, CosineSurvivesValuesNearDoubleRange) {
   std::vector<double> a = {1e300, 2e300};
   std::vector<double> b = {1e300, 2e300};
-  auto m =
-      ComputeMetrics(View(v1::DTYPE_FLOAT64, a), View(v1::DTYPE_FLOAT64, b), C(v1::DTYPE_FLOAT64));
+  auto m = ComputeMetrics(View(wire::kFloat64, a), View(wire::kFloat64, b), C(wire::kFloat64));
   EXPECT_NEAR(m->cosine, 1.0, 1e-12);
 }
 
 TEST(MetricsTest, EmptyTensors) {
   std::vector<float> e;
   std::vector<double> g;
-  auto m =
-      ComputeMetrics(View(v1::DTYPE_FLOAT32, e), View(v1::DTYPE_FLOAT64, g), C(v1::DTYPE_FLOAT32));
+  auto m = ComputeMetrics(View(wire::kFloat32, e), View(wire::kFloat64, g), C(wire::kFloat32));
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->numel, 0);
   EXPECT_TRUE(m->cosine_blank);
@@ -152,19 +143,17 @@ TEST(MetricsTest, Float16UlpAndBFloat16Epsilon) {
   auto one_ulp = Halves({1.0009765625f});
   auto two_ulp = Halves({1.001953125f});
   std::vector<float> g = {1.0f};
-  auto m = ComputeMetrics(View(v1::DTYPE_FLOAT16, one_ulp), View(v1::DTYPE_FLOAT32, g),
-                          C(v1::DTYPE_FLOAT16));
+  auto m =
+      ComputeMetrics(View(wire::kFloat16, one_ulp), View(wire::kFloat32, g), C(wire::kFloat16));
   EXPECT_DOUBLE_EQ(m->ulp_max, 1.0);
   EXPECT_DOUBLE_EQ(m->ulp_over_threshold_ratio, 0.0);
-  m = ComputeMetrics(View(v1::DTYPE_FLOAT16, two_ulp), View(v1::DTYPE_FLOAT32, g),
-                     C(v1::DTYPE_FLOAT16));
+  m = ComputeMetrics(View(wire::kFloat16, two_ulp), View(wire::kFloat32, g), C(wire::kFloat16));
   EXPECT_DOUBLE_EQ(m->ulp_max, 2.0);
   EXPECT_DOUBLE_EQ(m->ulp_over_threshold_ratio, 1.0);
   // bfloat16 devices use eps = 2^-8 in the relative error.
   std::vector<uint16_t> bf = {fp::FloatToBFloat16(0.5f)};
   std::vector<float> gb = {0.501f};
-  m = ComputeMetrics(View(v1::DTYPE_BFLOAT16, bf), View(v1::DTYPE_FLOAT32, gb),
-                     C(v1::DTYPE_BFLOAT16));
+  m = ComputeMetrics(View(wire::kBFloat16, bf), View(wire::kFloat32, gb), C(wire::kBFloat16));
   // Computed in float32, as msprobe's numpy does for a bfloat16 device cast to float32 against a
   // float32 golden; float64 would give another value in the last digits.
   const float err = std::fabs(0.5f - 0.501f);
@@ -180,8 +169,7 @@ TEST(MetricsTest, Float32DevicesKeepFloat64Errors) {
   std::vector<float> t = {1.0f};
   const double golden = 1.0 + 1e-7 / 3;  // 1 + a difference with 29 significant bits
   std::vector<double> g = {golden};
-  auto m =
-      ComputeMetrics(View(v1::DTYPE_FLOAT32, t), View(v1::DTYPE_FLOAT64, g), C(v1::DTYPE_FLOAT32));
+  auto m = ComputeMetrics(View(wire::kFloat32, t), View(wire::kFloat64, g), C(wire::kFloat32));
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->max_abs_error, golden - 1.0);
   EXPECT_NE(m->max_abs_error, static_cast<double>(static_cast<float>(golden - 1.0)));
@@ -190,7 +178,7 @@ TEST(MetricsTest, Float32DevicesKeepFloat64Errors) {
 TEST(MetricsTest, IntegerOutputsAreComparedExactly) {
   std::vector<int64_t> a = {1, 2, 3, 4};
   std::vector<int64_t> b = {1, 2, 3, 5};
-  auto m = ComputeMetrics(View(v1::DTYPE_INT64, a), View(v1::DTYPE_INT64, b), {});
+  auto m = ComputeMetrics(View(wire::kInt64, a), View(wire::kInt64, b), {});
   ASSERT_TRUE(m.ok());
   EXPECT_FALSE(m->has_float_metrics);
   EXPECT_DOUBLE_EQ(m->mismatch_rate, 0.25);
@@ -199,8 +187,7 @@ TEST(MetricsTest, IntegerOutputsAreComparedExactly) {
 TEST(MetricsTest, ShapeMismatchIsAnErrorNamingBothShapes) {
   std::vector<float> a = {1, 2};
   std::vector<double> b = {1, 2, 3};
-  auto m =
-      ComputeMetrics(View(v1::DTYPE_FLOAT32, a), View(v1::DTYPE_FLOAT64, b), C(v1::DTYPE_FLOAT32));
+  auto m = ComputeMetrics(View(wire::kFloat32, a), View(wire::kFloat64, b), C(wire::kFloat32));
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().message(), "The shape of bench(3) and npu(2) not equal.");
 }

@@ -11,26 +11,27 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-v1::TensorStats Stats(double mean, double l2, double min, double max, uint64_t inf = 0,
-                      uint64_t nan = 0) {
-  v1::TensorStats s;
-  s.set_mean(mean);
-  s.set_l2_norm(l2);
-  s.set_min(min);
-  s.set_max(max);
-  s.set_inf_count(inf);
-  s.set_nan_count(nan);
+common::TensorStatsValues Stats(double mean, double l2, double min, double max, uint64_t inf = 0,
+                                uint64_t nan = 0) {
+  common::TensorStatsValues s;
+  s.any_finite = true;
+  s.mean = mean;
+  s.l2_norm = l2;
+  s.min = min;
+  s.max = max;
+  s.inf_count = inf;
+  s.nan_count = nan;
   return s;
 }
 
 constexpr uint64_t kNumel = 1 << 20;
 
 TEST(StatisticsTest, TheBenchsOwnDistanceOrTheFloorPasses) {
-  const v1::TensorStats golden = Stats(0.25, 512.0, -4.0, 4.0);
-  const v1::TensorStats bench = Stats(0.25 + 1e-4, 512.05, -4.0, 4.0);
-  const v1::TensorStats device = Stats(0.25 + 1.2e-4, 512.04, -4.0, 4.001);
-  const OutputJudgement j = JudgeStatistics(device, &bench, &golden, v1::DTYPE_FLOAT16, kNumel,
-                                            StandardsTable::Default());
+  const common::TensorStatsValues golden = Stats(0.25, 512.0, -4.0, 4.0);
+  const common::TensorStatsValues bench = Stats(0.25 + 1e-4, 512.05, -4.0, 4.0);
+  const common::TensorStatsValues device = Stats(0.25 + 1.2e-4, 512.04, -4.0, 4.001);
+  const OutputJudgement j =
+      JudgeStatistics(device, &bench, &golden, wire::kFloat16, kNumel, StandardsTable::Default());
   EXPECT_EQ(StatusText(j.status), "pass") << j.message;
   EXPECT_EQ(j.standard, Standard::kStatistics);
   EXPECT_THAT(j.message, StartsWith("The device sent this output as statistics only"));
@@ -38,11 +39,11 @@ TEST(StatisticsTest, TheBenchsOwnDistanceOrTheFloorPasses) {
 
 // An overflow: the device counts infs the bench does not. The message says so first.
 TEST(StatisticsTest, AnInfTheBenchDoesNotHaveIsNamedFirst) {
-  const v1::TensorStats golden = Stats(0.25, 512.0, -4.0, 4.0);
-  const v1::TensorStats bench = Stats(0.25, 512.0, -4.0, 4.0);
-  const v1::TensorStats device = Stats(0.25, 512.0, -4.0, 4.0, /*inf=*/3);
-  const OutputJudgement j = JudgeStatistics(device, &bench, &golden, v1::DTYPE_FLOAT16, kNumel,
-                                            StandardsTable::Default());
+  const common::TensorStatsValues golden = Stats(0.25, 512.0, -4.0, 4.0);
+  const common::TensorStatsValues bench = Stats(0.25, 512.0, -4.0, 4.0);
+  const common::TensorStatsValues device = Stats(0.25, 512.0, -4.0, 4.0, /*inf=*/3);
+  const OutputJudgement j =
+      JudgeStatistics(device, &bench, &golden, wire::kFloat16, kNumel, StandardsTable::Default());
   EXPECT_EQ(StatusText(j.status), "error");
   EXPECT_EQ(MetricName(j.failed_metric), "stats_inf_nan_count");
   EXPECT_THAT(j.message, StartsWith("ERROR: inf/NaN counts differ: device 3 inf and 0 NaN, bench "
@@ -51,11 +52,11 @@ TEST(StatisticsTest, AnInfTheBenchDoesNotHaveIsNamedFirst) {
 
 // A statistic far from the golden, well beyond the bench's own distance: named with its value.
 TEST(StatisticsTest, AStatisticOffNamesItself) {
-  const v1::TensorStats golden = Stats(0.25, 512.0, -4.0, 4.0);
-  const v1::TensorStats bench = Stats(0.25, 512.0, -4.0, 4.0);
-  const v1::TensorStats device = Stats(0.35, 512.0, -4.0, 4.0);
-  const OutputJudgement j = JudgeStatistics(device, &bench, &golden, v1::DTYPE_FLOAT16, kNumel,
-                                            StandardsTable::Default());
+  const common::TensorStatsValues golden = Stats(0.25, 512.0, -4.0, 4.0);
+  const common::TensorStatsValues bench = Stats(0.25, 512.0, -4.0, 4.0);
+  const common::TensorStatsValues device = Stats(0.35, 512.0, -4.0, 4.0);
+  const OutputJudgement j =
+      JudgeStatistics(device, &bench, &golden, wire::kFloat16, kNumel, StandardsTable::Default());
   EXPECT_EQ(StatusText(j.status), "error") << j.message;
   EXPECT_EQ(MetricName(j.failed_metric), "stats_mean");
   EXPECT_THAT(j.message, HasSubstr("ERROR: stats_mean is "));

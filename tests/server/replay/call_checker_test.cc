@@ -2,6 +2,7 @@
 // agent does, checked by the CallChecker: clean calls pass, planted faults are errors on the
 // right output with the right metric, malformed calls get a clear status.
 #include "server/replay/call_checker.h"
+#include "parity/v1/parity.pb.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
@@ -171,15 +172,15 @@ TEST_P(CallCheckerTest, CallsUnderAutocastReplayUnderAutocast) {
       out[0] = at::matmul(x.to(at::kBFloat16), w.t().to(at::kBFloat16));
     });
   }
-  ASSERT_EQ(clean.outputs(0).tensor().dtype(), v1::DTYPE_BFLOAT16) << "not run under autocast";
-  ASSERT_EQ(clean.inputs(0).tensor().dtype(), v1::DTYPE_FLOAT32);
+  ASSERT_EQ(clean.outputs(0).tensor().dtype(), wire::kBFloat16) << "not run under autocast";
+  ASSERT_EQ(clean.inputs(0).tensor().dtype(), wire::kFloat32);
   clean.set_autocast_dtype(v1::DTYPE_BFLOAT16);
   faulty.set_autocast_dtype(v1::DTYPE_BFLOAT16);
   Result r = Check(clean);
   EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
   ASSERT_EQ(r.check.outputs.size(), 1u);
-  EXPECT_EQ(r.check.outputs[0].bench_dtype, v1::DTYPE_BFLOAT16) << "bench not under autocast";
-  EXPECT_EQ(r.check.outputs[0].dtype, v1::DTYPE_BFLOAT16);
+  EXPECT_EQ(r.check.outputs[0].bench_dtype, wire::kBFloat16) << "bench not under autocast";
+  EXPECT_EQ(r.check.outputs[0].dtype, wire::kBFloat16);
   r = Check(faulty);
   EXPECT_EQ(StatusText(r.verdict.status()), "error") << r.verdict.ShortDebugString();
   // The worker's own autocast state is left as it was.
@@ -203,7 +204,7 @@ TEST_P(CallCheckerTest, TheGoldenUnderAutocastStartsFromTheInputsTheKernelReceiv
     });
   }
   call.set_autocast_dtype(v1::DTYPE_BFLOAT16);
-  ASSERT_EQ(call.inputs(0).tensor().dtype(), v1::DTYPE_FLOAT32);
+  ASSERT_EQ(call.inputs(0).tensor().dtype(), wire::kFloat32);
   Result r = Check(call);
   EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
   ASSERT_EQ(r.check.outputs.size(), 1u);
@@ -261,7 +262,7 @@ TEST_P(CallCheckerTest, LowPrecisionGemmsAccumulateInFloat32OnTheBench) {
   Result r = Check(MakeCall("aten::mm", "", {a, b}, v1::PHASE_FORWARD,
                             [&](Stack& out) { out[0] = float32_accumulated(a, b); }));
   EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
-  EXPECT_EQ(r.check.outputs[0].bench_dtype, v1::DTYPE_BFLOAT16);
+  EXPECT_EQ(r.check.outputs[0].bench_dtype, wire::kBFloat16);
   expect_bench_equals_device(r.check);
 
   // Every partial sum rounded to bfloat16, one product at a time (the fault suite's
@@ -297,7 +298,7 @@ TEST_P(CallCheckerTest, LowPrecisionGemmsAccumulateInFloat32OnTheBench) {
   ASSERT_TRUE(common::EncodeValue(g, nullptr, {}, "in", half.add_inputs()).ok());
   r = Check(half);
   EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
-  EXPECT_EQ(r.check.outputs[0].bench_dtype, v1::DTYPE_FLOAT16);
+  EXPECT_EQ(r.check.outputs[0].bench_dtype, wire::kFloat16);
   expect_bench_equals_device(r.check);
 
   // Convolutions too (libtorch 1.13's bfloat16 conv2d on a CPU without AVX-512: 18x the error of
@@ -357,7 +358,7 @@ TEST_P(CallCheckerTest, LowPrecisionGemmsAccumulateInFloat32OnTheBench) {
     call->set_autocast_dtype(v1::DTYPE_BFLOAT16);
     r = Check(*call);
     EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
-    EXPECT_EQ(r.check.outputs[0].bench_dtype, call == &mv ? v1::DTYPE_FLOAT32 : v1::DTYPE_BFLOAT16);
+    EXPECT_EQ(r.check.outputs[0].bench_dtype, call == &mv ? wire::kFloat32 : wire::kBFloat16);
     expect_bench_equals_device(r.check);
   }
 }
@@ -577,7 +578,7 @@ TEST_P(CallCheckerTest, TuplesAndIntegerOutputsAreJudgedPerOutput) {
   Result r = Check(MakeCall("aten::topk", "", {x, 3, 1, true, true}));
   EXPECT_EQ(StatusText(r.verdict.status()), "pass") << r.verdict.ShortDebugString();
   ASSERT_EQ(r.verdict.outputs_size(), 2);
-  EXPECT_EQ(r.verdict.outputs(1).dtype(), v1::DTYPE_INT64);
+  EXPECT_EQ(r.verdict.outputs(1).dtype(), wire::kInt64);
   r = Check(MakeCall("aten::argmax", "", {x, 1, false}, v1::PHASE_FORWARD,
                      [](Stack& out) { out[0] = out[0].toTensor() + 1; }));
   EXPECT_EQ(StatusText(r.verdict.status()), "error");

@@ -8,6 +8,7 @@
 #include "common/torch/torch_pch.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "parity/v1/parity.pb.h"
 #include "server/replay/call_checker.h"
 #include "server/replay/call_values.h"
 #include "server/replay/stages.h"
@@ -129,17 +130,18 @@ TEST(DecodeCallTest, StatsOnlyOutputsAndStridedInputsAreRecordedInTheDecodedCall
   out->mutable_stats()->set_l2_norm(3.0);
   absl::StatusOr<c10::OperatorHandle> op = ResolveOp("aten::relu", "");
   ASSERT_TRUE(op.ok());
-  absl::StatusOr<DecodedCall> d = DecodeCall(call, op->schema(), {}, nullptr);
+  absl::StatusOr<DecodedCall> d = DecodeCall(ServerCall(call), op->schema(), {}, nullptr);
   ASSERT_TRUE(d.ok()) << d.status();
   ASSERT_EQ(d->output_form.size(), 1u);
   const OutputForm& form = d->output_form[0];
   EXPECT_EQ(form.kind, OutputForm::Kind::kStatsOnly);
-  EXPECT_EQ(form.dtype, v1::DTYPE_FLOAT32);
+  EXPECT_EQ(form.dtype, wire::kFloat32);
   EXPECT_EQ(form.shape, (std::vector<int64_t>{6, 8}));
-  EXPECT_EQ(form.stats.mean(), 0.25);
-  EXPECT_EQ(form.stats.l2_norm(), 3.0);
+  EXPECT_EQ(form.stats.mean, 0.25);
+  EXPECT_EQ(form.stats.l2_norm, 3.0);
   EXPECT_FALSE(d->inputs_contiguous) << "x.t() was strided in the training";
-  d = DecodeCall(testing::BuildCall("aten::relu", "", {x}), op->schema(), {}, nullptr);
+  const v1::ApiCall plain = testing::BuildCall("aten::relu", "", {x});
+  d = DecodeCall(ServerCall(plain), op->schema(), {}, nullptr);
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_TRUE(d->inputs_contiguous);
   EXPECT_TRUE(d->output_form[0].decoded());

@@ -14,6 +14,7 @@
 
 #include "common/torch/torch_pch.h"
 #include "gtest/gtest.h"
+#include "parity/v1/parity.pb.h"
 #include "server/call/error_files.h"
 #include "server/replay/call_checker.h"
 #include "server/replay/call_values.h"

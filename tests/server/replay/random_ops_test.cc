@@ -14,6 +14,7 @@
 #include "common/torch/torch_pch.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "parity/v1/parity.pb.h"
 #include "server/call/verdict_encoder.h"
 #include "server/compare/judge.h"
 #include "server/random/random_property.h"

@@ -13,6 +13,7 @@
 
 #include <cmath>
 
+#include "parity/v1/parity.pb.h"
 #include "server/call/verdict_encoder.h"
 #include "server/compare/standards.h"
 #include "server/replay/aten_compat.h"

@@ -1,6 +1,7 @@
 // Result files: msprobe's exact headers, names and cell formats, one details row per output, one
 // result row per API and step, resume on restart.
 #include "server/results/result_writer.h"
+#include "parity/v1/parity.pb.h"
 
 #include <limits>
 
@@ -38,9 +39,9 @@ CallOutcome SampleCheck(CheckStatus status) {
   c.message = status == CheckStatus::kError ? "output 0: rmse (benchmark)" : "";
   OutputOutcome out;
   out.index = 0;
-  out.dtype = v1::DTYPE_FLOAT16;
-  out.bench_dtype = v1::DTYPE_FLOAT16;
-  out.reference_dtype = v1::DTYPE_FLOAT64;  // the golden's: what the metrics compare against
+  out.dtype = wire::kFloat16;
+  out.bench_dtype = wire::kFloat16;
+  out.reference_dtype = wire::kFloat64;  // the golden's: what the metrics compare against
   out.shape = {2, 3};
   out.judged = true;
   OutputJudgement& j = out.judgement;

@@ -1,6 +1,7 @@
 // The stream's chunk reassembly and kept blobs alone (server/service/blob_assembler.h): the
 // budgets it draws on and gives back. The same rules over gRPC: stream_contract_test.cc.
 #include "server/service/blob_assembler.h"
+#include "parity/v1/parity.pb.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -20,9 +20,11 @@
 #include "common/torch/torch_pch.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "parity/v1/parity.pb.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
 #include "server/app/server.h"
+#include "server/call/verdict_encoder.h"
 #include "server/compare/judge.h"
 #include "tests/testing/op_cases.h"
 #include "tests/testing/server_harness.h"
@@ -53,7 +55,7 @@ class StreamContractTest : public ::testing::Test {
     auto s = ParityServer::Create(
         config, [before](const CallOrigin&, const parity::server::ServerCall& server_call,
                          const parity::common::BlobSource&) {
-          const v1::ApiCall& call = server_call.wire;
+          const v1::ApiCall& call = server_call.message;
           before(call.sequence());
           parity::server::CallOutcome check;
           check.status = parity::server::CheckStatus::kPass;

@@ -2,6 +2,7 @@
 // with a recording context (the service) and output (the reactor). Each state and each rule of
 // the stream a message can break; the gRPC adapter is exercised by server_tests.
 #include "server/service/stream_session.h"
+#include "parity/v1/parity.pb.h"
 
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@
 #include "server/metrics/metrics.h"
 #include "server/service/byte_budget.h"
 #include "server/service/check_service.h"
+#include "server/service/grpc_bytes.h"
 
 namespace parity::server {
 namespace {
@@ -25,7 +27,7 @@ using ::testing::HasSubstr;
 
 class FakeContext : public StreamContext, public CallSink {
  public:
-  FakeContext() : metrics_(registry_) { options_.server_info.set_kept_blob_bytes(1 << 20); }
+  FakeContext() : metrics_(registry_) { options_.server.kept_blob_bytes = 1 << 20; }
 
   const ServiceOptions& options() const override { return options_; }
   ServerMetrics* metrics() const override { return &metrics_; }
@@ -68,9 +70,9 @@ class FakeContext : public StreamContext, public CallSink {
 
 class FakeOutput : public StreamOutput {
  public:
-  void Answer(grpc::ByteBuffer message, bool batch_verdicts, std::string who) override {
+  void Answer(MessageBytes message, bool batch_verdicts, std::string who) override {
     v1::ServerMessage m;
-    ASSERT_TRUE(common::Parse(message, &m));
+    ASSERT_TRUE(ParseMessage(message, &m));
     answers.push_back(m);
     batches = batch_verdicts;
     this->who = std::move(who);
@@ -108,7 +110,7 @@ v1::AgentMessage CallMessage(uint64_t sequence, const std::string& op = "aten::g
 class StreamSessionTest : public ::testing::Test {
  protected:
   absl::Status Send(const v1::AgentMessage& m) {
-    grpc::ByteBuffer bytes = common::Serialize(m);
+    MessageBytes bytes = SerializeMessage(m);
     return session_.OnMessage(bytes);
   }
   std::vector<uint64_t> QueuedSequences() const {
@@ -116,8 +118,8 @@ class StreamSessionTest : public ::testing::Test {
     for (const CallWork& w : output_.queued) {
       if (!w.raw) continue;
       v1::AgentMessage m;
-      grpc::ByteBuffer copy = *w.raw;  // a view: Parse reads it
-      if (common::Parse(copy, &m)) out.push_back(m.call().sequence());
+      MessageBytes copy = *w.raw;  // a view: Parse reads it
+      if (ParseMessage(copy, &m)) out.push_back(m.call().sequence());
     }
     return out;
   }
@@ -212,7 +214,7 @@ TEST_F(StreamSessionTest, ABatchMayNotHoldAHelloOrABatch) {
   EXPECT_THAT(std::string(Send(empty).message()), HasSubstr("empty AgentMessage"));
   std::string garbage = "\x0a\xff\xff\xff";  // a field claiming more bytes than there are
   grpc::Slice slice(garbage);
-  grpc::ByteBuffer bad(&slice, 1);
+  MessageBytes bad = FromGrpc(grpc::ByteBuffer(&slice, 1));
   EXPECT_FALSE(session_.OnMessage(bad).ok());
   EXPECT_TRUE(output_.queued.empty());
 }
@@ -249,7 +251,7 @@ TEST_F(StreamSessionTest,
   ASSERT_TRUE(checked.error.ok()) << checked.error;
   ASSERT_TRUE(checked.verdict.has_value());
   v1::ServerMessage verdict;
-  ASSERT_TRUE(common::Parse(*checked.verdict, &verdict));
+  ASSERT_TRUE(ParseMessage(*checked.verdict, &verdict));
   EXPECT_EQ(verdict.verdict().sequence(), 1u);  // encoded by the worker step from the call
   EXPECT_EQ(verdict.verdict().status(), v1::VERDICT_STATUS_PASS);
   EXPECT_EQ(verdict.verdict().api_name(), "aten::silu.0");
@@ -264,7 +266,7 @@ TEST_F(StreamSessionTest,
   bytes += static_cast<char>(call.size());
   bytes += call;
   grpc::Slice slice(bytes);
-  grpc::ByteBuffer broken(&slice, 1);
+  MessageBytes broken = FromGrpc(grpc::ByteBuffer(&slice, 1));
   ASSERT_TRUE(session_.OnMessage(broken).ok());
   ASSERT_EQ(output_.queued.size(), 2u);
   CallAnswer bad = session_.RunCall(std::move(output_.queued[1]));
