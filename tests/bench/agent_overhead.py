@@ -301,6 +301,13 @@ def main():
     sent = {row[0]: {w: [] for w in workloads} for row in rows}
     cpu = {row[0]: {w: [] for w in workloads} for row in rows}
     replay = {row[0]: {w: [] for w in workloads} for row in rows}
+    # Messages the servers received for each row (all its workloads): calls sent per message say
+    # how well the sender batches (one wake-up, one message and one socket write per batch).
+    messages = {row[0]: [] for row in rows}
+
+    def received():
+        return sum(harness.metric(srv.metrics_port, "parity_server_messages_received_total")
+                   for srv in servers)
     try:
         for _ in range(rounds):
             for name, loop, make, lib in rows:
@@ -312,7 +319,9 @@ def main():
                     spec["metrics_port"] = server.metrics_port
                 elif name.startswith("exhaustive, co-located server ["):
                     spec["metrics_port"] = colocated.metrics_port
+                before = received()
                 row = json.loads(run_child(spec, env, workdir, servers))
+                messages[name].append(received() - before)
                 for w in workloads:
                     results[name][w].append(row[w][0])
                     if row[w][1] != "":
@@ -326,28 +335,56 @@ def main():
 
     print(f"agent overhead: median step time, fwd+bwd+SGD, {steps} steps, 1 torch thread, "
           f"median of {rounds} rounds (one process per row and round)")
+    print("ratio: the median over rounds of the row's step over the 'no agent' step of the same "
+          "round; spread: the lowest and highest of those per-round ratios (for 'no agent', its "
+          "own steps' lowest and highest over their median, across rounds)")
+    print("cpu ms: the training process's whole CPU time per step (getrusage RUSAGE_SELF: every "
+          "thread, the training's, the sender's, gRPC's, user and system), its ratio beside")
     print("bound [loop]: the longer of the bare step and (the bare step's CPU + the CPU of the "
           f"bench, golden and random replays of the exhaustive [loop] row's step) / "
           f"{os.cpu_count()} cores, medians over rounds (docs/performance.md#the-bound); "
           "'/bound' is the exhaustive row's step over it")
     width = max(40, max(len(r[0]) for r in rows) + 1)
-    print(f"{'workload':11} {'mode':{width}} {'ms/step':>9} {'ratio':>7} {'calls sent':>11} "
-          f"{'/bound':>7}")
+    print("calls/msg: the calls the row sent (all workloads) per message the servers received "
+          "(Hello, stats and chunks included)")
+    print(f"{'workload':11} {'mode':{width}} {'ms/step':>9} {'ratio':>7} {'spread':>13} "
+          f"{'cpu ms':>8} {'cpu x':>6} {'calls sent':>11} {'calls/msg':>9} {'/bound':>7}")
     cores = os.cpu_count() or 1
+    noisy = []
     for w in workloads:
-        base = statistics.median(results["no agent"][w])
+        base_runs = results["no agent"][w]
+        base = statistics.median(base_runs)
         base_cpu = statistics.median(cpu["no agent"][w])
+        # The bare row's own noise: how far its rounds stray from their median.
+        base_spread = (min(base_runs) / base, max(base_runs) / base)
+        if base_spread[1] - 1 > 0.03 or 1 - base_spread[0] > 0.03:
+            noisy.append(f"{w}: 'no agent' rounds span {base_spread[0]:.3f}-{base_spread[1]:.3f} "
+                         "of their median, wider than +-3%: ratios here cannot resolve 3%")
         for name, _, _, _ in rows:
-            ms = statistics.median(results[name][w])
+            runs = results[name][w]
+            ms = statistics.median(runs)
+            per_round = [r / b for r, b in zip(runs, base_runs)]
+            ratio = statistics.median(per_round)
+            spread = base_spread if name == "no agent" else (min(per_round), max(per_round))
+            spread_text = f"{spread[0]:.2f}-{spread[1]:.2f}"
+            cpu_ms = statistics.median(cpu[name][w])
             calls = int(statistics.median(sent[name][w])) if sent[name][w] else ""
+            per_message = ""
+            if sent[name][w] and statistics.median(messages[name]) > 0:
+                row_calls = sum(statistics.median(sent[name][x]) for x in workloads)
+                per_message = f"{row_calls / statistics.median(messages[name]):9.1f}"
             bound = ""
             if replay[name][w]:
                 bound_s = max(base, (base_cpu + statistics.median(replay[name][w])) / cores)
                 bound = f"{ms / bound_s:7.2f}"
                 label = name.replace("exhaustive", "bound")
-                print(f"{w:11} {label:{width}} {bound_s * 1e3:9.2f} {bound_s / base:7.2f} {'':>11}")
-            print(f"{w:11} {name:{width}} {ms * 1e3:9.2f} {ms / base:7.2f} {calls:>11} {bound:>7}")
-
+                print(f"{w:11} {label:{width}} {bound_s * 1e3:9.2f} {bound_s / base:7.2f} "
+                      f"{'':>13} {'':>8} {'':>6} {'':>11} {'':>9}")
+            print(f"{w:11} {name:{width}} {ms * 1e3:9.2f} {ratio:7.2f} {spread_text:>13} "
+                  f"{cpu_ms * 1e3:8.2f} {cpu_ms / base_cpu:6.2f} {calls:>11} {per_message:>9} "
+                  f"{bound:>7}")
+    for line in noisy:
+        print("NOISY " + line)
 
 if __name__ == "__main__":
     main()

@@ -204,6 +204,14 @@ def report(name, r, out=sys.stdout):
     row("snapshot copies (training thread)", c.get("snapshot_seconds", 0), "wall, per copy")
     row("encode (sender thread)", c.get("encode_cpu_seconds", 0))
     row("serialize (sender thread)", c.get("serialize_cpu_seconds", 0))
+    # What the counters above do not cover, from the whole process's CPU (getrusage: every
+    # thread, user and system): gRPC's threads, TLS, the kernel's socket and wake-up work, the
+    # queue, the hook's own bookkeeping. The side-by-side figure (agent_overhead.py's cpu ms
+    # column) is this total per step.
+    covered = sum(c.get(k, 0) for k in ("snapshot_seconds", "encode_cpu_seconds",
+                                        "serialize_cpu_seconds"))
+    row("not covered by a counter", agent_cpu - covered,
+        f"{(agent_cpu - covered) / agent_cpu:.0%} of the total" if agent_cpu > 0 else "")
     ap = r["agent_perf"]
     total_checked = r["checked"]["cpu"]
     if ap:  # shares of the whole process, the training's own compute included
