@@ -2,6 +2,7 @@
 // (never blocked under the drop policy), the consumer is the sender thread.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -43,7 +44,6 @@ class BoundedQueue {
     if (closed_) return PushResult::kClosed;
     if (!RoomFor(bytes)) return PushResult::kFull;
     Add(std::move(item), bytes);
-    changed_.SignalAll();
     return PushResult::kOk;
   }
 
@@ -63,7 +63,6 @@ class BoundedQueue {
     }
     if (closed_) return PushResult::kClosed;
     Add(std::move(item), bytes);
-    changed_.SignalAll();
     return PushResult::kOk;
   }
 
@@ -85,6 +84,39 @@ class BoundedQueue {
     return PopResult::kItem;
   }
 
+  // As Pop, and once an item is there, waits up to `linger` for `batch` items (or half the byte
+  // bound) to gather before taking the oldest, unless Wake() or Close() ends the wait: the
+  // consumer wakes once for a batch of items, not once for each, and the producers do not signal
+  // it until the batch is there. The first item into an empty queue wakes a consumer waiting
+  // for one, as in Pop. `batch` <= 1 or a zero `linger`: Pop.
+  PopResult PopGathered(T* out, std::chrono::milliseconds timeout, absl::Duration linger,
+                        std::size_t batch) {
+    absl::MutexLock lock(&mu_);
+    const absl::Time deadline = absl::Now() + absl::FromChrono(timeout);
+    ++waiting_;
+    bool timed_out = false;
+    while (items_.empty() && !closed_ && !timed_out) {
+      timed_out = changed_.WaitWithDeadline(&mu_, deadline);
+    }
+    batch = std::min(batch, max_items_);
+    if (!items_.empty() && !closed_ && batch > 1 && linger > absl::ZeroDuration()) {
+      gather_ = batch;
+      const uint64_t wakes = wakes_;
+      const absl::Time until = absl::Now() + linger;
+      while (!Gathered() && !closed_ && wakes_ == wakes &&
+             !changed_.WaitWithDeadline(&mu_, until)) {
+      }
+      gather_ = 0;
+    }
+    --waiting_;
+    if (items_.empty()) return closed_ ? PopResult::kClosed : PopResult::kTimeout;
+    *out = std::move(items_.front().first);
+    bytes_ -= items_.front().second;
+    items_.pop_front();
+    changed_.SignalAll();
+    return PopResult::kItem;
+  }
+
   // Takes the oldest item without waiting; false when there is none.
   bool TryPop(T* out) {
     absl::MutexLock lock(&mu_);
@@ -94,6 +126,12 @@ class BoundedQueue {
     items_.pop_front();
     changed_.SignalAll();
     return true;
+  }
+
+  // Whether a consumer is gathering a batch in PopGathered (for tests that act while it does).
+  bool GatheringForTesting() const {
+    absl::MutexLock lock(&mu_);
+    return gather_ > 0;
   }
 
   // Consumers blocked in Pop() now (for tests that must act while one waits).
@@ -118,9 +156,11 @@ class BoundedQueue {
     changed_.SignalAll();
   }
 
-  // Wakes waiters so they re-check their predicates.
+  // Wakes waiters so they re-check their predicates; a consumer gathering a batch
+  // (PopGathered) takes what is there now.
   void Wake() {
     absl::MutexLock lock(&mu_);
+    ++wakes_;
     changed_.SignalAll();
   }
 
@@ -138,9 +178,14 @@ class BoundedQueue {
     if (items_.empty()) return true;
     return items_.size() < max_items_ && bytes_ + bytes <= max_bytes_;
   }
+  // While a consumer gathers (gather_ > 0), it is signalled only once the batch is there.
   void Add(T item, uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     items_.emplace_back(std::move(item), bytes);
     bytes_ += bytes;
+    if (gather_ == 0 || Gathered()) changed_.SignalAll();
+  }
+  bool Gathered() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return items_.size() >= gather_ || bytes_ >= max_bytes_ / 2;
   }
 
   const std::size_t max_items_;
@@ -151,6 +196,8 @@ class BoundedQueue {
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   int waiting_ ABSL_GUARDED_BY(mu_) = 0;
+  std::size_t gather_ ABSL_GUARDED_BY(mu_) = 0;  // a consumer waits for this many items; 0: none
+  uint64_t wakes_ ABSL_GUARDED_BY(mu_) = 0;      // Wake() calls, to end a gathering wait
 };
 
 }  // namespace parity::agent

@@ -16,6 +16,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "agent/transport/bounded_queue.h"
 #include "agent/transport/captured_call.h"
 #include "agent/transport/connection.h"
@@ -32,6 +33,12 @@ namespace parity::agent {
 
 struct CallEncoding;  // agent/transport/call_encoder.h
 class MessagePacker;  // agent/transport/sender.cc: the items of the next message
+
+// How long the sender, woken by a call, waits for more to join it before it sends (at most
+// parity.batch_calls, or half the queue's bytes, end the wait sooner; a flush, the session's
+// end or a closed queue too): the training's calls reach it in batches, and each batch costs
+// one wake-up, one message and one socket write. The most a call's verdict is delayed by it.
+inline constexpr absl::Duration kGatherLinger = absl::Milliseconds(1);
 
 // What the sender runs with: its keys (common::SenderKeys: queueing, batching, pacing, as the
 // configuration read them), its connection's options (the link's keys, which pace its attempts

@@ -1,6 +1,7 @@
 // The agent's send queue: bounds by count and bytes, drop vs block.
 #include "agent/transport/bounded_queue.h"
 
+#include <string>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -90,6 +91,59 @@ TEST(BoundedQueueTest, PopTellsATimeoutFromAnItem) {
   ASSERT_EQ(q.TryPush(7, 1), PushResult::kOk);
   EXPECT_EQ(q.Pop(&v, 1ms), PopResult::kItem);
   EXPECT_EQ(v, 7);
+}
+
+// PopGathered: a consumer woken by one item waits for a batch to gather, and whatever ends that
+// wait (the batch, half the byte bound, Wake, Close) hands it the oldest item at once. The linger
+// is an hour: a wait that did not end would hang the test (ctest's timeout), not pass it.
+TEST(BoundedQueueTest, AGatheringConsumerTakesTheBatchOnceItIsThere) {
+  BoundedQueue<int> q(16, 1000);
+  ASSERT_EQ(q.TryPush(1, 1), PushResult::kOk);
+  int v = 0;
+  PopResult got = PopResult::kTimeout;
+  std::thread consumer([&] { got = q.PopGathered(&v, 1h, absl::Hours(1), 3); });
+  while (!q.GatheringForTesting()) std::this_thread::yield();
+  ASSERT_EQ(q.TryPush(2, 1), PushResult::kOk);  // two of three: it goes on gathering
+  EXPECT_TRUE(q.GatheringForTesting());
+  ASSERT_EQ(q.TryPush(3, 1), PushResult::kOk);  // the batch
+  consumer.join();
+  EXPECT_EQ(got, PopResult::kItem);
+  EXPECT_EQ(v, 1) << "the oldest first";
+  EXPECT_FALSE(q.GatheringForTesting());
+  EXPECT_TRUE(q.TryPop(&v) && v == 2);
+  EXPECT_TRUE(q.TryPop(&v) && v == 3);
+}
+
+TEST(BoundedQueueTest, WakeCloseAndHalfTheBytesEndAGatheringWait) {
+  for (const char* end : {"wake", "close", "bytes"}) {
+    SCOPED_TRACE(end);
+    BoundedQueue<int> q(16, 100);
+    ASSERT_EQ(q.TryPush(1, 10), PushResult::kOk);
+    int v = 0;
+    PopResult got = PopResult::kTimeout;
+    std::thread consumer([&] { got = q.PopGathered(&v, 1h, absl::Hours(1), 8); });
+    while (!q.GatheringForTesting()) std::this_thread::yield();
+    if (std::string(end) == "wake") q.Wake();  // a flush: what is there goes now
+    if (std::string(end) == "close") q.Close();
+    if (std::string(end) == "bytes") {
+      ASSERT_EQ(q.TryPush(2, 45), PushResult::kOk);  // 55 of 100
+    }
+    consumer.join();
+    EXPECT_EQ(got, PopResult::kItem) << "the item that was there is taken, closed or not";
+    EXPECT_EQ(v, 1);
+  }
+}
+
+TEST(BoundedQueueTest, PopGatheredWithoutABatchIsPop) {
+  BoundedQueue<int> q(4, 100);
+  int v = 0;
+  EXPECT_EQ(q.PopGathered(&v, 1ms, absl::Hours(1), 1), PopResult::kTimeout);
+  ASSERT_EQ(q.TryPush(7, 1), PushResult::kOk);
+  EXPECT_EQ(q.PopGathered(&v, 1h, absl::Hours(1), 1), PopResult::kItem);  // batch 1: no wait
+  EXPECT_EQ(v, 7);
+  ASSERT_EQ(q.TryPush(8, 1), PushResult::kOk);
+  EXPECT_EQ(q.PopGathered(&v, 1h, absl::ZeroDuration(), 8), PopResult::kItem);  // no linger
+  EXPECT_EQ(v, 8);
 }
 
 }  // namespace
