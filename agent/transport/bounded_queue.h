@@ -68,20 +68,7 @@ class BoundedQueue {
 
   // Takes the oldest item (kItem); kTimeout after `timeout`; kClosed when closed and empty.
   PopResult Pop(T* out, std::chrono::milliseconds timeout) {
-    absl::MutexLock lock(&mu_);
-    const absl::Time deadline = absl::Now() + absl::FromChrono(timeout);
-    ++waiting_;
-    bool timed_out = false;
-    while (items_.empty() && !closed_ && !timed_out) {
-      timed_out = changed_.WaitWithDeadline(&mu_, deadline);
-    }
-    --waiting_;
-    if (items_.empty()) return closed_ ? PopResult::kClosed : PopResult::kTimeout;
-    *out = std::move(items_.front().first);
-    bytes_ -= items_.front().second;
-    items_.pop_front();
-    changed_.SignalAll();
-    return PopResult::kItem;
+    return PopGathered(out, timeout, absl::ZeroDuration(), 1);
   }
 
   // As Pop, and once an item is there, waits up to `linger` for `batch` items (or half the byte
@@ -110,10 +97,7 @@ class BoundedQueue {
     }
     --waiting_;
     if (items_.empty()) return closed_ ? PopResult::kClosed : PopResult::kTimeout;
-    *out = std::move(items_.front().first);
-    bytes_ -= items_.front().second;
-    items_.pop_front();
-    changed_.SignalAll();
+    TakeFront(out);
     return PopResult::kItem;
   }
 
@@ -121,10 +105,7 @@ class BoundedQueue {
   bool TryPop(T* out) {
     absl::MutexLock lock(&mu_);
     if (items_.empty()) return false;
-    *out = std::move(items_.front().first);
-    bytes_ -= items_.front().second;
-    items_.pop_front();
-    changed_.SignalAll();
+    TakeFront(out);
     return true;
   }
 
@@ -177,6 +158,13 @@ class BoundedQueue {
   bool RoomFor(uint64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (items_.empty()) return true;
     return items_.size() < max_items_ && bytes_ + bytes <= max_bytes_;
+  }
+  // The oldest item out, its room back (producers waiting for room are woken).
+  void TakeFront(T* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    *out = std::move(items_.front().first);
+    bytes_ -= items_.front().second;
+    items_.pop_front();
+    changed_.SignalAll();
   }
   // While a consumer gathers (gather_ > 0), it is signalled only once the batch is there.
   void Add(T item, uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

@@ -106,16 +106,23 @@ class LayerFencesTest(unittest.TestCase):
                 code, err = preprocess(floor, f'"{header}"')
                 self.assertEqual(code, 0, f"server/{floor}/ including {header}:\n{err[-2000:]}")
 
-    def test_a_torch_free_floor_that_includes_torch_does_not_compile(self):
-        for floor in sorted(TORCH_FREE):
-            # Directly, and (above the replay) through a torch floor's header.
-            includes = ["<ATen/core/Tensor.h>"]
-            if FLOORS.index(floor) > FLOORS.index("replay"):
-                includes.append('"server/replay/call_values.h"')
+    def assert_fenced(self, floors, direct, through, above, *messages):
+        """Each of `floors` stops at the preprocessor with `messages` on including any of
+        `direct`, and, when above floor `above`, `through` (a lower floor's header that
+        includes one of them)."""
+        for floor in sorted(floors):
+            includes = list(direct)
+            if FLOORS.index(floor) > FLOORS.index(above):
+                includes.append(through)
             for include in includes:
                 code, err = preprocess(floor, include)
                 self.assertNotEqual(code, 0, f"server/{floor}/ included {include}")
-                self.assertIn(f"server/{floor}/ is torch-free: it includes a torch header", err)
+                for message in messages:
+                    self.assertIn(message.format(floor=floor), err)
+
+    def test_a_torch_free_floor_that_includes_torch_does_not_compile(self):
+        self.assert_fenced(TORCH_FREE, ["<ATen/core/Tensor.h>"], '"server/replay/call_values.h"',
+                           "replay", "server/{floor}/ is torch-free: it includes a torch header")
         code, err = preprocess("replay", "<ATen/core/Tensor.h>")
         self.assertEqual(code, 0, err[-2000:])
 
@@ -123,16 +130,9 @@ class LayerFencesTest(unittest.TestCase):
         proto_free = set(FLOORS) - EDGE
         self.assertEqual(cmake_layers("PROTO_FREE"), proto_free,
                          "server/CMakeLists.txt fences parity.pb.h off every floor but the edge's")
-        for floor in sorted(proto_free):
-            # Directly, and through an edge header that reads the wire.
-            includes = ['"parity/v1/parity.pb.h"', '"parity/v1/parity.grpc.pb.h"']
-            if FLOORS.index(floor) > FLOORS.index("call"):
-                includes.append('"server/call/verdict_encoder.h"')
-            for include in includes:
-                code, err = preprocess(floor, include)
-                self.assertNotEqual(code, 0, f"server/{floor}/ included {include}")
-                self.assertIn(f"server/{floor}/ includes parity/v1/parity", err)
-                self.assertIn("the wire is read at the edge", err)
+        self.assert_fenced(proto_free, ['"parity/v1/parity.pb.h"', '"parity/v1/parity.grpc.pb.h"'],
+                           '"server/call/verdict_encoder.h"', "call",
+                           "server/{floor}/ includes parity/v1/parity", "the wire is read at the edge")
         for floor in sorted(EDGE):
             code, err = preprocess(floor, '"parity/v1/parity.pb.h"')
             self.assertEqual(code, 0, err[-2000:])
