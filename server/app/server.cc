@@ -24,12 +24,14 @@
 #include "common/transport/grpc_tuning.h"
 #include "common/transport/tls.h"
 #include "server/check/call_pipeline.h"
+#include "server/check/replica_check.h"
 #include "server/compare/accumulate.h"
 #include "server/compare/standards.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_endpoint.h"
 #include "server/replay/call_checker.h"
 #include "server/replay/operator_libraries.h"
+#include "server/results/replica_writer.h"
 
 #ifndef PARITY_VERSION
 #define PARITY_VERSION "unknown"
@@ -64,6 +66,10 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Create(const ServerC
     s->handler_sink_ = std::make_unique<HandlerSink>(std::move(handler));
     s->sink_ = s->handler_sink_.get();
   }
+  // Replica reports are compared with or without the replay (docs/replicas.md).
+  PARITY_ASSIGN_OR_RETURN(s->replica_writer_, ReplicaWriter::Create(s->config_.check.output_dir));
+  s->replicas_ = std::make_unique<ReplicaChecker>(s->config_.replicas, s->replica_writer_.get(),
+                                                  s->metrics_.get());
   s->InitWorkers();
   s->service_ = std::make_unique<CheckService>(s->MakeServiceOptions(std::move(clients)), s->sink_,
                                                s->queue_.get(), s->metrics_.get());
@@ -166,6 +172,7 @@ ServiceOptions ParityServer::MakeServiceOptions(
   info.torch_version = common::TorchVersion();
   info.kept_blob_bytes = o.kept_blob_bytes;
   service.clients = std::move(clients);
+  service.replicas = replicas_.get();
   // A rank's result rows wait for its backward calls; a stream's end writes them.
   service.on_stream_end = [this](const CallOrigin& origin) {
     if (pipeline_) pipeline_->EndOfStream(origin);

@@ -26,6 +26,8 @@ class Server;
 namespace parity::server {
 
 class CallPipeline;
+class ReplicaChecker;
+class ReplicaWriter;
 class MetricsEndpoint;
 class ServerMetrics;
 class StandardsTable;
@@ -94,9 +96,11 @@ class ParityServer {
   std::unique_ptr<StandardsTable> standards_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<ServerMetrics> metrics_;
-  std::unique_ptr<CallPipeline> pipeline_;     // null with a test's handler; uses metrics_
-  std::unique_ptr<HandlerSink> handler_sink_;  // the test's handler, when given
-  CallSink* sink_ = nullptr;                   // the pipeline or the handler: the service's
+  std::unique_ptr<CallPipeline> pipeline_;         // null with a test's handler; uses metrics_
+  std::unique_ptr<HandlerSink> handler_sink_;      // the test's handler, when given
+  CallSink* sink_ = nullptr;                       // the pipeline or the handler: the service's
+  std::unique_ptr<ReplicaWriter> replica_writer_;  // replica_checking_result_*.csv
+  std::unique_ptr<ReplicaChecker> replicas_;       // before the service: outlives its streams
   std::unique_ptr<WorkQueue> queue_;
   std::unique_ptr<CheckService> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -16,6 +16,7 @@
 #include "common/config/config.h"
 #include "common/wire/limits.h"
 #include "server/check/pipeline_options.h"
+#include "server/check/replica_options.h"
 #include "server/service/service_options.h"
 
 namespace parity::common {
@@ -64,6 +65,8 @@ struct ServerConfig {
   // run_ut.rank_list; parity.max_streams, max_partial_blob_bytes, max_kept_blob_bytes,
   // verdict_hold_ms.
   ServiceOptions service;
+  // parity.replica_wait_ms: the replica checker's (server/check/replica_check.h).
+  ReplicaOptions replicas;
 };
 
 // The key table: every key, its type, range, description and flag, bound to its member.

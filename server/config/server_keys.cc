@@ -300,6 +300,14 @@ const common::KeyTable<ServerConfig>& ServerTable() {
           "[performance.md](performance.md)); a verdict arrives at most this much later. `0`: each "
           "goes as soon as the write before it ends. 0 to 1000")
           .Flag("verdict_hold_ms"),
+      K::Int(
+          "parity.replica_wait_ms", [](C& c) { return &c.replicas.wait_ms; }, 100, 600000,
+          "how long the first `ReplicaReport` of a process group's tensors waits for the "
+          "group's other ranks ([replicas.md](replicas.md)): the slowest rank's lag behind the "
+          "fastest, and its network. Past it the reports that came are compared and the ranks "
+          "that did not report are counted (`parity_server_replica_missing_total`), not blamed. "
+          "100 to 600000")
+          .Flag("replica_wait_ms"),
       K::Bytes(
           "parity.max_unsent_verdict_bytes",
           [](C& c) { return &c.service.max_unsent_verdict_bytes; },

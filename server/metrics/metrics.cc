@@ -129,6 +129,16 @@ const std::vector<MetricInfo>& MetricCatalogue() {
        "limit), not_writable (read-only or no permission), io_error; vanished: rows written to a "
        "result file deleted or replaced while the server ran (it is reopened before the next "
        "row). Each file keeps whole rows: a failed write is truncated back."},
+      {"parity_server_replica_checks_total", "counter", "kind, verdict",
+       "Replica reports compared across their process group (docs/replicas.md), by kind "
+       "(gradients, parameters, collective) and outcome: pass (every rank agrees), error (a "
+       "digest differs: silent data corruption on a rank, named in the result file and the "
+       "ranks' verdicts), skip (fewer than two ranks reported within parity.replica_wait_ms)."},
+      {"parity_server_replica_mismatches_total", "counter", "kind",
+       "Digests that differed across a group's ranks (each tensor once per comparison)."},
+      {"parity_server_replica_missing_total", "counter", "",
+       "Ranks whose replica report did not come within parity.replica_wait_ms (a rank killed or "
+       "stalled): counted, not blamed."},
       {"parity_server_error_data_total", "counter", "outcome",
        "Calls judged error by what became of their error data: saved, over_budget "
        "(parity.error_data_max_bytes), over_op_count (parity.error_data_per_op), failed."},
@@ -181,6 +191,11 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, std::size_t max_op_
   rank_checked_ = &Build(prometheus::BuildCounter(), "parity_server_rank_checked_total", registry);
   rank_errors_ = &Build(prometheus::BuildCounter(), "parity_server_rank_errors_total", registry);
   error_data_ = &Build(prometheus::BuildCounter(), "parity_server_error_data_total", registry);
+  replica_checks_ =
+      &Build(prometheus::BuildCounter(), "parity_server_replica_checks_total", registry);
+  replica_mismatches_ =
+      &Build(prometheus::BuildCounter(), "parity_server_replica_mismatches_total", registry);
+  replica_missing_ = Unlabelled("parity_server_replica_missing_total", registry);
   AddKnownSeries();
 }
 
@@ -211,6 +226,12 @@ void ServerMetrics::AddKnownSeries() {
   // An op's series is born at its first error; "other" (the ops past the label cap) exists from
   // start-up, so the family does.
   op_errors_->Add({{"op", "other"}});
+  for (const char* kind : {"gradients", "parameters", "collective"}) {
+    for (const char* verdict : {"pass", "error", "skip"}) {
+      replica_checks_->Add({{"kind", kind}, {"verdict", verdict}});
+    }
+    replica_mismatches_->Add({{"kind", kind}});
+  }
 }
 
 ServerMetrics::~ServerMetrics() = default;
@@ -361,6 +382,19 @@ void ServerMetrics::AgentCaptured(uint64_t delta) {
 
 void ServerMetrics::ResultRowsLost(absl::string_view reason, uint64_t calls) {
   rows_lost_->Add({{"reason", std::string(reason)}}).Increment(static_cast<double>(calls));
+}
+
+void ServerMetrics::ReplicaChecked(absl::string_view kind, CheckStatus status, uint64_t mismatches,
+                                   uint64_t missing) {
+  const char* verdict = status == CheckStatus::kError  ? "error"
+                        : status == CheckStatus::kSkip ? "skip"
+                                                       : "pass";
+  replica_checks_->Add({{"kind", std::string(kind)}, {"verdict", verdict}}).Increment();
+  if (mismatches > 0) {
+    replica_mismatches_->Add({{"kind", std::string(kind)}})
+        .Increment(static_cast<double>(mismatches));
+  }
+  if (missing > 0) replica_missing_->Increment(static_cast<double>(missing));
 }
 
 void ServerMetrics::ErrorData(absl::string_view outcome) {

@@ -77,6 +77,11 @@ class ServerMetrics {
   void UncheckedWrites();
   // A call judged error and its error data: "saved", "over_budget", "over_op_count", "failed".
   void ErrorData(absl::string_view outcome);
+  // A replica comparison (server/check/replica_check.h): its kind ("gradients", "parameters",
+  // "collective"; the kinds a report may carry), its outcome, how many digests differed and how
+  // many of the group's ranks never reported.
+  void ReplicaChecked(absl::string_view kind, CheckStatus status, uint64_t mismatches,
+                      uint64_t missing);
   // Calls whose result rows could not all be written: disk_full, not_writable or io_error; or
   // were written to a result file that then vanished (vanished).
   void ResultRowsLost(absl::string_view reason, uint64_t calls = 1);
@@ -109,6 +114,9 @@ class ServerMetrics {
   prometheus::Family<prometheus::Counter>* rows_lost_;
   prometheus::Family<prometheus::Counter>* rank_checked_;
   prometheus::Family<prometheus::Counter>* rank_errors_;
+  prometheus::Family<prometheus::Counter>* replica_checks_;
+  prometheus::Family<prometheus::Counter>* replica_mismatches_;
+  prometheus::Counter* replica_missing_ = nullptr;
   prometheus::Counter* received_bytes_;
   prometheus::Counter* received_messages_;
   prometheus::Counter* sent_messages_;

@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/base/log.h"
 #include "common/base/status_macros.h"
+#include "server/results/append_file.h"
 
 namespace parity::server {
 namespace {
@@ -27,141 +28,6 @@ namespace fs = std::filesystem;
 constexpr char kBom[] = "\xEF\xBB\xBF";
 
 }  // namespace
-
-// One result file opened for appending. Every row goes out in a single write(2) (no stdio
-// buffer that splits a long row in two), so a server killed between calls leaves whole lines.
-class AppendFile {
- public:
-  AppendFile() = default;
-  AppendFile(const AppendFile&) = delete;
-  AppendFile& operator=(const AppendFile&) = delete;
-  ~AppendFile() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-
-  // Opens (creating, 0640) `path`. An existing file whose last line has no terminator was cut by
-  // a crash mid-write: that partial line is removed, so the next row starts on a line of its own.
-  // Returns true if the file already held whole lines (a resumed file keeps its header).
-  absl::StatusOr<bool> Open(const std::string& path) {
-    path_ = path;
-    fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
-    if (fd_ < 0) {
-      return absl::PermissionDeniedError(
-          absl::StrCat(path, ": cannot open for append (", std::strerror(errno), ")"));
-    }
-    ::fchmod(fd_, 0640);
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0) return Error("stat");
-    device_ = st.st_dev;
-    inode_ = st.st_ino;
-    rows_ = 0;
-    if (st.st_size == 0) return false;
-    PARITY_ASSIGN_OR_RETURN(const off_t keep, WholeLinesEnd(st.st_size));
-    if (keep == st.st_size) return true;
-    if (::ftruncate(fd_, keep) != 0) return Error("truncate");
-    common::LogWarning(absl::StrCat(path, ": removed ", st.st_size - keep,
-                                    " bytes of a line cut by an earlier crash"));
-    return keep > 0;
-  }
-
-  // Appends one whole row, or nothing: a write that fails part way (a full disk, a file size
-  // limit) is truncated back, so no partial row stays for the next one to be glued onto. The
-  // error's code says why: RESOURCE_EXHAUSTED no space (ENOSPC, EDQUOT, EFBIG),
-  // PERMISSION_DENIED not writable (EROFS, EACCES, EPERM), DATA_LOSS anything else.
-  absl::Status Append(const std::string& bytes, bool row = true) {
-    const off_t before = ::lseek(fd_, 0, SEEK_END);
-    const char* p = bytes.data();
-    size_t left = bytes.size();
-    while (left > 0) {
-      const ssize_t n = ::write(fd_, p, left);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        const int failed = n == 0 ? EIO : errno;
-        if (before >= 0 && ::ftruncate(fd_, before) != 0) {
-          return absl::DataLossError(absl::StrCat(path_, ": write failed (", std::strerror(failed),
-                                                  ") and its partial row could not be removed (",
-                                                  std::strerror(errno), ")"));
-        }
-        return WriteError(failed);
-      }
-      p += n;
-      left -= static_cast<size_t>(n);
-    }
-    if (row) ++rows_;
-    return absl::OkStatus();
-  }
-
-  // Whether the file's path still names the file this appends to: false once it was deleted,
-  // moved away or replaced (the rows written since went to a file nobody can see).
-  bool StillThere() const {
-    struct stat st {};
-    return ::stat(path_.c_str(), &st) == 0 && st.st_dev == device_ && st.st_ino == inode_;
-  }
-  const std::string& path() const { return path_; }
-  // Rows appended since the file was opened (not its header).
-  uint64_t rows() const { return rows_; }
-  void Close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  // The offset just past the file's last '\n' (0 if it has none).
-  absl::StatusOr<off_t> WholeLinesEnd(off_t size) {
-    const int rfd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (rfd < 0) return Error("read");
-    char buf[4096];
-    off_t end = size;
-    off_t found = 0;
-    while (end > 0) {
-      const off_t start = end > static_cast<off_t>(sizeof buf) ? end - sizeof buf : 0;
-      const ssize_t n = ::pread(rfd, buf, static_cast<size_t>(end - start), start);
-      if (n <= 0) break;
-      const void* nl = nullptr;
-      for (ssize_t i = n - 1; i >= 0; --i) {
-        if (buf[i] == '\n') {
-          nl = buf + i;
-          break;
-        }
-      }
-      if (nl != nullptr) {
-        found = start + (static_cast<const char*>(nl) - buf) + 1;
-        break;
-      }
-      end = start;
-    }
-    ::close(rfd);
-    return found;
-  }
-
-  absl::Status WriteError(int failed) const {
-    const std::string what =
-        absl::StrCat(path_, ": write failed (", std::strerror(failed), "); the row was not kept");
-    switch (failed) {
-      case ENOSPC:
-      case EDQUOT:
-      case EFBIG:
-        return absl::ResourceExhaustedError(what);
-      case EROFS:
-      case EACCES:
-      case EPERM:
-        return absl::PermissionDeniedError(what);
-      default:
-        return absl::DataLossError(what);
-    }
-  }
-
-  absl::Status Error(const char* what) const {
-    return absl::DataLossError(
-        absl::StrCat(path_, ": ", what, " failed (", std::strerror(errno), ")"));
-  }
-
-  std::string path_;
-  int fd_ = -1;
-  dev_t device_ = 0;
-  ino_t inode_ = 0;
-  uint64_t rows_ = 0;
-};
 
 // The result rows of one step of a rank, waiting for their backward calls, in the order their
 // APIs first appeared.

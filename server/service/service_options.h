@@ -19,6 +19,7 @@ class ClientCertificates;
 namespace parity::server {
 
 struct CallOrigin;
+class ReplicaSink;
 
 struct ServiceOptions {
   std::vector<int64_t> rank_list;  // run_ut.rank_list: a Hello of another rank is refused
@@ -45,6 +46,9 @@ struct ServiceOptions {
   // reason; counted by cause in parity_server_tls_refusals_total), crl.pem's included. Null:
   // plaintext or TLS without ca.crt.
   std::shared_ptr<const common::ClientCertificates> clients;
+  // Where the streams' ReplicaReports go (server/check/replica_check.h); null: they are read and
+  // dropped.
+  ReplicaSink* replicas = nullptr;
   // Runs once a stream that sent a Hello has ended, after every call it sent was handled (the
   // result writer writes the rank's waiting result rows). On a gRPC thread; must not throw.
   std::function<void(const CallOrigin& origin)> on_stream_end;

@@ -95,6 +95,16 @@ void StreamReactor::Answer(MessageBytes message, bool batch_verdicts, std::strin
   }
 }
 
+void StreamReactor::Post(MessageBytes message) {
+  mu_.Lock();
+  if (session_.state() == StreamState::kFinished) {  // its end went out: nothing more does
+    mu_.Unlock();
+    return;
+  }
+  outbox_.Push(std::move(AsGrpc(message)));
+  ActAndUnlock();
+}
+
 void StreamReactor::Queue(CallWork work) {
   uint64_t slot;
   {

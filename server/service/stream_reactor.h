@@ -46,6 +46,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   // StreamOutput: the session's answer to Hello, and its calls.
   void Answer(MessageBytes message, bool batch_verdicts, std::string who) override;
   void Queue(CallWork work) override;
+  void Post(MessageBytes message) override;
 
   void Resume();  // a worker admitted this stream's parked call
   // Call `slot` is done: its verdict, or none with `error` (its message did not parse, or the

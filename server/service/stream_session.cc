@@ -11,6 +11,7 @@
 #include "common/base/status_macros.h"
 #include "common/base/text.h"
 #include "common/transport/wire.h"
+#include "server/call/replica_wire.h"
 #include "server/call/verdict_encoder.h"
 #include "server/metrics/metrics.h"
 #include "server/service/agent_messages.h"
@@ -35,6 +36,8 @@ absl::string_view MessageName(v1::AgentMessage::KindCase kind) {
       return "Goodbye";
     case v1::AgentMessage::kRelease:
       return "BlobRelease";
+    case v1::AgentMessage::kReplica:
+      return "ReplicaReport";
     case v1::AgentMessage::kBatch:
       return "MessageBatch";
     case v1::AgentMessage::KIND_NOT_SET:
@@ -147,6 +150,7 @@ absl::Status StreamSession::HandleParsed(v1::AgentMessage& m, bool in_batch) {
       {v1::AgentMessage::kStats, false, true, &StreamSession::RouteStats},
       {v1::AgentMessage::kGoodbye, false, true, &StreamSession::RouteGoodbye},
       {v1::AgentMessage::kRelease, true, true, &StreamSession::RouteRelease},
+      {v1::AgentMessage::kReplica, false, true, &StreamSession::RouteReplica},
   };
   const Route* route = nullptr;
   for (const Route& r : kRoutes) {
@@ -158,7 +162,8 @@ absl::Status StreamSession::HandleParsed(v1::AgentMessage& m, bool in_batch) {
   }
   if (route == nullptr) {
     return absl::InvalidArgumentError(
-        "empty AgentMessage: none of hello, call, chunk, stats, goodbye, release, batch is set "
+        "empty AgentMessage: none of hello, call, chunk, stats, goodbye, release, batch, replica "
+        "is set "
         "(is the agent newer than this server?)");
   }
   if (route->needs_hello && !hello_) return NeedHello(MessageName(m.kind_case()));
@@ -191,6 +196,36 @@ absl::Status StreamSession::RouteGoodbye(v1::AgentMessage& m) {
 
 absl::Status StreamSession::RouteRelease(v1::AgentMessage& m) {
   return blobs_.OnRelease(m.release());
+}
+
+// A ReplicaReport goes to the server's replica checker; the comparison's outcome comes back to
+// this stream through its mailbox, whenever the group is complete.
+absl::Status StreamSession::RouteReplica(v1::AgentMessage& m) {
+  PARITY_ASSIGN_OR_RETURN(ReplicaReport report,
+                          ReplicaReportFromWire(m.replica(), origin_.run_id, origin_.rank));
+  ReplicaSink* sink = context_->options().replicas;
+  if (sink == nullptr) return absl::OkStatus();  // a server without a replica checker
+  if (!mailbox_) mailbox_ = std::make_shared<Mailbox>(output_);
+  sink->Report(std::move(report), mailbox_);
+  return absl::OkStatus();
+}
+
+void StreamSession::Mailbox::Deliver(const ReplicaOutcome& outcome) {
+  v1::ServerMessage m;
+  *m.mutable_replica() = ReplicaVerdictToWire(outcome);
+  MessageBytes bytes = SerializeMessage(m);
+  absl::MutexLock lock(&mu_);
+  if (output_ != nullptr) output_->Post(std::move(bytes));
+}
+
+void StreamSession::Mailbox::Close() {
+  absl::MutexLock lock(&mu_);
+  output_ = nullptr;
+}
+
+void StreamSession::Close() {
+  blobs_.Close();
+  if (mailbox_) mailbox_->Close();  // outcomes still to come are dropped
 }
 
 absl::Status StreamSession::HandleBatch(MessageBytes& in) {

@@ -22,8 +22,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "parity/v1/parity.pb.h"
 #include "server/call/call_origin.h"
+#include "server/call/replica.h"
 #include "server/service/blob_assembler.h"
 #include "server/service/message_bytes.h"
 #include "server/service/stream_context.h"
@@ -53,6 +55,10 @@ class StreamOutput {
   virtual void Answer(MessageBytes message, bool batch_verdicts, std::string who) = 0;
   // A call to check, in the order the calls arrived: its verdict goes out in that order.
   virtual void Queue(CallWork work) = 0;
+  // A message of the server's own (a ReplicaVerdict), out of the calls' order, alone; dropped
+  // once the stream has finished. From any thread, never with the session's reading side
+  // waiting on it.
+  virtual void Post(MessageBytes message) = 0;
 };
 
 // A call's check on a worker: the verdict's bytes, or none with the error that ends the stream
@@ -91,8 +97,9 @@ class StreamSession {
   // and serializes it. Never throws.
   CallAnswer RunCall(CallWork work) const;
 
-  // Gives back the bytes of blobs of no call and the kept-blob offer. After the last message.
-  void Close() { blobs_.Close(); }
+  // Gives back the bytes of blobs of no call and the kept-blob offer, and closes the stream's
+  // replica mailbox. After the last message, before the stream's output goes away.
+  void Close();
 
  private:
   absl::Status Handle(MessageBytes& bytes, bool in_batch);
@@ -104,6 +111,7 @@ class StreamSession {
   absl::Status RouteStats(v1::AgentMessage& m);
   absl::Status RouteGoodbye(v1::AgentMessage& m);
   absl::Status RouteRelease(v1::AgentMessage& m);
+  absl::Status RouteReplica(v1::AgentMessage& m);
   absl::Status OnHello(const v1::Hello& hello);
   void OnStats(const v1::AgentStats& stats);
   // One call: `raw` or `call` set (CallWork). `sequence` is unknown for bytes that do not parse
@@ -125,6 +133,20 @@ class StreamSession {
   BlobAssembler blobs_;  // chunked tensors and kept blobs (server/service/blob_assembler.h)
   uint64_t last_sequence_ = 0;
   std::string agent_;  // the agent across its streams: Hello's run_id, hostname, pid, rank
+
+  // Where the replica checker delivers this stream's outcomes (server/call/replica.h): posts
+  // them to the output until Close().
+  class Mailbox final : public ReplicaMailbox {
+   public:
+    explicit Mailbox(StreamOutput* output) : output_(output) {}
+    void Deliver(const ReplicaOutcome& outcome) override;
+    void Close();
+
+   private:
+    absl::Mutex mu_;
+    StreamOutput* output_ ABSL_GUARDED_BY(mu_);
+  };
+  std::shared_ptr<Mailbox> mailbox_;  // made at the stream's first ReplicaReport
 };
 
 }  // namespace parity::server

@@ -25,6 +25,17 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+// Keeps the reports it is given, with their mailboxes.
+class FakeReplicas : public ReplicaSink {
+ public:
+  void Report(ReplicaReport report, std::shared_ptr<ReplicaMailbox> mailbox) override {
+    reports.push_back(std::move(report));
+    mailboxes.push_back(std::move(mailbox));
+  }
+  std::vector<ReplicaReport> reports;
+  std::vector<std::shared_ptr<ReplicaMailbox>> mailboxes;
+};
+
 class FakeContext : public StreamContext, public CallSink {
  public:
   FakeContext() : metrics_(registry_) { options_.server.kept_blob_bytes = 1 << 20; }
@@ -78,6 +89,12 @@ class FakeOutput : public StreamOutput {
     this->who = std::move(who);
   }
   void Queue(CallWork work) override { queued.push_back(std::move(work)); }
+  void Post(MessageBytes message) override {
+    v1::ServerMessage m;
+    ASSERT_TRUE(ParseMessage(message, &m));
+    posted.push_back(m);
+  }
+  std::vector<v1::ServerMessage> posted;
 
   std::vector<v1::ServerMessage> answers;
   bool batches = false;
@@ -291,6 +308,43 @@ TEST_F(StreamSessionTest, StatsCountEachIncreaseOnce) {
   const std::string text = context_.Scrape();
   EXPECT_THAT(text, HasSubstr("parity_server_agent_captured_calls_total 16"));
   EXPECT_THAT(text, HasSubstr("reason=\"queue_full\"} 2"));
+}
+
+// A ReplicaReport goes to the replica checker with the stream's run and rank, and the checker's
+// outcome comes back on this stream, out of the calls' order, until the session closes.
+TEST_F(StreamSessionTest, AReplicaReportReachesTheCheckerAndItsOutcomeComesBackOnTheStream) {
+  FakeReplicas replicas;
+  context_.options_.replicas = &replicas;
+  ASSERT_TRUE(Send(HelloMessage(/*rank=*/1)).ok());
+  v1::AgentMessage m;
+  v1::ReplicaReport& r = *m.mutable_replica();
+  r.add_group(0);
+  r.add_group(1);
+  r.set_step(2);
+  r.set_kind("parameters");
+  r.set_op("AdamW.step");
+  r.set_algorithm("crc32c");
+  r.add_digests()->set_name("w");
+  ASSERT_TRUE(Send(m).ok());
+  ASSERT_EQ(replicas.reports.size(), 1u);
+  EXPECT_EQ(replicas.reports[0].run_id, "run-a");
+  EXPECT_EQ(replicas.reports[0].rank, 1);
+  ReplicaOutcome outcome;
+  outcome.group = {0, 1};
+  outcome.step = 2;
+  outcome.status = CheckStatus::kError;
+  outcome.mismatches.push_back({"w", {}, {0, 1}});
+  replicas.mailboxes[0]->Deliver(outcome);
+  ASSERT_EQ(output_.posted.size(), 1u);
+  ASSERT_TRUE(output_.posted[0].has_replica());
+  EXPECT_EQ(output_.posted[0].replica().status(), v1::VERDICT_STATUS_ERROR);
+  EXPECT_EQ(output_.posted[0].replica().mismatches(0).name(), "w");
+  session_.Close();
+  replicas.mailboxes[0]->Deliver(outcome);  // the stream is gone: nothing is posted
+  EXPECT_EQ(output_.posted.size(), 1u);
+  // A report that breaks a rule ends the stream, as any malformed message does.
+  r.set_kind("weights");
+  EXPECT_EQ(Send(m).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
