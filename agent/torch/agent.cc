@@ -3,6 +3,7 @@
 // One session per process (agent/torch/torch_agent.h), kept until the process exits.
 #include "parity/agent.h"
 
+#include <ATen/record_function.h>
 #include <pthread.h>
 #include <torch/library.h>
 
@@ -15,6 +16,7 @@
 
 #include "agent/torch/agent_hook.h"
 #include "agent/torch/deferred_start.h"
+#include "agent/torch/replica_digest.h"
 #include "agent/torch/torch_agent.h"
 #include "nlohmann/json.hpp"
 #include "parity/transport.h"
@@ -162,6 +164,11 @@ std::string OpCounters() {
                       {"compiled_forward", c.compiled_forward},
                       {"compiled_backward", c.compiled_backward},
                       {"compiled_calls", c.compiled_calls},
+                      {"replica_reports", c.replica_reports},
+                      {"replica_pass", c.replica_pass},
+                      {"replica_error", c.replica_error},
+                      {"replica_skip", c.replica_skip},
+                      {"replica_unsent", c.replica_unsent},
                       {"dropped", c.dropped},
                       {"lost_in_flight", c.lost_in_flight},
                       {"unencodable", c.unencodable},
@@ -206,6 +213,43 @@ void OpClose() { Close(); }
 void OpPushModule(const std::string& path) { PushModule(path); }
 void OpPopModule() { PopModule(); }
 
+// A replica report (docs/replicas.md): the tensors' digests, sent for the server to compare with
+// the same report of the group's other ranks. False when it was not sent (no session, or the
+// session could not take it) or the digests could not be made (logged). The digests' own
+// operators are not captured.
+bool OpReplicaReport(c10::ArrayRef<int64_t> group, int64_t step, int64_t sequence,
+                     const std::string& kind, const std::string& op, std::vector<std::string> names,
+                     at::TensorList tensors) {
+  TorchAgent* a = Current();
+  if (a == nullptr || names.size() != tensors.size()) return false;
+  TensorDigests digests;
+  try {
+    at::DisableRecordFunctionGuard not_captured;
+    digests = DigestTensors(tensors.vec());
+  } catch (const std::exception& e) {
+    parity_log(PARITY_LOG_WARNING,
+               ("replica digests of " + op + " not made: " + std::string(e.what())).c_str());
+    return false;
+  }
+  std::vector<int32_t> ranks(group.begin(), group.end());
+  std::vector<const char*> name_ptrs;
+  for (const std::string& n : names) name_ptrs.push_back(n.c_str());
+  parity_replica_report r{};
+  r.size = sizeof(r);
+  r.group = ranks.data();
+  r.group_size = ranks.size();
+  r.step = step;
+  r.sequence = static_cast<uint64_t>(std::max<int64_t>(sequence, 0));
+  r.kind = kind.c_str();
+  r.op = op.c_str();
+  r.algorithm = digests.algorithm.c_str();
+  r.count = names.size();
+  r.names = name_ptrs.data();
+  r.digests = digests.digests.data();
+  r.bytes = digests.bytes.data();
+  return parity_session_report_replicas(a->session(), &r) != 0;
+}
+
 }  // namespace
 }  // namespace parity::agent
 
@@ -226,6 +270,10 @@ TORCH_LIBRARY(parity, m) {
   m.def("set_step(int step) -> ()", &parity::agent::OpSetStep);
   m.def("push_module(str path) -> ()", &parity::agent::OpPushModule);
   m.def("pop_module() -> ()", &parity::agent::OpPopModule);
+  m.def(
+      "replica_report(int[] group, int step, int sequence, str kind, str op, str[] names, "
+      "Tensor[] tensors) -> bool",
+      &parity::agent::OpReplicaReport);
 }
 
 namespace {

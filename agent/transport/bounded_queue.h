@@ -71,18 +71,20 @@ class BoundedQueue {
     return PopGathered(out, timeout, absl::ZeroDuration(), 1);
   }
 
-  // As Pop, and once an item is there, waits up to `linger` for `batch` items (or half the byte
-  // bound) to gather before taking the oldest, unless Wake() or Close() ends the wait: the
-  // consumer wakes once for a batch of items, not once for each, and the producers do not signal
-  // it until the batch is there. The first item into an empty queue wakes a consumer waiting
-  // for one, as in Pop. `batch` <= 1 or a zero `linger`: Pop.
+  // As Pop (which Wake() also ends, with kTimeout when nothing came), and once an item is there,
+  // waits up to `linger` for `batch` items (or half the byte bound) to gather before taking the
+  // oldest, unless Wake() or Close() ends the wait: the consumer wakes once for a batch of items,
+  // not once for each, and the producers do not signal it until the batch is there. The first item
+  // into an empty queue wakes a consumer waiting for one, as in Pop. `batch` <= 1 or a zero
+  // `linger`: Pop.
   PopResult PopGathered(T* out, std::chrono::milliseconds timeout, absl::Duration linger,
                         std::size_t batch) {
     absl::MutexLock lock(&mu_);
     const absl::Time deadline = absl::Now() + absl::FromChrono(timeout);
     ++waiting_;
     bool timed_out = false;
-    while (items_.empty() && !closed_ && !timed_out) {
+    const uint64_t woken = wakes_;
+    while (items_.empty() && !closed_ && !timed_out && wakes_ == woken) {
       timed_out = changed_.WaitWithDeadline(&mu_, deadline);
     }
     batch = std::min(batch, max_items_);

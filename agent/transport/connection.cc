@@ -327,6 +327,10 @@ void Connection::OnServerMessage(Live* c, grpc::ByteBuffer& bytes) {
     return;
   }
   uint64_t verdicts = 0;
+  if (m.has_replica()) {
+    if (callbacks_.on_replica) callbacks_.on_replica(m.replica());
+    return;
+  }
   if (m.has_verdict()) {
     callbacks_.on_verdict(m.verdict());
     verdicts = 1;

@@ -78,10 +78,11 @@ enum class LinkState {
 class Connection {
  public:
   struct Callbacks {
-    std::function<void(const v1::Verdict&)> on_verdict;  // each verdict (a gRPC thread)
-    std::function<void(uint64_t)> on_answered;           // after a message's verdicts
-    std::function<void()> on_end;                        // the stream ended (a gRPC thread)
-    std::function<bool()> stopping;                      // the sender is stopping
+    std::function<void(const v1::Verdict&)> on_verdict;         // each verdict (a gRPC thread)
+    std::function<void(const v1::ReplicaVerdict&)> on_replica;  // each (a gRPC thread)
+    std::function<void(uint64_t)> on_answered;                  // after a message's verdicts
+    std::function<void()> on_end;                               // the stream ended (a gRPC thread)
+    std::function<bool()> stopping;                             // the sender is stopping
     // The session is ending (close(), the process's exit): an attempt already under way when
     // it began gives up once it has failed, and waits at most a second more otherwise.
     std::function<bool()> closing;

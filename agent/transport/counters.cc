@@ -67,6 +67,11 @@ Counters AgentCounters::Snapshot() const {
   c.compiled_forward = get(compiled_forward_);
   c.compiled_backward = get(compiled_backward_);
   c.compiled_calls = get(compiled_calls_);
+  c.replica_reports = get(replica_reports_);
+  c.replica_pass = get(replica_pass_);
+  c.replica_error = get(replica_error_);
+  c.replica_skip = get(replica_skip_);
+  c.replica_unsent = get(replica_unsent_);
   c.connected = connected();
   return c;
 }
@@ -112,6 +117,12 @@ std::vector<std::string> SummaryLines(const Counters& c) {
       c.blocked_seconds >= 0.001
           ? absl::StrFormat("; the training waited %.3f s for room in the queue (policy block)",
                             c.blocked_seconds)
+          : "",
+      c.replica_reports + c.replica_unsent > 0
+          ? absl::StrCat(
+                "; replicas: ", c.replica_reports, " reports sent (", c.replica_pass, " agreed, ",
+                c.replica_error, " with a rank that differs, ", c.replica_skip, " not compared)",
+                c.replica_unsent > 0 ? absl::StrCat(", ", c.replica_unsent, " unsent") : "")
           : "")};
   // What was not checked, and why, in words (docs/troubleshooting.md has the remedies).
   for (int r = 0; r < kDropReasons; ++r) {

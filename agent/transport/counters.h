@@ -49,6 +49,13 @@ class AgentCounters {
   void Verdict(v1::VerdictStatus status);
   void CompiledRegion(bool backward) { Add(backward ? compiled_backward_ : compiled_forward_); }
   void CompiledCall() { Add(compiled_calls_); }
+  void ReplicaReported() { Add(replica_reports_); }
+  void ReplicaUnsent(uint64_t n = 1) { Add(replica_unsent_, n); }
+  void ReplicaVerdict(v1::VerdictStatus status) {
+    Add(status == v1::VERDICT_STATUS_ERROR  ? replica_error_
+        : status == v1::VERDICT_STATUS_PASS ? replica_pass_
+                                            : replica_skip_);
+  }
   // kBlocked: training threads' time waiting for room in the queue (policy block).
   enum class Cost { kSnapshot, kEncode, kSerialize, kBlocked };
   void Spent(Cost cost, double seconds) {
@@ -72,6 +79,8 @@ class AgentCounters {
   std::atomic<uint64_t> lost_in_flight_{0}, unencodable_{0}, unreadable_{0};
   std::atomic<uint64_t> pass_{0}, warning_{0}, error_{0}, skip_{0}, rejected_{0};
   std::atomic<uint64_t> compiled_forward_{0}, compiled_backward_{0}, compiled_calls_{0};
+  std::atomic<uint64_t> replica_reports_{0}, replica_pass_{0}, replica_error_{0}, replica_skip_{0};
+  std::atomic<uint64_t> replica_unsent_{0};
   std::array<std::atomic<uint64_t>, 4> cost_ns_{};  // by Cost
   std::atomic<bool> connected_{false};
 };

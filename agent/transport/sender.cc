@@ -67,6 +67,12 @@ Sender::Sender(SenderOptions options, AgentCounters& counters,
     cv_.SignalAll();
   };
   callbacks.on_end = [this] { OnStreamEnd(); };
+  callbacks.on_replica = [this](const v1::ReplicaVerdict& v) {
+    if (options_.on_replica) options_.on_replica(v);
+    absl::MutexLock lock(&mu_);
+    ++reports_answered_;
+    cv_.SignalAll();
+  };
   callbacks.stopping = [this] {
     absl::MutexLock lock(&mu_);
     return stopping_;
@@ -176,6 +182,7 @@ void Sender::RunOnce(std::chrono::steady_clock::time_point* last_stats, double* 
     Disconnect(false);
     return;
   }
+  WritePosted();
   std::unique_ptr<CapturedCall> call;
   const std::size_t limit =
       conn_->limits().accepts_batches ? std::max<uint32_t>(options_.batch_calls, 1) : 1;
@@ -232,6 +239,7 @@ void Sender::Disconnect(bool goodbye) {
     // Verdicts of a stream that ended never come: those calls are lost, and counted so.
     counters_.LostInFlight(written_ - answered_);
     answered_ = written_;
+    reports_answered_ = reports_written_;  // nor do their replica verdicts
     cv_.SignalAll();
   }
   counters_.SetConnected(false);
@@ -381,7 +389,9 @@ bool Sender::Flush(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   absl::MutexLock lock(&mu_);
   while (std::chrono::steady_clock::now() < deadline) {
-    if (pending_.load() == 0 && answered_ >= written_) return true;
+    if (pending_.load() == 0 && answered_ >= written_ && reports_answered_ >= reports_written_) {
+      return true;
+    }
     // Nothing can be delivered (TLS material unusable, or the server refused this agent): no
     // point in waiting. Nor, once the session is ending, for a server whose last connection
     // attempt failed: its reason is already in the log.
@@ -393,7 +403,38 @@ bool Sender::Flush(std::chrono::milliseconds timeout) {
     // The queue has its own condition variable: re-check in short slices.
     cv_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
   }
-  return pending_.load() == 0 && answered_ >= written_;
+  return pending_.load() == 0 && answered_ >= written_ && reports_answered_ >= reports_written_;
+}
+
+bool Sender::Post(std::shared_ptr<const v1::AgentMessage> message) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_ || posted_.size() >= kMaxPostedMessages) return false;
+    posted_.push_back(std::move(message));
+    pending_.fetch_add(1);
+  }
+  pushed_.store(true);
+  queue_.Wake();  // the sender, waiting for a call, writes it now
+  return true;
+}
+
+void Sender::WritePosted() {
+  std::vector<std::shared_ptr<const v1::AgentMessage>> posted;
+  {
+    absl::MutexLock lock(&mu_);
+    posted.swap(posted_);
+  }
+  std::size_t written = 0;
+  for (; written < posted.size(); ++written) {
+    if (!Write(posted[written], /*more=*/written + 1 < posted.size())) break;
+  }
+  absl::MutexLock lock(&mu_);
+  reports_written_ += written;
+  // Not written (the stream failed under them): back to the front, for the next connection.
+  posted_.insert(posted_.begin(), posted.begin() + static_cast<std::ptrdiff_t>(written),
+                 posted.end());
+  pending_.fetch_sub(written);
+  cv_.SignalAll();
 }
 
 void Sender::Close() {
@@ -432,6 +473,11 @@ void Sender::Close() {
   thread_.join();
   const uint64_t cleared = queue_.Clear();
   pending_.fetch_sub(cleared);
+  {
+    absl::MutexLock lock(&mu_);
+    pending_.fetch_sub(posted_.size());  // reports never sent: the server counts them missing
+    posted_.clear();
+  }
   counters_.Dropped(left_over, cleared);
   absl::MutexLock lock(&breaker_mu_);
   breaker_.reset();  // this rank's trip is over; the host's segment goes with the first close

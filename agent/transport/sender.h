@@ -54,6 +54,9 @@ struct SenderOptions : common::SenderKeys {
   // with the server's reason: nothing this agent captures can be checked. On the sender thread,
   // once; the sender then stops connecting.
   std::function<void(const std::string&)> on_refused;
+  // A ReplicaVerdict (the comparison of a ReplicaReport this agent sent, docs/replicas.md): on a
+  // gRPC callback thread, must not block.
+  std::function<void(const v1::ReplicaVerdict&)> on_replica;
 };
 // The sender's part of an agent configuration, and this process's identity (run id, versions,
 // config digest; `framework_version` "torch 2.1.0" and `device_type` "npu" come from the torch
@@ -61,6 +64,9 @@ struct SenderOptions : common::SenderKeys {
 SenderOptions SenderOptionsFor(const common::AgentConfig& config,
                                const std::string& framework_version,
                                const std::string& device_type);
+
+// Messages posted (Sender::Post) and not yet written, at most.
+inline constexpr std::size_t kMaxPostedMessages = 1024;
 
 class Sender {
  public:
@@ -81,7 +87,12 @@ class Sender {
            !shedding_.load(std::memory_order_relaxed);
   }
   bool HasRoom(uint64_t bytes) const { return queue_.HasRoom(bytes); }
-  // Waits until the queue is empty and every sent call has its verdict, at most `timeout`;
+  // Queues a message of the agent's own (a ReplicaReport) to go out on the stream, after the
+  // calls queued before it; false when kMaxPostedMessages already wait (the caller counts it).
+  // Never waits.
+  bool Post(std::shared_ptr<const v1::AgentMessage> message);
+  // Waits until the queue is empty, every sent call has its verdict and every posted report its
+  // ReplicaVerdict, at most `timeout`;
   // returns at once when nothing can be delivered (unusable TLS files, a refused Hello).
   bool Flush(std::chrono::milliseconds timeout);
   // Delivers what is queued (Flush, at most flush_timeout_ms), says Goodbye, closes the stream,
@@ -109,6 +120,7 @@ class Sender {
   // together (a synchronous write otherwise waits for its own send; tests/bench/transport_bench).
   bool Write(std::shared_ptr<const v1::AgentMessage> m, bool more = false);
   void SendStats(bool goodbye);
+  void WritePosted();  // the posted messages, in order, while connected
   // Policy block, shedding: whether the server took ReArmCalls() calls since the breaker tripped,
   // the last of them within half a block_timeout_ms: it moves again, at whatever pace.
   bool ServerMovesAgain() const;
@@ -148,6 +160,9 @@ class Sender {
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t answered_ ABSL_GUARDED_BY(mu_) = 0;  // verdicts received (all connections)
   uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;   // calls written (all connections)
+  std::vector<std::shared_ptr<const v1::AgentMessage>> posted_ ABSL_GUARDED_BY(mu_);
+  uint64_t reports_written_ ABSL_GUARDED_BY(mu_) = 0;   // ReplicaReports written
+  uint64_t reports_answered_ ABSL_GUARDED_BY(mu_) = 0;  // ReplicaVerdicts received
   // Calls pushed and not yet written or dropped (queued, or in the sender's hands).
   std::atomic<uint64_t> pending_{0};
   std::atomic<bool> first_attempt_{true};  // the first connection attempt has not ended yet

@@ -115,6 +115,7 @@ void Session::Start() {
     SenderOptions options = SenderOptionsFor(config_, framework_version_, device_type_);
     options.connect_at_first_call = (host_.flags & PARITY_HOST_CONNECT_AT_FIRST_CALL) != 0;
     options.on_refused = [this](const std::string& why) { OnRefused(why); };
+    options.on_replica = [this](const v1::ReplicaVerdict& v) { OnReplicaVerdict(v); };
     options.enter_thread = [this] {
       if (host_.enter_agent_thread != nullptr) host_.enter_agent_thread(host_.ctx);
     };
@@ -204,6 +205,7 @@ void Session::UpdateHook() {
   // In unselected steps the hook costs nothing when it is off; it stays on only when steps are
   // counted by the optimizer scopes it observes.
   const bool want = running_ && !ended_.load() && rank_selected_ && !refused_ &&
+                    config_.parity.capture.check_calls &&
                     (!explicit_steps_.load() || filter_.StepSelected(names_.step()));
   if (want != hook_on_ && host_.set_capture != nullptr) {
     host_.set_capture(host_.ctx, want ? 1 : 0, config_.parity.capture.snapshot_pool_bytes);

@@ -78,6 +78,10 @@ class Session {
   // A training's own autograd.Function (parity_session_custom_function).
   void CustomFunction(const std::string& name, int64_t sequence_nr, const std::string& module);
   bool wants_signatures() const { return !budget_.unlimited(); }
+  // A replica report (docs/replicas.md): queued to go out on the stream, its step the current
+  // one when negative; false when it cannot be (the session not started on a selected rank, or
+  // ended, or kMaxPostedMessages waiting), counted unsent.
+  bool ReportReplicas(v1::ReplicaReport report);
   int32_t rank() const { return rank_; }
 
  private:
@@ -86,8 +90,9 @@ class Session {
   // Installs the hook when capture is wanted now (running, not ended, and this step selected
   // or steps counted by the optimizer), removes it otherwise.
   void UpdateHook() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnVerdict(const v1::Verdict& verdict);  // on a gRPC callback thread: never blocks
-  void OnRefused(const std::string& why);      // on the sender thread
+  void OnVerdict(const v1::Verdict& verdict);          // on a gRPC callback thread: never blocks
+  void OnRefused(const std::string& why);              // on the sender thread
+  void OnReplicaVerdict(const v1::ReplicaVerdict& v);  // on a gRPC callback thread
   void EndAfterLastStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LogSummary();
   void WarnAboutUnknownNames();

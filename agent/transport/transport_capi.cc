@@ -290,6 +290,27 @@ void parity_session_counters(const parity_session* s, parity_counters* out) {
   });
 }
 
+int parity_session_report_replicas(parity_session* s, const parity_replica_report* report) {
+  return Guarded("parity_session_report_replicas", 0, [&] {
+    parity_replica_report r{};
+    std::memcpy(&r, report, std::min<std::size_t>(sizeof(r), report->size));
+    parity::v1::ReplicaReport w;
+    for (std::size_t i = 0; i < r.group_size; ++i) w.add_group(r.group[i]);
+    w.set_step(r.step);
+    w.set_sequence(r.sequence);
+    w.set_kind(r.kind != nullptr ? r.kind : "");
+    w.set_op(r.op != nullptr ? r.op : "");
+    w.set_algorithm(r.algorithm != nullptr ? r.algorithm : "");
+    for (std::size_t i = 0; i < r.count; ++i) {
+      parity::v1::ReplicaDigest* d = w.add_digests();
+      d->set_name(r.names[i] != nullptr ? r.names[i] : "");
+      d->set_digest(r.digests[i]);
+      d->set_bytes(r.bytes != nullptr ? r.bytes[i] : 0);
+    }
+    return s->session->ReportReplicas(std::move(w)) ? 1 : 0;
+  });
+}
+
 parity_call* parity_call_begin(parity_session* s, const parity_call_site* site, uint32_t* flags) {
   uint32_t ignored = 0;
   if (flags == nullptr) flags = &ignored;

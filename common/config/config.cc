@@ -163,6 +163,17 @@ absl::Status ValidateAgentConfig(const AgentConfig& c) {
   if (c.parity.link.max_inline_tensor_bytes > c.parity.link.max_tensor_bytes) {
     errors.push_back("parity.max_inline_tensor_bytes: must not exceed parity.max_tensor_bytes");
   }
+  for (const std::string& what : c.parity.replicas) {
+    if (what != "gradients" && what != "parameters" && what != "collectives") {
+      errors.push_back(absl::StrCat("parity.replicas: \"", what,
+                                    "\" is none of gradients, parameters, collectives"));
+    }
+  }
+  if (!c.parity.capture.check_calls && c.parity.replicas.empty()) {
+    errors.push_back(
+        "parity.check_calls: false with parity.replicas empty would check nothing: set "
+        "parity.replicas, or leave check_calls on");
+  }
   if (c.parity.sender.queue_max_bytes == 0 || c.parity.sender.queue_max_calls == 0) {
     errors.push_back("parity.queue_max_bytes, parity.queue_max_calls: must be positive");
   }

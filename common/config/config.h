@@ -90,6 +90,8 @@ struct CaptureKeys {
   // A catalogue file adding operators to the built-in one (common/naming/operators.json's form):
   // random ops, ops never replayed, communication ops of the user's own libraries.
   std::string operator_catalogue;
+  // Capture operator calls at all (false: only the replicas are compared).
+  bool check_calls = true;
 };
 
 struct AgentOptions {
@@ -99,6 +101,9 @@ struct AgentOptions {
   // The selection's (agent/transport/filters.h, with msprobe's rank, step and list).
   std::vector<std::string> white_list;  // bare op names ("gelu"); empty = all
   std::vector<std::string> black_list;  // wins over white_list
+  // The front-end's: what every data-parallel replica must hold alike, digested and compared
+  // across the group by the server ("gradients", "parameters", "collectives"; docs/replicas.md).
+  std::vector<std::string> replicas;
   // The session's own.
   bool fail_fast = false;          // step() raises after an error verdict
   std::string run_id;              // shared by the ranks of a run; default: generated

@@ -419,6 +419,20 @@ const KeyTable<AgentConfig>& AgentTable() {
           "parity.black_list", [](C& c) { return &c.parity.black_list; },
           "never check the calls these names select; wins over `white_list`")
           .DocsType("list"),
+      K::StringList(
+          "parity.replicas", [](C& c) { return &c.parity.replicas; },
+          "what every replica of a data-parallel group must hold bit for bit, digested on each "
+          "rank and compared across the group by the server, with no replay "
+          "([replicas.md](replicas.md)): `\"gradients\"` (what each optimizer step reads, after "
+          "the data-parallel all-reduce), `\"parameters\"` (what it wrote), `\"collectives\"` "
+          "(the outputs of `torch.distributed`'s `all_reduce`, `all_gather`, `broadcast` and their "
+          "`_coalesced` / `_into_tensor` forms). A rank that differs is an error naming it, the "
+          "tensor and the step; empty = none")
+          .DocsType("list"),
+      K::Bool(
+          "parity.check_calls", [](C& c) { return &c.parity.capture.check_calls; },
+          "capture operator calls and check them against the bench and the golden; `false` with "
+          "`parity.replicas` set: only the replicas are compared (no call is copied or sent)"),
       K::String(
           "parity.run_id", [](C& c) { return &c.parity.run_id; }, "shared by all ranks of one run")
           .DocsDefault("generated"),

@@ -26,6 +26,7 @@ import sys
 import torch
 
 from . import _call_site
+from . import _replicas
 
 __all__ = ["PrecisionDebugger", "PrecisionError", "seed_all", "counters", "load_agent",
            "module_dump", "module_dump_end"]
@@ -300,6 +301,10 @@ class PrecisionDebugger:
         self._call_site = None  # the mode naming torch calls (parity.api_names "call_site")
         self._step = 0  # the training's step, counted from here as msprobe counts it
         self._dataloader_driving = False  # enable_dataloader: the DataLoader starts and stops
+        # parity.replicas: the digests of what every data-parallel replica must hold alike
+        # (docs/replicas.md), hooked at the first start().
+        kinds = (self._config.get("parity") or {}).get("replicas") or []
+        self._replicas = _replicas.Replicas(self._ops, kinds) if kinds else None
         self._initialized = True
         if self._config.get("enable_dataloader"):
             _drive_from_dataloader()
@@ -329,12 +334,20 @@ class PrecisionDebugger:
             ranks = _distributed_rank()
             if ranks is not None:
                 os.environ["RANK"], os.environ["WORLD_SIZE"] = str(ranks[0]), str(ranks[1])
+        if not self._started and self._replicas is not None and \
+                not (self._config.get("parity") or {}).get("run_id"):
+            # Replica reports meet on the server by run: every rank must name the same one.
+            run_id = _replicas.shared_run_id()
+            if run_id:
+                self._config.setdefault("parity", {})["run_id"] = run_id
         error = self._ops.start(json.dumps(self._config))
         if error:
             raise ValueError("Parity configuration: " + error)
         self._capturing = True
-        if not self._call_site and \
-                self._config.get("parity", {}).get("api_names", "call_site") == "call_site":
+        parity = self._config.get("parity", {})
+        # The call-site names cost every torch call a Python dispatch: only when calls are checked.
+        if not self._call_site and parity.get("check_calls", True) and \
+                parity.get("api_names", "call_site") == "call_site":
             try:
                 path = _library_path()
             except FileNotFoundError:
@@ -348,6 +361,10 @@ class PrecisionDebugger:
             atexit.register(self.close)
         if model is not None and not self._hooks:
             self._hook_modules(model)
+        if self._replicas is not None:
+            if model is not None:
+                self._replicas.name_parameters(model)
+            self._replicas.install()
 
     def _hook_modules(self, model):
         ops = self._ops
@@ -405,6 +422,8 @@ class PrecisionDebugger:
         """Ends a training step; raises PrecisionError under fail_fast after an error verdict."""
         self = cls._get()
         self._step += 1
+        if self._replicas is not None:
+            self._replicas.new_step()
         if not self._started:
             return  # counted here; the session takes the count at its first start()
         error = self._ops.step()
@@ -457,8 +476,21 @@ class PrecisionDebugger:
         for h in self._hooks:
             h.remove()
         self._hooks = []
+        if self._replicas is not None:
+            self._replicas.uninstall()
         self._leave_call_site()
         self._ops.close()
+
+    @classmethod
+    def set_replica_group(cls, group):
+        """The data-parallel group whose replicas the optimizer's gradients and parameters are
+        (parity.replicas "gradients", "parameters"): a process group or a list of global ranks;
+        None (the default) is the whole world. With tensor or pipeline parallelism, give the
+        data-parallel group: ranks of other groups hold other shards by design."""
+        self = cls._get()
+        if self._replicas is None:
+            raise ValueError("set_replica_group: parity.replicas is not set in the configuration")
+        self._replicas.set_group(group)
 
     @staticmethod
     def counters():

@@ -10,7 +10,8 @@
   X(sampled_out) X(reconnects) X(verdicts) X(pass) X(warning) X(error) X(skip)             \
   X(rejected) X(unreadable) X(queue_depth) X(snapshot_seconds) X(encode_cpu_seconds)       \
   X(serialize_cpu_seconds) X(step) X(blocked_seconds) X(compiled_forward)                 \
-  X(compiled_backward) X(compiled_calls)
+  X(compiled_backward) X(compiled_calls) X(replica_reports) X(replica_pass)                 \
+  X(replica_error) X(replica_skip) X(replica_unsent)
 // clang-format on
 
 // parity_counters' dropped_<reason> fields, one per PARITY_DROP_REASONS entry.

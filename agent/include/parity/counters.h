@@ -39,6 +39,11 @@ struct Counters {
   // torch.compile regions that ran (forward, backward) and the calls captured inside them: only
   // the aten operators inductor left to the dispatcher; its fused kernels are not seen.
   uint64_t compiled_forward = 0, compiled_backward = 0, compiled_calls = 0;
+  // Replica reports (docs/replicas.md): sent, their ReplicaVerdicts by status (error: a rank of
+  // the group holds other bytes than the others), and those never sent (the queue of posted
+  // messages full, or the session ended before a connection).
+  uint64_t replica_reports = 0, replica_pass = 0, replica_error = 0, replica_skip = 0;
+  uint64_t replica_unsent = 0;
   int64_t step = 0;
   bool connected = false;
 };

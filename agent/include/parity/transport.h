@@ -141,8 +141,35 @@ typedef struct parity_counters {
   /* Added in ABI 1 after `blocked_seconds`: torch.compile regions run (forward, backward), and the
    * calls captured inside them (the aten operators inductor left to the dispatcher). */
   uint64_t compiled_forward, compiled_backward, compiled_calls;
+  /* Added in ABI 1 after `compiled_calls`: replica reports sent, their verdicts by status, and
+   * those never sent (docs/replicas.md). */
+  uint64_t replica_reports, replica_pass, replica_error, replica_skip, replica_unsent;
 } parity_counters;
 PARITY_TRANSPORT_API void parity_session_counters(const parity_session* s, parity_counters* out);
+
+/* ---- replicas (docs/replicas.md) ---------------------------------------------------------- */
+/* A rank's digests of tensors every rank of `group` must hold alike (parity.v1.ReplicaReport):
+ * the gradients an optimizer step reads, the parameters it wrote, a collective's outputs. */
+typedef struct parity_replica_report {
+  uint32_t size;        /* sizeof(parity_replica_report) */
+  const int32_t* group; /* the process group's global ranks, ascending */
+  size_t group_size;
+  int64_t step;          /* negative: the session's current step */
+  uint64_t sequence;     /* among the group's reports of this kind in the step, from 0 */
+  const char* kind;      /* "gradients", "parameters", "collective" */
+  const char* op;        /* "AdamW.step", "all_gather", ... */
+  const char* algorithm; /* "crc32c", "poly64" */
+  size_t count;          /* digests */
+  const char* const* names;
+  const uint64_t* digests;
+  const uint64_t* bytes;
+} parity_replica_report;
+/* Queues the report to go out on the session's stream; 1 if queued, 0 if not (the session not
+ * started on a selected rank, ended, or too many reports waiting: counted replica_unsent). Never
+ * waits. The server's ReplicaVerdict is counted (replica_pass, _error, _skip), an error logged
+ * and, under parity.fail_fast, raised at the next step. */
+PARITY_TRANSPORT_API int parity_session_report_replicas(parity_session* s,
+                                                        const parity_replica_report* report);
 
 /* ---- captured calls (training threads) -------------------------------------------------- */
 typedef struct parity_call parity_call;

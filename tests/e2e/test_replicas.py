@@ -1,0 +1,122 @@
+"""Silent data corruption across data-parallel replicas (issue 69, docs/replicas.md): a Llama
+training on 2 and 4 gloo ranks (DDP, AdamW, an all_gather a step; tests/e2e/replica_ranks.py)
+with parity.replicas on and operator checking off, against a real parity-server.
+
+- clean runs, float32 and bf16 autocast: every comparison passes (0 mismatches);
+- a bit flipped on one rank inside DDP's gradient all-reduce, inside the optimizer's update and
+  inside an all_gather, each at a chosen step: the first error row is at that step, on that
+  kind and operation, names the tensor and the rank (by a majority of 3 to 1 on 4 ranks; both
+  ranks on 2), and that rank's agent logs it;
+- a rank that dies mid-step: counted missing (parity_server_replica_missing_total), nobody
+  blamed."""
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import harness  # noqa: E402
+
+SCRIPT = os.path.join(HERE, "replica_ranks.py")
+STEPS = 4
+
+
+def run_ranks(work, server, world, fault="", bf16=False, processes=False, **parity):
+    config = harness.agent_config(os.path.join(work, "config.json"), server.port,
+                                  replicas=["gradients", "parameters", "collectives"],
+                                  check_calls=False, **parity)
+    args = [harness.PYTHON, SCRIPT, config, str(world), str(harness.free_port()), str(STEPS)]
+    if fault:
+        args.append(fault)
+    if bf16:
+        args.append("--bf16")
+    if processes:
+        args.append("--processes")
+    return harness.run(args, timeout=600)
+
+
+def rows(server):
+    return server.rows("replica_checking_result_")
+
+
+class ReplicaTest(unittest.TestCase):
+    def serve(self, prefix, wait_ms=60000):
+        work = harness.tempdir(prefix)
+        server = harness.Server(work, extra=["--replay=false", f"--replica_wait_ms={wait_ms}"])
+        self.addCleanup(server.stop)
+        return work, server
+
+    def test_clean_runs_agree_on_every_replica(self):
+        for world, bf16 in ((2, False), (4, False), (4, True)):
+            with self.subTest(world=world, bf16=bf16):
+                work, server = self.serve("parity_replicas_clean_")
+                r = run_ranks(work, server, world, bf16=bf16)
+                self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+                for rank in range(world):
+                    self.assertIn(f"rank {rank} done", r.stdout)
+                got = rows(server)
+                # Per step: one gradients and one parameters report (the optimizer) and one
+                # collective (the all_gather), each compared once across the group.
+                self.assertEqual(len(got), 3 * STEPS, got)
+                self.assertEqual({row["Status"] for row in got}, {"pass"}, got)
+                self.assertEqual({row["Kind"] for row in got},
+                                 {"gradients", "parameters", "collective"})
+                self.assertEqual({row["Group"] for row in got},
+                                 {" ".join(str(r) for r in range(world))})
+                self.assertEqual(server.metric("parity_server_replica_mismatches_total",
+                                               kind="parameters"), 0)
+                self.assertEqual(server.metric("parity_server_replica_checks_total",
+                                               kind="gradients", verdict="pass"), STEPS)
+                self.assertIn("replicas: ", r.stderr)  # the agents' exit line counts them
+
+    def first_error(self, server):
+        errors = [row for row in rows(server) if row["Status"] == "error"]
+        self.assertTrue(errors, rows(server))
+        return min(errors, key=lambda row: (int(row["Step"]),
+                                            ["gradients", "parameters", "collective"].index(
+                                                row["Kind"])))
+
+    def test_a_flipped_bit_on_one_rank_is_reported_on_that_rank_op_tensor_and_step(self):
+        cases = [
+            ("grad:2:1", 4, ("1", "gradients", "AdamW.step"), "2", "0 1 3", ".grad"),
+            ("update:1:2", 4, ("2", "parameters", "AdamW.step"), "1", "0 2 3",
+             "module.tok_embeddings.weight"),
+            ("gather:3:1", 4, ("1", "collective", "all_gather"), "3", "0 1 2", "output[1]"),
+            ("grad:1:2", 2, ("2", "gradients", "AdamW.step"), "0 1", "", ".grad"),
+        ]
+        for fault, world, (step, kind, op), differing, agreeing, tensor in cases:
+            with self.subTest(fault=fault, world=world):
+                work, server = self.serve("parity_replicas_fault_")
+                r = run_ranks(work, server, world, fault=fault)
+                self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+                first = self.first_error(server)
+                self.assertEqual((first["Step"], first["Kind"], first["Operation"]),
+                                 (step, kind, op), first)
+                self.assertEqual(first["Differing Ranks"], differing, first)
+                self.assertEqual(first["Agreeing Ranks"].strip(), agreeing, first)
+                self.assertIn(tensor, first["First Mismatch"], first)
+                self.assertEqual(first["Mismatches"], "1", "one tensor flipped, one named")
+                # Nothing before the fault's step and kind differs.
+                for row in rows(server):
+                    if int(row["Step"]) < int(step):
+                        self.assertEqual(row["Status"], "pass", row)
+                # The agents say so: the faulty rank's (and every rank's) log line.
+                self.assertIn(f"replica mismatch: step {step}, {kind} of {op}", r.stderr)
+                self.assertGreater(server.metric("parity_server_replica_mismatches_total",
+                                                 kind=kind), 0)
+
+    def test_a_rank_that_dies_mid_step_is_counted_missing_not_blamed(self):
+        work, server = self.serve("parity_replicas_die_", wait_ms=2000)
+        r = run_ranks(work, server, 4, fault="die:3:1", processes=True)
+        self.assertNotEqual(r.returncode, 0, "the dead rank ends the training")
+        got = rows(server)
+        step1 = [row for row in got if row["Step"] == "1" and row["Kind"] == "gradients"]
+        self.assertEqual(len(step1), 1, got)
+        self.assertEqual(step1[0]["Missing Ranks"], "3", step1[0])
+        self.assertEqual(step1[0]["Status"], "pass", "the three that reported agree")
+        self.assertNotIn("error", {row["Status"] for row in got}, got)
+        self.assertGreaterEqual(server.metric("parity_server_replica_missing_total"), 1)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
