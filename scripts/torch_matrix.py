@@ -36,6 +36,8 @@ SUITES = {
     "npu_device": ("tests/e2e/test_npu_device.py", "the PrivateUse1 test device"),
     "torch2_features": ("tests/e2e/test_torch2_features.py",
                         "fake and meta tensors, torch.compile, SDPA with and without dropout"),
+    "replicas": ("tests/e2e/test_replicas.py",
+                 "replica digests on 2 and 4 gloo ranks (torch 2's optimizer step hooks)"),
     "pip_install": ("tests/e2e/test_pip_install.py",
                     "the installed package: a training outside the checkout, the doctor"),
 }
