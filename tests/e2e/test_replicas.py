@@ -8,7 +8,8 @@ with parity.replicas on and operator checking off, against a real parity-server.
   kind and operation, names the tensor and the rank (by a majority of 3 to 1 on 4 ranks; both
   ranks on 2), and that rank's agent logs it;
 - a rank that dies mid-step: counted missing (parity_server_replica_missing_total), nobody
-  blamed."""
+  blamed;
+- with operator checking and the reference replay on as well: both report."""
 import os
 import sys
 import unittest
@@ -22,9 +23,9 @@ STEPS = 4
 
 
 def run_ranks(work, server, world, fault="", bf16=False, processes=False, **parity):
+    parity.setdefault("check_calls", False)
     config = harness.agent_config(os.path.join(work, "config.json"), server.port,
-                                  replicas=["gradients", "parameters", "collectives"],
-                                  check_calls=False, **parity)
+                                  replicas=["gradients", "parameters", "collectives"], **parity)
     args = [harness.PYTHON, SCRIPT, config, str(world), str(harness.free_port()), str(STEPS)]
     if fault:
         args.append(fault)
@@ -104,6 +105,24 @@ class ReplicaTest(unittest.TestCase):
                 self.assertIn(f"replica mismatch: step {step}, {kind} of {op}", r.stderr)
                 self.assertGreater(server.metric("parity_server_replica_mismatches_total",
                                                  kind=kind), 0)
+
+    def test_replicas_and_the_reference_replay_run_together(self):
+        # Operator checking on (one call per signature, replayed against the bench and the
+        # golden) beside the replicas: both report, neither disturbs the other.
+        work = harness.tempdir("parity_replicas_replay_")
+        server = harness.Server(work, extra=["--replica_wait_ms=60000"])
+        self.addCleanup(server.stop)
+        r = run_ranks(work, server, 2, fault="update:1:1", check_calls=True,
+                      max_checks_per_signature=1, policy="block")
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        first = self.first_error(server)
+        self.assertEqual((first["Step"], first["Kind"], first["Differing Ranks"]),
+                         ("1", "parameters", "0 1"), first)
+        details = server.rows("accuracy_checking_details_")
+        self.assertGreater(len(details), 100, "the calls were checked too")
+        judged = {row["Forward Test Success"] for row in server.rows("accuracy_checking_result_")}
+        self.assertIn("pass", judged)
+        self.assertNotIn("error", judged, "the flipped parameter is no operator's error")
 
     def test_a_rank_that_dies_mid_step_is_counted_missing_not_blamed(self):
         work, server = self.serve("parity_replicas_die_", wait_ms=2000)
