@@ -17,14 +17,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 import harness  # noqa: E402
 
+def rendezvous():
+    """A file path that does not exist yet, for the ranks of one training to meet at."""
+    return os.path.join(harness.tempdir("parity_rendezvous_"), "store")
+
+
 SCRIPT = os.path.join(HERE, "..", "e2e", "replica_ranks.py")
 
 
 def step_ms(config, world, steps, parity):
-    args = [harness.PYTHON, SCRIPT, config, str(world), str(harness.free_port()), str(steps)]
+    args = [harness.PYTHON, SCRIPT, config, str(world), rendezvous(), str(steps)]
     if not parity:
         args.append("--no-parity")
-    r = harness.run(args, timeout=1200)
+    r = harness.run(args, timeout=240)
     if r.returncode != 0:
         raise RuntimeError(r.stderr[-3000:])
     return statistics.median(float(m) for m in re.findall(r"step_ms ([0-9.]+)", r.stdout))

@@ -11,11 +11,14 @@ step, each inside the operation whose outputs every rank must hold alike:
   die:RANK:STEP     the rank exits mid-step, after its backward, before its optimizer step (the
                     others wait for their reports' verdicts before the collective that fails)
 
-    python3 replica_ranks.py CONFIG.json WORLD PORT STEPS [FAULT] [--bf16] [--no-parity]
+    python3 replica_ranks.py CONFIG.json WORLD RENDEZVOUS STEPS [FAULT] [--bf16] [--no-parity]
                              [--processes]
 Prints "rank R done" per rank that finished, and "rank R step_ms X" (the median step time
 after the first step: tests/bench/replica_overhead.py). --no-parity: the same training without
-Parity (CONFIG is not read)."""
+Parity (CONFIG is not read). RENDEZVOUS: a file that does not exist yet, where the ranks meet
+(a file store: no TCP port that another program could take between its choice and its use);
+a collective that waits past 120 s fails instead of hanging."""
+import datetime
 import os
 import statistics
 import sys
@@ -36,9 +39,9 @@ def flip(t):
     words[0] ^= 1
 
 
-def rank_main(rank, world, port, config, steps, fault, bf16, parity=True):
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world)
+def rank_main(rank, world, rendezvous, config, steps, fault, bf16, parity=True):
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank,
+                            world_size=world, timeout=datetime.timedelta(seconds=120))
     from train_llama import Llama  # pylint: disable=import-outside-toplevel
     from parity import PrecisionDebugger  # pylint: disable=import-outside-toplevel
     kind, fault_rank, fault_step = (fault.split(":")[0], int(fault.split(":")[1]),
@@ -119,12 +122,13 @@ def rank_main(rank, world, port, config, steps, fault, bf16, parity=True):
 
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    config_path, world, port, steps = args[0], int(args[1]), int(args[2]), int(args[3])
+    config_path, world, rendezvous, steps = args[0], int(args[1]), args[2], int(args[3])
     fault = args[4] if len(args) > 4 else ""
     options = ("--bf16" in sys.argv, "--no-parity" not in sys.argv)
     rank_flag = [a for a in sys.argv if a.startswith("--rank=")]
     if rank_flag:  # one rank of --processes
-        rank_main(int(rank_flag[0].split("=")[1]), world, port, config_path, steps, fault, *options)
+        rank_main(int(rank_flag[0].split("=")[1]), world, rendezvous, config_path, steps, fault,
+                  *options)
     elif "--processes" in sys.argv:
         # Each rank its own process, as torchrun starts them: a rank that dies does not take the
         # others down with it (mp.spawn terminates them at once); they fail at their next
@@ -134,4 +138,5 @@ if __name__ == "__main__":
                  for r in range(world)]
         sys.exit(max(p.wait() for p in ranks))
     else:
-        mp.spawn(rank_main, args=(world, port, config_path, steps, fault, *options), nprocs=world)
+        mp.spawn(rank_main, args=(world, rendezvous, config_path, steps, fault, *options),
+                 nprocs=world)

@@ -18,6 +18,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import harness  # noqa: E402
 
+def rendezvous():
+    """A file path that does not exist yet, for the ranks of one training to meet at."""
+    return os.path.join(harness.tempdir("parity_rendezvous_"), "store")
+
+
 SCRIPT = os.path.join(HERE, "replica_ranks.py")
 STEPS = 4
 
@@ -26,7 +31,7 @@ def run_ranks(work, server, world, fault="", bf16=False, processes=False, **pari
     parity.setdefault("check_calls", False)
     config = harness.agent_config(os.path.join(work, "config.json"), server.port,
                                   replicas=["gradients", "parameters", "collectives"], **parity)
-    args = [harness.PYTHON, SCRIPT, config, str(world), str(harness.free_port()), str(STEPS)]
+    args = [harness.PYTHON, SCRIPT, config, str(world), rendezvous(), str(STEPS)]
     if fault:
         args.append(fault)
     if bf16:
