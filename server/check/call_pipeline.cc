@@ -11,6 +11,7 @@
 #include "server/metrics/metrics.h"
 #include "server/replay/call_checker.h"
 #include "server/replay/replay_errors.h"
+#include "server/results/append_file.h"
 #include "server/results/error_data.h"
 #include "server/results/result_writer.h"
 
@@ -23,18 +24,6 @@ std::string PipelineOptions::ErrorDataPath() const {
 }
 
 namespace {
-
-// parity_server_result_rows_lost_total's reason for a failed write (result_writer.h's codes).
-const char* WriteFailureLabel(const absl::Status& written) {
-  switch (written.code()) {
-    case absl::StatusCode::kResourceExhausted:
-      return "disk_full";
-    case absl::StatusCode::kPermissionDenied:
-      return "not_writable";
-    default:
-      return "io_error";
-  }
-}
 
 // The checking thread's CPU per stage (parity_server_stage_cpu_seconds_total), for the stages
 // that ran.
@@ -98,7 +87,7 @@ std::vector<std::string> CallPipeline::ResultPaths() const { return writer_->Pat
 
 void CallPipeline::CountWriteFailure(const absl::Status& written) {
   static common::RateLimiter write_errors(std::chrono::seconds(10));
-  metrics_.ResultRowsLost(WriteFailureLabel(written));
+  metrics_.ResultRowsLost(RowsLostReason(written));
   uint64_t suppressed = 0;
   if (write_errors.Allow(&suppressed)) {
     common::LogError(

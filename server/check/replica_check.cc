@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/base/log.h"
 #include "server/metrics/metrics.h"
+#include "server/results/append_file.h"
 #include "server/results/replica_writer.h"
 
 namespace parity::server {
@@ -117,7 +118,7 @@ ReplicaOutcome CompareReplicas(const std::vector<const ReplicaReport*>& reports)
 
 ReplicaChecker::ReplicaChecker(ReplicaOptions options, ReplicaWriter* writer,
                                ServerMetrics* metrics)
-    : options_(options), writer_(writer), metrics_(metrics), timer_([this] { RunTimer(); }) {}
+    : options_(options), writer_(writer), metrics_(metrics), thread_([this] { Run(); }) {}
 
 ReplicaChecker::~ReplicaChecker() {
   {
@@ -125,8 +126,16 @@ ReplicaChecker::~ReplicaChecker() {
     stopping_ = true;
     changed_.SignalAll();
   }
-  timer_.join();
+  thread_.join();
   CompareWaiting();
+}
+
+uint64_t ReplicaChecker::BytesOf(const ReplicaReport& r) {
+  uint64_t bytes = sizeof(ReplicaReport) + r.run_id.size() + r.kind.size() + r.op.size() +
+                   r.algorithm.size() + r.group.size() * sizeof(int32_t) +
+                   r.digests.size() * sizeof(ReplicaReport::Digest);
+  for (const ReplicaReport::Digest& d : r.digests) bytes += d.name.size();
+  return bytes;
 }
 
 std::string ReplicaChecker::KeyOf(const ReplicaReport& r) {
@@ -136,16 +145,13 @@ std::string ReplicaChecker::KeyOf(const ReplicaReport& r) {
 }
 
 void ReplicaChecker::Report(ReplicaReport report, std::shared_ptr<ReplicaMailbox> mailbox) {
-  std::vector<Waiting> done;
+  std::vector<Waiting> here;  // compared on this thread: the budget is spent by queued groups
   {
     absl::MutexLock lock(&mu_);
     const std::string key = KeyOf(report);
     auto [it, added] = waiting_.try_emplace(key);
     Waiting& w = it->second;
-    if (added) {
-      w.deadline = Clock::now() + std::chrono::milliseconds(options_.wait_ms);
-      changed_.SignalAll();  // the timer's next deadline may be this one
-    }
+    if (added) w.deadline = Clock::now() + std::chrono::milliseconds(options_.wait_ms);
     for (const auto& [r, unused] : w.reports) {
       if (r.rank == report.rank) {
         common::LogWarning(absl::StrCat("replica report of rank ", report.rank, " for step ",
@@ -154,36 +160,68 @@ void ReplicaChecker::Report(ReplicaReport report, std::shared_ptr<ReplicaMailbox
         return;
       }
     }
+    const uint64_t bytes = BytesOf(report);
+    w.bytes += bytes;
+    held_bytes_ += bytes;
     const std::size_t group = report.group.size();
     w.reports.emplace_back(std::move(report), std::move(mailbox));
     if (w.reports.size() == group) {
-      done.push_back(std::move(w));
+      ready_.push_back(std::move(w));
       waiting_.erase(it);
     }
-    // Bounded: past the cap, the group that waited longest is compared with what it has.
-    while (waiting_.size() > options_.max_waiting_groups) {
-      auto oldest = std::min_element(
-          waiting_.begin(), waiting_.end(),
-          [](const auto& a, const auto& b) { return a.second.deadline < b.second.deadline; });
-      done.push_back(std::move(oldest->second));
-      waiting_.erase(oldest);
+    // Bounded: past either cap, the groups that waited longest are compared with what they have.
+    while (waiting_.size() > options_.max_waiting_groups) TakeOldest(&ready_);
+    if (held_bytes_ > options_.max_waiting_bytes && !warned_bytes_) {
+      warned_bytes_ = true;
+      common::LogWarning(absl::StrCat(
+          "replica reports held reach ", held_bytes_, " bytes (the bound is ",
+          options_.max_waiting_bytes,
+          "): groups are compared before all their ranks report "
+          "(their ranks counted missing); ranks far apart in steps, or very large reports"));
     }
+    while (held_bytes_ > options_.max_waiting_bytes && TakeOldest(&ready_)) {
+    }
+    // Still past it: the complete groups queue faster than the checker's thread compares them.
+    if (held_bytes_ > options_.max_waiting_bytes) here.swap(ready_);
+    changed_.SignalAll();
   }
-  for (Waiting& w : done) Conclude(std::move(w));
+  for (Waiting& w : here) Conclude(std::move(w));
+}
+
+bool ReplicaChecker::TakeOldest(std::vector<Waiting>* out) {
+  if (waiting_.empty()) return false;
+  auto oldest = std::min_element(
+      waiting_.begin(), waiting_.end(),
+      [](const auto& a, const auto& b) { return a.second.deadline < b.second.deadline; });
+  out->push_back(std::move(oldest->second));
+  waiting_.erase(oldest);
+  return true;
 }
 
 void ReplicaChecker::CompareWaiting() {
-  std::map<std::string, Waiting> all;
+  std::vector<Waiting> all;
   {
     absl::MutexLock lock(&mu_);
-    all.swap(waiting_);
+    all.swap(ready_);
+    for (auto& [key, w] : waiting_) all.push_back(std::move(w));
+    waiting_.clear();
   }
-  for (auto& [key, w] : all) Conclude(std::move(w));
+  for (Waiting& w : all) Conclude(std::move(w));
 }
 
 std::size_t ReplicaChecker::waiting() const {
   absl::MutexLock lock(&mu_);
   return waiting_.size();
+}
+
+uint64_t ReplicaChecker::waiting_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return held_bytes_;
+}
+
+void ReplicaChecker::Release(uint64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  held_bytes_ -= bytes;
 }
 
 void ReplicaChecker::Conclude(Waiting w) {
@@ -196,6 +234,7 @@ void ReplicaChecker::Conclude(Waiting w) {
   if (writer_ != nullptr) {
     if (absl::Status s = writer_->Write(o); !s.ok()) {
       common::LogWarning(absl::StrCat("replica result row not written: ", s.ToString()));
+      if (metrics_ != nullptr) metrics_->ResultRowsLost(RowsLostReason(s));
     }
   }
   if (metrics_ != nullptr) {
@@ -204,26 +243,28 @@ void ReplicaChecker::Conclude(Waiting w) {
   for (const auto& [r, mailbox] : w.reports) {
     if (mailbox) mailbox->Deliver(o);
   }
+  Release(w.bytes);
 }
 
-void ReplicaChecker::RunTimer() {
+void ReplicaChecker::Run() {
   mu_.Lock();
   while (!stopping_) {
     const Clock::time_point now = Clock::now();
-    std::vector<Waiting> expired;
+    std::vector<Waiting> due;
+    due.swap(ready_);
     Clock::time_point next = now + std::chrono::hours(1);
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       if (it->second.deadline <= now) {
-        expired.push_back(std::move(it->second));
+        due.push_back(std::move(it->second));
         it = waiting_.erase(it);
       } else {
         next = std::min(next, it->second.deadline);
         ++it;
       }
     }
-    if (!expired.empty()) {
+    if (!due.empty()) {
       mu_.Unlock();
-      for (Waiting& w : expired) Conclude(std::move(w));
+      for (Waiting& w : due) Conclude(std::move(w));
       mu_.Lock();
       continue;
     }

@@ -38,25 +38,35 @@ class ReplicaChecker final : public ReplicaSink {
   ReplicaChecker(ReplicaOptions options, ReplicaWriter* writer, ServerMetrics* metrics);
   ~ReplicaChecker() override;  // compares what still waits, then stops
 
-  // A rank's report; the group's comparison runs here when it completes the group (on this
-  // thread), else on the checker's timer once the wait runs out. A second report of one rank for
-  // the same key replaces nothing: it is dropped and logged. Thread-safe.
+  // A rank's report. The group's comparison (and its result rows' write) runs on the checker's
+  // own thread once the report completes the group, or once the wait runs out: not on the
+  // caller's (a stream's reading thread), unless the reports held reach max_waiting_bytes while
+  // complete groups queue for that thread, when the caller compares them itself (memory stays
+  // bounded; the caller slows down instead). A second report of one rank for the same key
+  // replaces nothing: it is dropped and logged. Thread-safe.
   void Report(ReplicaReport report, std::shared_ptr<ReplicaMailbox> mailbox) override;
 
-  // Compares every group that waits now with what it has (the end of the server; tests).
+  // Compares every group that waits or queues now with what it has, on this thread (the end of
+  // the server; tests).
   void CompareWaiting();
 
-  std::size_t waiting() const;  // groups waiting
+  std::size_t waiting() const;                      // groups waiting for a rank
+  uint64_t waiting_bytes() const;                   // bytes of reports held (waiting or queued)
+  static uint64_t BytesOf(const ReplicaReport& r);  // what a report held costs, about
 
  private:
   using Clock = std::chrono::steady_clock;
   struct Waiting {
     Clock::time_point deadline;
+    uint64_t bytes = 0;
     std::vector<std::pair<ReplicaReport, std::shared_ptr<ReplicaMailbox>>> reports;
   };
   static std::string KeyOf(const ReplicaReport& r);
+  // Moves the group that waited longest to `out`; false when none waits.
+  bool TakeOldest(std::vector<Waiting>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Conclude(Waiting waiting);  // compares, writes, counts, delivers; without mu_
-  void RunTimer();
+  void Release(uint64_t bytes);    // a concluded group's bytes
+  void Run();                      // the checker's thread: queued groups, then expired ones
 
   const ReplicaOptions options_;
   ReplicaWriter* const writer_;
@@ -64,8 +74,11 @@ class ReplicaChecker final : public ReplicaSink {
   mutable absl::Mutex mu_;
   absl::CondVar changed_;
   std::map<std::string, Waiting> waiting_ ABSL_GUARDED_BY(mu_);
+  std::vector<Waiting> ready_ ABSL_GUARDED_BY(mu_);  // complete or cut short, to compare
+  uint64_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;     // waiting_'s and ready_'s, and in hand
+  bool warned_bytes_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread timer_;
+  std::thread thread_;
 };
 
 }  // namespace parity::server

@@ -14,6 +14,10 @@ struct ReplicaOptions {
   // Groups waiting at once, at most: past it the oldest is compared with what it has (memory
   // stays bounded whatever the agents send).
   uint32_t max_waiting_groups = 4096;
+  // Bytes of reports held at once (waiting, or complete and not yet compared), at most: past
+  // it the groups that waited longest are compared with what they have. A report holds up to
+  // 65,536 digests with names of up to 1 KiB each, so the count of groups alone bounds nothing.
+  uint64_t max_waiting_bytes = uint64_t{256} << 20;
 };
 
 }  // namespace parity::server

@@ -125,10 +125,11 @@ const std::vector<MetricInfo>& MetricCatalogue() {
        "budget (ApiCall.unchecked_writes: the storage around a large written view); the JSON "
        "record says what."},
       {"parity_server_result_rows_lost_total", "counter", "reason",
-       "Calls whose result rows could not all be written: disk_full (no space or a file size "
-       "limit), not_writable (read-only or no permission), io_error; vanished: rows written to a "
-       "result file deleted or replaced while the server ran (it is reopened before the next "
-       "row). Each file keeps whole rows: a failed write is truncated back."},
+       "Calls (and replica comparisons) whose result rows could not all be written: disk_full "
+       "(no space or a file size limit), not_writable (read-only or no permission), io_error; "
+       "vanished: rows written to a result file deleted or replaced while the server ran (it is "
+       "reopened before the next row). Each file keeps whole rows: a failed write is truncated "
+       "back."},
       {"parity_server_replica_checks_total", "counter", "kind, verdict",
        "Replica reports compared across their process group (docs/replicas.md), by kind "
        "(gradients, parameters, collective) and outcome: pass (every rank agrees), error (a "

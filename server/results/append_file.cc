@@ -13,6 +13,17 @@
 
 namespace parity::server {
 
+const char* RowsLostReason(const absl::Status& written) {
+  switch (written.code()) {
+    case absl::StatusCode::kResourceExhausted:
+      return "disk_full";
+    case absl::StatusCode::kPermissionDenied:
+      return "not_writable";
+    default:
+      return "io_error";
+  }
+}
+
 AppendFile::~AppendFile() {
   if (fd_ >= 0) ::close(fd_);
 }

@@ -13,6 +13,10 @@
 
 namespace parity::server {
 
+// parity_server_result_rows_lost_total's reason for a failed Append (its codes, below):
+// "disk_full", "not_writable" or "io_error".
+const char* RowsLostReason(const absl::Status& written);
+
 class AppendFile {
  public:
   AppendFile() = default;

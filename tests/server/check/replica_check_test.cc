@@ -6,11 +6,13 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
 #include "server/metrics/metrics.h"
 #include "server/results/replica_writer.h"
 #include "tests/testing/test_certs.h"
@@ -149,11 +151,12 @@ TEST(ReplicaCheckerTest, TheLastRankOfAGroupCompletesItAndEveryRankIsTold) {
     EXPECT_EQ(checker.waiting(), rank < 2 ? 1u : 0u);
   }
   for (auto& box : boxes) {
+    const ReplicaOutcome o = box->WaitForOne();  // on the checker's thread
     ASSERT_EQ(box->count(), 1u) << "each reporting rank is told, once";
-    const ReplicaOutcome o = box->WaitForOne();
     EXPECT_EQ(o.status, CheckStatus::kError);
     EXPECT_THAT(o.mismatches[0].differing, ElementsAre(1));
   }
+  EXPECT_EQ(checker.waiting_bytes(), 0u) << "a concluded group holds nothing";
   const std::vector<std::string> paths = (*writer)->Paths();
   ASSERT_EQ(paths.size(), 2u);
   const std::string csv = ReadAll(paths[0]);
@@ -195,6 +198,79 @@ TEST(ReplicaCheckerTest, ASecondReportOfARankIsIgnoredAndTheWaitingGroupsAreBoun
   EXPECT_THAT(o.missing, ElementsAre(1));
   checker.CompareWaiting();
   EXPECT_EQ(checker.waiting(), 0u);
+}
+
+// The comparison, and the write of its rows, run on the checker's thread, not on the thread
+// that brought the group's last report (a stream's reading thread, which must keep reading).
+TEST(ReplicaCheckerTest, TheComparisonRunsOffTheReportingThread) {
+  class ThreadMailbox : public RecordingMailbox {
+   public:
+    void Deliver(const ReplicaOutcome& outcome) override {
+      thread = std::this_thread::get_id();
+      RecordingMailbox::Deliver(outcome);
+    }
+    std::atomic<std::thread::id> thread{};
+  };
+  ReplicaOptions options;
+  options.wait_ms = 3600 * 1000;
+  ReplicaChecker checker(options, nullptr, nullptr);
+  auto box = std::make_shared<ThreadMailbox>();
+  checker.Report(Report(0, {0, 1}, {{"a", 1}}), nullptr);
+  checker.Report(Report(1, {0, 1}, {{"a", 1}}), box);
+  EXPECT_EQ(box->WaitForOne().status, CheckStatus::kPass);
+  EXPECT_NE(box->thread.load(), std::this_thread::get_id());
+}
+
+// A worst-case client: reports of 1,000 digests with 1 KiB names (about 1 MiB each), each group
+// waiting for a rank that never reports, under a 4 MiB bound. The reports held never pass the
+// bound by more than the report just taken; the groups cut short are compared with what they
+// have (SKIP, the silent rank missing), and nothing is lost: every mailbox hears once.
+TEST(ReplicaCheckerTest, TheBytesOfReportsHeldAreBoundedWhateverTheReportsSize) {
+  ReplicaOptions options;
+  options.wait_ms = 3600 * 1000;
+  options.max_waiting_bytes = 4 << 20;
+  ReplicaChecker checker(options, nullptr, nullptr);
+  const std::string long_name(1024, 'n');
+  std::vector<std::shared_ptr<RecordingMailbox>> boxes;
+  uint64_t largest = 0;
+  for (uint64_t sequence = 0; sequence < 40; ++sequence) {
+    ReplicaReport r = Report(0, {0, 1}, {});
+    r.sequence = sequence;
+    for (int i = 0; i < 1000; ++i) r.digests.push_back({long_name + std::to_string(i), 1, 4});
+    largest = std::max(largest, ReplicaChecker::BytesOf(r));
+    boxes.push_back(std::make_shared<RecordingMailbox>());
+    checker.Report(std::move(r), boxes.back());
+    EXPECT_LE(checker.waiting_bytes(), options.max_waiting_bytes + largest) << sequence;
+  }
+  EXPECT_GT(largest, 1000u * 1024) << "the estimate counts the names";
+  EXPECT_LT(checker.waiting(), 5u) << "about 4 MiB of 1 MiB reports";
+  checker.CompareWaiting();
+  for (auto& box : boxes) {
+    const ReplicaOutcome o = box->WaitForOne();
+    EXPECT_EQ(o.status, CheckStatus::kSkip);
+    EXPECT_THAT(o.missing, ElementsAre(1));
+  }
+  EXPECT_EQ(checker.waiting_bytes(), 0u);
+}
+
+// A result row that cannot be written (its folder replaced by a file) is counted lost, as a
+// call's.
+TEST(ReplicaCheckerTest, ARowThatCannotBeWrittenIsCountedLost) {
+  const std::string dir = testing::MakeTempDir("parity_replicas_lost_") + "/out";
+  auto writer = ReplicaWriter::Create(dir, "20261129000000");
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  std::filesystem::remove_all(dir);
+  std::ofstream(dir) << "not a folder";
+  prometheus::Registry registry;
+  ServerMetrics metrics(registry);
+  ReplicaOptions options;
+  ReplicaChecker checker(options, writer->get(), &metrics);
+  auto box = std::make_shared<RecordingMailbox>();
+  checker.Report(Report(0, {0, 1}, {{"a", 1}}), nullptr);
+  checker.Report(Report(1, {0, 1}, {{"a", 1}}), box);
+  EXPECT_EQ(box->WaitForOne().status, CheckStatus::kPass) << "the ranks are told all the same";
+  const std::string text = prometheus::TextSerializer().Serialize(registry.Collect());
+  EXPECT_THAT(text, HasSubstr("parity_server_result_rows_lost_total{reason=\"not_writable\"} 1"));
 }
 
 }  // namespace
