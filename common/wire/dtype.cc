@@ -1,7 +1,5 @@
 #include "common/wire/dtype.h"
 
-#include "parity/v1/parity.pb.h"
-
 #include <array>
 
 #include "absl/strings/ascii.h"
@@ -46,9 +44,7 @@ std::size_t ElementSize(wire::DType dtype) {
   return info == nullptr ? 0 : info->size;
 }
 
-bool IsKnownDType(int dtype) {
-  return v1::DType_IsValid(dtype) && dtype != wire::kDTypeUnspecified;
-}
+bool IsKnownDType(int dtype) { return Find(static_cast<wire::DType>(dtype)) != nullptr; }
 
 absl::string_view TorchName(wire::DType dtype) {
   const DTypeInfo* info = Find(dtype);

@@ -149,6 +149,28 @@ TEST(AgentConfigTest, MalformedNamesInFiltersNameTheirKey) {
       << "list entries may be plain substrings";
 }
 
+// parity.replicas takes the three kinds docs/replicas.md names; check_calls false needs it.
+TEST(AgentConfigTest, ReplicasTakeTheirThreeKindsAndCheckCallsOffNeedsThem) {
+  const std::string base = R"({"task": "tensor", "tensor": {"online_run_ut": true, "host": "h",
+      "port": 1, "tls_path": "c"}, "parity": )";
+  auto ok = ParseAgentConfig(
+      base + R"({"replicas": ["gradients", "parameters", "collectives"], "check_calls": false}})");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->config.parity.replicas.size(), 3u);
+  EXPECT_FALSE(ok->config.parity.capture.check_calls);
+  auto parsed = ParseAgentConfig(base + R"({"replicas": ["gradients", "weights"]}})");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(parsed.status().message(), HasSubstr("parity.replicas: \"weights\""));
+  parsed = ParseAgentConfig(base + R"({"replicas": "gradients"}})");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(parsed.status().message(), HasSubstr("parity.replicas"));
+  parsed = ParseAgentConfig(base + R"({"check_calls": false}})");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(
+      parsed.status().message(),
+      HasSubstr("parity.check_calls: false with parity.replicas empty would check nothing"));
+}
+
 TEST(AgentConfigTest, NfsPathIsAClearError) {
   auto parsed = ParseAgentConfig(R"({"task": "tensor", "tensor": {"online_run_ut": true,
       "nfs_path": "/nfs/data", "host": "h", "port": 1, "tls_path": "c"}})");

@@ -7,6 +7,7 @@
 
 #include "common/wire/crc32c.h"
 #include "gtest/gtest.h"
+#include "parity/v1/parity.pb.h"
 
 namespace parity::common {
 namespace {
@@ -21,6 +22,19 @@ TEST(DTypeTest, ElementSizesAndNames) {
   EXPECT_FALSE(IsKnownDType(0));
   EXPECT_FALSE(IsKnownDType(13));
   EXPECT_TRUE(IsKnownDType(wire::kInt16));
+  EXPECT_FALSE(IsKnownDType(-1));
+}
+
+// The codec's own table (no proto in common/wire/dtype.cc) knows every dtype the wire defines,
+// with a size: a DType added to the proto without a row here fails.
+TEST(DTypeTest, EveryWireDTypeIsKnownWithASize) {
+  const google::protobuf::EnumDescriptor* e = v1::DType_descriptor();
+  for (int i = 0; i < e->value_count(); ++i) {
+    const int dtype = e->value(i)->number();
+    if (dtype == v1::DTYPE_UNSPECIFIED) continue;
+    EXPECT_TRUE(IsKnownDType(dtype)) << e->value(i)->name();
+    EXPECT_GT(ElementSize(static_cast<wire::DType>(dtype)), 0u) << e->value(i)->name();
+  }
 }
 
 TEST(DTypeTest, ParsesCommonSpellings) {
