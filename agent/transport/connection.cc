@@ -56,8 +56,9 @@ bool Connection::OpenChannel() {
     return false;
   }
   std::vector<std::string> unresolved;
-  absl::StatusOr<ChannelTarget> target =
-      ResolveServers(*servers, options_.hello.rank(), &unresolved);
+  absl::StatusOr<ChannelTarget> target = ResolveServers(
+      *servers, options_.spread >= 0 ? options_.spread : int64_t{options_.hello.rank()},
+      &unresolved);
   for (const std::string& u : unresolved) {
     LogOnce(absl::StrCat("server ", u, "; left out"), common::LogLevel::kWarning);
   }
@@ -67,6 +68,7 @@ bool Connection::OpenChannel() {
     return false;
   }
   first_server_ = servers->front();
+  server_count_ = target->addresses.size();
   const bool several = target->addresses.size() > 1;
   // pick_first over the rank-rotated list: one connection, to server rank mod n, and the next
   // one when it dies (docs/deploy.md#many-servers).

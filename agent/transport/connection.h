@@ -43,6 +43,10 @@ struct LinkOptions : common::LinkKeys {
   int64_t port = -1;  // tensor.port
   std::string tls_path;
   v1::Hello hello;  // this process: sent at every connection (protocol version filled in)
+  // Which of several servers this link prefers, and in which order it fails over
+  // (agent/transport/server_list.h): by the Hello's rank when negative; a replica route's
+  // group (docs/replicas.md#several-servers) otherwise, the same on every rank of the group.
+  int64_t spread = -1;
 };
 
 // What the server's ServerInfo allows, within the agent's own limits.
@@ -110,6 +114,9 @@ class Connection {
   void Cancel();
 
   const ServerLimits& limits() const { return limits_; }
+  // How many server addresses the configured list resolved to; 0 before the first attempt
+  // resolved it. Sender thread only.
+  std::size_t server_count() const { return server_count_; }
   // The address of the server this stream reached ("ipv4:10.0.0.5:59208"; the configured target
   // where gRPC does not say). Sender thread only.
   const std::string& peer() const { return peer_; }
@@ -157,6 +164,7 @@ class Connection {
   std::unique_ptr<SentPayloads> sent_;
   ServerLimits limits_;
   bool ever_connected_ = false;
+  std::size_t server_count_ = 0;
   std::string last_error_;
   std::string refused_;
   std::atomic<LinkState> state_{LinkState::kNotConnected};

@@ -2,6 +2,7 @@
 
 #include "agent/transport/call_encoder.h"
 #include "agent/transport/check_stream.h"
+#include "agent/transport/replica_routes.h"
 #include "agent/transport/server_list.h"
 #include "agent/transport/thread_priority.h"
 
@@ -29,28 +30,6 @@
 #endif
 
 namespace parity::agent {
-
-SenderOptions SenderOptionsFor(const common::AgentConfig& c, const std::string& framework_version,
-                               const std::string& device_type) {
-  SenderOptions s;
-  static_cast<common::SenderKeys&>(s) = c.parity.sender;
-  s.link = LinkOptions::From(c);
-  v1::Hello& h = s.link.hello;
-  h.set_protocol_version(common::kProtocolVersion);
-  h.set_run_id(c.parity.run_id);
-  char host[256] = {0};
-  ::gethostname(host, sizeof(host) - 1);
-  h.set_hostname(host);
-  h.set_pid(::getpid());
-  h.set_agent_version(PARITY_VERSION);
-  h.set_framework_version(framework_version);
-  h.set_device_type(device_type);
-  h.set_config_digest(common::AgentConfigDigest(c));
-  // The server may answer with VerdictBatches; parity.batch_calls 1 asks for every message
-  // alone, both ways.
-  h.set_accepts_batches(s.batch_calls > 1);
-  return s;
-}
 
 Sender::Sender(SenderOptions options, AgentCounters& counters,
                std::function<void(const v1::Verdict&)> on_verdict, std::function<int64_t()> step)
@@ -84,6 +63,7 @@ Sender::Sender(SenderOptions options, AgentCounters& counters,
     if (first_attempt_.exchange(false)) queue_.Wake();
   };
   conn_ = std::make_unique<Connection>(options_.link, counters_, std::move(callbacks));
+  if (!options_.replicas_only) routes_ = std::make_unique<ReplicaRoutes>(options_, step_);
 }
 
 Sender::~Sender() { Close(); }
@@ -376,6 +356,7 @@ std::size_t Sender::SendCalls(std::vector<std::unique_ptr<CapturedCall>>& calls)
 }
 
 void Sender::SendStats(bool goodbye) {
+  if (options_.replicas_only && !goodbye) return;  // the call stream reports them
   auto m = std::make_shared<v1::AgentMessage>();
   v1::AgentStats* stats =
       goodbye ? m->mutable_goodbye()->mutable_final_stats() : m->mutable_stats();
@@ -387,10 +368,10 @@ void Sender::SendStats(bool goodbye) {
 
 bool Sender::Flush(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  absl::MutexLock lock(&mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   while (std::chrono::steady_clock::now() < deadline) {
     if (pending_.load() == 0 && answered_ >= written_ && reports_answered_ >= reports_written_) {
-      return true;
+      break;
     }
     // Nothing can be delivered (TLS material unusable, or the server refused this agent): no
     // point in waiting. Nor, once the session is ending, for a server whose last connection
@@ -403,38 +384,13 @@ bool Sender::Flush(std::chrono::milliseconds timeout) {
     // The queue has its own condition variable: re-check in short slices.
     cv_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
   }
-  return pending_.load() == 0 && answered_ >= written_ && reports_answered_ >= reports_written_;
-}
-
-bool Sender::Post(std::shared_ptr<const v1::AgentMessage> message) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (stopping_ || posted_.size() >= kMaxPostedMessages) return false;
-    posted_.push_back(std::move(message));
-    pending_.fetch_add(1);
-  }
-  pushed_.store(true);
-  queue_.Wake();  // the sender, waiting for a call, writes it now
-  return true;
-}
-
-void Sender::WritePosted() {
-  std::vector<std::shared_ptr<const v1::AgentMessage>> posted;
-  {
-    absl::MutexLock lock(&mu_);
-    posted.swap(posted_);
-  }
-  std::size_t written = 0;
-  for (; written < posted.size(); ++written) {
-    if (!Write(posted[written], /*more=*/written + 1 < posted.size())) break;
-  }
-  absl::MutexLock lock(&mu_);
-  reports_written_ += written;
-  // Not written (the stream failed under them): back to the front, for the next connection.
-  posted_.insert(posted_.begin(), posted.begin() + static_cast<std::ptrdiff_t>(written),
-                 posted.end());
-  pending_.fetch_sub(written);
-  cv_.SignalAll();
+  const bool done =
+      pending_.load() == 0 && answered_ >= written_ && reports_answered_ >= reports_written_;
+  lock.Release();
+  // Routed reports (several servers) are answered on their groups' streams.
+  if (!routes_ || !done) return done;
+  return routes_->Flush(std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::max(deadline - std::chrono::steady_clock::now(), std::chrono::nanoseconds(0))));
 }
 
 void Sender::Close() {
@@ -479,6 +435,7 @@ void Sender::Close() {
     posted_.clear();
   }
   counters_.Dropped(left_over, cleared);
+  if (routes_) routes_->Close();  // nothing posts to them once the thread has ended
   absl::MutexLock lock(&breaker_mu_);
   breaker_.reset();  // this rank's trip is over; the host's segment goes with the first close
 }

@@ -33,6 +33,7 @@ namespace parity::agent {
 
 struct CallEncoding;  // agent/transport/call_encoder.h
 class MessagePacker;  // agent/transport/sender.cc: the items of the next message
+class ReplicaRoutes;  // agent/transport/replica_routes.h
 
 // How long the sender, woken by a call, waits for more to join it before it sends (at most
 // parity.batch_calls, or half the queue's bytes, end the wait sooner; a flush, the session's
@@ -57,6 +58,9 @@ struct SenderOptions : common::SenderKeys {
   // A ReplicaVerdict (the comparison of a ReplicaReport this agent sent, docs/replicas.md): on a
   // gRPC callback thread, must not block.
   std::function<void(const v1::ReplicaVerdict&)> on_replica;
+  // A replica route's stream (agent/transport/replica_routes.h): its Hello says replicas_only,
+  // it sends no stats and routes nothing further.
+  bool replicas_only = false;
 };
 // The sender's part of an agent configuration, and this process's identity (run id, versions,
 // config digest; `framework_version` "torch 2.1.0" and `device_type` "npu" come from the torch
@@ -89,10 +93,12 @@ class Sender {
   bool HasRoom(uint64_t bytes) const { return queue_.HasRoom(bytes); }
   // Queues a message of the agent's own (a ReplicaReport) to go out on the stream, after the
   // calls queued before it; false when kMaxPostedMessages already wait (the caller counts it).
-  // Never waits.
+  // Never waits. When the server list resolves to several servers, a ReplicaReport goes instead
+  // to the server its group picks (ReplicaRoute of the run and the group: the same on each of
+  // its ranks), on a stream of its own (agent/transport/replica_routes.h).
   bool Post(std::shared_ptr<const v1::AgentMessage> message);
   // Waits until the queue is empty, every sent call has its verdict and every posted report its
-  // ReplicaVerdict, at most `timeout`;
+  // ReplicaVerdict (a routed one's too), at most `timeout`;
   // returns at once when nothing can be delivered (unusable TLS files, a refused Hello).
   bool Flush(std::chrono::milliseconds timeout);
   // Delivers what is queued (Flush, at most flush_timeout_ms), says Goodbye, closes the stream,
@@ -160,7 +166,13 @@ class Sender {
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t answered_ ABSL_GUARDED_BY(mu_) = 0;  // verdicts received (all connections)
   uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;   // calls written (all connections)
-  std::vector<std::shared_ptr<const v1::AgentMessage>> posted_ ABSL_GUARDED_BY(mu_);
+  struct Posted {
+    std::shared_ptr<const v1::AgentMessage> message;
+    uint64_t route = 0;  // ReplicaRoute, for a ReplicaReport
+  };
+  std::vector<Posted> posted_ ABSL_GUARDED_BY(mu_);
+  // Reports of groups whose server is another (several servers); null on a route's own sender.
+  std::unique_ptr<ReplicaRoutes> routes_;
   uint64_t reports_written_ ABSL_GUARDED_BY(mu_) = 0;   // ReplicaReports written
   uint64_t reports_answered_ ABSL_GUARDED_BY(mu_) = 0;  // ReplicaVerdicts received
   // Calls pushed and not yet written or dropped (queued, or in the sender's hands).

@@ -89,8 +89,8 @@ absl::StatusOr<std::vector<ServerEndpoint>> ParseServerList(const std::string& h
   return out;
 }
 
-absl::StatusOr<ChannelTarget> ResolveServers(const std::vector<ServerEndpoint>& servers, int rank,
-                                             std::vector<std::string>* unresolved) {
+absl::StatusOr<ChannelTarget> ResolveServers(const std::vector<ServerEndpoint>& servers,
+                                             int64_t rank, std::vector<std::string>* unresolved) {
   ChannelTarget t;
   if (servers.empty()) return absl::InvalidArgumentError("tensor.host: no server");
   t.tls_name = servers.front().host;
@@ -132,7 +132,7 @@ absl::StatusOr<ChannelTarget> ResolveServers(const std::vector<ServerEndpoint>& 
   // Rank r streams to address r mod n; the ranks of one server fail over to the others in turn
   // (the rest of the list rotated by r / n), so a dead server's load is spread, not moved.
   const std::size_t n = addresses.size();
-  const std::size_t r = static_cast<std::size_t>(std::max(rank, 0));
+  const std::size_t r = static_cast<std::size_t>(std::max<int64_t>(rank, 0));
   std::rotate(addresses.begin(), addresses.begin() + static_cast<std::ptrdiff_t>(r % n),
               addresses.end());
   if (n > 2) {

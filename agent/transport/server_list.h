@@ -26,7 +26,8 @@ absl::StatusOr<std::vector<ServerEndpoint>> ParseServerList(const std::string& h
 
 // What the agent's channel is given: a single entry keeps its name ("host:port", resolved by
 // gRPC, the TLS name its host); several addresses become one gRPC target listing them
-// ("ipv4:10.0.0.5:59208,10.0.0.6:59208"), sorted and rotated by `rank`.
+// ("ipv4:10.0.0.5:59208,10.0.0.6:59208"), sorted and rotated by `rank` (a rank, or a replica
+// group's route: LinkOptions::spread in connection.h).
 struct ChannelTarget {
   std::string uri;
   std::vector<std::string> addresses;  // "10.0.0.5:59208", in the rank's order; one: the name
@@ -34,7 +35,7 @@ struct ChannelTarget {
 };
 // Resolves every entry (getaddrinfo); an entry that does not resolve is left out with a note in
 // `unresolved`. UNAVAILABLE when none resolves.
-absl::StatusOr<ChannelTarget> ResolveServers(const std::vector<ServerEndpoint>& servers, int rank,
-                                             std::vector<std::string>* unresolved);
+absl::StatusOr<ChannelTarget> ResolveServers(const std::vector<ServerEndpoint>& servers,
+                                             int64_t rank, std::vector<std::string>* unresolved);
 
 }  // namespace parity::agent

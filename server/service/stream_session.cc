@@ -51,6 +51,14 @@ absl::Status NeedHello(absl::string_view what) {
       absl::StrCat("protocol error: ", what, " before Hello; the first message must be Hello"));
 }
 
+// A replicas-only stream (Hello.replicas_only) carries no call: what it must not carry.
+absl::Status NotOnReplicaStream(absl::string_view what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("protocol error: ", what,
+                   " on a replicas-only stream (Hello.replicas_only carries only "
+                   "ReplicaReport and Goodbye)"));
+}
+
 }  // namespace
 
 absl::string_view StreamStateName(StreamState state) {
@@ -114,6 +122,7 @@ absl::Status StreamSession::Handle(MessageBytes& in, bool in_batch) {
   const Peek peek = PeekMessage(in);
   if (peek.kind == v1::AgentMessage::kCall) {
     if (!hello_) return NeedHello("ApiCall");
+    if (replicas_only_) return NotOnReplicaStream("ApiCall");
     if (ServerMetrics* m = context_->metrics())
       m->CallReceived(static_cast<wire::Phase>(peek.phase));
     // A malformed call has no sequence to check: its worker reports the bytes as malformed.
@@ -124,6 +133,7 @@ absl::Status StreamSession::Handle(MessageBytes& in, bool in_batch) {
   if (peek.kind == v1::AgentMessage::kBatch) {
     if (in_batch) return absl::InvalidArgumentError("a MessageBatch inside a MessageBatch");
     if (!hello_) return NeedHello("MessageBatch");
+    if (replicas_only_) return NotOnReplicaStream("MessageBatch");
     return HandleBatch(in);
   }
   v1::AgentMessage m;
@@ -167,6 +177,7 @@ absl::Status StreamSession::HandleParsed(v1::AgentMessage& m, bool in_batch) {
         "(is the agent newer than this server?)");
   }
   if (route->needs_hello && !hello_) return NeedHello(MessageName(m.kind_case()));
+  if (replicas_only_ && route->in_batch) return NotOnReplicaStream(MessageName(m.kind_case()));
   return (this->*route->handle)(m);
 }
 
@@ -257,7 +268,9 @@ absl::Status StreamSession::OnHello(const v1::Hello& hello) {
   PARITY_RETURN_IF_ERROR(ValidateHello(hello));
   const ServiceOptions& options = context_->options();
   const auto& ranks = options.rank_list;
-  if (!ranks.empty() && std::find(ranks.begin(), ranks.end(), hello.rank()) == ranks.end()) {
+  // A group's reports come to the server the group picks, whichever server checks the rank.
+  if (!hello.replicas_only() && !ranks.empty() &&
+      std::find(ranks.begin(), ranks.end(), hello.rank()) == ranks.end()) {
     return absl::PermissionDeniedError(absl::StrCat(
         "rank ", hello.rank(), " is not in this server's rank_list; another server checks it"));
   }
@@ -268,6 +281,7 @@ absl::Status StreamSession::OnHello(const v1::Hello& hello) {
     return absl::CancelledError("the stream is ending");
   }
   hello_ = true;
+  replicas_only_ = hello.replicas_only();
   context_->NoteConfigDigest(hello.run_id(), hello.rank(), hello.config_digest());
   origin_.rank = hello.rank();
   if (ServerMetrics* m = context_->metrics()) m->RankSeen(hello.rank());
@@ -276,12 +290,13 @@ absl::Status StreamSession::OnHello(const v1::Hello& hello) {
   origin_.framework = hello.framework_version();
   agent_ =
       absl::StrCat(hello.run_id(), "\n", hello.hostname(), "\n", hello.pid(), "\n", hello.rank());
-  common::LogInfo(
-      absl::StrCat("agent connected: rank ", hello.rank(), " of ", hello.world_size(), ", host ",
-                   common::Printable(hello.hostname()), ", pid ", hello.pid(), ", ",
-                   hello.framework_version().empty() ? std::string("framework not said")
-                                                     : common::Printable(hello.framework_version()),
-                   ", run ", common::Printable(hello.run_id()), ", from ", peer_));
+  common::LogInfo(absl::StrCat(
+      replicas_only_ ? "agent's replica stream connected: rank " : "agent connected: rank ",
+      hello.rank(), " of ", hello.world_size(), ", host ", common::Printable(hello.hostname()),
+      ", pid ", hello.pid(), ", ",
+      hello.framework_version().empty() ? std::string("framework not said")
+                                        : common::Printable(hello.framework_version()),
+      ", run ", common::Printable(hello.run_id()), ", from ", peer_));
   v1::ServerMessage reply;
   v1::ServerInfo& info = *reply.mutable_server_info();
   const ServiceOptions::Facts& facts = options.server;
@@ -306,7 +321,8 @@ absl::Status StreamSession::OnHello(const v1::Hello& hello) {
 
 void StreamSession::OnStats(const v1::AgentStats& stats) {
   ServerMetrics* m = context_->metrics();
-  if (m == nullptr) return;
+  // A replica stream's agent reports its counters on its call stream (maybe to another server).
+  if (m == nullptr || replicas_only_) return;
   // Agent counters are cumulative since the agent started, over all its streams: the server
   // counts each increase once per agent, whichever of its streams reports it.
   const v1::AgentStats last = context_->ExchangeAgentStats(agent_, stats);

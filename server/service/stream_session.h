@@ -127,8 +127,9 @@ class StreamSession {
   std::atomic<StreamState> state_{StreamState::kAwaitingHello};
 
   // The reading side's own (reactions, one at a time).
-  uint64_t messages_ = 0;  // read before the one being handled
-  bool hello_ = false;     // origin_ is set (stays true once the stream drains)
+  uint64_t messages_ = 0;       // read before the one being handled
+  bool hello_ = false;          // origin_ is set (stays true once the stream drains)
+  bool replicas_only_ = false;  // Hello.replicas_only: ReplicaReports only, no calls
   CallOrigin origin_;
   BlobAssembler blobs_;  // chunked tensors and kept blobs (server/service/blob_assembler.h)
   uint64_t last_sequence_ = 0;

@@ -9,8 +9,12 @@ with parity.replicas on and operator checking off, against a real parity-server.
   ranks on 2), and that rank's agent logs it;
 - a rank that dies mid-step: counted missing (parity_server_replica_missing_total), nobody
   blamed;
-- with operator checking and the reference replay on as well: both report."""
+- with operator checking and the reference replay on as well: both report;
+- with two servers (tensor.host listing both), the ranks' call streams spread over them and
+  every report of the group meets on the one server the group picks: nobody missing, the flipped
+  bit reported 3 to 1."""
 import os
+import re
 import sys
 import unittest
 
@@ -27,10 +31,17 @@ SCRIPT = os.path.join(HERE, "replica_ranks.py")
 STEPS = 4
 
 
-def run_ranks(work, server, world, fault="", bf16=False, processes=False, **parity):
+def run_ranks(work, server, world, fault="", bf16=False, processes=False, servers=(), **parity):
+    """`servers`: all the servers tensor.host lists (else `server` alone)."""
     parity.setdefault("check_calls", False)
     config = harness.agent_config(os.path.join(work, "config.json"), server.port,
                                   replicas=["gradients", "parameters", "collectives"], **parity)
+    if servers:
+        with open(config, encoding="utf-8") as f:
+            text = f.read()
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in servers)
+        with open(config, "w", encoding="utf-8") as f:
+            f.write(text.replace('"host": "127.0.0.1"', f'"host": "{hosts}"'))
     args = [harness.PYTHON, SCRIPT, config, str(world), rendezvous(), str(STEPS)]
     if fault:
         args.append(fault)
@@ -140,6 +151,41 @@ class ReplicaTest(unittest.TestCase):
         self.assertEqual(step1[0]["Status"], "pass", "the three that reported agree")
         self.assertNotIn("error", {row["Status"] for row in got}, got)
         self.assertGreaterEqual(server.metric("parity_server_replica_missing_total"), 1)
+
+    def test_with_two_servers_a_groups_reports_meet_on_one(self):
+        # 4 ranks, tensor.host listing 2 servers: ranks 0 and 2 stream to one, 1 and 3 to the
+        # other (docs/deploy.md#many-servers); the group's reports all go to the server the
+        # group's identity picks, on a replicas-only stream of each rank.
+        _, a = self.serve("parity_replicas_two_a_")
+        _, b = self.serve("parity_replicas_two_b_")
+        work = harness.tempdir("parity_replicas_two_")
+        r = run_ranks(work, a, 4, fault="update:2:2", servers=(a, b), check_calls=True,
+                      max_checks_per_signature=1)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        call_ranks = {}
+        for server in (a, b):
+            log = server.read_log()
+            call_ranks[server.port] = sorted(
+                int(m) for m in re.findall(r"agent connected: rank (\d+) ", log))
+        self.assertEqual(sorted(call_ranks.values()), [[0, 2], [1, 3]], call_ranks)
+        with_rows = [s for s in (a, b) if rows(s)]
+        self.assertEqual(len(with_rows), 1, "one server compares the group")
+        owner = with_rows[0]
+        self.assertEqual(sorted(int(m) for m in re.findall(
+            r"agent's replica stream connected: rank (\d+) ", owner.read_log())), [0, 1, 2, 3])
+        got = rows(owner)
+        self.assertEqual(len(got), 3 * STEPS, got)
+        self.assertEqual({row["Missing Ranks"].strip() for row in got}, {""}, "every rank met there")
+        first = self.first_error(owner)
+        self.assertEqual((first["Step"], first["Kind"], first["Differing Ranks"],
+                          first["Agreeing Ranks"].strip()), ("2", "parameters", "2", "0 1 3"),
+                         first)
+        self.assertIn("replica mismatch: step 2, parameters of AdamW.step", r.stderr)
+        # The calls went to both servers, each its own ranks' (replay off: received, not
+        # replayed).
+        for server in (a, b):
+            self.assertGreater(server.metric("parity_server_calls_received_total",
+                                             phase="forward"), 0, server.port)
 
 
 if __name__ == "__main__":

@@ -347,5 +347,44 @@ TEST_F(StreamSessionTest, AReplicaReportReachesTheCheckerAndItsOutcomeComesBackO
   EXPECT_EQ(Send(m).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A replicas-only stream (Hello.replicas_only: a group's reports sent to the server the group
+// picks) is taken whatever the server's rank_list, carries reports but no call, chunk, release
+// or batch, and its stats are not counted (the rank's call stream, maybe on another server,
+// reports them).
+TEST_F(StreamSessionTest, AReplicasOnlyStreamCarriesReportsNotCallsAndIsNotCountedTwice) {
+  FakeReplicas replicas;
+  context_.options_.replicas = &replicas;
+  context_.options_.rank_list = {0, 2};
+  v1::AgentMessage hello = HelloMessage(/*rank=*/1);
+  hello.mutable_hello()->set_replicas_only(true);
+  ASSERT_TRUE(Send(hello).ok());
+  EXPECT_EQ(session_.state(), StreamState::kStreaming);
+  v1::AgentMessage report;
+  v1::ReplicaReport& r = *report.mutable_replica();
+  r.add_group(0);
+  r.add_group(1);
+  r.set_kind("gradients");
+  r.set_op("AdamW.step");
+  r.set_algorithm("crc32c");
+  ASSERT_TRUE(Send(report).ok());
+  EXPECT_EQ(replicas.reports.size(), 1u);
+  v1::AgentMessage stats;
+  stats.mutable_stats()->set_captured_calls(10);
+  ASSERT_TRUE(Send(stats).ok());
+  EXPECT_THAT(context_.Scrape(), HasSubstr("parity_server_agent_captured_calls_total 0"));
+  v1::AgentMessage chunk;
+  chunk.mutable_chunk()->set_blob_id(1);
+  v1::AgentMessage release;
+  release.mutable_release()->add_blob_ids(1);
+  v1::AgentMessage batch;
+  *batch.mutable_batch()->add_messages() = CallMessage(2);
+  for (const v1::AgentMessage& m : {CallMessage(1), chunk, release, batch}) {
+    const absl::Status s = Send(m);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << m.DebugString();
+    EXPECT_THAT(std::string(s.message()), HasSubstr("on a replicas-only stream")) << s;
+  }
+  EXPECT_TRUE(output_.queued.empty());
+}
+
 }  // namespace
 }  // namespace parity::server
