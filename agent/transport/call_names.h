@@ -9,7 +9,10 @@
 #include <string>
 #include <unordered_map>
 
+#include <vector>
+
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
 namespace parity::agent {
@@ -25,6 +28,15 @@ class CallNames {
     uint64_t api_index = 0;       // with `api`: its index among that API's calls in the step
   };
 
+  // A forward call as its call site names it (viewed, not copied: RecordForward copies it into a
+  // link whose buffers are reused from step to step).
+  struct ForwardSite {
+    absl::string_view op, overload;
+    uint64_t call_index = 0;
+    absl::string_view module, api;
+    uint64_t api_index = 0;
+  };
+
   int64_t step() const { return step_.load(std::memory_order_relaxed); }
   // Ends the step: call indices and forward links start afresh.
   void NewStep();
@@ -36,9 +48,10 @@ class CallNames {
   uint64_t NextCallIndex(const std::string& op);
   // A forward call at autograd sequence number `sequence_nr`: it owns the nodes created from
   // that number until the next forward call's.
-  void RecordForward(int64_t sequence_nr, Forward call);
-  // The forward call whose nodes include `sequence_nr` (false if none); counts the link, so
-  // `call->backward_calls` is how many backward calls were linked to it before this one.
+  void RecordForward(int64_t sequence_nr, const ForwardSite& call);
+  // The forward call whose nodes include `sequence_nr` (false if none), assigned to `call` (its
+  // string buffers reused); counts the link, so `call->backward_calls` is how many backward
+  // calls were linked to it before this one.
   bool LinkBackward(int64_t sequence_nr, Forward* call);
 
  private:
@@ -46,6 +59,9 @@ class CallNames {
   absl::Mutex mu_;
   std::unordered_map<std::string, uint64_t> call_index_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, Forward> forward_by_seq_ ABSL_GUARDED_BY(mu_);
+  // The links of steps gone, kept for the next ones (their map nodes and string buffers): a step
+  // like the last records its forward calls without allocating. At most kMaxSpareLinks.
+  std::vector<std::map<int64_t, Forward>::node_type> spare_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace parity::agent

@@ -15,6 +15,8 @@
 
 namespace parity::agent {
 
+class Session;
+
 // Every field of the call's ApiCall but its values (inputs, outputs, inputs_written, which the
 // torch half writes as bytes): the call's identity as the agent captures it
 // (common/wire/call_identity.h; the server reads the same struct back).
@@ -38,6 +40,9 @@ struct CapturedCall {
     if (has_values && values.release != nullptr) values.release(values.ctx);
     has_values = false;
   }
+  // Back to a fresh record's state for another call (agent/transport/call_pool.h): the values
+  // released, every field as a new record has it, the strings' buffers kept.
+  void Clear();
 
   CallRecord meta;  // every field but the values
   parity_values values{};
@@ -45,6 +50,7 @@ struct CapturedCall {
   uint64_t bytes = 0;
   double snapshot_seconds = 0;
   bool watch_generator = false;  // PARITY_CALL_WATCH_GENERATOR was given
+  Session* session = nullptr;    // the session it was begun in (the C API's parity_call)
 };
 
 }  // namespace parity::agent

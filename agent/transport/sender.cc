@@ -189,6 +189,10 @@ void Sender::RunOnce(std::chrono::steady_clock::time_point* last_stats, double* 
                         calls.size() - written);
       Disconnect(false);
     }
+    // Their records go back to the session's pool (their values released there).
+    if (options_.recycle) {
+      for (std::unique_ptr<CapturedCall>& c : calls) options_.recycle(std::move(c));
+    }
     // Written or counted as dropped: only now may Flush() consider them done.
     absl::MutexLock lock(&mu_);
     pending_.fetch_sub(calls.size());

@@ -58,6 +58,9 @@ struct SenderOptions : common::SenderKeys {
   // A ReplicaVerdict (the comparison of a ReplicaReport this agent sent, docs/replicas.md): on a
   // gRPC callback thread, must not block.
   std::function<void(const v1::ReplicaVerdict&)> on_replica;
+  // Takes each call back once it is written or dropped by the sender thread (the session's
+  // CallPool); null: the call is freed.
+  std::function<void(std::unique_ptr<CapturedCall>)> recycle;
   // A replica route's stream (agent/transport/replica_routes.h): its Hello says replicas_only,
   // it sends no stats and routes nothing further.
   bool replicas_only = false;

@@ -116,6 +116,7 @@ void Session::Start() {
     options.connect_at_first_call = (host_.flags & PARITY_HOST_CONNECT_AT_FIRST_CALL) != 0;
     options.on_refused = [this](const std::string& why) { OnRefused(why); };
     options.on_replica = [this](const v1::ReplicaVerdict& v) { OnReplicaVerdict(v); };
+    options.recycle = [this](std::unique_ptr<CapturedCall> c) { pool_.Give(std::move(c)); };
     options.enter_thread = [this] {
       if (host_.enter_agent_thread != nullptr) host_.enter_agent_thread(host_.ctx);
     };
@@ -289,7 +290,7 @@ void Session::NameCall(const parity_call_site& site, const std::string& op,
   if (site.backward) {
     meta->autograd_node = site.node != nullptr ? site.node : "";
     meta->autograd_sequence_nr = site.node_sequence_nr;
-    CallNames::Forward fwd;
+    thread_local CallNames::Forward fwd;  // its buffers reused call after call
     if (names_.LinkBackward(site.node_sequence_nr, &fwd)) {
       meta->forward_op_name = fwd.op;
       meta->forward_overload = fwd.overload;
@@ -312,7 +313,7 @@ void Session::NameCall(const parity_call_site& site, const std::string& op,
       meta->api = site.api;
       meta->api_index = names_.NextCallIndex(meta->api);
     }
-    names_.RecordForward(site.forward_sequence_nr, {op, meta->overload, meta->call_index, 0, module,
+    names_.RecordForward(site.forward_sequence_nr, {op, meta->overload, meta->call_index, module,
                                                     meta->api, meta->api_index});
   }
 }
@@ -322,7 +323,7 @@ void Session::CustomFunction(const std::string& name, int64_t sequence_nr,
   const std::string op = "autograd::" + name;
   const std::string api = "Function." + name;
   const uint64_t index = names_.NextCallIndex(op);
-  names_.RecordForward(sequence_nr, {op, "", index, 0, module, api, names_.NextCallIndex(api)});
+  names_.RecordForward(sequence_nr, {op, "", index, module, api, names_.NextCallIndex(api)});
 }
 
 std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint32_t* flags) {
@@ -331,22 +332,26 @@ std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint3
   if (!site.backward && forward_ended_.load(std::memory_order_relaxed)) return nullptr;
   const int64_t step = names_.step();
   if (!filter_.StepSelected(step)) return nullptr;
-  auto call = std::make_unique<CapturedCall>();
+  std::unique_ptr<CapturedCall> call = pool_.Take();
+  // A call not captured after all: its record goes back to the pool.
+  const auto not_captured = [&] {
+    pool_.Give(std::move(call));
+    return std::unique_ptr<CapturedCall>();
+  };
+  call->session = this;
   CallRecord* meta = &call->meta;
-  const std::string op = site.op != nullptr ? site.op : "";
-  const std::string module = site.module != nullptr ? site.module : "";
-  meta->op_name = op;
-  meta->overload = site.overload != nullptr ? site.overload : "";
+  meta->op_name.assign(site.op != nullptr ? site.op : "");
+  const std::string& op = meta->op_name;
+  meta->overload.assign(site.overload != nullptr ? site.overload : "");
   meta->step = step;
   meta->phase = site.backward ? wire::kPhaseBackward : wire::kPhaseForward;
   meta->in_optimizer = site.in_optimizer != 0;
-  meta->module_path = module;
+  meta->module_path.assign(site.module != nullptr ? site.module : "");
   // Named before the filters decide: forward calls are linked even when not checked, so that
   // backward names stay right.
-  NameCall(site, op, module, meta);
+  NameCall(site, op, meta->module_path, meta);
   const common::CallNaming naming(*meta);
-  if (!filter_.CallSelected(naming)) return nullptr;
-  if (!scope_.Selected(naming)) return nullptr;
+  if (!filter_.CallSelected(naming) || !scope_.Selected(naming)) return not_captured();
   if (site.size >= offsetof(parity_call_site, in_compiled_region) + sizeof(int32_t) &&
       site.in_compiled_region != 0) {
     counters_.CompiledCall();
@@ -365,7 +370,7 @@ std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint3
     counters_.Captured();
     counters_.Dropped(DropReason::kCommunication);
     NoteCommunicationOp(op);
-    return nullptr;
+    return not_captured();
   }
   if (traits.never_replayed != nullptr) {  // sent without values: the server reports SKIP
     meta->skip_reason = common::NeverReplayedReason(op, *traits.never_replayed);
@@ -373,7 +378,7 @@ std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint3
   }
   if (!budget_.unlimited() && !budget_.Take(site.signature != nullptr ? site.signature : op)) {
     counters_.SampledOut();
-    return nullptr;
+    return not_captured();
   }
   *flags = PARITY_CALL_WITH_VALUES;
   if (config_.parity.capture.detect_input_writes) *flags |= PARITY_CALL_CHECK_INPUTS;
@@ -426,6 +431,7 @@ void Session::Capture(std::unique_ptr<CapturedCall> call) {
   counters_.Spent(AgentCounters::Cost::kSnapshot, call->snapshot_seconds);
   if (!sender_) {
     counters_.Dropped(DropReason::kStopped);
+    pool_.Give(std::move(call));
     return;
   }
   switch (sender_->Push(std::move(call))) {

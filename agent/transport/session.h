@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/transport/call_names.h"
+#include "agent/transport/call_pool.h"
 #include "agent/transport/captured_call.h"
 #include "agent/transport/counters.h"
 #include "agent/transport/filters.h"
@@ -83,6 +84,8 @@ class Session {
   // ended, or kMaxPostedMessages waiting), counted unsent.
   bool ReportReplicas(v1::ReplicaReport report);
   int32_t rank() const { return rank_; }
+  // The records calls are captured in (recycled once sent; agent/transport/call_pool.h).
+  CallPool& call_pool() { return pool_; }
 
  private:
   Session(common::AgentConfig config, const parity_host& host);
@@ -115,6 +118,7 @@ class Session {
   SignatureBudget budget_;
   CallNames names_;
   AgentCounters counters_;
+  CallPool pool_;  // before sender_: the sender gives records back until it is closed
   std::unique_ptr<Sender> sender_;  // made at the first Start() on a selected rank
   std::atomic<uint64_t> sequence_{0};
   std::atomic<bool> explicit_steps_{false};

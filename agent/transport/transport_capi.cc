@@ -29,13 +29,12 @@ struct parity_session {
   std::unique_ptr<parity::agent::Session> session;
 };
 
-struct parity_call {
-  parity::agent::Session* session = nullptr;
-  std::unique_ptr<parity::agent::CapturedCall> call;
-};
-
+// A parity_call is the call's CapturedCall itself (a record of the session's pool: no allocation
+// of its own per call); the handle is only ever cast back.
 namespace parity::agent {
 namespace {
+
+CapturedCall* Call(parity_call* c) { return reinterpret_cast<CapturedCall*>(c); }
 
 void CopyError(const std::string& message, char* error, size_t size) {
   if (error == nullptr || size == 0) return;
@@ -83,6 +82,7 @@ parity_session* WrapSession(std::unique_ptr<Session> session) {
 
 }  // namespace parity::agent
 
+using parity::agent::Call;
 using parity::agent::Guarded;
 
 extern "C" {
@@ -319,11 +319,7 @@ parity_call* parity_call_begin(parity_session* s, const parity_call_site* site, 
     parity_call_site full{};
     std::memcpy(&full, site, std::min<std::size_t>(sizeof(full), site->size));
     std::unique_ptr<parity::agent::CapturedCall> call = s->session->Begin(full, flags);
-    if (!call) return static_cast<parity_call*>(nullptr);
-    auto* c = new parity_call;
-    c->session = s->session.get();
-    c->call = std::move(call);
-    return c;
+    return reinterpret_cast<parity_call*>(call.release());
   });
 }
 
@@ -332,18 +328,19 @@ int parity_session_admit(parity_session* s, uint64_t bytes) {
 }
 
 void parity_call_set_autocast_dtype(parity_call* c, int32_t dtype) {
-  c->call->meta.autocast_dtype = static_cast<parity::wire::DType>(dtype);
+  Call(c)->meta.autocast_dtype = static_cast<parity::wire::DType>(dtype);
 }
 
 void parity_call_set_generator(parity_call* c, const char* device_type, int32_t device_index,
                                const void* state, size_t state_size, const char* torch_version) {
   Guarded("parity_call_set_generator", 0, [&] {
-    if (c->call->watch_generator) {  // a call that drew without being listed as random
-      c->call->meta.drew_random = true;
-      c->session->NoteUndeclaredRandom(c->call->meta);
+    parity::agent::CapturedCall& call = *Call(c);
+    if (call.watch_generator) {  // a call that drew without being listed as random
+      call.meta.drew_random = true;
+      call.session->NoteUndeclaredRandom(call.meta);
       if (state_size == 0) return 0;
     }
-    parity::agent::CallRecord::Generator& g = c->call->meta.generator.emplace();
+    parity::agent::CallRecord::Generator& g = call.meta.generator.emplace();
     g.device_type = device_type != nullptr ? device_type : "";
     g.device = static_cast<parity::wire::GeneratorDevice>(
         parity::common::GeneratorDeviceOf(g.device_type));
@@ -359,19 +356,24 @@ void parity_call_capture(parity_call* c, const parity_values* values) {
     if (values != nullptr && values->release != nullptr) values->release(values->ctx);
     return;
   }
-  std::unique_ptr<parity_call> owned(c);
+  std::unique_ptr<parity::agent::CapturedCall> owned(Call(c));
   Guarded("parity_call_capture", 0, [&] {
     if (values != nullptr) {
       parity_values v{};
       std::memcpy(&v, values, std::min<std::size_t>(sizeof(v), values->size));
       v.size = sizeof(v);
-      owned->call->SetValues(v);
+      owned->SetValues(v);
     }
-    owned->session->Capture(std::move(owned->call));
+    parity::agent::Session* session = owned->session;
+    session->Capture(std::move(owned));
     return 0;
   });
 }
 
-void parity_call_discard(parity_call* c) { delete c; }
+void parity_call_discard(parity_call* c) {
+  if (c == nullptr) return;
+  std::unique_ptr<parity::agent::CapturedCall> owned(Call(c));
+  owned->session->call_pool().Give(std::move(owned));
+}
 
 }  // extern "C"

@@ -201,6 +201,11 @@ def main():
                         help="another build's libparity_agent.so: each row but 'no agent' runs "
                         "twice a round, with this build's agent and then with that one (rows "
                         "marked [baseline]), interleaved, e.g. to show what a change costs")
+    parser.add_argument("--replica-worlds",
+                        help="also the replicas rows (docs/replicas.md): the Llama on these "
+                        "comma-separated numbers of data-parallel gloo ranks, with and without "
+                        "parity.replicas (tests/bench/replica_overhead.py's rows, after the "
+                        "table; --rounds and --steps apply)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -385,6 +390,11 @@ def main():
                   f"{bound:>7}")
     for line in noisy:
         print("NOISY " + line)
+    if args.replica_worlds:
+        import replica_overhead  # pylint: disable=import-outside-toplevel
+        worlds = [int(w) for w in args.replica_worlds.split(",")]
+        times, checks, mismatches = replica_overhead.measure(worlds, steps, rounds)
+        replica_overhead.report(times, worlds, steps, rounds, checks, mismatches)
 
 if __name__ == "__main__":
     main()

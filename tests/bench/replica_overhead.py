@@ -35,15 +35,9 @@ def step_ms(config, world, steps, parity):
     return statistics.median(float(m) for m in re.findall(r"step_ms ([0-9.]+)", r.stdout))
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=12)
-    parser.add_argument("--worlds", default="2,4")
-    parser.add_argument("--quick", action="store_true", help="1 round, 3 steps, 2 ranks")
-    args = parser.parse_args()
-    rounds, steps, worlds = (1, 3, [2]) if args.quick else \
-        (args.rounds, args.steps, [int(w) for w in args.worlds.split(",")])
+def measure(worlds, steps, rounds):
+    """{(world, parity): [median step ms per round]} and the server's (comparisons, parameter
+    mismatches): rows interleaved round by round, against one parity-server (no replay)."""
     work = harness.tempdir("parity_replica_overhead_")
     server = harness.Server(work, extra=["--replay=false"])
     try:
@@ -61,16 +55,35 @@ def main():
         mismatches = server.metric("parity_server_replica_mismatches_total", kind="parameters")
     finally:
         server.stop()
+    return times, checks, mismatches
+
+
+def report(times, worlds, steps, rounds, checks, mismatches):
     print(f"replica overhead: Llama dim 64, 2 layers, 2x16 tokens, DDP over gloo, AdamW; "
           f"{steps} steps (median after the first), {rounds} rounds, {os.cpu_count()} cores")
-    print(f"{'ranks':>5} {'mode':34} {'ms/step':>9} {'ratio':>6}")
+    print(f"{'ranks':>5} {'mode':34} {'ms/step':>9} {'ratio':>6} {'spread':>11} {'+ms/step':>9}")
     for w in worlds:
         bare = statistics.median(times[(w, False)])
         for parity in (False, True):
             ms = statistics.median(times[(w, parity)])
             mode = "replicas digested and compared" if parity else "no Parity"
-            print(f"{w:>5} {mode:34} {ms:9.2f} {ms / bare:6.2f}")
+            ratios = [t / bare for t in times[(w, parity)]]
+            spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
+            print(f"{w:>5} {mode:34} {ms:9.2f} {ms / bare:6.2f} {spread:>11} {ms - bare:9.2f}")
     print(f"comparisons on the server: {checks:.0f}; parameter mismatches: {mismatches:.0f}")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--worlds", default="2,4")
+    parser.add_argument("--quick", action="store_true", help="1 round, 3 steps, 2 ranks")
+    args = parser.parse_args()
+    rounds, steps, worlds = (1, 3, [2]) if args.quick else \
+        (args.rounds, args.steps, [int(w) for w in args.worlds.split(",")])
+    times, checks, mismatches = measure(worlds, steps, rounds)
+    report(times, worlds, steps, rounds, checks, mismatches)
 
 
 if __name__ == "__main__":
