@@ -10,6 +10,9 @@ step, each inside the operation whose outputs every rank must hold alike:
   gather:RANK:STEP  torch.distributed.all_gather returns one element of output[1] flipped
   die:RANK:STEP     the rank exits mid-step, after its backward, before its optimizer step (the
                     others wait for their reports' verdicts before the collective that fails)
+  pause:RANK:STEP   at the start of that step the rank delivers what it reported, then waits
+                    for the file RENDEZVOUS.resume (the others wait in their collectives): a test
+                    does something to the servers meanwhile
 
     python3 replica_ranks.py CONFIG.json WORLD RENDEZVOUS STEPS [FAULT] [--bf16] [--no-parity]
                              [--processes]
@@ -91,6 +94,13 @@ def rank_main(rank, world, rendezvous, config, steps, fault, bf16, parity=True):
     for step in range(steps):
         start = time.perf_counter()
         step_now[0] = step
+        if kind == "pause" and here and step == fault_step:
+            if debugger:
+                debugger.flush(60)
+            resume = rendezvous + ".resume"
+            deadline = time.monotonic() + 100
+            while not os.path.exists(resume) and time.monotonic() < deadline:
+                time.sleep(0.05)
         if debugger:
             debugger.start(model)
         tokens = torch.randint(0, 128, (2, 16), generator=generator)

@@ -16,6 +16,8 @@ with parity.replicas on and operator checking off, against a real parity-server.
 import os
 import re
 import sys
+import threading
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,8 +33,10 @@ SCRIPT = os.path.join(HERE, "replica_ranks.py")
 STEPS = 4
 
 
-def run_ranks(work, server, world, fault="", bf16=False, processes=False, servers=(), **parity):
-    """`servers`: all the servers tensor.host lists (else `server` alone)."""
+def run_ranks(work, server, world, fault="", bf16=False, processes=False, servers=(), meet=None,
+              **parity):
+    """`servers`: all the servers tensor.host lists (else `server` alone); `meet`: the
+    rendezvous file to use (else a new one)."""
     parity.setdefault("check_calls", False)
     config = harness.agent_config(os.path.join(work, "config.json"), server.port,
                                   replicas=["gradients", "parameters", "collectives"], **parity)
@@ -42,7 +46,7 @@ def run_ranks(work, server, world, fault="", bf16=False, processes=False, server
         hosts = ",".join(f"127.0.0.1:{s.port}" for s in servers)
         with open(config, "w", encoding="utf-8") as f:
             f.write(text.replace('"host": "127.0.0.1"', f'"host": "{hosts}"'))
-    args = [harness.PYTHON, SCRIPT, config, str(world), rendezvous(), str(STEPS)]
+    args = [harness.PYTHON, SCRIPT, config, str(world), meet or rendezvous(), str(STEPS)]
     if fault:
         args.append(fault)
     if bf16:
@@ -186,6 +190,43 @@ class ReplicaTest(unittest.TestCase):
         for server in (a, b):
             self.assertGreater(server.metric("parity_server_calls_received_total",
                                              phase="forward"), 0, server.port)
+
+    def test_when_the_groups_server_dies_its_ranks_fail_over_together(self):
+        # The group's server is SIGKILLed between steps 1 and 2 (rank 0 waits at step 2 for the
+        # test; the others wait in their collectives): every rank's replica stream goes on to the
+        # next server of the group's order, the same one, so steps 2 and 3 meet there whole.
+        _, a = self.serve("parity_replicas_failover_a_")
+        _, b = self.serve("parity_replicas_failover_b_")
+        work = harness.tempdir("parity_replicas_failover_")
+        meet = rendezvous()
+        result = []
+        trainer = threading.Thread(target=lambda: result.append(run_ranks(
+            work, a, 4, fault="pause:0:2", servers=(a, b), meet=meet)))
+        trainer.start()
+        deadline = time.monotonic() + 300
+        owner = None
+        while owner is None and time.monotonic() < deadline and trainer.is_alive():
+            done = [s for s in (a, b) if len(rows(s)) >= 6]  # steps 0 and 1, three kinds each
+            owner = done[0] if done else None
+            time.sleep(0.1)
+        self.assertIsNotNone(owner, "steps 0 and 1 compared before rank 0 waits")
+        survivor = b if owner is a else a
+        self.assertEqual(rows(survivor), [], "one server compares the group")
+        owner.proc.kill()
+        owner.proc.wait()
+        with open(meet + ".resume", "w", encoding="utf-8"):
+            pass
+        trainer.join(600)
+        self.assertFalse(trainer.is_alive())
+        r = result[0]
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        got = rows(survivor)
+        self.assertEqual(sorted({row["Step"] for row in got}), ["2", "3"], got)
+        self.assertEqual(len(got), 6, got)
+        self.assertEqual({row["Missing Ranks"].strip() for row in got}, {""}, "all 4 met there")
+        self.assertEqual({row["Status"] for row in got}, {"pass"}, got)
+        self.assertEqual(sorted(int(m) for m in re.findall(
+            r"agent's replica stream connected: rank (\d+) ", survivor.read_log())), [0, 1, 2, 3])
 
 
 if __name__ == "__main__":
