@@ -2,6 +2,9 @@
 // poly64 held to its definition by a plain loop written here, with every single-word change seen.
 #include "agent/torch/replica_digest.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <dlfcn.h>
+
 #include <cstring>
 
 #include "common/wire/crc32c.h"
@@ -61,6 +64,44 @@ TEST(ReplicaDigestTest, EmptyAndUndefinedTensorsDigestAsNothing) {
   const TensorDigests d = DigestTensors({at::Tensor(), at::empty({0})});
   EXPECT_EQ(d.digests, (std::vector<uint64_t>{0, 0}));
   EXPECT_EQ(d.bytes, (std::vector<uint64_t>{0, 0}));
+}
+
+// The test NPU's counters (tests/npu_device/npu_device.cc): [allocations, fallback calls, copies
+// to the host, events recorded, events blocked on, stream syncs, bytes to the host].
+std::vector<int64_t> NpuStats() {
+  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("parity_test_npu::stats", "");
+  return op.typed<std::vector<int64_t>()>().call();  // NOLINT(readability/casting)
+}
+
+// Device tensors are digested on the device: on the test NPU (PrivateUse1, registered as
+// torch_npu registers itself; its memory unreadable from the host: a host read is a SIGSEGV),
+// poly64 of each tensor is the CPU's poly64 of the same bytes, and what leaves the device is one
+// copy of 8 bytes a tensor for the whole report, not the tensors.
+TEST(ReplicaDigestTest, DeviceTensorsAreDigestedOnTheDeviceWithOneSmallCopy) {
+  ASSERT_NE(dlopen(PARITY_TEST_NPU_DEVICE_LIB, RTLD_NOW | RTLD_GLOBAL), nullptr) << dlerror();
+  const c10::Device npu(c10::DeviceType::PrivateUse1, 0);
+  at::manual_seed(5);
+  const std::vector<at::Tensor> host = {at::randn({4096}), at::randn({33, 7}, at::kBFloat16),
+                                        at::randn({5}, at::kHalf)};
+  std::vector<at::Tensor> device;
+  uint64_t tensor_bytes = 0;
+  for (const at::Tensor& t : host) {
+    device.push_back(t.to(npu));
+    tensor_bytes += t.nbytes();
+  }
+  const std::vector<int64_t> before = NpuStats();
+  const TensorDigests d = DigestTensors(device);
+  const std::vector<int64_t> after = NpuStats();
+  EXPECT_EQ(d.algorithm, "poly64");
+  ASSERT_EQ(d.digests.size(), host.size());
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    EXPECT_EQ(d.digests[i], Poly64Reference(host[i])) << i;
+    EXPECT_EQ(d.bytes[i], host[i].nbytes()) << i;
+  }
+  EXPECT_GT(after[1], before[1]) << "the device's kernels ran";
+  EXPECT_EQ(after[2] - before[2], 1) << "one copy to the host for the report";
+  EXPECT_EQ(after[6] - before[6], static_cast<int64_t>(8 * host.size()))
+      << "8 bytes a tensor, of " << tensor_bytes << " bytes of tensors";
 }
 
 }  // namespace

@@ -75,15 +75,16 @@ int main(int argc, char** argv) {
       sink = sink + 1;
     });
     const double crc_s = BestSeconds(reps, [&] { sink = sink + Crc(t); });
-    const double torch_s = BestSeconds(
-        reps, [&] { sink = sink + static_cast<uint64_t>(parity::agent::Poly64(t).item<int64_t>()); });
+    const double torch_s = BestSeconds(reps, [&] {
+      sink = sink + static_cast<uint64_t>(parity::agent::Poly64(t).item<int64_t>());
+    });
     const double loop_s = BestSeconds(reps, [&] { sink = sink + Poly64Loop(t); });
     // The three digests of the tensor, and of the tensor with one bit flipped mid-way.
-    const uint64_t before[] = {Crc(t), static_cast<uint64_t>(parity::agent::Poly64(t).item<int64_t>()),
-                               Poly64Loop(t)};
+    const uint64_t before[] = {
+        Crc(t), static_cast<uint64_t>(parity::agent::Poly64(t).item<int64_t>()), Poly64Loop(t)};
     static_cast<int32_t*>(t.data_ptr())[bytes / 8] ^= 1 << 7;
-    const uint64_t after[] = {Crc(t), static_cast<uint64_t>(parity::agent::Poly64(t).item<int64_t>()),
-                              Poly64Loop(t)};
+    const uint64_t after[] = {
+        Crc(t), static_cast<uint64_t>(parity::agent::Poly64(t).item<int64_t>()), Poly64Loop(t)};
     const bool same_sum = before[1] == before[2];  // the loop and the torch kernels agree
     std::string caught;
     for (int k = 0; k < 3; ++k) {
@@ -96,9 +97,9 @@ int main(int argc, char** argv) {
       std::snprintf(b, sizeof(b), "%.1f (%.2fx)", gb / s, copy_s / s);
       return std::string(b);
     };
-    std::printf("%10lld %16.1f %22s %22s %22s  %s%s\n", static_cast<long long>(bytes),
-                gb / copy_s, cell(crc_s).c_str(), cell(torch_s).c_str(), cell(loop_s).c_str(),
-                caught.c_str(), same_sum ? "" : "(poly64 loop != torch!)");
+    std::printf("%10lld %16.1f %22s %22s %22s  %s%s\n", static_cast<long long>(bytes), gb / copy_s,
+                cell(crc_s).c_str(), cell(torch_s).c_str(), cell(loop_s).c_str(), caught.c_str(),
+                same_sum ? "" : "(poly64 loop != torch!)");
   }
   return all_caught ? 0 : 1;
 }
