@@ -14,9 +14,8 @@
 // their read-write mappings (no copy), the CPU kernel runs, and its results come back as device
 // tensors (views and in-place results as views of the same device memory, fresh results copied
 // into new device memory; an out= argument with no elements yet, as a composite's arange makes
-it, gets a CPU tensor for the kernel to grow,
-    and is grown on the device with this device's resize_ and filled from it)
-    .So the device computes exactly what the CPU computes : a training on
+// it, gets a CPU tensor for the kernel to grow, and is grown on the device with this device's
+// resize_ and filled from it). So the device computes exactly what the CPU computes: a training on
 // it is judged as the same training on the CPU. Mixing device tensors with CPU tensors of more
 // than 0 dimensions is refused, as a real backend refuses it. Kernels run synchronously on the
 // calling thread; streams and events are bookkept (the agent's snapshots record an event on the
