@@ -183,7 +183,10 @@ struct Site {
 
 void SiteOf(const at::RecordFunction& fn, ThreadState& ts, Site& site) {
   parity_call_site& c = site.c;
+  c = parity_call_site{};
   c.size = sizeof(c);
+  site.node.clear();
+  site.module.clear();
   site.op = fn.name();
   site.overload = fn.operator_name()->overload_name;  // IsOp: present
   // Inside a node; or inside the engine's work for a node, outside the node itself: the sum
@@ -213,7 +216,7 @@ void SiteOf(const at::RecordFunction& fn, ThreadState& ts, Site& site) {
     ts.pending_api = nullptr;
   }
   if (g_signatures.load(std::memory_order_relaxed)) {
-    site.signature = Signature(site.op, site.overload, fn.inputs());
+    Signature(site.op, site.overload, fn.inputs(), &site.signature);
     c.signature = site.signature.c_str();
   }
   c.communicates = Communicates(site.op, site.overload) ? 1 : 0;
@@ -325,7 +328,7 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
   if (StartsWith(fn.name(), "parity::")) return nullptr;
   if (Traced(fn.inputs())) return nullptr;
 
-  Site site;
+  thread_local Site site;  // its strings' buffers reused call after call (top-level calls only)
   SiteOf(fn, ts, site);
   uint32_t flags = 0;
   parity_call* call = parity_call_begin(session, &site.c, &flags);

@@ -1,5 +1,6 @@
 #include "agent/torch/call_inputs.h"
 
+#include <charconv>
 #include <unordered_map>
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -104,19 +105,27 @@ std::optional<at::Generator> GeneratorOf(c10::ArrayRef<const c10::IValue> inputs
 
 // op, overload, then dtype and shape of each tensor argument: what the per-signature budget
 // counts.
-std::string Signature(const std::string& op, const std::string& overload,
-                      c10::ArrayRef<const c10::IValue> inputs) {
-  std::string s = op + "." + overload;
+void Signature(const std::string& op, const std::string& overload,
+               c10::ArrayRef<const c10::IValue> inputs, std::string* out) {
+  // Written into `out`, whose buffer the caller keeps from call to call: no allocation a call.
+  std::string& s = *out;
+  s.assign(op).append(".").append(overload);
+  char number[24];
+  const auto append = [&s, &number](int64_t v, char after) {
+    const auto end = std::to_chars(number, number + sizeof(number), v).ptr;
+    s.append(number, end);
+    s.push_back(after);
+  };
   for (const c10::IValue& v : inputs) {
     if (v.isTensor() && v.toTensor().defined()) {
       const at::Tensor& t = v.toTensor();
-      s += "|" + std::to_string(static_cast<int>(t.scalar_type())) + ":";
-      for (int64_t d : t.sizes()) s += std::to_string(d) + ",";
+      s.push_back('|');
+      append(static_cast<int>(t.scalar_type()), ':');
+      for (int64_t d : t.sizes()) append(d, ',');
     } else if (v.isScalar()) {
-      s += "|s";
+      s.append("|s");
     }
   }
-  return s;
 }
 
 // Whether an op's schema takes a communicator: a string argument named hcom, or group...
@@ -127,7 +136,8 @@ std::string Signature(const std::string& op, const std::string& overload,
 bool Communicates(const std::string& op, const std::string& overload) {
   if (op.compare(0, 6, "aten::") == 0) return false;
   thread_local std::unordered_map<std::string, bool> known;
-  const std::string key = op + "." + overload;
+  thread_local std::string key;  // its buffer reused call after call
+  key.assign(op).append(".").append(overload);
   auto it = known.find(key);
   if (it != known.end()) return it->second;
   bool communicates = false;

@@ -31,9 +31,10 @@ c10::DeviceType DeviceTypeOf(c10::ArrayRef<const c10::IValue> inputs);
 // default generator of its device.
 std::optional<at::Generator> GeneratorOf(c10::ArrayRef<const c10::IValue> inputs);
 
-// op, overload, dtype and shape of each tensor argument: what the per-signature budget counts.
-std::string Signature(const std::string& op, const std::string& overload,
-                      c10::ArrayRef<const c10::IValue> inputs);
+// op, overload, dtype and shape of each tensor argument: what the per-signature budget counts,
+// written into `out` (its buffer reused).
+void Signature(const std::string& op, const std::string& overload,
+               c10::ArrayRef<const c10::IValue> inputs, std::string* out);
 
 // Whether an op's schema takes a communicator (torch_npu's communication-fused ops).
 bool Communicates(const std::string& op, const std::string& overload);
