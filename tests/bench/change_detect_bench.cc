@@ -25,22 +25,13 @@
 #include <vector>
 
 #include "common/wire/crc32c.h"
+#include "tests/bench/best_seconds.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using parity::bench::BestSeconds;
 
-template <typename F>
-double BestSeconds(int reps, F&& f) {
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const auto start = Clock::now();
-    f();
-    const double s = std::chrono::duration<double>(Clock::now() - start).count();
-    if (s < best) best = s;
-  }
-  return best;
-}
+using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kPage = 4096;
 constexpr uint64_t kSoftDirtyBit = uint64_t{1} << 55;

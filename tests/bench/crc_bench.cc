@@ -8,21 +8,11 @@
 #include <string>
 
 #include "common/wire/crc32c.h"
+#include "tests/bench/best_seconds.h"
 
 namespace {
 
-template <typename F>
-double BestSeconds(int reps, F&& f) {
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (s < best) best = s;
-  }
-  return best;
-}
+using parity::bench::BestSeconds;
 
 }  // namespace
 

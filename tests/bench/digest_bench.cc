@@ -21,20 +21,11 @@
 
 #include "agent/torch/replica_digest.h"
 #include "common/wire/crc32c.h"
+#include "tests/bench/best_seconds.h"
 
 namespace {
 
-template <typename F>
-double BestSeconds(int reps, F&& f) {
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    best = std::min(
-        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  return best;
-}
+using parity::bench::BestSeconds;
 
 uint64_t Poly64Loop(const at::Tensor& t) {
   const auto* w = static_cast<const int32_t*>(t.data_ptr());
