@@ -1,0 +1,178 @@
+// What the agent allocates and spends on the training thread per captured call, the torch half
+// included: an LLM block's operators (linear, SiLU, mul, add, softmax, matmul, RMSNorm's pieces)
+// run in a loop through libparity_agent.so's C++ API, every call captured (policy block) and sent
+// to a parity-server this program starts (--replay=false), against the same loop with capture
+// paused (Stop()), rows interleaved. Every allocation on the training thread is counted (this
+// program replaces operator new). The difference per captured call is the agent's: its records,
+// snapshots, and libtorch's own for the hook (the ObserverContext its RecordFunction API takes).
+//   agent_alloc_bench [--quick] [--steps N]
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <thread>
+
+#include "parity/agent.h"
+
+// GCC sees libtorch's inlined make_unique meet these replacements and takes them for a mismatch.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+namespace {
+
+thread_local uint64_t g_allocations = 0;
+thread_local bool g_counting = false;
+
+}  // namespace
+
+void* operator new(std::size_t n) {
+  if (g_counting) ++g_allocations;
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const int port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+bool Accepts(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// One step of an LLM block's forward operators (no autograd: the calls the hook sees are these).
+void Block(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w2,
+           const torch::Tensor& g) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor norm = x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-6) * g;
+  const torch::Tensor h = torch::nn::functional::linear(norm, w1);
+  const torch::Tensor a = torch::silu(h) * h;
+  const torch::Tensor s = torch::softmax(torch::matmul(a, a.transpose(0, 1)), -1);
+  const torch::Tensor out = torch::nn::functional::linear(torch::matmul(s, a), w2) + x;
+  (void)out;
+}
+
+struct Row {
+  double allocs_per_step = 0, ns_per_step = 0;
+};
+
+Row Measure(int steps, const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w2,
+            const torch::Tensor& g) {
+  g_allocations = 0;
+  g_counting = true;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) Block(x, w1, w2, g);
+  const auto end = std::chrono::steady_clock::now();
+  g_counting = false;
+  return {static_cast<double>(g_allocations) / steps,
+          std::chrono::duration<double, std::nano>(end - start).count() / steps};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int steps = 400;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") steps = 20;
+    if (a == "--steps" && i + 1 < argc) steps = std::atoi(argv[++i]);
+  }
+  char self[4096] = {0};
+  if (readlink("/proc/self/exe", self, sizeof(self) - 1) <= 0) return 2;
+  const std::string exe(self);
+  const std::string server = exe.substr(0, exe.rfind("/tests/bench/")) + "/server/parity-server";
+  const int port = FreePort();
+  char out_dir[] = "/tmp/parity_alloc_bench_XXXXXX";
+  if (mkdtemp(out_dir) == nullptr) return 2;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string p = "--port=" + std::to_string(port),
+                      o = std::string("--output_dir=") + out_dir;
+    execl(server.c_str(), server.c_str(), p.c_str(), o.c_str(), "--replay=false", "--plaintext",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  for (int i = 0; i < 200 && !Accepts(port); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  torch::set_num_threads(1);
+  torch::manual_seed(0);
+  const torch::Tensor x = torch::randn({64, 256}), w1 = torch::randn({512, 256}),
+                      w2 = torch::randn({256, 512}), g = torch::randn({256});
+  Measure(5, x, w1, w2, g);  // warm
+  const std::string config =
+      R"({"task": "tensor", "tensor": {"online_run_ut": true, "host": "127.0.0.1", "port": )" +
+      std::to_string(port) +
+      R"(}, "parity": {"plaintext": true, "policy": "block", "block_timeout_ms": 0,
+          "log_level": "error"}})";
+  std::string error;
+  int rc = 0;
+  if (!parity::agent::Start(config, &error)) {
+    std::fprintf(stderr, "agent: %s\n", error.c_str());
+    rc = 1;
+  } else {
+    parity::agent::Flush(30000);
+    Measure(5, x, w1, w2, g);  // the pools and caches warm
+    parity::agent::Flush(30000);
+    Row off[2], on[2];
+    uint64_t captured = 0;
+    for (int round = 0; round < 2; ++round) {
+      parity::agent::Stop();
+      off[round] = Measure(steps, x, w1, w2, g);
+      parity::agent::Start(config, &error);
+      const uint64_t before = parity::agent::GetCounters().captured;
+      on[round] = Measure(steps, x, w1, w2, g);
+      captured = parity::agent::GetCounters().captured - before;
+      parity::agent::Flush(60000);
+    }
+    const double calls = static_cast<double>(captured) / steps;
+    std::printf(
+        "the training thread per step of an LLM block's %.0f forward operators, %d steps, "
+        "every call captured and sent (policy block, server not replaying), rows "
+        "interleaved\n",
+        calls, steps);
+    std::printf("%-22s %14s %12s\n", "row", "allocs/step", "us/step");
+    for (int round = 0; round < 2; ++round) {
+      std::printf("%-22s %14.1f %12.1f\n", "capture paused", off[round].allocs_per_step,
+                  off[round].ns_per_step / 1e3);
+      std::printf("%-22s %14.1f %12.1f\n", "every call captured", on[round].allocs_per_step,
+                  on[round].ns_per_step / 1e3);
+    }
+    const double added = ((on[0].allocs_per_step - off[0].allocs_per_step) +
+                          (on[1].allocs_per_step - off[1].allocs_per_step)) /
+                         2;
+    std::printf("allocations the agent adds a captured call on the training thread: %.1f\n",
+                calls > 0 ? added / calls : 0.0);
+    parity::agent::Close();
+  }
+  ::kill(pid, SIGTERM);
+  ::waitpid(pid, nullptr, 0);
+  return rc;
+}
