@@ -43,16 +43,13 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const int port = ntohs(a.sin_port);
-  ::close(fd);
+// The port parity-server wrote to `path` once listening (--port=0 --port_file), or 0.
+int PortFrom(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return 0;
+  int port = 0, metrics = 0;
+  if (std::fscanf(f, "%d %d", &port, &metrics) != 2) port = 0;
+  std::fclose(f);
   return port;
 }
 
@@ -108,19 +105,25 @@ int main(int argc, char** argv) {
   if (readlink("/proc/self/exe", self, sizeof(self) - 1) <= 0) return 2;
   const std::string exe(self);
   const std::string server = exe.substr(0, exe.rfind("/tests/bench/")) + "/server/parity-server";
-  const int port = FreePort();
   char out_dir[] = "/tmp/parity_alloc_bench_XXXXXX";
   if (mkdtemp(out_dir) == nullptr) return 2;
+  const std::string port_file = std::string(out_dir) + "/ports.txt";
   const pid_t pid = fork();
   if (pid == 0) {
-    const std::string p = "--port=" + std::to_string(port),
-                      o = std::string("--output_dir=") + out_dir;
-    execl(server.c_str(), server.c_str(), p.c_str(), o.c_str(), "--replay=false", "--plaintext",
-          static_cast<char*>(nullptr));
+    const std::string f = "--port_file=" + port_file, o = std::string("--output_dir=") + out_dir;
+    execl(server.c_str(), server.c_str(), "--port=0", f.c_str(), o.c_str(), "--replay=false",
+          "--plaintext", static_cast<char*>(nullptr));
     _exit(127);
   }
-  for (int i = 0; i < 200 && !Accepts(port); ++i) {
+  int port = 0;
+  for (int i = 0; i < 600 && (port = PortFrom(port_file)) == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (port == 0 || !Accepts(port)) {
+    std::fprintf(stderr, "%s did not start\n", server.c_str());
+    ::kill(pid, SIGTERM);
+    ::waitpid(pid, nullptr, 0);
+    return 2;
   }
   torch::set_num_threads(1);
   torch::manual_seed(0);
@@ -130,7 +133,7 @@ int main(int argc, char** argv) {
   const std::string config =
       R"({"task": "tensor", "tensor": {"online_run_ut": true, "host": "127.0.0.1", "port": )" +
       std::to_string(port) +
-      R"(}, "parity": {"plaintext": true, "policy": "block", "block_timeout_ms": 0,
+      R"(}, "parity": {"plaintext": true, "policy": "block", "block_timeout_ms": 60000,
           "log_level": "error"}})";
   std::string error;
   int rc = 0;
