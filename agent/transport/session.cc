@@ -326,6 +326,18 @@ void Session::CustomFunction(const std::string& name, int64_t sequence_nr,
   names_.RecordForward(sequence_nr, {op, "", index, module, api, names_.NextCallIndex(api)});
 }
 
+void Session::FillRecord(const parity_call_site& site, int64_t step, CallRecord* meta) {
+  meta->op_name.assign(site.op != nullptr ? site.op : "");
+  meta->overload.assign(site.overload != nullptr ? site.overload : "");
+  meta->step = step;
+  meta->phase = site.backward ? wire::kPhaseBackward : wire::kPhaseForward;
+  meta->in_optimizer = site.in_optimizer != 0;
+  meta->module_path.assign(site.module != nullptr ? site.module : "");
+  // Named before the filters decide: forward calls are linked even when not checked, so that
+  // backward names stay right.
+  NameCall(site, meta->op_name, meta->module_path, meta);
+}
+
 std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint32_t* flags) {
   *flags = 0;
   if (site.backward && !config_.parity.capture.capture_backward) return nullptr;
@@ -340,16 +352,8 @@ std::unique_ptr<CapturedCall> Session::Begin(const parity_call_site& site, uint3
   };
   call->session = this;
   CallRecord* meta = &call->meta;
-  meta->op_name.assign(site.op != nullptr ? site.op : "");
+  FillRecord(site, step, meta);
   const std::string& op = meta->op_name;
-  meta->overload.assign(site.overload != nullptr ? site.overload : "");
-  meta->step = step;
-  meta->phase = site.backward ? wire::kPhaseBackward : wire::kPhaseForward;
-  meta->in_optimizer = site.in_optimizer != 0;
-  meta->module_path.assign(site.module != nullptr ? site.module : "");
-  // Named before the filters decide: forward calls are linked even when not checked, so that
-  // backward names stay right.
-  NameCall(site, op, meta->module_path, meta);
   const common::CallNaming naming(*meta);
   if (!filter_.CallSelected(naming) || !scope_.Selected(naming)) return not_captured();
   if (site.size >= offsetof(parity_call_site, in_compiled_region) + sizeof(int32_t) &&

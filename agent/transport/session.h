@@ -100,6 +100,8 @@ class Session {
   void LogSummary();
   void WarnAboutUnknownNames();
   void NoteCommunicationOp(const std::string& op);  // logs each op once
+  // Fills a pooled record from the call site (its buffers reused), then names it (NameCall).
+  void FillRecord(const parity_call_site& site, int64_t step, CallRecord* meta);
   // Sets the call's names: its call index, and a backward call's link to its forward call (or a
   // forward call's API from its call site, recorded for its backward calls).
   void NameCall(const parity_call_site& site, const std::string& op, const std::string& module,
