@@ -22,24 +22,7 @@
 #include <thread>
 
 #include "parity/agent.h"
-
-// GCC sees libtorch's inlined make_unique meet these replacements and takes them for a mismatch.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-
-namespace {
-
-thread_local uint64_t g_allocations = 0;
-thread_local bool g_counting = false;
-
-}  // namespace
-
-void* operator new(std::size_t n) {
-  if (g_counting) ++g_allocations;
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#include "tests/bench/counting_new.h"
 
 namespace {
 
@@ -82,13 +65,13 @@ struct Row {
 
 Row Measure(int steps, const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w2,
             const torch::Tensor& g) {
-  g_allocations = 0;
-  g_counting = true;
+  parity::bench::t_allocations = 0;
+  parity::bench::t_counting = true;
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) Block(x, w1, w2, g);
   const auto end = std::chrono::steady_clock::now();
-  g_counting = false;
-  return {static_cast<double>(g_allocations) / steps,
+  parity::bench::t_counting = false;
+  return {static_cast<double>(parity::bench::t_allocations) / steps,
           std::chrono::duration<double, std::nano>(end - start).count() / steps};
 }
 

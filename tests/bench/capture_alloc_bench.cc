@@ -23,21 +23,7 @@
 #include <vector>
 
 #include "parity/transport.h"
-
-namespace {
-
-thread_local uint64_t g_allocations = 0;
-thread_local bool g_counting = false;
-
-}  // namespace
-
-void* operator new(std::size_t n) {
-  if (g_counting) ++g_allocations;
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#include "tests/bench/counting_new.h"
 
 namespace {
 
@@ -112,14 +98,14 @@ int Measure(const char* lib_path, long calls) {
     if (c != nullptr) api.capture(c, nullptr);
   };
   for (long i = 0; i < 4096; ++i) one(i);  // warm: the maps' nodes, the pool's records
-  g_allocations = 0;
-  g_counting = true;
+  parity::bench::t_allocations = 0;
+  parity::bench::t_counting = true;
   const auto start = std::chrono::steady_clock::now();
   for (long i = 0; i < calls; ++i) one(i);
   const auto end = std::chrono::steady_clock::now();
-  g_counting = false;
+  parity::bench::t_counting = false;
   const double ns = std::chrono::duration<double, std::nano>(end - start).count() / calls;
-  std::printf("%.3f %.1f\n", static_cast<double>(g_allocations) / calls, ns);
+  std::printf("%.3f %.1f\n", static_cast<double>(parity::bench::t_allocations) / calls, ns);
   api.destroy(s);
   return 0;
 }
