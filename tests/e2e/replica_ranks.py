@@ -20,8 +20,11 @@ Prints "rank R done" per rank that finished, and "rank R step_ms X" (the median 
 after the first step: tests/bench/replica_overhead.py). --no-parity: the same training without
 Parity (CONFIG is not read). RENDEZVOUS: a file that does not exist yet, where the ranks meet
 (a file store: no TCP port that another program could take between its choice and its use);
-a collective that waits past 120 s fails instead of hanging."""
+a collective that waits past 120 s fails instead of hanging, a rank still running after
+PARITY_TEST_RANK_DEADLINE_S (200 s) prints its threads' stacks and exits, and a rank that is
+done exits at once (torch 1.13's gloo teardown hangs now and then)."""
 import datetime
+import faulthandler
 import os
 import statistics
 import sys
@@ -43,6 +46,9 @@ def flip(t):
 
 
 def rank_main(rank, world, rendezvous, config, steps, fault, bf16, parity=True):
+    # A rank stuck anywhere prints every thread's stack and exits, rather than hang its caller.
+    faulthandler.dump_traceback_later(int(os.environ.get("PARITY_TEST_RANK_DEADLINE_S", "200")),
+                                      exit=True)
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank,
                             world_size=world, timeout=datetime.timedelta(seconds=120))
     from train_llama import Llama  # pylint: disable=import-outside-toplevel
@@ -128,6 +134,13 @@ def rank_main(rank, world, rendezvous, config, steps, fault, bf16, parity=True):
     print(f"rank {rank} step_ms {statistics.median(times[1:] or times) * 1e3:.2f}", flush=True)
     print(f"rank {rank} done", flush=True)
     dist.destroy_process_group()
+    # Gone without tearing down the DDP model and its process group: torch 1.13's gloo group,
+    # destroyed with the model at this function's return, waits forever now and then (1 run in
+    # 4 to 10 here, without Parity too: faulthandler's dump showed the rank after "done", inside
+    # that teardown). What the run had to say is said.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # pylint: disable=protected-access
 
 
 if __name__ == "__main__":
