@@ -80,8 +80,9 @@ class Session {
   void CustomFunction(const std::string& name, int64_t sequence_nr, const std::string& module);
   bool wants_signatures() const { return !budget_.unlimited(); }
   // A replica report (docs/replicas.md): queued to go out on the stream, its step the current
-  // one when negative; false when it cannot be (the session not started on a selected rank, or
-  // ended, or kMaxPostedMessages waiting), counted unsent.
+  // one when negative; false when it cannot be (a rule of the report broken, e.g. a group without
+  // this rank: logged with the reason, common/transport/replica_rules.h; the session not started
+  // on a selected rank, or ended, or kMaxPostedMessages waiting), counted unsent.
   bool ReportReplicas(v1::ReplicaReport report);
   int32_t rank() const { return rank_; }
   // The records calls are captured in (recycled once sent; agent/transport/call_pool.h).

@@ -3,11 +3,25 @@
 #include "agent/transport/sender.h"
 #include "agent/transport/session.h"
 #include "common/base/log.h"
+#include "common/transport/replica_rules.h"
 
 namespace parity::agent {
 
 bool Session::ReportReplicas(v1::ReplicaReport report) {
   if (report.step() < 0) report.set_step(names_.step());
+  // A report the server would refuse would end the stream, and the calls in flight on it: it is
+  // refused here instead, with its reason (logged once per kind and op).
+  if (absl::Status s = common::CheckReplicaReport(report, rank_); !s.ok()) {
+    counters_.ReplicaUnsent();
+    absl::MutexLock lock(&mu_);
+    if (logged_error_ops_
+            .emplace(absl::StrCat("bad replica ", report.kind(), " ", report.op()), true)
+            .second) {
+      common::LogWarning(absl::StrCat("replica report of ", report.kind(), " of ", report.op(),
+                                      " not sent: ", s.message()));
+    }
+    return false;
+  }
   {
     absl::MutexLock lock(&mu_);
     if (!started_ || ended_.load() || refused_ || !sender_) {

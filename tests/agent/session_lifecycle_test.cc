@@ -152,5 +152,51 @@ TEST(SessionLifecycleTest, ARankOutsideTheRankListChecksNothing) {
   EXPECT_TRUE(server.calls().empty());
 }
 
+// A replica report that breaks a rule of ReplicaReport (a group without this rank, as a wrong
+// set_replica_group would give; a tensor name over 1,024 bytes) is refused by the agent with its
+// reason and counted unsent, instead of reaching the server, which would end the stream with the
+// calls in flight on it: the stream goes on, a good report and the calls after it arrive.
+TEST(SessionLifecycleTest, ABadReplicaReportIsRefusedHereAndTheStreamGoesOn) {
+  RecordingServer server;
+  auto agent = StartAgent(Config(server.port()));
+  ASSERT_TRUE(agent->Flush(20000));  // connected
+  const int32_t no_rank_0[] = {1, 2};
+  const int32_t rank_0[] = {0};
+  const std::string long_name(2000, 'w');
+  const char* names[] = {"w"};
+  const char* long_names[] = {long_name.c_str()};
+  const uint64_t digests[] = {7};
+  const uint64_t bytes[] = {4};
+  parity_replica_report r{};
+  r.size = sizeof(r);
+  r.step = 0;
+  r.kind = "parameters";
+  r.op = "AdamW.step";
+  r.algorithm = "crc32c";
+  r.count = 1;
+  r.digests = digests;
+  r.bytes = bytes;
+  r.group = no_rank_0;
+  r.group_size = 2;
+  r.names = names;
+  EXPECT_EQ(parity_session_report_replicas(agent->session(), &r), 0);
+  r.group = rank_0;
+  r.group_size = 1;
+  r.names = long_names;
+  EXPECT_EQ(parity_session_report_replicas(agent->session(), &r), 0);
+  EXPECT_EQ(agent->GetCounters().replica_unsent, 2u);
+  r.names = names;
+  EXPECT_EQ(parity_session_report_replicas(agent->session(), &r), 1);
+  torch::Tensor w = torch::randn({8, 4}, torch::requires_grad());
+  TrainStep(w, torch::randn({3, 4}));
+  ASSERT_TRUE(agent->Flush(20000)) << "the good report answered, the calls' verdicts too";
+  const Counters c = agent->GetCounters();
+  EXPECT_EQ(c.replica_reports, 1u);
+  EXPECT_EQ(c.replica_skip, 1u) << "a group of one: nothing to compare";
+  EXPECT_EQ(c.reconnects, 0u) << "the stream never ended";
+  EXPECT_GT(c.captured, 0u);
+  EXPECT_EQ(c.verdicts, c.captured);
+}
+
 }  // namespace
 }  // namespace parity::agent

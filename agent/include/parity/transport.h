@@ -164,8 +164,10 @@ typedef struct parity_replica_report {
   const uint64_t* digests;
   const uint64_t* bytes;
 } parity_replica_report;
-/* Queues the report to go out on the session's stream; 1 if queued, 0 if not (the session not
- * started on a selected rank, ended, or too many reports waiting: counted replica_unsent). Never
+/* Queues the report to go out on the session's stream; 1 if queued, 0 if not (a rule of
+ * ReplicaReport broken, such as a group without this rank or a name over 1,024 bytes: logged
+ * with the reason; the session not started on a selected rank, ended, or too many reports
+ * waiting: each counted replica_unsent). Never
  * waits. The server's ReplicaVerdict is counted (replica_pass, _error, _skip), an error logged
  * and, under parity.fail_fast, raised at the next step. */
 PARITY_TRANSPORT_API int parity_session_report_replicas(parity_session* s,

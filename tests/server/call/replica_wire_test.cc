@@ -70,7 +70,7 @@ TEST(ReplicaWireTest, EachBrokenRuleIsRefusedNamingTheField) {
       {[](v1::ReplicaReport& r) { r.set_step(-1); }, absl::StatusCode::kInvalidArgument,
        "step is negative"},
       {[](v1::ReplicaReport& r) {
-         for (std::size_t i = 0; i < kMaxReplicaDigests; ++i) r.add_digests();
+         for (std::size_t i = 0; i < common::kMaxReplicaDigests; ++i) r.add_digests();
        },
        absl::StatusCode::kResourceExhausted, "at most 65536"},
   };
