@@ -26,25 +26,27 @@ BufferPool& SnapshotPool() {
 // page faults once the pool is warm), anything else by clone(). A contiguous CPU tensor is
 // copied with memcpy: copy_ would go through the dispatcher and set up a TensorIterator for
 // every tensor of every call (measured: docs/performance.md).
+// `d` may require grad: what goes through the dispatcher takes it detached, so that the copy is
+// no node of the training's graph.
 at::Tensor PooledCopy(const at::Tensor& d) {
   const uint64_t bytes = static_cast<uint64_t>(d.numel()) * d.element_size();
   const bool cpu = d.device().is_cpu() && d.layout() == at::kStrided;
   const bool flat = cpu && d.is_contiguous() && bytes > 0;
   if (!cpu || bytes < kPooledMinBytes || !g_pool_on.load(std::memory_order_relaxed)) {
-    if (!flat) return d.clone(at::MemoryFormat::Contiguous);
+    if (!flat) return d.detach().clone(at::MemoryFormat::Contiguous);
     at::Tensor out = at::empty(d.sizes(), d.options());
     std::memcpy(out.data_ptr(), d.data_ptr(), bytes);
     return out;
   }
   uint64_t capacity = 0;
   void* buffer = SnapshotPool().Take(bytes, &capacity);
-  if (buffer == nullptr) return d.clone(at::MemoryFormat::Contiguous);
+  if (buffer == nullptr) return d.detach().clone(at::MemoryFormat::Contiguous);
   at::Tensor out = at::from_blob(
       buffer, d.sizes(), [capacity](void* p) { SnapshotPool().Give(p, capacity); }, d.options());
   if (flat) {
     std::memcpy(buffer, d.data_ptr(), bytes);
   } else {
-    out.copy_(d);
+    out.copy_(d.detach());
   }
   return out;
 }
@@ -95,9 +97,16 @@ c10::IValue Snapshot(const c10::IValue& v, TorchValues& call) {
       if (!call.accelerator && !t.device().is_cpu() && !t.is_meta()) {
         call.accelerator = t.device();
       }
-      at::Tensor d = t.detach();  // shares t's storage and version counter
-      if (d.is_conj()) d = d.resolve_conj();
-      if (d.is_neg()) d = d.resolve_neg();
+      // The tensor itself, not a detach() of it (a new TensorImpl a tensor a call): the lookups
+      // and memcpy below read only its storage, view and version; what goes through the
+      // dispatcher (PooledCopy's copy_ and clone) detaches first.
+      at::Tensor resolved;
+      if (t.is_conj() || t.is_neg()) {
+        resolved = t.detach();
+        if (resolved.is_conj()) resolved = resolved.resolve_conj();
+        if (resolved.is_neg()) resolved = resolved.resolve_neg();
+      }
+      const at::Tensor& d = resolved.defined() ? resolved : t;
       // A host tensor whose bits all equal an earlier snapshot's (a weight between optimizer
       // steps, an activation the next op reads) is not copied again; on a device the copy is
       // made there and the copy out of it saved (agent/torch/snapshot_cache.h).

@@ -1,6 +1,7 @@
 #include "agent/torch/snapshot_cache.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/SmallVector.h>
 #include <c10/util/intrusive_ptr.h>
 
 #include <algorithm>
@@ -17,11 +18,12 @@
 namespace parity::agent {
 namespace {
 
-// What makes two tensors the same values: their memory and how they read it.
+// What makes two tensors the same values: their memory and how they read it. Sizes and strides
+// inline up to 6 dimensions: a lookup allocates nothing.
 struct Identity {
   const c10::StorageImpl* storage = nullptr;
   int64_t offset = 0;
-  std::vector<int64_t> sizes, strides;
+  c10::SmallVector<int64_t, 6> sizes, strides;
   c10::ScalarType dtype = c10::ScalarType::Undefined;
   c10::Device device = c10::Device(c10::DeviceType::CPU);
   bool operator==(const Identity& o) const {
@@ -51,6 +53,11 @@ struct Entry {
 
 class Cache {
  public:
+  Cache() {
+    spare_entries_.reserve(kMaxSpareNodes);
+    spare_storages_.reserve(kMaxSpareNodes);
+  }
+
   // Host: the snapshot only when every bit of `t` still equals it. Device: the earlier snapshot,
   // for the device to compare (no hit is counted: the sender decides).
   at::Tensor Find(const at::Tensor& t) {
@@ -105,14 +112,10 @@ class Cache {
     const uint64_t bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
     if (max_bytes_ == 0 || bytes > max_bytes_ / 4) return;
     if (auto it = entries_.find(id); it != entries_.end()) Erase(it);
-    Entry e(c10::weak_intrusive_ptr<c10::StorageImpl>(
-        c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(t.storage().unsafeGetStorageImpl())));
-    e.version = t._version();
-    e.snapshot = snapshot;
-    e.bytes = bytes;
-    e.lru = lru_.insert(lru_.end(), id);
-    by_storage_[id.storage].push_back(id);
-    entries_.emplace(std::move(id), std::move(e));
+    c10::weak_intrusive_ptr<c10::StorageImpl> alive(
+        c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(t.storage().unsafeGetStorageImpl()));
+    EraseDeadOldest();
+    Insert(std::move(id), std::move(alive), t._version(), snapshot, bytes);
     holds_any_.store(true, std::memory_order_relaxed);
     stats_.held_bytes += bytes;
     Trim();
@@ -255,16 +258,80 @@ class Cache {
     hosts_.erase(it);
   }
 
+  // A new entry, in nodes Erase let go when it has some (no allocation).
+  void Insert(Identity id, c10::weak_intrusive_ptr<c10::StorageImpl> alive, int64_t version,
+              const at::Tensor& snapshot, uint64_t bytes) {
+    std::list<Identity>::iterator lru;
+    if (!spare_lru_.empty()) {
+      lru_.splice(lru_.end(), spare_lru_, spare_lru_.begin());
+      lru = std::prev(lru_.end());
+      *lru = id;
+    } else {
+      lru = lru_.insert(lru_.end(), id);
+    }
+    auto s = by_storage_.find(id.storage);
+    if (s == by_storage_.end() && !spare_storages_.empty()) {
+      auto node = std::move(spare_storages_.back());
+      spare_storages_.pop_back();
+      node.key() = id.storage;
+      s = by_storage_.insert(std::move(node)).position;  // its vector empty, its capacity kept
+    } else if (s == by_storage_.end()) {
+      s = by_storage_.emplace(id.storage, std::vector<Identity>()).first;
+    }
+    s->second.push_back(id);
+    if (spare_entries_.empty()) {
+      Entry e(std::move(alive));
+      e.version = version;
+      e.snapshot = snapshot;
+      e.bytes = bytes;
+      e.lru = lru;
+      entries_.emplace(std::move(id), std::move(e));
+      return;
+    }
+    auto node = std::move(spare_entries_.back());
+    spare_entries_.pop_back();
+    node.key() = std::move(id);
+    Entry& e = node.mapped();
+    e.alive = std::move(alive);
+    e.version = version;
+    e.snapshot = snapshot;
+    e.bytes = bytes;
+    e.lru = lru;
+    entries_.insert(std::move(node));
+  }
+
+  // Lets the entry go; its nodes are kept for Insert (up to kMaxSpareNodes of each kind).
   void Erase(std::unordered_map<Identity, Entry, IdentityHash>::iterator it) {
     stats_.held_bytes -= it->second.bytes;
     if (auto s = by_storage_.find(it->first.storage); s != by_storage_.end()) {
       std::vector<Identity>& ids = s->second;
       ids.erase(std::remove(ids.begin(), ids.end(), it->first), ids.end());
-      if (ids.empty()) by_storage_.erase(s);
+      if (ids.empty()) {
+        auto node = by_storage_.extract(s);
+        if (spare_storages_.size() < kMaxSpareNodes) spare_storages_.push_back(std::move(node));
+      }
     }
-    lru_.erase(it->second.lru);
-    entries_.erase(it);
+    if (spare_lru_.size() < kMaxSpareNodes) {
+      spare_lru_.splice(spare_lru_.end(), lru_, it->second.lru);
+    } else {
+      lru_.erase(it->second.lru);
+    }
+    auto node = entries_.extract(it);
+    node.mapped().snapshot = at::Tensor();  // the snapshot's buffer goes back now
+    node.mapped().alive.reset();
+    if (spare_entries_.size() < kMaxSpareNodes) spare_entries_.push_back(std::move(node));
     if (entries_.empty()) holds_any_.store(false, std::memory_order_relaxed);
+  }
+
+  // The oldest entries whose storage is gone (an activation of a step before: freed after its
+  // backward) can never be found again: up to two are let go a Remember, so that their snapshots'
+  // buffers go back to the pool, and their nodes are reused, instead of waiting for the cap.
+  void EraseDeadOldest() {
+    for (int i = 0; i < 2 && !lru_.empty(); ++i) {
+      auto it = entries_.find(lru_.front());
+      if (it == entries_.end() || !it->second.alive.expired()) return;
+      Erase(it);
+    }
   }
 
   void Trim() {
@@ -299,6 +366,13 @@ class Cache {
   // The identities over each storage: a write through any view forgets them all.
   std::unordered_map<const c10::StorageImpl*, std::vector<Identity>> by_storage_;
   std::list<Identity> lru_;  // least recently used first
+  // Nodes Erase let go, for Insert: remembering a snapshot in place of one let go (an activation
+  // of this step for last step's) allocates nothing. Bounded; reserved once.
+  static constexpr std::size_t kMaxSpareNodes = 64;
+  std::vector<std::unordered_map<Identity, Entry, IdentityHash>::node_type> spare_entries_;
+  std::vector<std::unordered_map<const c10::StorageImpl*, std::vector<Identity>>::node_type>
+      spare_storages_;
+  std::list<Identity> spare_lru_;
   SnapshotCacheStats stats_;
 };
 

@@ -1,7 +1,8 @@
 #include "agent/torch/tensor_bits.h"
 
+#include <c10/util/SmallVector.h>
+
 #include <cstring>
-#include <vector>
 
 namespace parity::agent {
 
@@ -17,7 +18,7 @@ bool SameBitsStrided(const char* copy, const char* base, c10::IntArrayRef sizes,
   const int last = static_cast<int>(sizes.size()) - 1;
   const int64_t n = sizes[last];
   const int64_t step = strides[last];
-  std::vector<int64_t> index(static_cast<std::size_t>(last), 0);  // over dims 0..last-1
+  c10::SmallVector<int64_t, 8> index(static_cast<std::size_t>(last), 0);  // dims 0..last-1
   for (;;) {
     int64_t offset = 0;
     for (int d = 0; d < last; ++d) offset += index[d] * strides[d];
@@ -65,7 +66,7 @@ bool SameBits(const at::Tensor& copy, const at::Tensor& now) {
         break;  // complex128: memcmp a run
     }
   }
-  std::vector<int64_t> index(static_cast<std::size_t>(k + 1), 0);  // over dims 0..k
+  c10::SmallVector<int64_t, 8> index(static_cast<std::size_t>(k + 1), 0);  // dims 0..k
   for (;;) {
     int64_t offset = 0;
     for (int d = 0; d <= k; ++d) offset += index[d] * strides[d];

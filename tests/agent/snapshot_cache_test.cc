@@ -109,6 +109,26 @@ TEST_F(SnapshotCacheTest, AFreedTensorsAddressTakenByAnotherIsNotItsSnapshot) {
   EXPECT_GT(reused, 0) << "no address was given again: this test showed nothing";
 }
 
+// Activations of a step are freed after its backward; their snapshots can never be met again.
+// The oldest such ones are let go as new ones are remembered (their buffers back to the pool),
+// not held until the cap: a training's steady state holds its live tensors' snapshots, not the
+// last 128 MiB of dead ones.
+TEST_F(SnapshotCacheTest, SnapshotsOfFreedTensorsAreLetGoAsNewOnesComeIn) {
+  ClearSnapshotCache();
+  const uint64_t one = 64 * 64 * sizeof(float);
+  const at::Tensor weight = at::randn({64, 64});
+  at::Tensor kept = Take(weight);
+  for (int step = 0; step < 50; ++step) {
+    at::Tensor activation = at::full({64, 64}, static_cast<float>(step));
+    EXPECT_TRUE(at::equal(Take(activation), activation));
+    kept = Take(weight);  // the weight read every step: recently used, kept
+  }
+  // At most the weight, this step's activation and the two not yet let go.
+  EXPECT_LE(GetSnapshotCacheStats().held_bytes, 4 * one);
+  EXPECT_TRUE(SameMemory(kept, Take(weight))) << "the live weight's snapshot was let go";
+  ClearSnapshotCache();
+}
+
 TEST_F(SnapshotCacheTest, AWriteTheHookSawForgetsEverySnapshotOfThatMemory) {
   // libtorch 1.13's _foreach_ ops write without moving the version counter; on a device no
   // element is sampled. The hook tells the cache which tensors a call wrote (its schema's
