@@ -10,7 +10,9 @@
 #include <cstring>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
+#include "agent/torch/call_context.h"
 #include "agent/torch/call_inputs.h"
 #include "agent/torch/input_writes.h"
 #include "agent/torch/snapshot.h"
@@ -106,25 +108,6 @@ bool HelperOfAnotherApi(const std::string& op, const char* api) {
   const std::size_t dot = name.rfind('.');
   return (dot == std::string_view::npos ? name : name.substr(dot + 1)) != bare;
 }
-
-// The context of a top-level call between its entry and exit.
-struct CallContext : at::ObserverContext {
-  ~CallContext() override {
-    if (call != nullptr) parity_call_discard(call);  // begun, never captured (an exception)
-  }
-  parity_call* call = nullptr;
-  std::unique_ptr<TorchValues> values;
-  // For an op that returns nothing: the arguments it writes (references, not copies), whose
-  // values at exit are its results. libtorch 2.x does not keep fn.inputs() alive until then.
-  std::vector<c10::IValue> written;
-  // PARITY_CALL_WATCH_GENERATOR: the generator the call would draw from, its mark and its full
-  // state at entry.
-  std::optional<at::Generator> watched;
-  std::string entry_mark, entry_state;
-  // PARITY_CALL_CHECK_INPUTS: the read-only tensor arguments, compared at exit with their
-  // snapshots (agent/torch/input_writes.h).
-  std::vector<WatchedInput> read_only;
-};
 
 constexpr std::string_view kEngineWrapper = "autograd::engine::evaluate_function: ";
 
@@ -280,20 +263,20 @@ void WatchGenerator(CallContext& ctx, c10::ArrayRef<const c10::IValue> inputs) {
     g_no_generator.fetch_or(bit, std::memory_order_relaxed);
     return;
   }
-  // The mark to compare at exit, and the state to replay from should the call draw (~0.2 and
-  // ~0.6 us on the CPU generator: tests/bench/generator_watch_bench).
-  ctx.entry_mark = common::GeneratorMark(*ctx.watched);
-  ctx.entry_state = common::GeneratorStateBytes(*ctx.watched);
+  // Compared at exit, and the state to replay from should the call draw: a copy of the CPU
+  // generator's engine, no tensor nor allocation (tests/bench/generator_watch_bench).
+  ctx.entry.Take(*ctx.watched);
 }
 
 // After the call: a generator that moved means the call drew random numbers.
 void CheckWatchedGenerator(CallContext& ctx) {
-  if (!ctx.watched || common::GeneratorMark(*ctx.watched) == ctx.entry_mark) return;
+  if (!ctx.watched || !ctx.entry.Moved(*ctx.watched)) return;
   const std::string device_type =
       c10::DeviceTypeName(ctx.watched->device().type(), /*lower_case=*/true);
   static const std::string torch_version = common::TorchVersion();
+  const std::string state = ctx.entry.StateBytes();
   parity_call_set_generator(ctx.call, device_type.c_str(), ctx.watched->device().index(),
-                            ctx.entry_state.data(), ctx.entry_state.size(), torch_version.c_str());
+                            state.data(), state.size(), torch_version.c_str());
 }
 
 // What the call's replay needs besides its values: the autocast it ran under and, for a random
@@ -346,7 +329,7 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
   if (!parity_session_admit(session, 2 * bytes)) return nullptr;
   SetReplayContext(call, flags, inputs);
   if ((flags & PARITY_CALL_WATCH_GENERATOR) != 0) WatchGenerator(*ctx, inputs);
-  auto values = std::make_unique<TorchValues>();
+  auto values = NewTorchValues();
   values->op = site.op;
   values->overload = site.overload;
   const auto handle = c10::Dispatcher::singleton().findSchema(*fn.operator_name());
@@ -363,8 +346,9 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
       if (i < inputs.size()) ctx->written.push_back(inputs[i]);
     }
     if ((flags & PARITY_CALL_CHECK_INPUTS) != 0) {
-      ctx->read_only =
-          WatchReadOnlyInputs(handle->schema(), inputs, sent, &values->unchecked_writes);
+      ctx->TakeReadOnlyList();
+      WatchReadOnlyInputs(handle->schema(), inputs, sent, &ctx->read_only,
+                          &values->unchecked_writes);
     }
   }
   ctx->values = std::move(values);
@@ -407,7 +391,7 @@ void OnExitImpl(const at::RecordFunction& fn, at::ObserverContext* raw) {
   std::unique_ptr<TorchValues> values = std::move(ctx->values);
   const auto copy_start = std::chrono::steady_clock::now();
   CompareWatchedInputs(ctx->read_only, *values);
-  ctx->read_only.clear();
+  ctx->GiveReadOnlyListBack();
   for (const c10::IValue& v : fn.outputs().empty() ? ctx->written : fn.outputs()) {
     values->outputs.push_back(Snapshot(v, *values));
     values->bytes += ValueBytes(v);

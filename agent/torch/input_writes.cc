@@ -118,11 +118,11 @@ void WatchAroundView(uint32_t index, const std::string& name, const at::Tensor& 
 
 }  // namespace
 
-std::vector<WatchedInput> WatchReadOnlyInputs(const c10::FunctionSchema& schema,
-                                              c10::ArrayRef<const c10::IValue> inputs,
-                                              std::size_t sent,
-                                              std::vector<std::string>* unchecked) {
-  std::vector<WatchedInput> watched;
+void WatchReadOnlyInputs(const c10::FunctionSchema& schema, c10::ArrayRef<const c10::IValue> inputs,
+                         std::size_t sent, std::vector<WatchedInput>* out,
+                         std::vector<std::string>* unchecked) {
+  std::vector<WatchedInput>& watched = *out;
+  watched.clear();
   const auto& args = schema.arguments();
   std::vector<c10::Storage> written;
   bool written_known = false;
@@ -160,7 +160,6 @@ std::vector<WatchedInput> WatchReadOnlyInputs(const c10::FunctionSchema& schema,
       for (std::size_t k = first; k < watched.size(); ++k) watched[k].elements = elements;
     }
   }
-  return watched;
 }
 
 namespace {

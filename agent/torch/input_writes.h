@@ -44,10 +44,10 @@ struct WatchedInput {
 // an argument that is, not the running statistics torch's batch norms update without an
 // annotation, not empty), tensor lists member by member, and the storage around each written
 // view; what it cannot compare within the budget is appended to `unchecked`.
-std::vector<WatchedInput> WatchReadOnlyInputs(const c10::FunctionSchema& schema,
-                                              c10::ArrayRef<const c10::IValue> inputs,
-                                              std::size_t sent,
-                                              std::vector<std::string>* unchecked);
+// Fills `watched` (cleared first: its capacity reused call after call).
+void WatchReadOnlyInputs(const c10::FunctionSchema& schema, c10::ArrayRef<const c10::IValue> inputs,
+                         std::size_t sent, std::vector<WatchedInput>* watched,
+                         std::vector<std::string>* unchecked);
 
 // After the call: each watched argument against its snapshot (`values.inputs[index]`, taken at
 // entry). On the host, compared now; on an accelerator, copied on its current stream (call

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <mutex>
 
 #include "agent/torch/input_writes.h"
 #include "agent/torch/snapshot_cache.h"
@@ -201,6 +202,59 @@ int EncodeTorchValues(TorchValues& call, const parity_encode_limits& limits,
   return 0;
 }
 
+namespace {
+
+// TorchValues the transport released, emptied, for NewTorchValues (the training threads take,
+// the sender thread gives back). Bounded: past kMaxPooledValues they are deleted.
+constexpr std::size_t kMaxPooledValues = 256;
+std::mutex g_values_mu;
+std::vector<TorchValues*>& PooledValues() {
+  static auto* pool = new std::vector<TorchValues*>();  // outlives every call (never destroyed)
+  return *pool;
+}
+
+void ReleaseTorchValues(TorchValues* v) {
+  // Emptied outside the lock (the tensors' release may free their buffers); strings and vectors
+  // keep their capacity.
+  v->op.clear();
+  v->overload.clear();
+  v->inputs.clear();
+  v->outputs.clear();
+  v->bytes = 0;
+  v->snapshot_seconds = 0;
+  v->device_ready.reset();
+  v->accelerator.reset();
+  v->input_writes.clear();
+  v->unchecked_writes.clear();
+  v->host_candidates.clear();
+  v->host_copies.clear();
+  {
+    std::lock_guard<std::mutex> lock(g_values_mu);
+    std::vector<TorchValues*>& pool = PooledValues();
+    if (pool.size() < kMaxPooledValues) {
+      if (pool.capacity() == 0) pool.reserve(kMaxPooledValues);
+      pool.push_back(v);
+      return;
+    }
+  }
+  delete v;
+}
+
+}  // namespace
+
+std::unique_ptr<TorchValues> NewTorchValues() {
+  {
+    std::lock_guard<std::mutex> lock(g_values_mu);
+    std::vector<TorchValues*>& pool = PooledValues();
+    if (!pool.empty()) {
+      TorchValues* v = pool.back();
+      pool.pop_back();
+      return std::unique_ptr<TorchValues>(v);
+    }
+  }
+  return std::make_unique<TorchValues>();
+}
+
 parity_values MakeParityValues(std::unique_ptr<TorchValues> values) {
   parity_values v{};
   v.size = sizeof(v);
@@ -232,7 +286,7 @@ parity_values MakeParityValues(std::unique_ptr<TorchValues> values) {
       return 13;
     }
   };
-  v.release = [](void* ctx) { delete static_cast<TorchValues*>(ctx); };
+  v.release = [](void* ctx) { ReleaseTorchValues(static_cast<TorchValues*>(ctx)); };
   return v;
 }
 

@@ -53,7 +53,12 @@ struct TorchValues {
   std::vector<std::pair<at::Tensor, at::Tensor>> host_copies;
 };
 
-// `values` as the transport takes them (it owns them from here; released through the struct).
+// A TorchValues for a new call: one the transport released earlier when there is one, emptied
+// with its vectors' capacity kept (so a call does not allocate them again), else a new one.
+std::unique_ptr<TorchValues> NewTorchValues();
+
+// `values` as the transport takes them (it owns them from here; released through the struct,
+// into the pool NewTorchValues takes from).
 parity_values MakeParityValues(std::unique_ptr<TorchValues> values);
 
 // What MakeParityValues's encode does, for tests: the ApiCall's inputs and outputs fields.

@@ -364,8 +364,9 @@ const KeyTable<AgentConfig>& AgentTable() {
           "that moved it drew random numbers (`scaled_dot_product_attention` with `dropout_p` > 0, "
           "a fused kernel of your own) and is sent as a random call with the state read at its "
           "entry (`ApiCall.drew_random`): replayed from it, or SKIP saying why, never judged as "
-          "deterministic ([operators.md](operators.md#random-numbers-nobody-declared)). About 0.9 "
-          "µs a call on the CPU generator (`build/tests/bench/generator_watch_bench`)"),
+          "deterministic ([operators.md](operators.md#random-numbers-nobody-declared)). About 0.2 "
+          "µs a call on the CPU generator (its engine copied at entry, compared at exit; "
+          "`build/tests/bench/generator_watch_bench`)"),
       K::Bool(
           "parity.detect_input_writes", [](C& c) { return &c.parity.capture.detect_input_writes; },
           "compare every read-only tensor argument of a call sent with its values, after the call, "

@@ -156,5 +156,33 @@ TEST(CallEncoderTest, WithoutATableEveryTensorIsSent) {
   }
 }
 
+// The transport gives a call's values back when it is done: the next call gets that object
+// again (its vectors' capacity kept), emptied: nothing of the earlier call reaches the next.
+TEST(CallEncoderTest, ReleasedValuesComeBackEmptyForTheNextCall) {
+  auto values = NewTorchValues();
+  values->op = "aten::mul";
+  values->overload = "Tensor";
+  values->inputs = {at::randn({8}), at::randn({8})};
+  values->outputs = {at::randn({8})};
+  values->bytes = 96;
+  values->unchecked_writes.push_back("other: why");
+  values->input_writes.push_back({1, "other", 8, 2, -1, at::randn({8}), {}, {}});
+  values->inputs.reserve(16);
+  const TorchValues* first = values.get();
+  parity_values v = MakeParityValues(std::move(values));
+  v.release(v.ctx);
+  auto next = NewTorchValues();
+  EXPECT_EQ(next.get(), first);
+  EXPECT_TRUE(next->op.empty());
+  EXPECT_TRUE(next->overload.empty());
+  EXPECT_THAT(next->inputs, IsEmpty());
+  EXPECT_GE(next->inputs.capacity(), 16u);
+  EXPECT_THAT(next->outputs, IsEmpty());
+  EXPECT_EQ(next->bytes, 0u);
+  EXPECT_THAT(next->unchecked_writes, IsEmpty());
+  EXPECT_THAT(next->input_writes, IsEmpty());
+  EXPECT_FALSE(next->accelerator.has_value());
+}
+
 }  // namespace
 }  // namespace parity::agent
