@@ -10,6 +10,10 @@ namespace parity::agent {
 // Whether host tensor `now` (any strides) holds exactly the bytes of `copy`, a contiguous copy
 // of the same shape and dtype: memcmp over the longest contiguous runs, no dispatcher call.
 bool SameBits(const at::Tensor& copy, const at::Tensor& now);
+// The same, for a view whose innermost dimension is strided, compared one loop a row, as SameBits
+// did before it compared transposed views in tiles: for tests/bench/tensor_bits_bench's side by
+// side, and the tests (SameBits otherwise).
+bool SameBitsByRows(const at::Tensor& copy, const at::Tensor& now);
 
 // Whether two contiguous tensors of one shape and dtype on one device differ in any bit (so -0.0
 // differs from 0.0 and NaNs compare by payload), computed by that device on its current stream:

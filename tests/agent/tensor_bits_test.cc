@@ -45,6 +45,39 @@ TEST(TensorBitsTest, EqualBitsAreTheSameAndAnyFlippedBitIsSeenThroughEveryView) 
   }
 }
 
+// Transposed views larger than one tile (32 x 32 elements), with partial tiles at the edges, in
+// 2-d and batched 3-d, every width: the tiled compare sees one flipped bit anywhere, as the
+// row-by-row loop it replaced does.
+TEST(TensorBitsTest, TransposedViewsAreComparedTileByTileExactly) {
+  for (const at::ScalarType dtype : {at::kByte, at::kBFloat16, at::kFloat, at::kDouble}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    const at::Tensor flat = at::randn({3 * 70 * 45}).to(dtype);
+    for (const at::Tensor& view :
+         {flat.narrow(0, 0, 70 * 45).view({70, 45}).t(), flat.view({3, 70, 45}).transpose(1, 2),
+          flat.view({3, 70, 45}).transpose(1, 2).slice(1, 5, 45, 1)}) {
+      SCOPED_TRACE(::testing::PrintToString(view.sizes()));
+      const at::Tensor copy = view.contiguous().clone();
+      ASSERT_TRUE(SameBits(copy, view));
+      ASSERT_TRUE(SameBitsByRows(copy, view));
+      at::Tensor bytes = flat.view(at::kByte);
+      const int64_t width = static_cast<int64_t>(flat.element_size());
+      for (int64_t i = 0; i < view.numel(); i += 5) {
+        int64_t at = view.storage_offset(), rest = i;
+        for (int64_t d = view.dim() - 1; d >= 0; --d) {
+          at += (rest % view.size(d)) * view.stride(d);
+          rest /= view.size(d);
+        }
+        const int64_t byte = at * width + (i % width);
+        bytes[byte].bitwise_xor_(1 << (i % 8));
+        EXPECT_FALSE(SameBits(copy, view)) << "element " << i;
+        EXPECT_FALSE(SameBitsByRows(copy, view)) << "element " << i;
+        bytes[byte].bitwise_xor_(1 << (i % 8));
+      }
+      EXPECT_TRUE(SameBits(copy, view));
+    }
+  }
+}
+
 TEST(TensorBitsTest, BitsNotValues) {
   const at::Tensor zero = at::zeros({4, 3}).t();
   EXPECT_FALSE(SameBits(at::zeros({3, 4}).neg(), zero)) << "-0.0 is not 0.0";
