@@ -199,7 +199,10 @@ void CompareWatchedInputs(const std::vector<WatchedInput>& watched, TorchValues&
     try {
       if (now.device().is_cpu()) {
         // The usual case costs memcmp; elements are counted only when something changed.
-        if (before.is_contiguous() && SameBits(before, now)) continue;
+        if ((before.is_contiguous() || before.strides() == now.strides()) &&
+            SameBits(before, now)) {
+          continue;
+        }
         ForgetSnapshotsOf(now);  // written behind its schema: no earlier snapshot holds
         write.changed = CountChanged(before, now.detach(), w.inside).item<int64_t>();
         if (write.changed == 0) continue;

@@ -22,32 +22,35 @@ BufferPool& SnapshotPool() {
   return *pool;
 }
 
-// A contiguous copy of `d`: a CPU tensor of kPooledMinBytes or more into a pooled buffer (no
-// page faults once the pool is warm), anything else by clone(). A contiguous CPU tensor is
-// copied with memcpy: copy_ would go through the dispatcher and set up a TensorIterator for
-// every tensor of every call (measured: docs/performance.md).
-// `d` may require grad: what goes through the dispatcher takes it detached, so that the copy is
-// no node of the training's graph.
+// A copy of `d` the training cannot change: a CPU tensor of kPooledMinBytes or more into a pooled
+// buffer (no page faults once the pool is warm), anything else by clone(). A CPU tensor whose
+// elements fill their memory span (contiguous, or a permutation of it: a linear layer's weight as
+// addmm reads it, weight.t()) is copied with one memcpy, in its own layout, so that the compares
+// that prove it unchanged later (the snapshot cache's, the read-only check's) are one memcmp too;
+// the sender makes it row-major when it first sends it. copy_ and clone go through the
+// dispatcher and set up a TensorIterator for every tensor of every call (measured:
+// docs/performance.md). `d` may require grad: what goes through the dispatcher takes it
+// detached, so that the copy is no node of the training's graph.
 at::Tensor PooledCopy(const at::Tensor& d) {
   const uint64_t bytes = static_cast<uint64_t>(d.numel()) * d.element_size();
   const bool cpu = d.device().is_cpu() && d.layout() == at::kStrided;
-  const bool flat = cpu && d.is_contiguous() && bytes > 0;
+  const bool dense = cpu && bytes > 0 && d.is_non_overlapping_and_dense();
   if (!cpu || bytes < kPooledMinBytes || !g_pool_on.load(std::memory_order_relaxed)) {
-    if (!flat) return d.detach().clone(at::MemoryFormat::Contiguous);
-    at::Tensor out = at::empty(d.sizes(), d.options());
+    if (!dense) return d.detach().clone(at::MemoryFormat::Contiguous);
+    at::Tensor out = at::empty_strided(d.sizes(), d.strides(), d.options());
     std::memcpy(out.data_ptr(), d.data_ptr(), bytes);
     return out;
   }
   uint64_t capacity = 0;
   void* buffer = SnapshotPool().Take(bytes, &capacity);
   if (buffer == nullptr) return d.detach().clone(at::MemoryFormat::Contiguous);
-  at::Tensor out = at::from_blob(
-      buffer, d.sizes(), [capacity](void* p) { SnapshotPool().Give(p, capacity); }, d.options());
-  if (flat) {
+  const auto give = [capacity](void* p) { SnapshotPool().Give(p, capacity); };
+  if (dense) {
     std::memcpy(buffer, d.data_ptr(), bytes);
-  } else {
-    out.copy_(d.detach());
+    return at::from_blob(buffer, d.sizes(), d.strides(), give, d.options());
   }
+  at::Tensor out = at::from_blob(buffer, d.sizes(), give, d.options());
+  out.copy_(d.detach());
   return out;
 }
 

@@ -7,8 +7,10 @@
 
 namespace parity::agent {
 
-// Whether host tensor `now` (any strides) holds exactly the bytes of `copy`, a contiguous copy
-// of the same shape and dtype: memcmp over the longest contiguous runs, no dispatcher call.
+// Whether host tensor `now` (any strides) holds exactly the bytes of `copy`, a copy of the same
+// shape and dtype, contiguous or in `now`'s own layout where `now`'s elements fill their memory
+// span (then one memcmp): memcmp over the longest contiguous runs, transposed views in tiles, no
+// dispatcher call.
 bool SameBits(const at::Tensor& copy, const at::Tensor& now);
 // The same, for a view whose innermost dimension is strided, compared one loop a row, as SameBits
 // did before it compared transposed views in tiles: for tests/bench/tensor_bits_bench's side by

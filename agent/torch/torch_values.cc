@@ -16,61 +16,36 @@
 namespace parity::agent {
 namespace {
 
-// The transport's blob sink as the encoder's. A payload that is a host snapshot's own bytes,
-// sent before from that same snapshot (given again by the snapshot cache), is named by its blob
-// id without the transport reading it (parity_encode_limits.add_known, when the transport has
-// it); the rest go to add_reusable, which hashes and compares.
+// The transport's blob sink as the encoder's. A host tensor's payload sent before from that same
+// tensor (a snapshot the snapshot cache gave again, in the training's layout or not) is named by
+// its blob id without the transport reading it (parity_encode_limits.add_known, when the
+// transport has it); the rest go to add_reusable, which hashes and compares, and are remembered
+// by their snapshot. A snapshot never changes, so its id stays true while the transport holds it.
 class SinkAdapter : public common::BlobSink {
  public:
-  SinkAdapter(const parity_blob_sink* sink, const parity_encode_limits& limits,
-              const TorchValues& call)
-      : sink_(sink) {
+  SinkAdapter(const parity_blob_sink* sink, const parity_encode_limits& limits) : sink_(sink) {
     if (limits.size >= offsetof(parity_encode_limits, add_known) + sizeof(limits.add_known)) {
       add_known_ = limits.add_known;
-    }
-    for (const auto* values : {&call.inputs, &call.outputs}) {
-      for (const c10::IValue& v : *values) {
-        common::ForEachLeaf(v, [this](const c10::IValue& leaf) {
-          if (!leaf.isTensor()) return;
-          const at::Tensor& t = leaf.toTensor();
-          if (t.defined() && t.device().is_cpu() && t.has_storage() && t.is_contiguous()) {
-            host_.push_back(t);
-          }
-        });
-      }
     }
   }
   uint64_t AddBlob(std::string_view bytes) override {
     return sink_->add_blob(sink_->ctx, bytes.data(), bytes.size());
   }
-  uint64_t AddReusable(std::string_view bytes) override {
-    const at::Tensor* snapshot = SnapshotOf(bytes);
-    if (snapshot != nullptr && add_known_ != nullptr) {
-      if (const uint64_t id = SentBlobOf(*snapshot);
-          id != 0 && add_known_(sink_->ctx, id, bytes.size()) == id) {
-        return id;
-      }
-    }
+  uint64_t KnownReusable(const at::Tensor& source) override {
+    if (add_known_ == nullptr) return 0;
+    const uint64_t id = SentBlobOf(source);
+    const auto bytes = static_cast<uint64_t>(source.numel()) * source.element_size();
+    return id != 0 && add_known_(sink_->ctx, id, bytes) == id ? id : 0;
+  }
+  uint64_t AddReusable(std::string_view bytes, const at::Tensor& source) override {
     const uint64_t id = sink_->add_reusable(sink_->ctx, bytes.data(), bytes.size());
-    if (snapshot != nullptr) RememberSentBlob(*snapshot, id);
+    if (source.defined()) RememberSentBlob(source, id);
     return id;
   }
 
  private:
-  // The call's host tensor whose bytes `bytes` are, exactly; null if none.
-  const at::Tensor* SnapshotOf(std::string_view bytes) const {
-    for (const at::Tensor& t : host_) {
-      if (t.data_ptr() == static_cast<const void*>(bytes.data()) &&
-          static_cast<uint64_t>(t.numel()) * t.element_size() == bytes.size()) {
-        return &t;
-      }
-    }
-    return nullptr;
-  }
-
   const parity_blob_sink* sink_;
   uint64_t (*add_known_)(void*, uint64_t, uint64_t) = nullptr;
-  std::vector<at::Tensor> host_;
 };
 
 // After the wait for the device: the snapshots the device found bit-identical to an earlier one
@@ -157,7 +132,7 @@ int EncodeTorchValues(TorchValues& call, const parity_encode_limits& limits,
                       const parity_blob_sink* sink, std::string* out, std::string* error) {
   CopyToHost(call);
   ResolveInputWrites(call);  // after the wait for the device's copies, where there are any
-  SinkAdapter adapter(sink, limits, call);
+  SinkAdapter adapter(sink, limits);
   common::EncodeOptions opts;
   opts.max_inline_tensor_bytes = limits.max_inline_tensor_bytes;
   opts.max_tensor_bytes = limits.max_tensor_bytes;

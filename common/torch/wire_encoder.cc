@@ -116,6 +116,14 @@ struct Encoder {
     return Form::kStats;
   }
 
+  // `tensor`'s values on the host, in its layout: a resolved conjugate or negation is a new tensor.
+  static at::Tensor HostOf(const at::Tensor& tensor) {
+    at::Tensor host = tensor.detach();
+    if (host.is_conj()) host = host.resolve_conj();
+    if (host.is_neg()) host = host.resolve_neg();
+    return host.is_cpu() ? host : host.to(at::kCPU);
+  }
+
   EncodeError Tensor(const at::Tensor& tensor, wire::Message& out) {
     if (!tensor.defined()) {
       out.Varint(wire::kTensorForm, wire::kFormUndefined);
@@ -123,20 +131,27 @@ struct Encoder {
     }
     wire::DType dtype{};
     if (EncodeError e = Sendable(tensor, &dtype); !e.ok()) return e;
-    at::Tensor host = tensor.detach();
-    if (host.is_conj()) host = host.resolve_conj();
-    if (host.is_neg()) host = host.resolve_neg();
-    if (!host.is_cpu()) host = host.to(at::kCPU);
-    host = host.contiguous();
+    at::Tensor host = HostOf(tensor);
     const uint64_t bytes = static_cast<uint64_t>(host.numel()) * host.element_size();
+    const Form form = FormFor(bytes);
+    // The tensor's own bytes (a snapshot in the training's layout, say a transposed weight's):
+    // named by the id they were sent under before, if the sink still holds it, without being
+    // made contiguous or read; else sent, and remembered by the tensor.
+    const bool own = tensor.is_cpu() && host.has_storage() && tensor.has_storage() &&
+                     host.storage().is_alias_of(tensor.storage());
+    uint64_t known = 0;
+    if (form == Form::kReusable && own && !options.compute_crc32c) {
+      known = options.blob_sink->KnownReusable(host);
+    }
+    const at::Tensor source = own ? host : at::Tensor();
+    if (known == 0) host = host.contiguous();
     const char* data = static_cast<const char*>(host.data_ptr());
-    const std::string_view payload(data, bytes);
+    const std::string_view payload(data, bytes);  // row-major, unless named by `known`
 
     // Fields in ascending number, as protobuf writes them.
     out.Varint(wire::kTensorDType, dtype);
     const std::vector<int64_t> shape(tensor.sizes().begin(), tensor.sizes().end());
     out.PackedInts(wire::kTensorShape, shape.data(), shape.size());
-    const Form form = FormFor(bytes);
     switch (form) {
       case Form::kInline:  // DATA_FORM_INLINE is 0: not written
         if (bytes > 0) {
@@ -146,7 +161,8 @@ struct Encoder {
         break;
       case Form::kReusable:
         out.Varint(wire::kTensorForm, wire::kFormChunked);
-        out.Varint(wire::kTensorBlobId, options.blob_sink->AddReusable(payload));
+        out.Varint(wire::kTensorBlobId,
+                   known != 0 ? known : options.blob_sink->AddReusable(payload, source));
         break;
       case Form::kBlob:
         out.Varint(wire::kTensorForm, wire::kFormChunked);

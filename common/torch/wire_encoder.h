@@ -16,6 +16,9 @@ namespace c10 {
 struct IValue;
 struct Type;
 }  // namespace c10
+namespace at {
+class Tensor;
+}  // namespace at
 
 namespace parity::common {
 
@@ -26,8 +29,21 @@ class BlobSink {
   // A payload to send as a blob; `bytes` are valid only during the call (the sink copies them).
   virtual uint64_t AddBlob(std::string_view bytes) = 0;
   // A payload the sink may send once and name again for equal bytes (EncodeOptions.
-  // reuse_min_bytes); valid only during the call. Default: AddBlob.
-  virtual uint64_t AddReusable(std::string_view bytes) { return AddBlob(bytes); }
+  // reuse_min_bytes); valid only during the call. Default: AddBlob. `source`: the host tensor
+  // whose own bytes these are (any strides; they were made contiguous), which the sink may
+  // remember the id by (KnownReusable); undefined when the payload is not its bytes (a resolved
+  // conjugate, a device tensor's copy).
+  virtual uint64_t AddReusable(std::string_view bytes, const at::Tensor& source) {
+    (void)source;
+    return AddBlob(bytes);
+  }
+  // The id a payload of `source` (a host tensor, any strides) was added under before and that
+  // the sink still holds, to name it again without reading its bytes or making it contiguous;
+  // 0 when there is none (the default), and the encoder adds it.
+  virtual uint64_t KnownReusable(const at::Tensor& source) {
+    (void)source;
+    return 0;
+  }
 };
 
 struct EncodeOptions {

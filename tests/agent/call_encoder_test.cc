@@ -4,6 +4,7 @@
 
 #include <grpcpp/support/byte_buffer.h>
 
+#include "agent/torch/snapshot_cache.h"
 #include "agent/torch/torch_values.h"
 #include "common/torch/torch_pch.h"
 #include "common/transport/wire.h"
@@ -89,6 +90,36 @@ TEST(CallEncoderTest, EqualTensorsAreSentOnceAndNamedAfter) {
   Encoded r3 = Encode(Mul(small, small), enc, &next_blob);
   EXPECT_THAT(r3.e.blobs, IsEmpty());
   EXPECT_EQ(r3.call.inputs(0).tensor().form(), v1::DATA_FORM_INLINE);
+}
+
+// A snapshot kept in the training's layout (a transposed weight, as addmm reads it) travels
+// row-major, as the wire says; given again, it is named by its blob id without being made
+// contiguous or read (the snapshot cache's blobs_named counts it).
+TEST(CallEncoderTest, ASnapshotInItsOwnLayoutTravelsRowMajorAndIsNamedAfter) {
+  SentPayloads sent(uint64_t{64} << 20);
+  CallEncoding enc;
+  enc.sent = &sent;
+  uint64_t next_blob = 0;
+  const at::Tensor weight_t = at::randn({96, 64}).t();  // 24 KiB: reusable
+  ASSERT_FALSE(weight_t.is_contiguous());
+  const at::Tensor x = at::randn({8, 96});
+  Values first{{x, weight_t}, {}};
+  Encoded r1 = Encode(first, enc, &next_blob);
+  ASSERT_EQ(r1.e.blobs.size(), 1u);
+  std::string payload;
+  for (const auto& c : r1.e.blobs[0].chunks) payload += c->chunk().data();
+  const at::Tensor row_major = weight_t.contiguous();
+  EXPECT_EQ(payload, std::string(static_cast<const char*>(row_major.data_ptr()), 64 * 96 * 4));
+  EXPECT_THAT(r1.call.inputs(1).tensor().shape(), ElementsAre(64, 96));
+  EXPECT_THAT(r1.call.inputs(1).tensor().original_strides(), ElementsAre(1, 64));
+
+  const uint64_t named = GetSnapshotCacheStats().blobs_named;
+  Values second{{x, weight_t}, {}};
+  Encoded r2 = Encode(second, enc, &next_blob);
+  EXPECT_TRUE(r2.e.blobs.empty());
+  EXPECT_EQ(r2.call.inputs(1).tensor().blob_id(), r1.e.blobs[0].id);
+  EXPECT_THAT(r2.call.kept_blob_ids(), ElementsAre(r1.e.blobs[0].id));
+  EXPECT_EQ(GetSnapshotCacheStats().blobs_named - named, 1u) << "not named by the snapshot";
 }
 
 // A blob over one chunk (1 MiB) is kept too: its chunks go in order, keep on the first only.

@@ -94,6 +94,30 @@ TEST_F(SnapshotCacheTest, AWriteNoCounterOrSampleSeesIsSeen) {
   }
 }
 
+// A transposed weight, as addmm reads it (weight.t()), is copied in its own layout, one memcpy,
+// and proven unchanged with one memcmp; a bit changed anywhere behind the version counter, first
+// and last element of its memory included, is still found.
+TEST_F(SnapshotCacheTest, ATransposedWeightIsKeptInItsOwnLayoutAndStillProvenWhole) {
+  at::Tensor w = at::randn({96, 128});  // 48 KiB: a pooled copy
+  const at::Tensor t = w.t();
+  const at::Tensor first = Take(t);
+  EXPECT_EQ(first.strides(), t.strides()) << "made contiguous";
+  EXPECT_TRUE(at::equal(first, t));
+  EXPECT_FALSE(SameMemory(first, t));
+  EXPECT_TRUE(SameMemory(first, Take(t))) << "not given again";
+  for (const int64_t where : {int64_t{0}, int64_t{1}, int64_t{96 * 128 - 1}}) {
+    const at::Tensor before = Take(t);
+    w.data_ptr<float>()[where] += 1.0f;  // behind the version counter
+    const at::Tensor after = Take(t);
+    EXPECT_FALSE(SameMemory(before, after)) << "element " << where;
+    EXPECT_TRUE(at::equal(after, t)) << "element " << where << ": a stale snapshot";
+    EXPECT_FALSE(at::equal(before, t)) << where;
+  }
+  // A view that does not fill its memory (every other row) is copied row-major, as before.
+  const at::Tensor rows = w.slice(0, 0, 96, 2);
+  EXPECT_TRUE(Take(rows).is_contiguous());
+}
+
 TEST_F(SnapshotCacheTest, AFreedTensorsAddressTakenByAnotherIsNotItsSnapshot) {
   // Same size each time: the allocator gives the freed memory to the next tensor, at the same
   // address, with version 0 again, and the same sizes and strides. Only the storage's own

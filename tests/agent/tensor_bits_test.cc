@@ -59,6 +59,12 @@ TEST(TensorBitsTest, TransposedViewsAreComparedTileByTileExactly) {
       const at::Tensor copy = view.contiguous().clone();
       ASSERT_TRUE(SameBits(copy, view));
       ASSERT_TRUE(SameBitsByRows(copy, view));
+      // The agent's copy of a view that fills its memory: in the view's own layout (one memcmp).
+      const bool dense = view.is_non_overlapping_and_dense();
+      const at::Tensor own =
+          dense ? at::empty_strided(view.sizes(), view.strides(), view.options()).copy_(view)
+                : copy;
+      ASSERT_TRUE(SameBits(own, view));
       at::Tensor bytes = flat.view(at::kByte);
       const int64_t width = static_cast<int64_t>(flat.element_size());
       for (int64_t i = 0; i < view.numel(); i += 5) {
@@ -71,6 +77,7 @@ TEST(TensorBitsTest, TransposedViewsAreComparedTileByTileExactly) {
         bytes[byte].bitwise_xor_(1 << (i % 8));
         EXPECT_FALSE(SameBits(copy, view)) << "element " << i;
         EXPECT_FALSE(SameBitsByRows(copy, view)) << "element " << i;
+        EXPECT_FALSE(SameBits(own, view)) << "own layout, element " << i;
         bytes[byte].bitwise_xor_(1 << (i % 8));
       }
       EXPECT_TRUE(SameBits(copy, view));
