@@ -94,8 +94,8 @@ int main(int argc, char** argv) {
   const pid_t pid = fork();
   if (pid == 0) {
     const std::string f = "--port_file=" + port_file, o = std::string("--output_dir=") + out_dir;
-    execl(server.c_str(), server.c_str(), "--port=0", f.c_str(), o.c_str(), "--replay=false",
-          "--plaintext", static_cast<char*>(nullptr));
+    execl(server.c_str(), server.c_str(), "--port=0", "--metrics_port=0", f.c_str(), o.c_str(),
+          "--replay=false", "--plaintext", static_cast<char*>(nullptr));
     _exit(127);
   }
   int port = 0;
