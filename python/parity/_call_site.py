@@ -102,13 +102,13 @@ def _setter(library_path):
 def _dynamo_compiling():
     """torch's own "is Dynamo tracing this" check, which Dynamo folds to True while it traces
     (torch.compiler.is_dynamo_compiling from 2.3 on, torch._utils.is_compiling in 2.1 and 2.2);
-    a function returning False on a torch without Dynamo."""
+    None on a torch without Dynamo (nothing to ask at every call)."""
     compiler = getattr(torch, "compiler", None)
     for check in (getattr(compiler, "is_dynamo_compiling", None),
                   getattr(getattr(torch, "_utils", None), "is_compiling", None)):
         if check is not None:
             return check
-    return lambda: False
+    return None
 
 
 _compiling = _dynamo_compiling()
@@ -122,22 +122,23 @@ class CallSiteNames(TorchFunctionMode):
         self._table = table
         self._set_api = set_api
 
+    # Every torch call of the training passes here: locals, not attributes, and no dict made for
+    # absent keyword arguments (tests/bench/call_site_bench.py times it).
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if kwargs is None:
-            kwargs = {}
-        if _compiling():  # Dynamo tracing: the compiled code names nothing
-            return func(*args, **kwargs)
+        if _compiling is not None and _compiling():  # Dynamo tracing: the compiled code names nothing
+            return func(*args, **kwargs) if kwargs else func(*args)
         try:
             name = self._table.get(func)
         except TypeError:  # an unhashable callable
             name = None
         if name is None:
-            return func(*args, **kwargs)
-        self._set_api(name)
+            return func(*args, **kwargs) if kwargs else func(*args)
+        set_api = self._set_api
+        set_api(name)
         try:
-            return func(*args, **kwargs)
+            return func(*args, **kwargs) if kwargs else func(*args)
         finally:
-            self._set_api(None)
+            set_api(None)
 
 
 _table = None
