@@ -109,7 +109,7 @@ def child(spec):
         opt = torch.optim.SGD(model.parameters(), lr=1e-3)
         times = []
         replay_before = replay_cpu(spec.get("metrics_port"))
-        cpu_before = process_cpu()
+        cpu_before, thread_before = process_cpu(), process_cpu(thread=True)
         for _ in range(spec["steps"]):
             start = time.perf_counter()
             if debugger is not None and spec["loop"] == "msprobe":
@@ -124,6 +124,7 @@ def child(spec):
                 debugger.step()
             times.append(time.perf_counter() - start)
         cpu = (process_cpu() - cpu_before) / spec["steps"]
+        thread = (process_cpu(thread=True) - thread_before) / spec["steps"]
         sent = ""
         if debugger is not None and spec["loop"] != "stopped":
             debugger.flush(300)
@@ -133,7 +134,7 @@ def child(spec):
         if replay_before is not None:  # after the flush: every call of these steps replayed
             replay = (replay_cpu(spec["metrics_port"]) - replay_before) / spec["steps"]
         # The first steps warm up caches: the median of the others.
-        out[name] = [statistics.median(times[2:]), sent, cpu, replay]
+        out[name] = [statistics.median(times[2:]), sent, cpu, replay, thread]
     print(json.dumps(out))
 
 
@@ -171,9 +172,10 @@ def run_child(spec, env, workdir, servers, timeout=600):
         return out.strip().splitlines()[-1]
 
 
-def process_cpu():
+def process_cpu(thread=False):
+    """CPU seconds so far of the whole process, or (`thread`) of the calling thread alone."""
     import resource  # pylint: disable=import-outside-toplevel
-    r = resource.getrusage(resource.RUSAGE_SELF)
+    r = resource.getrusage(resource.RUSAGE_THREAD if thread else resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 
 
@@ -305,6 +307,7 @@ def main():
     results = {row[0]: {w: [] for w in workloads} for row in rows}
     sent = {row[0]: {w: [] for w in workloads} for row in rows}
     cpu = {row[0]: {w: [] for w in workloads} for row in rows}
+    thread_cpu = {row[0]: {w: [] for w in workloads} for row in rows}
     replay = {row[0]: {w: [] for w in workloads} for row in rows}
     # Messages the servers received for each row (all its workloads): calls sent per message say
     # how well the sender batches (one wake-up, one message and one socket write per batch).
@@ -332,6 +335,7 @@ def main():
                     if row[w][1] != "":
                         sent[name][w].append(row[w][1])
                     cpu[name][w].append(row[w][2])
+                    thread_cpu[name][w].append(row[w][4])
                     if row[w][3] != "":
                         replay[name][w].append(row[w][3])
     finally:
@@ -344,7 +348,8 @@ def main():
           "round; spread: the lowest and highest of those per-round ratios (for 'no agent', its "
           "own steps' lowest and highest over their median, across rounds)")
     print("cpu ms: the training process's whole CPU time per step (getrusage RUSAGE_SELF: every "
-          "thread, the training's, the sender's, gRPC's, user and system), its ratio beside")
+          "thread, the training's, the sender's, gRPC's, user and system), its ratio beside; "
+          "train ms: the training thread's alone (RUSAGE_THREAD), which the step waits for")
     print("bound [loop]: the longer of the bare step and (the bare step's CPU + the CPU of the "
           f"bench, golden and random replays of the exhaustive [loop] row's step) / "
           f"{os.cpu_count()} cores, medians over rounds (docs/performance.md#the-bound); "
@@ -353,7 +358,8 @@ def main():
     print("calls/msg: the calls the row sent (all workloads) per message the servers received "
           "(Hello, stats and chunks included)")
     print(f"{'workload':11} {'mode':{width}} {'ms/step':>9} {'ratio':>7} {'spread':>13} "
-          f"{'cpu ms':>8} {'cpu x':>6} {'calls sent':>11} {'calls/msg':>9} {'/bound':>7}")
+          f"{'cpu ms':>8} {'cpu x':>6} {'train ms':>8} {'calls sent':>11} {'calls/msg':>9} "
+          f"{'/bound':>7}")
     cores = os.cpu_count() or 1
     noisy = []
     for w in workloads:
@@ -384,10 +390,11 @@ def main():
                 bound = f"{ms / bound_s:7.2f}"
                 label = name.replace("exhaustive", "bound")
                 print(f"{w:11} {label:{width}} {bound_s * 1e3:9.2f} {bound_s / base:7.2f} "
-                      f"{'':>13} {'':>8} {'':>6} {'':>11} {'':>9}")
+                      f"{'':>13} {'':>8} {'':>6} {'':>8} {'':>11} {'':>9}")
             print(f"{w:11} {name:{width}} {ms * 1e3:9.2f} {ratio:7.2f} {spread_text:>13} "
-                  f"{cpu_ms * 1e3:8.2f} {cpu_ms / base_cpu:6.2f} {calls:>11} {per_message:>9} "
-                  f"{bound:>7}")
+                  f"{cpu_ms * 1e3:8.2f} {cpu_ms / base_cpu:6.2f} "
+                  f"{statistics.median(thread_cpu[name][w]) * 1e3:8.2f} {calls:>11} "
+                  f"{per_message:>9} {bound:>7}")
     for line in noisy:
         print("NOISY " + line)
     if args.replica_worlds:
