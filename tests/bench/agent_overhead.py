@@ -110,6 +110,7 @@ def child(spec):
         times = []
         replay_before = replay_cpu(spec.get("metrics_port"))
         cpu_before, thread_before = process_cpu(), process_cpu(thread=True)
+        copies_before = debugger.counters()["snapshot_seconds"] if debugger is not None else 0.0
         for _ in range(spec["steps"]):
             start = time.perf_counter()
             if debugger is not None and spec["loop"] == "msprobe":
@@ -125,6 +126,8 @@ def child(spec):
             times.append(time.perf_counter() - start)
         cpu = (process_cpu() - cpu_before) / spec["steps"]
         thread = (process_cpu(thread=True) - thread_before) / spec["steps"]
+        copies = "" if debugger is None else (
+            debugger.counters()["snapshot_seconds"] - copies_before) / spec["steps"]
         sent = ""
         if debugger is not None and spec["loop"] != "stopped":
             debugger.flush(300)
@@ -134,7 +137,7 @@ def child(spec):
         if replay_before is not None:  # after the flush: every call of these steps replayed
             replay = (replay_cpu(spec["metrics_port"]) - replay_before) / spec["steps"]
         # The first steps warm up caches: the median of the others.
-        out[name] = [statistics.median(times[2:]), sent, cpu, replay, thread]
+        out[name] = [statistics.median(times[2:]), sent, cpu, replay, thread, copies]
     print(json.dumps(out))
 
 
@@ -308,6 +311,7 @@ def main():
     sent = {row[0]: {w: [] for w in workloads} for row in rows}
     cpu = {row[0]: {w: [] for w in workloads} for row in rows}
     thread_cpu = {row[0]: {w: [] for w in workloads} for row in rows}
+    copies = {row[0]: {w: [] for w in workloads} for row in rows}
     replay = {row[0]: {w: [] for w in workloads} for row in rows}
     # Messages the servers received for each row (all its workloads): calls sent per message say
     # how well the sender batches (one wake-up, one message and one socket write per batch).
@@ -336,6 +340,8 @@ def main():
                         sent[name][w].append(row[w][1])
                     cpu[name][w].append(row[w][2])
                     thread_cpu[name][w].append(row[w][4])
+                    if row[w][5] != "":
+                        copies[name][w].append(row[w][5])
                     if row[w][3] != "":
                         replay[name][w].append(row[w][3])
     finally:
@@ -349,7 +355,9 @@ def main():
           "own steps' lowest and highest over their median, across rounds)")
     print("cpu ms: the training process's whole CPU time per step (getrusage RUSAGE_SELF: every "
           "thread, the training's, the sender's, gRPC's, user and system), its ratio beside; "
-          "train ms: the training thread's alone (RUSAGE_THREAD), which the step waits for")
+          "train ms: the training thread's alone (RUSAGE_THREAD), which the step waits for; "
+          "copy ms: the agent's snapshot_seconds a step (its copies and the compares that prove "
+          "tensors unchanged, on the training thread)")
     print("bound [loop]: the longer of the bare step and (the bare step's CPU + the CPU of the "
           f"bench, golden and random replays of the exhaustive [loop] row's step) / "
           f"{os.cpu_count()} cores, medians over rounds (docs/performance.md#the-bound); "
@@ -358,8 +366,8 @@ def main():
     print("calls/msg: the calls the row sent (all workloads) per message the servers received "
           "(Hello, stats and chunks included)")
     print(f"{'workload':11} {'mode':{width}} {'ms/step':>9} {'ratio':>7} {'spread':>13} "
-          f"{'cpu ms':>8} {'cpu x':>6} {'train ms':>8} {'calls sent':>11} {'calls/msg':>9} "
-          f"{'/bound':>7}")
+          f"{'cpu ms':>8} {'cpu x':>6} {'train ms':>8} {'copy ms':>7} {'calls sent':>11} "
+          f"{'calls/msg':>9} {'/bound':>7}")
     cores = os.cpu_count() or 1
     noisy = []
     for w in workloads:
@@ -379,6 +387,7 @@ def main():
             spread = base_spread if name == "no agent" else (min(per_round), max(per_round))
             spread_text = f"{spread[0]:.2f}-{spread[1]:.2f}"
             cpu_ms = statistics.median(cpu[name][w])
+            copy_ms = f"{statistics.median(copies[name][w]) * 1e3:7.2f}" if copies[name][w] else ""
             calls = int(statistics.median(sent[name][w])) if sent[name][w] else ""
             per_message = ""
             if sent[name][w] and statistics.median(messages[name]) > 0:
@@ -390,10 +399,10 @@ def main():
                 bound = f"{ms / bound_s:7.2f}"
                 label = name.replace("exhaustive", "bound")
                 print(f"{w:11} {label:{width}} {bound_s * 1e3:9.2f} {bound_s / base:7.2f} "
-                      f"{'':>13} {'':>8} {'':>6} {'':>8} {'':>11} {'':>9}")
+                      f"{'':>13} {'':>8} {'':>6} {'':>8} {'':>7} {'':>11} {'':>9}")
             print(f"{w:11} {name:{width}} {ms * 1e3:9.2f} {ratio:7.2f} {spread_text:>13} "
                   f"{cpu_ms * 1e3:8.2f} {cpu_ms / base_cpu:6.2f} "
-                  f"{statistics.median(thread_cpu[name][w]) * 1e3:8.2f} {calls:>11} "
+                  f"{statistics.median(thread_cpu[name][w]) * 1e3:8.2f} {copy_ms:>7} {calls:>11} "
                   f"{per_message:>9} {bound:>7}")
     for line in noisy:
         print("NOISY " + line)
