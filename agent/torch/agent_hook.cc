@@ -346,7 +346,7 @@ std::unique_ptr<at::ObserverContext> OnEnterImpl(const at::RecordFunction& fn) {
       if (i < inputs.size()) ctx->written.push_back(inputs[i]);
     }
     if ((flags & PARITY_CALL_CHECK_INPUTS) != 0) {
-      ctx->TakeReadOnlyList();
+      ctx->SwapReadOnlyList();
       WatchReadOnlyInputs(handle->schema(), inputs, sent, &ctx->read_only,
                           &values->unchecked_writes);
     }
@@ -391,7 +391,7 @@ void OnExitImpl(const at::RecordFunction& fn, at::ObserverContext* raw) {
   std::unique_ptr<TorchValues> values = std::move(ctx->values);
   const auto copy_start = std::chrono::steady_clock::now();
   CompareWatchedInputs(ctx->read_only, *values);
-  ctx->GiveReadOnlyListBack();
+  ctx->SwapReadOnlyList();  // the capacity back to the thread
   for (const c10::IValue& v : fn.outputs().empty() ? ctx->written : fn.outputs()) {
     values->outputs.push_back(Snapshot(v, *values));
     values->bytes += ValueBytes(v);

@@ -31,12 +31,7 @@ void CallContext::operator delete(void* p) {
   }
 }
 
-void CallContext::TakeReadOnlyList() {
-  read_only.clear();
-  read_only.swap(t_spare_read_only);
-}
-
-void CallContext::GiveReadOnlyListBack() {
+void CallContext::SwapReadOnlyList() {
   read_only.clear();
   read_only.swap(t_spare_read_only);
 }

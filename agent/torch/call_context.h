@@ -26,9 +26,9 @@ struct CallContext : at::ObserverContext {
   static void* operator new(std::size_t n);
   static void operator delete(void* p);
 
-  // read_only takes the thread's spare list (empty, its capacity kept); given back at exit.
-  void TakeReadOnlyList();
-  void GiveReadOnlyListBack();
+  // Empties read_only and swaps it with the thread's spare list: at entry it takes the spare's
+  // capacity, at exit it gives it back.
+  void SwapReadOnlyList();
 
   parity_call* call = nullptr;
   std::unique_ptr<TorchValues> values;

@@ -135,20 +135,10 @@ bool SameBits(const at::Tensor& copy, const at::Tensor& now) {
     return ByWidth(
         element, [&](auto t) { return SameBitsTransposed<decltype(t)>(b, base, sizes, strides); });
   }
-  if (run == 1 && k >= 0) {
-    // The innermost dimension itself is strided: one loop per row of it.
-    switch (element) {
-      case 1:
-        return SameBitsStrided<uint8_t>(b, base, sizes, strides);
-      case 2:
-        return SameBitsStrided<uint16_t>(b, base, sizes, strides);
-      case 4:
-        return SameBitsStrided<uint32_t>(b, base, sizes, strides);
-      case 8:
-        return SameBitsStrided<uint64_t>(b, base, sizes, strides);
-      default:
-        break;  // complex128: memcmp a run
-    }
+  if (run == 1 && k >= 0 && element <= 8) {
+    // The innermost dimension itself is strided: one loop per row of it (complex128: memcmp a run).
+    return ByWidth(element,
+                   [&](auto t) { return SameBitsStrided<decltype(t)>(b, base, sizes, strides); });
   }
   c10::SmallVector<int64_t, 8> index(static_cast<std::size_t>(k + 1), 0);  // dims 0..k
   for (;;) {
